@@ -1,0 +1,22 @@
+// Memory estimator: predicts the anatomy of a spec by arithmetic alone (no LibTorch, no GPU).
+// Formulas and their sources: docs/ESTIMATOR.md.
+#ifndef VRAMLAB_SERVER_ESTIMATE_ESTIMATOR_H_
+#define VRAMLAB_SERVER_ESTIMATE_ESTIMATOR_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server {
+
+// `limit_bytes` overrides spec.memory.device_memory_limit_bytes when non-zero. When both are 0
+// the estimate has no limit: fits is true and the max_* fields are 0.
+// INVALID_ARGUMENT for a spec whose model cannot be resolved (unknown preset, zero shapes).
+absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
+                                                           int64_t limit_bytes);
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_ESTIMATOR_H_

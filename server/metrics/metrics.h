@@ -1,0 +1,47 @@
+// Prometheus exporter of the daemon (prometheus-cpp, on --metrics-listen). The daemon feeds it from
+// the same events that WatchExperiment streams, so a scrape and a watch agree.
+// Thread-safe: every method may be called from any thread.
+#ifndef VRAMLAB_SERVER_METRICS_METRICS_H_
+#define VRAMLAB_SERVER_METRICS_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server {
+
+class Metrics {
+ public:
+  // Starts the HTTP exposer on `listen_address` ("127.0.0.1:9464"; port 0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& listen_address);
+  // A registry without an HTTP endpoint, for tests and for a daemon run without metrics.
+  static std::unique_ptr<Metrics> CreateUnexposed();
+  virtual ~Metrics() = default;
+
+  // The port the exposer listens on (0 when unexposed).
+  virtual int port() const = 0;
+  // The metrics in Prometheus text format, as a scrape would return them.
+  virtual std::string Serialize() const = 0;
+
+  // Slots (GPU or CPU) the daemon owns, with the device's total memory.
+  virtual void SetSlot(int slot, int64_t device_total_bytes) = 0;
+  // A worker sample or phase-boundary sample of the experiment running on `slot`.
+  virtual void OnSample(int slot, const vramlab::v1::MemorySample& sample) = 0;
+  virtual void OnStepResult(int slot, const vramlab::v1::StepResult& step) = 0;
+  // Adds vramlab_experiment_running_info{gpu, experiment, owner, name} 1 and the slot's limit.
+  virtual void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) = 0;
+  // Removes the _info series and counts vramlab_experiments_total{outcome}.
+  virtual void OnExperimentFinished(int slot, const vramlab::v1::Experiment& experiment) = 0;
+  virtual void SetQueueDepth(vramlab::v1::Priority priority, int depth) = 0;
+  virtual void SetWatchers(int watchers) = 0;
+  // A worker process ended abnormally (signal, killed for output, time limit).
+  virtual void OnWorkerAbnormalExit() = 0;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_METRICS_METRICS_H_
