@@ -61,7 +61,7 @@ cmake --build "$build/server" -j "$jobs"
 
 mkdir -p "$build/bin"
 for b in "$build"/worker/bin/* "$build"/server/bin/*; do
-  [ -e "$b" ] && ln -sf "$b" "$build/bin/$(basename "$b")"
+  [ -f "$b" ] && cp -f "$b" "$build/bin/"
 done
 echo "built: $(ls "$build/bin" | tr '\n' ' ')"
 [ -z "$prefix" ] || echo "run with: export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:\$LD_LIBRARY_PATH"

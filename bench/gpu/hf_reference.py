@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The other side of the GPU benchmark: HF transformers' Qwen2 trained the way users would.
+
+Same shapes (a Qwen2.5 preset built with from_config, bf16, random init), same data (token ids
+uniform in [0, 1000), labels = inputs), same optimizer (torch.optim.AdamW, lr 1e-5) and the same
+definitions as vramlab-worker (peak allocated / reserved from the caching allocator, median step
+time after warm-up). Writes one JSON object per configuration to stdout.
+
+  hf_reference.py --preset qwen2.5-1.5b --micro-batch 4 --accum 1 --seq-lens 512 --attention eager \
+      --limit-gib 24 --steps 3
+  --seq-lens 512,1024,... runs a sweep in one process, emptying the cache between points and
+  stopping at the first OOM (the lab report's torture test).
+"""
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+PRESETS = {
+    # Published config.json values of the Qwen2.5 checkpoints.
+    "qwen2.5-0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen2.5-1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                         num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen2.5-3b": dict(vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                       num_attention_heads=16, num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen2.5-7b": dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
+}
+
+
+def build_model(args, seq_len):
+    config = Qwen2Config(max_position_embeddings=max(32768, seq_len), rope_theta=1e6, rms_norm_eps=1e-6,
+                         use_cache=False, **PRESETS[args.preset])
+    config._attn_implementation = args.attention
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    if args.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model
+
+
+def run_point(args, value):
+    seq_len = value if args.sweep == "seq" else args.seq_len
+    micro_batch = value if args.sweep == "batch" else args.micro_batch
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    result = dict(side="hf", preset=args.preset, attention=args.attention, micro_batch=micro_batch,
+                  accum=args.accum, seq_len=seq_len, compile=args.compile, checkpointing=args.checkpointing,
+                  limit_gib=args.limit_gib)
+    model = optimizer = None
+    phase = "load"
+    try:
+        model = build_model(args, seq_len)
+        step_model = torch.compile(model) if args.compile else model
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=args.fused or None)
+        generator = torch.Generator(device="cpu").manual_seed(1234)
+        times, losses = [], []
+        for step in range(args.warmup + args.steps):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            total = 0.0
+            for _ in range(args.accum):
+                ids = torch.randint(0, 1000, (micro_batch, seq_len), generator=generator).cuda()
+                phase = "forward"
+                loss = step_model(input_ids=ids, labels=ids).loss / args.accum
+                phase = "backward"
+                loss.backward()
+                total += loss.item()
+            phase = "optimizer_step"
+            optimizer.step()
+            phase = "zero_grad"
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            if step >= args.warmup:
+                times.append(time.perf_counter() - start)
+            losses.append(total)
+        median = statistics.median(times)
+        tokens = micro_batch * seq_len * args.accum
+        result.update(outcome="ok", median_step_s=median, min_step_s=min(times), max_step_s=max(times),
+                      tokens_per_s=tokens / median, final_loss=losses[-1])
+    except torch.OutOfMemoryError as e:
+        result.update(outcome="oom", oom_phase=phase, message=str(e).split("\n")[0][:300])
+    result.update(peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+                  peak_reserved_bytes=torch.cuda.max_memory_reserved())
+    del model, optimizer
+    gc.collect()
+    torch.cuda.empty_cache()
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--preset", default="qwen2.5-1.5b", choices=sorted(PRESETS))
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--seq-lens", default="", help="comma-separated sweep over sequence lengths")
+    p.add_argument("--batches", default="", help="comma-separated sweep over micro-batch sizes")
+    p.add_argument("--attention", default="eager", choices=["eager", "sdpa", "flash_attention_2"])
+    p.add_argument("--checkpointing", action="store_true")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--fused", action="store_true", help="torch.optim.AdamW(fused=True)")
+    p.add_argument("--limit-gib", type=float, default=0)
+    p.add_argument("--steps", type=int, default=3, help="timed steps after warm-up")
+    p.add_argument("--warmup", type=int, default=1)
+    args = p.parse_args()
+    if args.limit_gib:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(args.limit_gib * 2**30 / total)
+    args.sweep = "seq" if args.seq_lens else ("batch" if args.batches else None)
+    values = [int(v) for v in (args.seq_lens or args.batches or "0").split(",")]
+    for value in values:
+        result = run_point(args, value)
+        print(json.dumps(result), flush=True)
+        if result["outcome"] == "oom":
+            break
+
+
+if __name__ == "__main__":
+    sys.exit(main())
