@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The rows of the GPU benchmark, as vramlab-worker specs and hf_reference.py arguments.
+
+  specs.py list                 row names, one per line
+  specs.py spec ROW             the worker spec (canonical JSON of vramlab.v1.ExperimentSpec)
+  specs.py hf ROW               hf_reference.py arguments (one shell word per line)
+"""
+import json
+import sys
+
+GIB = 2**30
+LIMIT_24 = 24 * GIB
+TORTURE = [512, 1024, 2048, 4096, 8192, 16384, 32768]
+LONG = [8192, 16384, 24576, 32768, 40960, 49152, 65536, 81920, 98304, 131072]
+
+
+def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=False, chunked=False,
+        optimizer="ADAMW", hf_extra=()):
+    spec = {
+        "name": name,
+        "model": {"preset": "qwen2.5-1.5b", "initSeed": 0},
+        "training": {"microBatchSize": mb, "gradAccumSteps": accum, "seqLen": seq,
+                     # the worker's first step is the warm-up; the table takes the median of the rest
+                     "steps": steps + warmup, "dtype": "BFLOAT16", "attention": attention.upper(),
+                     "optimizer": {"kind": optimizer}, "checkpointEveryKLayers": 1 if ckpt else 0,
+                     "loss": "CHUNKED" if chunked else "FULL", "data": {"seed": 1234}},
+        "memory": {"deviceMemoryLimitBytes": str(limit) if limit else "0", "sampleIntervalMs": 10},
+        "device": "CUDA",
+    }
+    if sweep:
+        spec["sweep"] = {"variable": "SEQ_LEN", "mode": "LIST", "values": sweep}
+    hf = ["--micro-batch", str(mb), "--accum", str(accum), "--seq-len", str(seq), "--attention", attention,
+          "--steps", str(steps), "--warmup", str(warmup)]
+    if limit:
+        hf += ["--limit-gib", str(limit / GIB)]
+    if sweep:
+        hf += ["--seq-lens", ",".join(map(str, sweep))]
+    if ckpt:
+        hf += ["--checkpointing"]
+    hf += list(hf_extra)
+    return name, spec, hf
+
+
+ROWS = dict((r[0], r[1:]) for r in [
+    row("basic-sad-mb4x1", 4, 1, 512, "eager", LIMIT_24, 3, 1),
+    row("basic-happy-mb1x4", 1, 4, 512, "eager", LIMIT_24, 3, 1),
+    row("torture-eager", 1, 1, 512, "eager", LIMIT_24, 1, 0, sweep=TORTURE),
+    row("torture-sdpa", 1, 1, 512, "sdpa", LIMIT_24, 1, 0, sweep=TORTURE),
+    row("throughput-mb4-s2048", 4, 1, 2048, "sdpa", 0, 5, 2),
+    row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
+    row("longest-24g-all-switches", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True, chunked=True,
+        optimizer="ADAMW_8BIT"),
+])
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("list", "spec", "hf"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "list":
+        print("\n".join(ROWS))
+        return
+    spec, hf = ROWS[sys.argv[2]]
+    print(json.dumps(spec, indent=1) if sys.argv[1] == "spec" else "\n".join(hf))
+
+
+if __name__ == "__main__":
+    main()
