@@ -1,0 +1,263 @@
+#include "server/metrics/prometheus_metrics.h"
+
+#include <exception>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+#include "server/metrics/metric_family_builder.h"
+#include "server/metrics/metric_labels.h"
+
+namespace vramlab::server {
+namespace {
+
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using vramlab::v1::Experiment;
+using vramlab::v1::MemorySample;
+
+// The effective cap of an experiment on a slot: its own limit, else the whole device.
+int64_t EffectiveLimit(int64_t spec_limit_bytes, int64_t device_total_bytes) {
+  return spec_limit_bytes > 0 ? spec_limit_bytes : device_total_bytes;
+}
+
+}  // namespace
+
+const std::vector<double>& PrometheusMetrics::StepDurationBuckets() {
+  static const auto* const kBuckets = new std::vector<double>{
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+  return *kBuckets;
+}
+
+PrometheusMetrics::PrometheusMetrics() {
+  for (auto priority : ExportedPriorities()) queue_depth_[priority] = 0;
+  for (auto state : FinalStates()) outcomes_[OutcomeLabel(state)] = 0;
+}
+
+PrometheusMetrics::~PrometheusMetrics() {
+  // Stop the HTTP threads before any state they read goes away.
+  exposer_.reset();
+}
+
+absl::Status PrometheusMetrics::Expose(const std::string& listen_address) {
+  if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics already exposed");
+  if (listen_address.empty()) return absl::InvalidArgumentError("--metrics-listen is empty");
+  // prometheus-cpp (civetweb) reports a bind failure by throwing; this is the only place the
+  // daemon lets a third-party exception reach it, and it turns it into a Status at once.
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen_address, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen_address, ": ", e.what()));
+  }
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    exposer_.reset();
+    return absl::UnavailableError(absl::StrCat("metrics exposer on ", listen_address,
+                                               " listens on no port"));
+  }
+  port_ = ports.front();
+  // Non-owning: `this` outlives the exposer (see the member order in the header).
+  self_handle_ = std::shared_ptr<prometheus::Collectable>(this, [](prometheus::Collectable*) {});
+  exposer_->RegisterCollectable(self_handle_);
+  return absl::OkStatus();
+}
+
+int PrometheusMetrics::port() const { return port_; }
+
+std::string PrometheusMetrics::Serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, Collect());
+  return out.str();
+}
+
+PrometheusMetrics::Slot& PrometheusMetrics::SlotLocked(int slot) {
+  Slot& s = slots_[slot];
+  if (s.step_duration == nullptr) {
+    s.step_duration = std::make_unique<prometheus::Histogram>(StepDurationBuckets());
+  }
+  return s;
+}
+
+void PrometheusMetrics::SetSlot(int slot, int64_t device_total_bytes) {
+  absl::MutexLock lock(&mutex_);
+  Slot& s = SlotLocked(slot);
+  s.device_total_bytes = device_total_bytes;
+  if (s.running == nullptr) s.memory_limit_bytes = device_total_bytes;
+}
+
+void PrometheusMetrics::OnSample(int slot, const MemorySample& sample) {
+  absl::MutexLock lock(&mutex_);
+  Slot& s = SlotLocked(slot);
+  s.last_sample = sample;
+  s.has_device_reading = true;
+  if (sample.device_total_bytes() > 0 && s.device_total_bytes == 0) {
+    s.device_total_bytes = sample.device_total_bytes();
+    if (s.memory_limit_bytes == 0) s.memory_limit_bytes = s.device_total_bytes;
+  }
+  if (sample.has_free_block_fragmentation()) {
+    s.free_block_fragmentation_ratio = sample.free_block_fragmentation_ratio();
+    s.has_free_block_fragmentation = true;
+  }
+}
+
+void PrometheusMetrics::OnStepResult(int slot, const vramlab::v1::StepResult& step) {
+  absl::MutexLock lock(&mutex_);
+  Slot& s = SlotLocked(slot);
+  if (step.step_time_seconds() > 0) s.step_duration->Observe(step.step_time_seconds());
+  s.tokens_per_second = step.tokens_per_second();
+}
+
+void PrometheusMetrics::OnExperimentStarted(int slot, const Experiment& experiment) {
+  absl::MutexLock lock(&mutex_);
+  Slot& s = SlotLocked(slot);
+  // A fresh worker: nothing of the previous one's readings applies.
+  s.last_sample.Clear();
+  s.has_device_reading = false;
+  s.has_free_block_fragmentation = false;
+  s.free_block_fragmentation_ratio = 0;
+  s.tokens_per_second = 0;
+  s.memory_limit_bytes = EffectiveLimit(
+      experiment.spec().memory().device_memory_limit_bytes(), s.device_total_bytes);
+  s.running = std::make_unique<RunningExperiment>(RunningExperiment{
+      experiment.id(), experiment.owner(),
+      TruncateUtf8(experiment.spec().name(), kMaxNameLabelBytes)});
+}
+
+void PrometheusMetrics::OnExperimentFinished(int slot, const Experiment& experiment) {
+  absl::MutexLock lock(&mutex_);
+  const std::string outcome = OutcomeLabel(experiment.state());
+  if (!outcome.empty()) outcomes_[outcome] += 1;
+  auto it = slots_.find(slot);
+  // An experiment cancelled while queued never ran: leave whatever runs on `slot` alone.
+  if (it == slots_.end() || it->second.running == nullptr ||
+      it->second.running->id != experiment.id()) {
+    return;
+  }
+  Slot& s = it->second;
+  s.running.reset();
+  s.last_sample.Clear();
+  s.has_device_reading = false;
+  s.has_free_block_fragmentation = false;
+  s.free_block_fragmentation_ratio = 0;
+  s.tokens_per_second = 0;
+  s.memory_limit_bytes = s.device_total_bytes;
+}
+
+void PrometheusMetrics::SetQueueDepth(vramlab::v1::Priority priority, int depth) {
+  absl::MutexLock lock(&mutex_);
+  // PRIORITY_UNSPECIFIED is queued as normal; keep one series per label value.
+  if (priority == vramlab::v1::PRIORITY_UNSPECIFIED) priority = vramlab::v1::PRIORITY_NORMAL;
+  queue_depth_[priority] = depth;
+}
+
+void PrometheusMetrics::SetWatchers(int watchers) {
+  absl::MutexLock lock(&mutex_);
+  watchers_ = watchers;
+}
+
+void PrometheusMetrics::OnWorkerAbnormalExit() {
+  absl::MutexLock lock(&mutex_);
+  worker_abnormal_exits_ += 1;
+}
+
+std::vector<MetricFamily> PrometheusMetrics::Collect() const {
+  std::vector<MetricFamily> out;
+  absl::ReaderMutexLock lock(&mutex_);
+  CollectSlots(out);
+  CollectDaemon(out);
+  return out;
+}
+
+void PrometheusMetrics::CollectSlots(std::vector<MetricFamily>& out) const {
+  auto gauge = [](const char* name, const char* help) {
+    return MakeFamily(name, help, MetricType::Gauge);
+  };
+  MetricFamily allocated = gauge("vramlab_gpu_allocated_bytes",
+                                 "Bytes held by tensors in the running worker's allocator.");
+  MetricFamily reserved = gauge("vramlab_gpu_reserved_bytes",
+                                "Bytes the running worker's caching allocator holds from the device.");
+  MetricFamily active = gauge("vramlab_gpu_active_bytes",
+                              "Bytes in active allocator blocks (allocated plus split remainders in use).");
+  MetricFamily peak = gauge("vramlab_gpu_peak_allocated_bytes",
+                            "Peak allocated bytes of the running worker since its last reset.");
+  MetricFamily fragmentation = gauge("vramlab_gpu_fragmentation_ratio",
+                                     "1 - allocated/reserved: memory cached but unused.");
+  MetricFamily free_block = gauge(
+      "vramlab_gpu_free_block_fragmentation_ratio",
+      "1 - largest_free_block/free_inside_reserved at the last phase boundary with a snapshot.");
+  MetricFamily used = gauge("vramlab_gpu_device_used_bytes",
+                            "Device memory in use as the driver reports it (total - free), all processes.");
+  MetricFamily total = gauge("vramlab_gpu_device_total_bytes", "Device memory in total.");
+  MetricFamily limit = gauge("vramlab_gpu_memory_limit_bytes",
+                             "Memory cap of the experiment running on the slot, else the device total.");
+  MetricFamily tokens = gauge("vramlab_tokens_per_second",
+                              "Training throughput of the last optimizer step on the slot.");
+  MetricFamily running = gauge("vramlab_experiment_running_info",
+                               "The experiment running on a slot; the series ends with it.");
+  MetricFamily steps = MakeFamily("vramlab_step_duration_seconds",
+                                  "Wall time of one optimizer step (all micro-batches).",
+                                  MetricType::Histogram);
+
+  for (const auto& [index, s] : slots_) {
+    const std::string gpu = SlotLabel(index);
+    const MetricLabels labels = {{"gpu", gpu}};
+    const MemorySample& m = s.last_sample;
+    AddValue(allocated, labels, static_cast<double>(m.allocated_bytes()));
+    AddValue(reserved, labels, static_cast<double>(m.reserved_bytes()));
+    AddValue(active, labels, static_cast<double>(m.active_bytes()));
+    AddValue(peak, labels, static_cast<double>(m.peak_allocated_bytes()));
+    AddValue(fragmentation, labels, m.fragmentation_ratio());
+    if (s.has_free_block_fragmentation) {
+      AddValue(free_block, labels, s.free_block_fragmentation_ratio);
+    }
+    if (s.has_device_reading) {
+      AddValue(used, labels, static_cast<double>(m.device_used_bytes()));
+    }
+    AddValue(total, labels, static_cast<double>(s.device_total_bytes));
+    AddValue(limit, labels, static_cast<double>(s.memory_limit_bytes));
+    AddValue(tokens, labels, s.tokens_per_second);
+    if (s.running != nullptr) {
+      AddValue(running,
+               {{"gpu", gpu},
+                {"experiment", s.running->id},
+                {"owner", s.running->owner},
+                {"name", s.running->name}},
+               1);
+    }
+    AddCollected(steps, labels, s.step_duration->Collect());
+  }
+  for (MetricFamily* family : {&allocated, &reserved, &active, &peak, &fragmentation, &free_block,
+                               &used, &total, &limit, &tokens, &running, &steps}) {
+    out.push_back(std::move(*family));
+  }
+}
+
+void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
+  MetricFamily queue = MakeFamily("vramlab_queue_depth", "Experiments waiting in the queue.",
+                                  MetricType::Gauge);
+  for (const auto& [priority, depth] : queue_depth_) {
+    AddValue(queue, {{"priority", PriorityLabel(priority)}}, depth);
+  }
+  MetricFamily outcomes = MakeFamily("vramlab_experiments_total",
+                                     "Experiments that reached a final state, by outcome.",
+                                     MetricType::Counter);
+  for (const auto& [outcome, count] : outcomes_) AddValue(outcomes, {{"outcome", outcome}}, count);
+  MetricFamily exits = MakeFamily(
+      "vramlab_worker_abnormal_exits_total",
+      "Worker processes that ended abnormally (signal, output violation, time limit).",
+      MetricType::Counter);
+  AddValue(exits, {}, worker_abnormal_exits_);
+  MetricFamily watchers = MakeFamily("vramlab_watchers", "WatchExperiment streams open now.",
+                                     MetricType::Gauge);
+  AddValue(watchers, {}, watchers_);
+  MetricFamily build = MakeFamily("vramlab_build_info", "The daemon's version; always 1.",
+                                  MetricType::Gauge);
+  AddValue(build, {{"version", VRAMLAB_VERSION}}, 1);
+  for (MetricFamily* family : {&queue, &outcomes, &exits, &watchers, &build}) {
+    out.push_back(std::move(*family));
+  }
+}
+
+}  // namespace vramlab::server

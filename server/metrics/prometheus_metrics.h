@@ -1,0 +1,96 @@
+// The Metrics implementation. All state is plain data behind one mutex and Collect() copies it
+// out under that mutex, so every scrape shows each slot's gauges from one and the same worker
+// sample (never allocated from one sample and reserved from the next).
+#ifndef VRAMLAB_SERVER_METRICS_PROMETHEUS_METRICS_H_
+#define VRAMLAB_SERVER_METRICS_PROMETHEUS_METRICS_H_
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/histogram.h"
+#include "server/metrics/metrics.h"
+
+namespace vramlab::server {
+
+class PrometheusMetrics : public Metrics, public prometheus::Collectable {
+ public:
+  // Upper bounds of vramlab_step_duration_seconds: a tiny CPU step (milliseconds) up to a large
+  // model's accumulation cycle on a GPU (minutes).
+  static const std::vector<double>& StepDurationBuckets();
+  // Longest `name` label value exported; longer experiment names are cut (UTF-8 safe).
+  static constexpr size_t kMaxNameLabelBytes = 128;
+
+  PrometheusMetrics();
+  ~PrometheusMetrics() override;
+
+  // Starts serving /metrics on `listen_address`. Called at most once, before any scrape matters.
+  absl::Status Expose(const std::string& listen_address);
+
+  int port() const override;
+  std::string Serialize() const override;
+  void SetSlot(int slot, int64_t device_total_bytes) override;
+  void OnSample(int slot, const vramlab::v1::MemorySample& sample) override;
+  void OnStepResult(int slot, const vramlab::v1::StepResult& step) override;
+  void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) override;
+  void OnExperimentFinished(int slot, const vramlab::v1::Experiment& experiment) override;
+  void SetQueueDepth(vramlab::v1::Priority priority, int depth) override;
+  void SetWatchers(int watchers) override;
+  void OnWorkerAbnormalExit() override;
+
+  // prometheus::Collectable: one consistent snapshot of everything.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  struct RunningExperiment {
+    std::string id;
+    std::string owner;
+    std::string name;
+  };
+  // One GPU (or CPU) slot. The allocator fields describe the worker running there and are zeroed
+  // when it ends: its process, and all memory it held, is gone.
+  struct Slot {
+    int64_t device_total_bytes = 0;
+    // Effective cap of the running experiment (its limit, or the device's total).
+    int64_t memory_limit_bytes = 0;
+    vramlab::v1::MemorySample last_sample;
+    // The driver view is known only from a worker's sample; not exported until one arrives.
+    bool has_device_reading = false;
+    // Snapshot-based fragmentation, carried from the last phase-boundary sample that had it.
+    double free_block_fragmentation_ratio = 0;
+    bool has_free_block_fragmentation = false;
+    double tokens_per_second = 0;
+    std::unique_ptr<RunningExperiment> running;
+    std::unique_ptr<prometheus::Histogram> step_duration;
+  };
+
+  Slot& SlotLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CollectSlots(std::vector<prometheus::MetricFamily>& out) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  void CollectDaemon(std::vector<prometheus::MetricFamily>& out) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+
+  mutable absl::Mutex mutex_;
+  std::map<int, Slot> slots_ ABSL_GUARDED_BY(mutex_);
+  std::map<vramlab::v1::Priority, int> queue_depth_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, double> outcomes_ ABSL_GUARDED_BY(mutex_);
+  int watchers_ ABSL_GUARDED_BY(mutex_) = 0;
+  double worker_abnormal_exits_ ABSL_GUARDED_BY(mutex_) = 0;
+
+  // A non-owning handle the exposer holds (as a weak_ptr) to reach Collect(). Declared before
+  // exposer_ so that the exposer, and its HTTP threads, are gone before the handle and the state.
+  std::shared_ptr<prometheus::Collectable> self_handle_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_METRICS_PROMETHEUS_METRICS_H_
