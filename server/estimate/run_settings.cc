@@ -1,0 +1,109 @@
+#include "server/estimate/run_settings.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+
+namespace vramlab::server::estimate {
+namespace {
+
+using vramlab::v1::TrainingSpec;
+
+// Applies "0 means `fallback`"; negative values are an error naming `field`.
+absl::StatusOr<int64_t> CountOrDefault(int64_t value, int64_t fallback, const char* field) {
+  if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must not be negative, got ", value));
+  }
+  return value == 0 ? fallback : value;
+}
+
+absl::StatusOr<int64_t> DtypeBytes(vramlab::v1::DType dtype) {
+  switch (dtype) {
+    case vramlab::v1::DTYPE_UNSPECIFIED:
+    case vramlab::v1::BFLOAT16:
+    case vramlab::v1::FLOAT16:
+      return 2;
+    case vramlab::v1::FLOAT32:
+      return 4;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.dtype: unknown value ", static_cast<int>(dtype)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec) {
+  RunSettings r;
+  ASSIGN_OR_RETURN(r.model, ResolveModelShape(spec.model()));
+  r.device = spec.device() == vramlab::v1::CPU ? Device::kCpu : Device::kCuda;
+
+  const TrainingSpec& t = spec.training();
+  ASSIGN_OR_RETURN(r.dtype_bytes, DtypeBytes(t.dtype()));
+  ASSIGN_OR_RETURN(r.micro_batch,
+                   CountOrDefault(t.micro_batch_size(), 1, "training.micro_batch_size"));
+  ASSIGN_OR_RETURN(r.seq_len, CountOrDefault(t.seq_len(), 512, "training.seq_len"));
+  ASSIGN_OR_RETURN(r.grad_accum_steps,
+                   CountOrDefault(t.grad_accum_steps(), 1, "training.grad_accum_steps"));
+  ASSIGN_OR_RETURN(r.steps, CountOrDefault(t.steps(), 1, "training.steps"));
+  ASSIGN_OR_RETURN(r.checkpoint_every_k, CountOrDefault(t.checkpoint_every_k_layers(), 0,
+                                                        "training.checkpoint_every_k_layers"));
+  ASSIGN_OR_RETURN(r.loss_chunk_tokens,
+                   CountOrDefault(t.loss_chunk_tokens(), 1024, "training.loss_chunk_tokens"));
+
+  switch (t.optimizer().kind()) {
+    case vramlab::v1::OPTIMIZER_KIND_UNSPECIFIED:
+    case vramlab::v1::ADAMW:
+      r.optimizer = vramlab::v1::ADAMW;
+      break;
+    case vramlab::v1::ADAMW_FP32_MASTER:
+    case vramlab::v1::SGD:
+    case vramlab::v1::ADAMW_8BIT:
+      r.optimizer = t.optimizer().kind();
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training.optimizer.kind: unknown value ", static_cast<int>(t.optimizer().kind())));
+  }
+  r.offload_to_cpu = t.optimizer().offload_to_cpu();
+  r.in_backward = t.optimizer().in_backward();
+  if (r.in_backward && r.grad_accum_steps > 1) {
+    return absl::InvalidArgumentError(
+        "training.optimizer.in_backward: requires grad_accum_steps == 1 (each gradient is "
+        "consumed and freed as soon as it is complete)");
+  }
+
+  switch (t.attention()) {
+    case vramlab::v1::ATTENTION_IMPL_UNSPECIFIED:
+    case vramlab::v1::EAGER:
+      r.eager_attention = true;
+      break;
+    case vramlab::v1::SDPA:
+      r.eager_attention = false;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.attention: unknown value ", static_cast<int>(t.attention())));
+  }
+  switch (t.loss()) {
+    case vramlab::v1::LOSS_IMPL_UNSPECIFIED:
+    case vramlab::v1::FULL:
+      r.chunked_loss = false;
+      break;
+    case vramlab::v1::CHUNKED:
+      r.chunked_loss = true;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.loss: unknown value ", static_cast<int>(t.loss())));
+  }
+  if (spec.memory().device_memory_limit_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory.device_memory_limit_bytes: must not be negative, got ",
+        spec.memory().device_memory_limit_bytes()));
+  }
+  return r;
+}
+
+}  // namespace vramlab::server::estimate

@@ -1,0 +1,40 @@
+// The settings of a spec that decide its memory, with the proto's "0 means default" rules applied
+// once, so the arithmetic never sees an unset field.
+#ifndef VRAMLAB_SERVER_ESTIMATE_RUN_SETTINGS_H_
+#define VRAMLAB_SERVER_ESTIMATE_RUN_SETTINGS_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "server/estimate/device_model.h"
+#include "server/estimate/model_shape.h"
+#include "vramlab/v1/experiment.pb.h"
+
+namespace vramlab::server::estimate {
+
+struct RunSettings {
+  ModelShape model;
+  Device device = Device::kCuda;
+  int64_t dtype_bytes = 2;  // parameters, gradients and activations
+  int64_t micro_batch = 1;
+  int64_t seq_len = 512;
+  int64_t grad_accum_steps = 1;
+  int64_t steps = 1;
+  vramlab::v1::OptimizerKind optimizer = vramlab::v1::ADAMW;
+  bool offload_to_cpu = false;
+  bool in_backward = false;
+  int64_t checkpoint_every_k = 0;  // 0: none
+  bool eager_attention = true;
+  bool chunked_loss = false;
+  int64_t loss_chunk_tokens = 1024;
+
+  int64_t tokens() const { return micro_batch * seq_len; }
+};
+
+// INVALID_ARGUMENT naming the field for negative sizes, unknown enum values and combinations the
+// worker rejects (optimizer-in-backward with accumulation).
+absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec);
+
+}  // namespace vramlab::server::estimate
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_RUN_SETTINGS_H_
