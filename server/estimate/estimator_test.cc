@@ -1,0 +1,288 @@
+// Unit tests of the estimator's arithmetic: exact parameter counts and per-category bytes,
+// monotonicity in sequence length and batch, the max-fit search, and spec validation.
+#include "server/estimate/estimator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/estimate/model_shape.h"
+
+namespace vramlab::server {
+namespace {
+
+using vramlab::v1::ExperimentSpec;
+using vramlab::v1::MemoryEstimate;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+ExperimentSpec Spec(const std::string& preset, int seq = 512, int batch = 1) {
+  ExperimentSpec spec;
+  spec.mutable_model()->set_preset(preset);
+  spec.mutable_training()->set_seq_len(seq);
+  spec.mutable_training()->set_micro_batch_size(batch);
+  return spec;
+}
+
+MemoryEstimate MustEstimate(const ExperimentSpec& spec, int64_t limit = 0) {
+  absl::StatusOr<MemoryEstimate> e = EstimateMemory(spec, limit);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : MemoryEstimate();
+}
+
+TEST(EstimatorTest, ParameterCountOfEveryPresetMatchesThePublishedModel) {
+  // Qwen2.5 model cards / HF num_parameters(); tiny: shared/testdata/README.md (HF-counted).
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"qwen2.5-0.5b", 494032768},  {"qwen2.5-1.5b", 1543714304}, {"qwen2.5-3b", 3085938688},
+      {"qwen2.5-7b", 7615616512},   {"tiny", 125504}};
+  for (const auto& [preset, count] : expected) {
+    EXPECT_EQ(MustEstimate(Spec(preset)).parameter_count(), count) << preset;
+  }
+  EXPECT_EQ(estimate::PresetNames().size(), expected.size());
+}
+
+TEST(EstimatorTest, ExplicitConfigOverridesPresetAndCountsUntiedHead) {
+  ExperimentSpec spec = Spec("qwen2.5-7b");
+  vramlab::v1::ModelConfig* c = spec.mutable_model()->mutable_config();
+  c->set_vocab_size(512);
+  c->set_hidden_size(64);
+  c->set_intermediate_size(176);
+  c->set_num_hidden_layers(2);
+  c->set_num_attention_heads(4);
+  c->set_num_key_value_heads(2);
+  c->set_tie_word_embeddings(false);
+  // qwen2-tiny-untied in shared/testdata: 158,272 parameters.
+  EXPECT_EQ(MustEstimate(spec).parameter_count(), 158272);
+}
+
+TEST(EstimatorTest, WeightsGradientsAndStateOf15BInBf16OnCuda) {
+  // Every 1.5B tensor is a multiple of 512 bytes in bf16, so CUDA rounding adds nothing.
+  const int64_t p = 1543714304;
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  struct Case {
+    vramlab::v1::OptimizerKind kind;
+    int64_t state;
+  };
+  for (const Case& c : {Case{vramlab::v1::ADAMW, 4 * p}, Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p},
+                        Case{vramlab::v1::SGD, 2 * p}}) {
+    spec.mutable_training()->mutable_optimizer()->set_kind(c.kind);
+    const MemoryEstimate e = MustEstimate(spec);
+    EXPECT_EQ(e.anatomy().weights_bytes(), 2 * p);
+    EXPECT_EQ(e.anatomy().gradients_bytes(), 2 * p);
+    EXPECT_EQ(e.anatomy().optimizer_state_bytes(), c.state) << c.kind;
+    EXPECT_EQ(e.anatomy().cuda_context_bytes(), 620 * (int64_t{1} << 20));
+  }
+}
+
+TEST(EstimatorTest, CpuBytesAreExactPerOptimizerMode) {
+  const int64_t p = 125504;
+  ExperimentSpec spec = Spec("tiny", 16, 2);
+  spec.set_device(vramlab::v1::CPU);
+  spec.mutable_training()->set_dtype(vramlab::v1::FLOAT32);
+  // 8-bit, per moment: tensors of >= 4096 elements take 1 byte/element + 4 bytes per
+  // 2048-element block; smaller ones fp32. Embedding 32768 -> 32832; per layer q 4096 -> 4104,
+  // q bias 64 -> 256, k and v 2048 -> 8192 each, their biases 32 -> 128 each, o 4096 -> 4104,
+  // gate/up/down 11264 -> 11288 each, two norms 64 -> 256 each: 59480; final norm 256.
+  const int64_t adam8_moment = 32832 + 2 * 59480 + 256;
+  struct Case {
+    vramlab::v1::OptimizerKind kind;
+    int64_t state;
+  };
+  for (const Case& c : {Case{vramlab::v1::ADAMW, 8 * p}, Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p},
+                        Case{vramlab::v1::SGD, 4 * p}, Case{vramlab::v1::ADAMW_8BIT, 2 * adam8_moment}}) {
+    spec.mutable_training()->mutable_optimizer()->set_kind(c.kind);
+    const MemoryEstimate e = MustEstimate(spec);
+    EXPECT_EQ(e.anatomy().weights_bytes(), 4 * p);
+    EXPECT_EQ(e.anatomy().gradients_bytes(), 4 * p);
+    EXPECT_EQ(e.anatomy().optimizer_state_bytes(), c.state) << c.kind;
+    EXPECT_EQ(e.anatomy().cuda_context_bytes(), 0);
+    EXPECT_EQ(e.anatomy().peak_reserved_bytes(), e.anatomy().peak_allocated_bytes());
+  }
+}
+
+TEST(EstimatorTest, CudaRoundsEveryTensorTo512Bytes) {
+  // tiny in bf16: 2 x 2 x 6 small tensors (q/k/v biases, norms: 64, 32, 32, 64, 64 elements...)
+  // each rounded up to 512 bytes.
+  ExperimentSpec spec = Spec("tiny");
+  const MemoryEstimate cuda = MustEstimate(spec);
+  spec.set_device(vramlab::v1::CPU);
+  const MemoryEstimate cpu = MustEstimate(spec);
+  EXPECT_EQ(cpu.anatomy().weights_bytes(), 2 * 125504);
+  // Per layer: q bias 128 B, k/v bias 64 B each, two norms 128 B each -> 5 x 512; final norm.
+  const int64_t rounded_small = (2 * 5 + 1) * 512;
+  const int64_t small_exact = 2 * (128 + 64 + 64 + 128 + 128) + 128;
+  EXPECT_EQ(cuda.anatomy().weights_bytes(), 2 * 125504 - small_exact + rounded_small);
+}
+
+TEST(EstimatorTest, OffloadAndInBackwardChangeStateAndGradients) {
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  spec.mutable_training()->mutable_optimizer()->set_offload_to_cpu(true);
+  EXPECT_EQ(MustEstimate(spec).anatomy().optimizer_state_bytes(), 0);
+
+  spec = Spec("qwen2.5-1.5b");
+  spec.mutable_training()->mutable_optimizer()->set_in_backward(true);
+  const MemoryEstimate e = MustEstimate(spec);
+  EXPECT_EQ(e.anatomy().gradients_bytes(), int64_t{151936} * 1536 * 2);  // embedding's gradient
+  EXPECT_NE(e.peak_phase(), vramlab::v1::OPTIMIZER_STEP);
+}
+
+// Every configuration the lab runs, for the monotonicity sweep.
+std::vector<ExperimentSpec> Variants(const std::string& preset) {
+  std::vector<ExperimentSpec> specs;
+  for (auto attention : {vramlab::v1::EAGER, vramlab::v1::SDPA}) {
+    for (int ckpt : {0, 1, 3}) {
+      for (auto loss : {vramlab::v1::FULL, vramlab::v1::CHUNKED}) {
+        for (auto opt : {vramlab::v1::ADAMW, vramlab::v1::ADAMW_8BIT, vramlab::v1::SGD}) {
+          for (int accum : {1, 4}) {
+            ExperimentSpec s = Spec(preset);
+            s.mutable_training()->set_attention(attention);
+            s.mutable_training()->set_checkpoint_every_k_layers(ckpt);
+            s.mutable_training()->set_loss(loss);
+            s.mutable_training()->set_loss_chunk_tokens(256);
+            s.mutable_training()->mutable_optimizer()->set_kind(opt);
+            s.mutable_training()->set_grad_accum_steps(accum);
+            s.mutable_training()->set_steps(2);
+            specs.push_back(s);
+          }
+        }
+      }
+    }
+  }
+  return specs;
+}
+
+void ExpectNotSmaller(const MemoryEstimate& larger, const MemoryEstimate& smaller,
+                      const std::string& what) {
+  const auto& a = larger.anatomy();
+  const auto& b = smaller.anatomy();
+  EXPECT_GE(larger.predicted_peak_bytes(), smaller.predicted_peak_bytes()) << what;
+  EXPECT_GE(a.peak_reserved_bytes(), b.peak_reserved_bytes()) << what;
+  EXPECT_GE(a.activations_bytes(), b.activations_bytes()) << what;
+  EXPECT_EQ(a.weights_bytes(), b.weights_bytes()) << what;
+  EXPECT_EQ(a.optimizer_state_bytes(), b.optimizer_state_bytes()) << what;
+}
+
+TEST(EstimatorTest, MonotonicInSequenceLength) {
+  for (const ExperimentSpec& base : Variants("qwen2.5-1.5b")) {
+    ExperimentSpec spec = base;
+    MemoryEstimate previous;
+    for (int seq = 1; seq <= 40000; seq = seq * 3 / 2 + 1) {
+      spec.mutable_training()->set_seq_len(seq);
+      const MemoryEstimate e = MustEstimate(spec);
+      if (seq > 1) ExpectNotSmaller(e, previous, base.ShortDebugString() + " seq " + std::to_string(seq));
+      previous = e;
+    }
+  }
+}
+
+TEST(EstimatorTest, MonotonicInMicroBatch) {
+  for (const ExperimentSpec& base : Variants("qwen2.5-0.5b")) {
+    ExperimentSpec spec = base;
+    spec.mutable_training()->set_seq_len(700);
+    MemoryEstimate previous;
+    for (int batch = 1; batch <= 64; ++batch) {
+      spec.mutable_training()->set_micro_batch_size(batch);
+      const MemoryEstimate e = MustEstimate(spec);
+      if (batch > 1) ExpectNotSmaller(e, previous, base.ShortDebugString() + " batch " + std::to_string(batch));
+      previous = e;
+    }
+  }
+}
+
+TEST(EstimatorTest, MaxSeqLenAndBatchAgreeWithFits) {
+  for (ExperimentSpec spec : Variants("qwen2.5-1.5b")) {
+    spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
+    const MemoryEstimate e = MustEstimate(spec);
+    const int max_seq = e.max_seq_len_that_fits();
+    const int max_batch = e.max_micro_batch_that_fits();
+    ExperimentSpec probe = spec;
+    if (max_seq > 0) {
+      probe.mutable_training()->set_seq_len(max_seq);
+      EXPECT_TRUE(MustEstimate(probe).fits()) << spec.ShortDebugString();
+    }
+    probe.mutable_training()->set_seq_len(max_seq + 1);
+    EXPECT_FALSE(MustEstimate(probe).fits()) << spec.ShortDebugString();
+    probe = spec;
+    if (max_batch > 0) {
+      probe.mutable_training()->set_micro_batch_size(max_batch);
+      EXPECT_TRUE(MustEstimate(probe).fits()) << spec.ShortDebugString();
+    }
+    probe.mutable_training()->set_micro_batch_size(max_batch + 1);
+    EXPECT_FALSE(MustEstimate(probe).fits()) << spec.ShortDebugString();
+    // The spec itself fits exactly when its seq_len is within the maximum.
+    EXPECT_EQ(e.fits(), 512 <= max_seq) << spec.ShortDebugString();
+  }
+}
+
+TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  const MemoryEstimate unlimited = MustEstimate(spec);
+  EXPECT_TRUE(unlimited.fits());
+  EXPECT_EQ(unlimited.limit_bytes(), 0);
+  EXPECT_EQ(unlimited.max_seq_len_that_fits(), 0);
+  EXPECT_EQ(unlimited.max_micro_batch_that_fits(), 0);
+
+  spec.mutable_memory()->set_device_memory_limit_bytes(1 * kGiB);
+  EXPECT_FALSE(MustEstimate(spec).fits());
+  const MemoryEstimate overridden = MustEstimate(spec, 80 * kGiB);
+  EXPECT_EQ(overridden.limit_bytes(), 80 * kGiB);
+  EXPECT_TRUE(overridden.fits());
+  EXPECT_FALSE(overridden.notes().empty());
+}
+
+TEST(EstimatorTest, PeakIsTheLargestPhaseAndAtLeastTheStaticState) {
+  for (const ExperimentSpec& spec : Variants("qwen2.5-1.5b")) {
+    const MemoryEstimate e = MustEstimate(spec);
+    const auto& a = e.anatomy();
+    EXPECT_GE(e.predicted_peak_bytes(),
+              a.weights_bytes() + a.gradients_bytes() + a.optimizer_state_bytes());
+    EXPECT_EQ(a.peak_allocated_bytes(), e.predicted_peak_bytes());
+    EXPECT_GE(a.peak_reserved_bytes(), a.peak_allocated_bytes());
+    EXPECT_EQ(a.peak_device_used_bytes(), a.peak_reserved_bytes() + a.cuda_context_bytes());
+    EXPECT_NE(e.peak_phase(), vramlab::v1::PHASE_UNSPECIFIED);
+  }
+}
+
+TEST(EstimatorTest, BadSpecsAreInvalidArgumentNamingTheField) {
+  struct Case {
+    std::string field;
+    ExperimentSpec spec;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"model.preset", Spec("qwen9-huge")});
+  cases.push_back({"model.preset", Spec("")});
+  ExperimentSpec s = Spec("tiny", -1);
+  cases.push_back({"training.seq_len", s});
+  s = Spec("tiny", 16, -2);
+  cases.push_back({"training.micro_batch_size", s});
+  s = Spec("tiny");
+  s.mutable_training()->set_grad_accum_steps(4);
+  s.mutable_training()->mutable_optimizer()->set_in_backward(true);
+  cases.push_back({"training.optimizer.in_backward", s});
+  s = Spec("");
+  s.mutable_model()->mutable_config()->set_hidden_size(100);
+  s.mutable_model()->mutable_config()->set_vocab_size(10);
+  s.mutable_model()->mutable_config()->set_intermediate_size(10);
+  s.mutable_model()->mutable_config()->set_num_hidden_layers(1);
+  s.mutable_model()->mutable_config()->set_num_attention_heads(3);
+  cases.push_back({"model.config.hidden_size", s});
+  s.mutable_model()->mutable_config()->set_num_attention_heads(0);
+  cases.push_back({"model.config.num_attention_heads", s});
+  s = Spec("tiny");
+  s.mutable_training()->set_checkpoint_every_k_layers(-1);
+  cases.push_back({"training.checkpoint_every_k_layers", s});
+  s = Spec("tiny");
+  s.mutable_memory()->set_device_memory_limit_bytes(-5);
+  cases.push_back({"memory.device_memory_limit_bytes", s});
+  for (const Case& c : cases) {
+    absl::StatusOr<MemoryEstimate> e = EstimateMemory(c.spec, 0);
+    ASSERT_FALSE(e.ok()) << c.field;
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_NE(e.status().message().find(c.field), std::string::npos) << e.status();
+  }
+  EXPECT_EQ(EstimateMemory(Spec("tiny"), -1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace vramlab::server
