@@ -1,0 +1,164 @@
+#include "client/anatomy_table.h"
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/byte_size.h"
+#include "client/describe.h"
+#include "client/text_table.h"
+
+namespace vramlab::client {
+
+using vramlab::v1::Experiment;
+using vramlab::v1::MemoryAnatomy;
+
+const std::vector<AnatomyComponent>& AnatomyComponents() {
+  static const auto* components = new std::vector<AnatomyComponent>{
+      {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); }},
+      {"gradients", "gradients", "#f28e2b",
+       [](const MemoryAnatomy& a) { return a.gradients_bytes(); }},
+      {"optimizer state", "optimizer_state", "#e15759",
+       [](const MemoryAnatomy& a) { return a.optimizer_state_bytes(); }},
+      {"activations", "activations", "#76b7b2",
+       [](const MemoryAnatomy& a) { return a.activations_bytes(); }},
+      {"temporary buffers", "temporary_buffers", "#59a14f",
+       [](const MemoryAnatomy& a) { return a.temporary_buffers_bytes(); }},
+      {"allocator cache", "allocator_cache", "#edc948",
+       [](const MemoryAnatomy& a) { return a.allocator_cache_bytes(); }},
+      {"CUDA context", "cuda_context", "#b07aa1",
+       [](const MemoryAnatomy& a) { return a.cuda_context_bytes(); }},
+  };
+  return *components;
+}
+
+namespace {
+
+struct Total {
+  const char* label;
+  int64_t (*bytes)(const MemoryAnatomy&);
+};
+
+const Total kTotals[] = {
+    {"peak allocated", [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); }},
+    {"peak reserved", [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); }},
+    {"peak device used", [](const MemoryAnatomy& a) { return a.peak_device_used_bytes(); }},
+};
+
+// Every byte row (components then totals) as label + accessor.
+std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> ByteRows() {
+  std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> rows;
+  for (const auto& c : AnatomyComponents()) rows.emplace_back(c.label, c.bytes);
+  for (const auto& t : kTotals) rows.emplace_back(t.label, t.bytes);
+  return rows;
+}
+
+std::string Ratio(double numerator, double denominator) {
+  if (denominator <= 0 || numerator <= 0) return "-";
+  return absl::StrFormat("x%.2f", numerator / denominator);
+}
+
+}  // namespace
+
+std::string RenderAnatomyTable(const MemoryAnatomy* measured, const MemoryAnatomy* predicted) {
+  using Align = TextTable::Align;
+  std::vector<std::string> headers = {"category"};
+  std::vector<Align> aligns = {Align::kLeft};
+  if (measured != nullptr) headers.push_back("measured");
+  if (predicted != nullptr) headers.push_back("predicted");
+  if (measured != nullptr && predicted != nullptr) headers.push_back("measured-predicted");
+  aligns.resize(headers.size(), Align::kRight);
+  TextTable table(headers, aligns);
+  for (const auto& [label, bytes] : ByteRows()) {
+    std::vector<std::string> row = {label};
+    if (measured != nullptr) row.push_back(FormatBytes(bytes(*measured)));
+    if (predicted != nullptr) row.push_back(FormatBytes(bytes(*predicted)));
+    if (measured != nullptr && predicted != nullptr) {
+      row.push_back(FormatBytesDelta(bytes(*measured) - bytes(*predicted)));
+    }
+    table.AddRow(row);
+  }
+  if (measured != nullptr) {
+    std::vector<std::string> row = {"fragmentation", FormatPercent(measured->fragmentation_ratio())};
+    table.AddRow(row);
+    row = {"free-block fragmentation", FormatPercent(measured->free_block_fragmentation_ratio())};
+    table.AddRow(row);
+  }
+  return table.Render();
+}
+
+std::string OutcomeSummary(const Experiment& experiment) {
+  const std::string state = StateName(experiment.state());
+  if (experiment.state() == Experiment::OOM && experiment.has_oom()) {
+    const auto& oom = experiment.oom();
+    std::string where = absl::StrCat("OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
+                                     ", micro-step ", oom.micro_step());
+    if (experiment.spec().has_sweep()) absl::StrAppend(&where, ", sweep point ", oom.sweep_index());
+    absl::StrAppend(&where, ")");
+    return where;
+  }
+  if (!experiment.state_reason().empty() && experiment.state() != Experiment::SUCCEEDED) {
+    return absl::StrCat(state, ": ", experiment.state_reason());
+  }
+  return state;
+}
+
+std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
+  using Align = TextTable::Align;
+  std::string out;
+  TextTable legend({"id", "name", "state", "settings"}, {});
+  for (const auto& e : experiments) {
+    legend.AddRow({e.id(), e.spec().name().empty() ? "-" : e.spec().name(), OutcomeSummary(e),
+                   SpecSummary(e.spec())});
+  }
+  out += legend.Render();
+  out += "\n";
+
+  std::vector<std::string> headers = {"category"};
+  for (const auto& e : experiments) headers.push_back(e.id());
+  for (size_t i = 1; i < experiments.size(); ++i) {
+    headers.push_back(absl::StrCat(experiments[i].id(), " vs ", experiments[0].id()));
+  }
+  std::vector<Align> aligns(headers.size(), Align::kRight);
+  aligns[0] = Align::kLeft;
+  TextTable table(headers, aligns);
+  const auto has_report = [](const Experiment& e) { return e.has_report(); };
+  for (const auto& [label, bytes] : ByteRows()) {
+    std::vector<std::string> row = {label};
+    for (const auto& e : experiments) {
+      row.push_back(has_report(e) ? FormatBytes(bytes(e.report().anatomy())) : "-");
+    }
+    for (size_t i = 1; i < experiments.size(); ++i) {
+      const bool both = has_report(experiments[0]) && has_report(experiments[i]);
+      row.push_back(both ? FormatBytesDelta(bytes(experiments[i].report().anatomy()) -
+                                            bytes(experiments[0].report().anatomy()))
+                         : "-");
+    }
+    table.AddRow(row);
+  }
+  // Speed rows: what a switch costs in time. Ratios to the first experiment.
+  const struct {
+    const char* label;
+    double (*value)(const Experiment&);
+    std::string (*format)(double);
+  } speed_rows[] = {
+      {"step time (median)", [](const Experiment& e) { return e.report().median_step_time_seconds(); },
+       [](double v) { return FormatSeconds(v); }},
+      {"tokens/s", [](const Experiment& e) { return e.report().tokens_per_second(); },
+       [](double v) { return absl::StrFormat("%.0f", v); }},
+  };
+  for (const auto& speed : speed_rows) {
+    std::vector<std::string> row = {speed.label};
+    for (const auto& e : experiments) {
+      row.push_back(has_report(e) && speed.value(e) > 0 ? speed.format(speed.value(e)) : "-");
+    }
+    for (size_t i = 1; i < experiments.size(); ++i) {
+      row.push_back(Ratio(speed.value(experiments[i]), speed.value(experiments[0])));
+    }
+    table.AddRow(row);
+  }
+  out += table.Render();
+  return out;
+}
+
+}  // namespace vramlab::client

@@ -1,0 +1,157 @@
+// vramlab ls / show / cancel / server: one request, one answer.
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/byte_size.h"
+#include "client/commands.h"
+#include "client/describe.h"
+#include "client/exit_codes.h"
+#include "client/experiment_details.h"
+#include "client/flag_values.h"
+#include "client/text_table.h"
+#include "server/common/status_macros.h"
+
+namespace vramlab::client {
+namespace {
+
+using vramlab::v1::Experiment;
+
+absl::Status AddStateFilter(absl::string_view text, vramlab::v1::ListExperimentsRequest& request) {
+  for (absl::string_view word : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    Experiment::State state;
+    if (!Experiment::State_Parse(absl::AsciiStrToUpper(absl::StripAsciiWhitespace(word)), &state) ||
+        state == Experiment::STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state: unknown state \"", word,
+          "\" (queued, running, succeeded, oom, failed, cancelled, interrupted)"));
+    }
+    request.add_states(state);
+  }
+  return absl::OkStatus();
+}
+
+std::string PeakColumn(const Experiment& e) {
+  if (e.has_report()) return FormatBytes(e.report().anatomy().peak_allocated_bytes());
+  if (e.has_oom() && e.oom().has_memory()) {
+    return absl::StrCat(FormatBytes(e.oom().memory().peak_allocated_bytes()), " (OOM)");
+  }
+  return "-";
+}
+
+}  // namespace
+
+void DeclareListFlags(FlagSet& flags) {
+  flags.Value("state", "S,...", "only these states (queued,running,succeeded,oom,...)")
+      .Value("owner", "USER", "only this owner's experiments")
+      .Value("limit", "N", "at most N experiments (default 50; 0: all)");
+}
+
+absl::StatusOr<int> RunList(CommandEnv& env) {
+  const ParsedArgs& args = env.args();
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError("vramlab ls takes no positional arguments");
+  }
+  vramlab::v1::ListExperimentsRequest request;
+  if (auto v = args.Get("state")) RETURN_IF_ERROR(AddStateFilter(*v, request));
+  if (auto v = args.Get("owner")) request.set_owner(*v);
+  int32_t limit = 50;
+  if (auto v = args.Get("limit")) {
+    ASSIGN_OR_RETURN(limit, ParseIntFlag("limit", *v, 0, INT32_MAX));
+  }
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  vramlab::v1::ListExperimentsResponse all;
+  do {
+    const int remaining = limit == 0 ? 1000 : limit - all.experiments_size();
+    request.set_page_size(std::min(remaining, 1000));
+    ASSIGN_OR_RETURN(vramlab::v1::ListExperimentsResponse page, client->List(request));
+    for (auto& e : *page.mutable_experiments()) {
+      if (limit != 0 && all.experiments_size() >= limit) break;
+      *all.add_experiments() = std::move(e);
+    }
+    request.set_page_token(page.next_page_token());
+    all.set_next_page_token(page.next_page_token());
+  } while (!request.page_token().empty() && (limit == 0 || all.experiments_size() < limit));
+  if (env.json()) {
+    env.PrintJson(all);
+    return kExitOk;
+  }
+  using Align = TextTable::Align;
+  TextTable table({"ID", "OWNER", "STATE", "NAME", "SETTINGS", "PEAK", "QUEUE"},
+                  {Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft,
+                   Align::kRight, Align::kRight});
+  for (const auto& e : all.experiments()) {
+    table.AddRow({e.id(), e.owner(), StateName(e.state()), e.spec().name().empty() ? "-" : e.spec().name(),
+                  SpecSummary(e.spec()), PeakColumn(e),
+                  e.state() == Experiment::QUEUED ? absl::StrCat(e.queue_position()) : ""});
+  }
+  env.out() << table.Render();
+  if (!all.next_page_token().empty()) {
+    env.out() << "(more: raise --limit, or --limit 0 for all)\n";
+  }
+  return kExitOk;
+}
+
+absl::StatusOr<int> RunShow(CommandEnv& env) {
+  ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "show"));
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  ASSIGN_OR_RETURN(Experiment experiment, client->Get(id));
+  if (env.json()) {
+    env.PrintJson(experiment);
+  } else {
+    env.out() << RenderExperimentDetails(experiment);
+  }
+  return kExitOk;
+}
+
+absl::StatusOr<int> RunCancel(CommandEnv& env) {
+  ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "cancel"));
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  ASSIGN_OR_RETURN(Experiment experiment, client->Cancel(id));
+  if (env.json()) {
+    env.PrintJson(experiment);
+  } else {
+    env.out() << experiment.id() << " " << StateName(experiment.state());
+    if (!IsFinalState(experiment.state())) env.out() << " (cancellation requested)";
+    env.out() << "\n";
+  }
+  return kExitOk;
+}
+
+absl::StatusOr<int> RunServer(CommandEnv& env) {
+  if (!env.args().positionals().empty()) {
+    return absl::InvalidArgumentError("vramlab server takes no positional arguments");
+  }
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  ASSIGN_OR_RETURN(vramlab::v1::ServerInfo info, client->GetServerInfo());
+  if (env.json()) {
+    env.PrintJson(info);
+    return kExitOk;
+  }
+  const char* device = info.device() == vramlab::v1::CUDA ? "cuda"
+                       : info.device() == vramlab::v1::CPU ? "cpu"
+                                                            : "unspecified";
+  std::string out = absl::StrCat("vramlabd ", info.version(), " at ", client->address(),
+                                 ", device ", device, ", up since ",
+                                 FormatTimestamp(info.start_time()), "\n");
+  absl::StrAppend(&out, "queue:   ", info.queue_depth(), " queued, ", info.running(), " running\n");
+  absl::StrAppend(&out, "limits:  ", info.max_queued_per_user(), " queued per user, ",
+                  info.max_queued_total(), " queued in all, time limit ",
+                  FormatSeconds(info.default_time_limit_seconds()), " (max ",
+                  FormatSeconds(info.max_time_limit_seconds()), "), max seq_len ",
+                  info.max_seq_len(), "\n");
+  absl::StrAppend(&out, "auth:    ", info.auth_enabled() ? "tokens required" : "off", "\n");
+  if (!info.worker_path().empty()) absl::StrAppend(&out, "worker:  ", info.worker_path(), "\n");
+  using Align = TextTable::Align;
+  TextTable slots({"SLOT", "DEVICE", "MEMORY", "RUNNING"},
+                  {Align::kRight, Align::kLeft, Align::kRight, Align::kLeft});
+  for (const auto& gpu : info.gpus()) {
+    slots.AddRow({absl::StrCat(gpu.index()), gpu.name(),
+                  gpu.total_memory_bytes() > 0 ? FormatBytes(gpu.total_memory_bytes()) : "-",
+                  gpu.running_experiment_id().empty() ? "-" : gpu.running_experiment_id()});
+  }
+  absl::StrAppend(&out, "\n", slots.Render());
+  env.out() << out;
+  return kExitOk;
+}
+
+}  // namespace vramlab::client

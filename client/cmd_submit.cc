@@ -1,0 +1,115 @@
+// vramlab submit / vramlab estimate: both build a spec from --spec and flags.
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/anatomy_table.h"
+#include "client/byte_size.h"
+#include "client/commands.h"
+#include "client/describe.h"
+#include "client/exit_codes.h"
+#include "client/follow_view.h"
+#include "client/spec_builder.h"
+#include "server/common/status_macros.h"
+
+namespace vramlab::client {
+namespace {
+
+// 128 random bits as hex: the idempotency key of one `submit` invocation.
+std::string NewRequestId() {
+  std::random_device device;
+  std::mt19937_64 generator((static_cast<uint64_t>(device()) << 32) ^ device());
+  return absl::StrFormat("%016x%016x", generator(), generator());
+}
+
+}  // namespace
+
+void DeclareSubmitFlags(FlagSet& flags) {
+  AddSpecFlags(flags);
+  flags.Bool("wait", "block until the experiment ends; exit code tells the outcome")
+      .Bool("watch", "follow the experiment live (as 'vramlab watch')")
+      .Value("request-id", "KEY", "idempotency key (default: random); resubmitting it is a no-op")
+      .Bool("dry-run", "print the spec that would be submitted and exit");
+}
+
+absl::StatusOr<int> RunSubmit(CommandEnv& env) {
+  const ParsedArgs& args = env.args();
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vramlab submit takes no positional arguments (got \"", args.positionals()[0],
+        "\"); use --spec FILE for a spec file"));
+  }
+  if (args.GetBool("wait") && args.GetBool("watch")) {
+    return absl::InvalidArgumentError("--wait and --watch exclude each other");
+  }
+  ASSIGN_OR_RETURN(vramlab::v1::ExperimentSpec spec, BuildSpec(args));
+  if (args.GetBool("dry-run")) {
+    env.PrintJson(spec);
+    return kExitOk;
+  }
+  vramlab::v1::SubmitExperimentRequest request;
+  *request.mutable_spec() = spec;
+  request.set_request_id(args.Get("request-id").value_or(NewRequestId()));
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  ASSIGN_OR_RETURN(vramlab::v1::Experiment experiment, client->Submit(request));
+  if (args.GetBool("watch")) {
+    env.out() << (env.json() ? MessageToJson(experiment, false) : experiment.id() + "\n");
+    env.out().flush();
+    return FollowAndShow(env, experiment, FollowMode::kLive);
+  }
+  if (args.GetBool("wait")) {
+    if (!env.json()) env.out() << experiment.id() << std::endl;
+    return FollowAndShow(env, experiment, FollowMode::kQuiet);
+  }
+  if (env.json()) {
+    env.PrintJson(experiment);
+  } else {
+    env.out() << experiment.id() << "\n";
+  }
+  return kExitOk;
+}
+
+void DeclareEstimateFlags(FlagSet& flags) {
+  AddSpecFlags(flags);
+  flags.Value("limit", "SIZE", "compare with this memory instead of the spec's --memory-limit");
+}
+
+absl::StatusOr<int> RunEstimate(CommandEnv& env) {
+  const ParsedArgs& args = env.args();
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError("vramlab estimate takes no positional arguments");
+  }
+  vramlab::v1::EstimateMemoryRequest request;
+  ASSIGN_OR_RETURN(*request.mutable_spec(), BuildSpec(args));
+  if (auto limit = args.Get("limit")) {
+    auto bytes = ParseByteSize(*limit);
+    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--limit: ", bytes.status().message()));
+    request.set_limit_bytes(*bytes);
+  }
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  ASSIGN_OR_RETURN(vramlab::v1::MemoryEstimate estimate, client->Estimate(request));
+  if (env.json()) {
+    env.PrintJson(estimate);
+    return kExitOk;
+  }
+  std::string out = absl::StrCat("settings:   ", SpecSummary(request.spec()), "\n");
+  absl::StrAppend(&out, "parameters: ", estimate.parameter_count(), "\n");
+  absl::StrAppend(&out, "peak:       ", FormatBytes(estimate.predicted_peak_bytes()), " in ",
+                  PhaseName(estimate.peak_phase()), "\n");
+  if (estimate.limit_bytes() > 0) {
+    absl::StrAppend(&out, "limit:      ", FormatBytes(estimate.limit_bytes()), ": ",
+                    estimate.fits() ? "fits" : "does NOT fit", "\n");
+    absl::StrAppend(&out, "max fitting seq_len ", estimate.max_seq_len_that_fits(),
+                    ", max fitting micro-batch ", estimate.max_micro_batch_that_fits(),
+                    " (others unchanged)\n");
+  }
+  absl::StrAppend(&out, "\n", RenderAnatomyTable(nullptr, &estimate.anatomy()));
+  if (estimate.notes_size() > 0) {
+    absl::StrAppend(&out, "\nnotes:\n");
+    for (const auto& note : estimate.notes()) absl::StrAppend(&out, "  ", note, "\n");
+  }
+  env.out() << out;
+  return kExitOk;
+}
+
+}  // namespace vramlab::client

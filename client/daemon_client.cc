@@ -1,0 +1,167 @@
+#include "client/daemon_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/file_io.h"
+#include "server/common/status_macros.h"
+
+namespace vramlab::client {
+
+using namespace vramlab::v1;  // NOLINT: the service's many message types
+
+absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
+    const ConnectionOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.ca_cert_path.empty()) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    auto pem = ReadFileOrStdin(options.ca_cert_path);
+    if (!pem.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--ca-cert: ", pem.status().message()));
+    }
+    ssl.pem_root_certs = *std::move(pem);
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments arguments;
+  // Experiments with long sweeps and their reports can exceed gRPC's 4 MiB default.
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  arguments.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "vramlab-cli/" VRAMLAB_VERSION);
+  auto channel = grpc::CreateCustomChannel(options.address, credentials, arguments);
+  return std::unique_ptr<DaemonClient>(new DaemonClient(options, std::move(channel)));
+}
+
+DaemonClient::DaemonClient(ConnectionOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)), stub_(VramlabService::NewStub(channel)) {}
+
+void DaemonClient::Prepare(grpc::ClientContext& context, bool with_deadline) const {
+  if (!options_.token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+  }
+  if (with_deadline) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
+}
+
+absl::Status DaemonClient::Convert(const grpc::Status& status) const {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  std::string message = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      message = absl::StrCat("cannot reach vramlabd at ", options_.address, ": ", message);
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      message = absl::StrCat("no answer from vramlabd at ", options_.address, " within ",
+                             absl::FormatDuration(options_.timeout), " (see --timeout)");
+      break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      absl::StrAppend(&message, options_.token.empty() ? " (no token given: set --token or VRAMLAB_TOKEN)"
+                                                       : " (check --token or VRAMLAB_TOKEN)");
+      break;
+    default:
+      break;
+  }
+  return absl::Status(code, message);
+}
+
+absl::StatusOr<Experiment> DaemonClient::Submit(const SubmitExperimentRequest& request) {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  Experiment response;
+  RETURN_IF_ERROR(Convert(stub_->SubmitExperiment(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<Experiment> DaemonClient::Get(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  GetExperimentRequest request;
+  request.set_id(id);
+  Experiment response;
+  RETURN_IF_ERROR(Convert(stub_->GetExperiment(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<ListExperimentsResponse> DaemonClient::List(const ListExperimentsRequest& request) {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  ListExperimentsResponse response;
+  RETURN_IF_ERROR(Convert(stub_->ListExperiments(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<Experiment> DaemonClient::Cancel(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  CancelExperimentRequest request;
+  request.set_id(id);
+  Experiment response;
+  RETURN_IF_ERROR(Convert(stub_->CancelExperiment(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<MemoryEstimate> DaemonClient::Estimate(const EstimateMemoryRequest& request) {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  MemoryEstimate response;
+  RETURN_IF_ERROR(Convert(stub_->EstimateMemory(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<ServerInfo> DaemonClient::GetServerInfo() {
+  grpc::ClientContext context;
+  Prepare(context, true);
+  ServerInfo response;
+  RETURN_IF_ERROR(Convert(stub_->GetServerInfo(&context, GetServerInfoRequest(), &response)));
+  return response;
+}
+
+absl::Status DaemonClient::Watch(const WatchExperimentRequest& request,
+                                 const std::function<bool(const ExperimentEvent&)>& on_event) {
+  grpc::ClientContext context;
+  Prepare(context, false);
+  auto reader = stub_->WatchExperiment(&context, request);
+  ExperimentEvent event;
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      // The caller has what it wanted; dropping a watch never cancels the experiment.
+      context.TryCancel();
+      reader->Finish().ok();
+      return absl::OkStatus();
+    }
+  }
+  return Convert(reader->Finish());
+}
+
+absl::Status DaemonClient::ReadChunks(grpc::ClientReaderInterface<DataChunk>& reader,
+                                      const std::function<void(absl::string_view)>& on_data) const {
+  DataChunk chunk;
+  while (reader.Read(&chunk)) on_data(chunk.data());
+  return Convert(reader.Finish());
+}
+
+absl::Status DaemonClient::DownloadSnapshot(const std::string& id,
+                                            const std::function<void(absl::string_view)>& on_data) {
+  grpc::ClientContext context;
+  // Snapshots of big runs are hundreds of MiB: no per-request deadline, only the connection's.
+  Prepare(context, false);
+  GetMemorySnapshotRequest request;
+  request.set_id(id);
+  auto reader = stub_->GetMemorySnapshot(&context, request);
+  return ReadChunks(*reader, on_data);
+}
+
+absl::Status DaemonClient::DownloadLog(const std::string& id,
+                                       const std::function<void(absl::string_view)>& on_data) {
+  grpc::ClientContext context;
+  Prepare(context, false);
+  GetExperimentLogRequest request;
+  request.set_id(id);
+  auto reader = stub_->GetExperimentLog(&context, request);
+  return ReadChunks(*reader, on_data);
+}
+
+}  // namespace vramlab::client

@@ -1,0 +1,129 @@
+#include "client/describe.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/byte_size.h"
+
+namespace vramlab::client {
+
+using namespace vramlab::v1;  // NOLINT: many enum values
+
+std::string StateName(Experiment::State state) {
+  if (state == Experiment::STATE_UNSPECIFIED) return "UNKNOWN";
+  return Experiment::State_Name(state);
+}
+
+std::string PhaseName(Phase phase) {
+  switch (phase) {
+    case LOAD: return "load";
+    case FORWARD: return "forward";
+    case BACKWARD: return "backward";
+    case OPTIMIZER_STEP: return "optimizer step";
+    case ZERO_GRAD: return "zero_grad";
+    case SETUP: return "setup";
+    case TEARDOWN: return "teardown";
+    default: return "-";
+  }
+}
+
+std::string AttentionName(AttentionImpl attention) {
+  return attention == SDPA ? "sdpa" : "eager";
+}
+
+std::string OptimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case ADAMW_FP32_MASTER: return "adamw-fp32-master";
+    case SGD: return "sgd";
+    case ADAMW_8BIT: return "adamw-8bit";
+    default: return "adamw";
+  }
+}
+
+std::string DTypeName(DType dtype) {
+  switch (dtype) {
+    case FLOAT32: return "fp32";
+    case FLOAT16: return "fp16";
+    default: return "bf16";
+  }
+}
+
+namespace {
+
+int OrDefault(int value, int fallback) { return value > 0 ? value : fallback; }
+
+std::string SweepSummary(const SweepSpec& sweep) {
+  const std::string variable = sweep.variable() == MICRO_BATCH_SIZE ? "mb" : "seq";
+  if (sweep.mode() == SEARCH_MAX) {
+    return absl::StrCat("search max ", variable, " ", sweep.search_min(), "..", sweep.search_max());
+  }
+  if (sweep.values_size() == 0) return "";
+  if (sweep.values_size() <= 3) {
+    return absl::StrCat("sweep ", variable, " ", absl::StrJoin(sweep.values(), ","));
+  }
+  return absl::StrCat("sweep ", variable, " ", sweep.values(0), "..",
+                      sweep.values(sweep.values_size() - 1), " (", sweep.values_size(), ")");
+}
+
+}  // namespace
+
+std::string SpecSummary(const ExperimentSpec& spec) {
+  const TrainingSpec& t = spec.training();
+  std::vector<std::string> parts;
+  if (!spec.model().preset().empty()) {
+    parts.push_back(spec.model().preset());
+  } else if (spec.model().has_config()) {
+    parts.push_back(absl::StrCat("custom L", spec.model().config().num_hidden_layers(), " h",
+                                 spec.model().config().hidden_size()));
+  } else if (!spec.model().weights_dir().empty()) {
+    parts.push_back("weights-dir");
+  }
+  parts.push_back(absl::StrCat("mb", OrDefault(t.micro_batch_size(), 1)));
+  parts.push_back(absl::StrCat("acc", OrDefault(t.grad_accum_steps(), 1)));
+  parts.push_back(absl::StrCat("seq", OrDefault(t.seq_len(), 512)));
+  if (t.dtype() == FLOAT32 || t.dtype() == FLOAT16) parts.push_back(DTypeName(t.dtype()));
+  parts.push_back(AttentionName(t.attention()));
+  parts.push_back(OptimizerName(t.optimizer().kind()));
+  if (t.checkpoint_every_k_layers() == 1) parts.push_back("ckpt:all");
+  if (t.checkpoint_every_k_layers() > 1) {
+    parts.push_back(absl::StrCat("ckpt:every:", t.checkpoint_every_k_layers()));
+  }
+  if (t.loss() == CHUNKED) parts.push_back("loss:chunked");
+  if (t.optimizer().offload_to_cpu()) parts.push_back("offload");
+  if (t.optimizer().in_backward()) parts.push_back("in-backward");
+  const AllocatorConfig& allocator = spec.memory().allocator();
+  if (allocator.expandable_segments()) parts.push_back("expandable");
+  if (allocator.max_split_size_mb() > 0) {
+    parts.push_back(absl::StrCat("max_split:", allocator.max_split_size_mb(), "MB"));
+  }
+  if (spec.memory().device_memory_limit_bytes() > 0) {
+    parts.push_back(absl::StrCat("limit ", FormatBytes(spec.memory().device_memory_limit_bytes())));
+  }
+  if (spec.has_sweep()) {
+    const std::string sweep = SweepSummary(spec.sweep());
+    if (!sweep.empty()) parts.push_back(sweep);
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string FormatPercent(double ratio) { return absl::StrFormat("%.1f%%", ratio * 100.0); }
+
+std::string FormatSeconds(double seconds) {
+  if (seconds < 1.0) return absl::StrFormat("%.0f ms", seconds * 1000.0);
+  if (seconds < 60.0) return absl::StrFormat("%.1f s", seconds);
+  const int64_t whole = static_cast<int64_t>(std::llround(seconds));
+  if (whole < 3600) return absl::StrFormat("%dm%02ds", whole / 60, whole % 60);
+  return absl::StrFormat("%dh%02dm", whole / 3600, (whole % 3600) / 60);
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp) {
+  if (timestamp.seconds() == 0 && timestamp.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixSeconds(timestamp.seconds()),
+                          absl::UTCTimeZone());
+}
+
+}  // namespace vramlab::client

@@ -1,0 +1,134 @@
+#include "client/experiment_details.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/anatomy_table.h"
+#include "client/byte_size.h"
+#include "client/describe.h"
+#include "client/text_table.h"
+
+namespace vramlab::client {
+
+using vramlab::v1::Experiment;
+
+namespace {
+
+void AppendField(std::string& out, const char* label, const std::string& value) {
+  absl::StrAppendFormat(&out, "%-14s %s\n", absl::StrCat(label, ":"), value);
+}
+
+double Seconds(const google::protobuf::Timestamp& t) { return t.seconds() + t.nanos() * 1e-9; }
+
+std::string OomDetail(const Experiment& e) {
+  if (!e.has_oom()) return "";
+  const auto& oom = e.oom();
+  std::string out = "\nout of memory:\n";
+  absl::StrAppendFormat(&out, "  phase %s, step %d, micro-step %d", PhaseName(oom.phase()), oom.step(),
+                        oom.micro_step());
+  if (e.spec().has_sweep()) absl::StrAppend(&out, ", sweep point ", oom.sweep_index() + 1);
+  absl::StrAppend(&out, "\n  requested ", FormatBytes(oom.requested_bytes()), ", free ",
+                  FormatBytes(oom.free_bytes()));
+  if (oom.has_memory()) {
+    absl::StrAppend(&out, ", allocated ", FormatBytes(oom.memory().allocated_bytes()),
+                    ", reserved ", FormatBytes(oom.memory().reserved_bytes()));
+  }
+  absl::StrAppend(&out, "\n");
+  if (!oom.message().empty()) absl::StrAppend(&out, "  ", oom.message(), "\n");
+  return out;
+}
+
+std::string AnatomySection(const Experiment& e) {
+  const auto* measured = e.has_report() ? &e.report().anatomy() : nullptr;
+  const auto* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
+  if (measured == nullptr && predicted == nullptr) return "";
+  std::string out = "\nmemory anatomy";
+  if (measured == nullptr) absl::StrAppend(&out, " (predicted only: no final report)");
+  absl::StrAppend(&out, ":\n", RenderAnatomyTable(measured, predicted));
+  if (e.has_prediction()) {
+    const auto& p = e.prediction();
+    absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",
+                    PhaseName(p.peak_phase()));
+    if (p.limit_bytes() > 0) {
+      absl::StrAppend(&out, ", ", p.fits() ? "fits" : "does not fit", " in ",
+                      FormatBytes(p.limit_bytes()));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderSweepTable(const Experiment& e) {
+  if (!e.has_report() || e.report().sweep_points_size() == 0) return "";
+  using Align = TextTable::Align;
+  const char* variable =
+      e.spec().sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+  TextTable table({"point", variable, "result", "peak allocated", "peak reserved", "step time",
+                   "tokens/s"},
+                  {Align::kRight, Align::kRight, Align::kLeft, Align::kRight, Align::kRight,
+                   Align::kRight, Align::kRight});
+  for (const auto& p : e.report().sweep_points()) {
+    if (p.oom()) {
+      table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "OOM"});
+      continue;
+    }
+    table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits",
+                  FormatBytes(p.anatomy().peak_allocated_bytes()),
+                  FormatBytes(p.anatomy().peak_reserved_bytes()), FormatSeconds(p.step_time_seconds()),
+                  absl::StrFormat("%.0f", p.tokens_per_second())});
+  }
+  std::string out = absl::StrCat("\nsweep:\n", table.Render());
+  if (e.report().largest_fitting_value() > 0) {
+    absl::StrAppend(&out, "largest ", variable, " that fits: ", e.report().largest_fitting_value(),
+                    "\n");
+  }
+  return out;
+}
+
+std::string RenderOutcome(const Experiment& e) {
+  std::string out = absl::StrCat(e.id(), " ", OutcomeSummary(e));
+  if (e.start_time().seconds() > 0 && e.end_time().seconds() > 0) {
+    absl::StrAppend(&out, " after ", FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
+  }
+  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  if (e.has_snapshot()) {
+    absl::StrAppend(&out, "\nallocator snapshot: vramlab snapshot ", e.id(), " -o ", e.id(),
+                    ".pickle\n");
+  }
+  return out;
+}
+
+std::string RenderExperimentDetails(const Experiment& e) {
+  std::string out;
+  AppendField(out, "id", e.id());
+  AppendField(out, "name", e.spec().name().empty() ? "-" : e.spec().name());
+  AppendField(out, "owner", e.owner());
+  std::string state = OutcomeSummary(e);
+  if (e.state() == Experiment::QUEUED && e.queue_position() > 0) {
+    absl::StrAppend(&state, " (position ", e.queue_position(), " in queue)");
+  }
+  AppendField(out, "state", state);
+  AppendField(out, "settings", SpecSummary(e.spec()));
+  AppendField(out, "created", FormatTimestamp(e.create_time()));
+  AppendField(out, "started", FormatTimestamp(e.start_time()));
+  AppendField(out, "ended", FormatTimestamp(e.end_time()));
+  if (e.state() != Experiment::QUEUED) AppendField(out, "slot", absl::StrCat(e.slot()));
+  if (e.attempts() > 0) AppendField(out, "attempts", absl::StrCat(e.attempts()));
+  if (e.has_report()) {
+    const auto& r = e.report();
+    AppendField(out, "device", r.device_name().empty() ? "-" : r.device_name());
+    AppendField(out, "parameters", absl::StrCat(r.parameter_count()));
+    AppendField(out, "attention", r.attention_backend().empty() ? "-" : r.attention_backend());
+    AppendField(out, "step time", absl::StrCat(FormatSeconds(r.median_step_time_seconds()),
+                                               " (median)"));
+    AppendField(out, "tokens/s", absl::StrFormat("%.0f", r.tokens_per_second()));
+    if (r.mfu() > 0) AppendField(out, "MFU", FormatPercent(r.mfu()));
+    AppendField(out, "final loss", absl::StrFormat("%.4f", r.final_loss()));
+  }
+  AppendField(out, "snapshot", e.has_snapshot() ? "yes (vramlab snapshot ID -o FILE)" : "no");
+  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  return out;
+}
+
+}  // namespace vramlab::client

@@ -1,0 +1,68 @@
+// Per-subcommand command-line parsing: each subcommand declares its flags in a FlagSet and gets
+// back a ParsedArgs. Hand-written rather than absl::flags because absl's flags are process-global
+// and every subcommand has its own set.
+#ifndef VRAMLAB_CLIENT_FLAG_SET_H_
+#define VRAMLAB_CLIENT_FLAG_SET_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace vramlab::client {
+
+// What a command line said. Flags are stored by their long name without dashes.
+class ParsedArgs {
+ public:
+  bool Has(absl::string_view name) const { return values_.count(std::string(name)) > 0; }
+  // The last value given for `name`, if any.
+  std::optional<std::string> Get(absl::string_view name) const;
+  // A boolean flag: true when given as --name or --name=true.
+  bool GetBool(absl::string_view name) const;
+  const std::vector<std::string>& positionals() const { return positionals_; }
+
+ private:
+  friend class FlagSet;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positionals_;
+};
+
+class FlagSet {
+ public:
+  // `usage` is the synopsis after "vramlab " (e.g. "watch ID"); `summary` one sentence.
+  FlagSet(std::string usage, std::string summary);
+
+  // A flag that takes a value: --name VALUE or --name=VALUE.
+  FlagSet& Value(std::string name, std::string value_name, std::string help);
+  // A flag without a value: --name (or --name=true / --name=false).
+  FlagSet& Bool(std::string name, std::string help);
+  // A one-letter alias such as -o for --output.
+  FlagSet& Alias(char short_name, std::string name);
+
+  // Flags may come before, between or after positionals; "--" ends flag parsing. Unknown flags,
+  // missing values and values given to boolean flags are INVALID_ARGUMENT naming the flag.
+  absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args) const;
+
+  // The --help text: usage, summary and one line per flag, in declaration order.
+  std::string Help() const;
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string value_name;  // empty for boolean flags
+    std::string help;
+  };
+  const Flag* Find(absl::string_view name) const;
+
+  std::string usage_;
+  std::string summary_;
+  std::vector<Flag> flags_;
+  std::map<char, std::string> aliases_;
+};
+
+}  // namespace vramlab::client
+
+#endif  // VRAMLAB_CLIENT_FLAG_SET_H_

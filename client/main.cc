@@ -1,0 +1,69 @@
+// vramlab: the command-line client of vramlabd. Dispatches on the subcommand; every failure ends
+// as one line "vramlab: CODE: message" on stderr and a documented exit code (docs/CLI.md).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/commands.h"
+#include "client/connection_options.h"
+#include "client/exit_codes.h"
+#include "grpc/support/log.h"
+
+namespace {
+
+using vramlab::client::kExitUsage;
+
+int Fail(const absl::Status& status) {
+  std::cerr << "vramlab: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << std::endl;
+  return vramlab::client::ExitCodeForError(status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // gRPC's own logging would add lines (and stack-trace-like noise) to our one-line errors.
+  if (std::getenv("VRAMLAB_GRPC_LOG") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << vramlab::client::TopLevelHelp();
+    return kExitUsage;
+  }
+  if (args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    std::cout << vramlab::client::TopLevelHelp();
+    return 0;
+  }
+  if (args[0] == "version" || args[0] == "--version") {
+    std::cout << "vramlab " << VRAMLAB_VERSION << "\n";
+    return 0;
+  }
+  const vramlab::client::Command* command = nullptr;
+  for (const auto& candidate : vramlab::client::AllCommands()) {
+    if (args[0] == candidate.name) command = &candidate;
+  }
+  if (command == nullptr) {
+    return Fail(absl::InvalidArgumentError("unknown command \"" + args[0] +
+                                           "\" (run 'vramlab --help' for the list)"));
+  }
+  const vramlab::client::FlagSet flags = vramlab::client::CommandFlags(*command);
+  auto parsed = flags.Parse({args.begin() + 1, args.end()});
+  if (!parsed.ok()) return Fail(parsed.status());
+  if (parsed->GetBool("help")) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  auto connection = vramlab::client::ResolveConnectionOptions(
+      *parsed, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!connection.ok()) return Fail(connection.status());
+  if (!connection->warning.empty()) std::cerr << connection->warning << "\n";
+  vramlab::client::CommandEnv env(*std::move(parsed), *std::move(connection), std::cout, std::cerr,
+                                  isatty(STDOUT_FILENO) == 1);
+  auto exit_code = command->run(env);
+  if (!exit_code.ok()) return Fail(exit_code.status());
+  return *exit_code;
+}

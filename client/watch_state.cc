@@ -1,0 +1,179 @@
+#include "client/watch_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/byte_size.h"
+#include "client/describe.h"
+
+namespace vramlab::client {
+
+using namespace vramlab::v1;  // NOLINT: many message types
+
+WatchState::WatchState(const Experiment& experiment)
+    : id_(experiment.id()),
+      spec_(experiment.spec()),
+      state_(experiment.state()),
+      queue_position_(experiment.queue_position()),
+      slot_(experiment.slot()),
+      reason_(experiment.state_reason()) {}
+
+std::string WatchState::Prefix() const { return absl::StrCat(id_, " "); }
+
+int WatchState::TotalSteps() const {
+  return spec_.training().steps() > 0 ? spec_.training().steps() : 1;
+}
+
+std::optional<std::string> WatchState::Apply(const ExperimentEvent& event) {
+  last_sequence_ = std::max(last_sequence_, event.sequence());
+  if (event.has_worker_event()) return ApplyWorkerEvent(event.worker_event());
+  if (!event.has_state_change()) return std::nullopt;
+  const StateChange& change = event.state_change();
+  state_ = change.state();
+  queue_position_ = change.queue_position();
+  slot_ = change.slot();
+  reason_ = change.reason();
+  std::string line = absl::StrCat(Prefix(), StateName(state_));
+  if (state_ == Experiment::QUEUED && queue_position_ > 0) {
+    absl::StrAppend(&line, " (position ", queue_position_, " in queue)");
+  } else if (state_ == Experiment::RUNNING) {
+    absl::StrAppend(&line, " on slot ", slot_);
+  }
+  if (!reason_.empty()) absl::StrAppend(&line, ": ", reason_);
+  return line;
+}
+
+void WatchState::ApplySample(const MemorySample& sample) {
+  has_sample_ = true;
+  last_sample_ = sample;
+  peak_allocated_ = std::max({peak_allocated_, sample.allocated_bytes(), sample.peak_allocated_bytes()});
+  peak_reserved_ = std::max({peak_reserved_, sample.reserved_bytes(), sample.peak_reserved_bytes()});
+  recent_allocated_.push_back(sample.allocated_bytes());
+  if (recent_allocated_.size() > kSparklineLength) recent_allocated_.pop_front();
+}
+
+std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event) {
+  switch (event.payload_case()) {
+    case WorkerEvent::kStarted: {
+      const WorkerStarted& s = event.started();
+      device_ = s.device_name();
+      return absl::StrCat(Prefix(), "worker started: ", s.device_name().empty() ? "?" : s.device_name(),
+                          ", torch ", s.torch_version(), ", ", s.parameter_count(), " parameters");
+    }
+    case WorkerEvent::kPhase: {
+      const PhaseEvent& p = event.phase();
+      if (p.sweep_index() != sweep_index_) steps_done_in_point_ = 0;
+      phase_ = p.phase();
+      step_ = p.step();
+      micro_step_ = p.micro_step();
+      sweep_index_ = p.sweep_index();
+      if (p.has_memory()) ApplySample(p.memory());
+      return std::nullopt;
+    }
+    case WorkerEvent::kSample:
+      ApplySample(event.sample());
+      return std::nullopt;
+    case WorkerEvent::kStep: {
+      const StepResult& s = event.step();
+      last_step_ = s;
+      steps_done_in_point_ = s.step() + 1;
+      return absl::StrFormat("%sstep %d/%d loss %.4f  %s  %.0f tok/s  peak %s", Prefix(),
+                             s.step() + 1, TotalSteps(), s.loss(), FormatSeconds(s.step_time_seconds()),
+                             s.tokens_per_second(), FormatBytes(s.peak_allocated_bytes()));
+    }
+    case WorkerEvent::kSweepPoint: {
+      const SweepPointResult& p = event.sweep_point();
+      const char* variable = spec_.sweep().variable() == MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+      if (p.oom()) {
+        return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
+                            p.value(), ": OOM");
+      }
+      return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
+                          p.value(), ": fits, peak allocated ",
+                          FormatBytes(p.anatomy().peak_allocated_bytes()), ", ",
+                          FormatSeconds(p.step_time_seconds()), "/step");
+    }
+    case WorkerEvent::kOom: {
+      const OomReport& oom = event.oom();
+      return absl::StrCat(Prefix(), "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
+                          ", micro-step ", oom.micro_step(), "): tried to allocate ",
+                          FormatBytes(oom.requested_bytes()), ", ", FormatBytes(oom.free_bytes()),
+                          " free");
+    }
+    case WorkerEvent::kNotice:
+      return absl::StrCat(Prefix(),
+                          event.notice().level() == Notice::WARNING ? "warning: " : "notice: ",
+                          event.notice().message());
+    case WorkerEvent::kError:
+      return absl::StrCat(Prefix(), "worker error: ", event.error().message(),
+                          event.error().field().empty() ? "" : absl::StrCat(" (", event.error().field(), ")"));
+    case WorkerEvent::kReport:
+      return absl::StrCat(Prefix(), "final report received");
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string Sparkline(const std::deque<int64_t>& values) {
+  static constexpr const char* kLevels[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  if (values.empty()) return "";
+  const int64_t max = *std::max_element(values.begin(), values.end());
+  std::string out;
+  for (int64_t v : values) {
+    const int level = max <= 0 ? 0 : static_cast<int>((static_cast<double>(v) / max) * 7.0 + 0.5);
+    out += kLevels[std::clamp(level, 0, 7)];
+  }
+  return out;
+}
+
+std::string ProgressBar(int done, int total, int width) {
+  const int filled = total <= 0 ? 0 : std::clamp(done * width / total, 0, width);
+  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '-'), "]");
+}
+
+std::string WatchState::RenderFrame() const {
+  std::string out = absl::StrCat(id_, "  ", spec_.name().empty() ? "-" : spec_.name(), "  ",
+                                 StateName(state_));
+  if (state_ == Experiment::QUEUED) {
+    if (queue_position_ > 0) absl::StrAppend(&out, "  position ", queue_position_, " in queue");
+    absl::StrAppend(&out, "\n  ", SpecSummary(spec_), "\n");
+    return out;
+  }
+  if (state_ == Experiment::RUNNING) absl::StrAppend(&out, "  slot ", slot_);
+  if (!device_.empty()) absl::StrAppend(&out, "  ", device_);
+  absl::StrAppend(&out, "\n");
+  const int total = TotalSteps();
+  absl::StrAppend(&out, "  phase ", PhaseName(phase_), "  step ", std::min(step_ + 1, total), "/",
+                  total, " ", ProgressBar(steps_done_in_point_, total, 24));
+  if (spec_.training().grad_accum_steps() > 1) {
+    absl::StrAppend(&out, "  micro-step ", micro_step_ + 1, "/", spec_.training().grad_accum_steps());
+  }
+  if (spec_.has_sweep()) {
+    absl::StrAppend(&out, "  sweep point ", sweep_index_ + 1);
+    if (spec_.sweep().values_size() > 0) {
+      absl::StrAppend(&out, "/", spec_.sweep().values_size());
+      if (sweep_index_ < spec_.sweep().values_size()) {
+        absl::StrAppend(&out, " (", spec_.sweep().values(sweep_index_), ")");
+      }
+    }
+  }
+  absl::StrAppend(&out, "\n");
+  if (has_sample_) {
+    absl::StrAppend(&out, "  allocated ", FormatBytes(last_sample_.allocated_bytes()), " (peak ",
+                    FormatBytes(peak_allocated_), ")  reserved ",
+                    FormatBytes(last_sample_.reserved_bytes()), " (peak ",
+                    FormatBytes(peak_reserved_), ")  fragmentation ",
+                    FormatPercent(last_sample_.fragmentation_ratio()), "\n");
+    absl::StrAppend(&out, "  allocated ", Sparkline(recent_allocated_), "\n");
+  }
+  if (last_step_.has_value()) {
+    absl::StrAppend(&out, absl::StrFormat("  last step: loss %.4f  %s/step  %.0f tok/s\n",
+                                          last_step_->loss(),
+                                          FormatSeconds(last_step_->step_time_seconds()),
+                                          last_step_->tokens_per_second()));
+  }
+  return out;
+}
+
+}  // namespace vramlab::client
