@@ -1,0 +1,60 @@
+#include "server/api/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace vramlab::server {
+namespace {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const GrpcServerOptions& options) {
+  if (options.tls_cert_path.empty() && options.tls_key_path.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_path.empty() || options.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  auto cert = ReadWholeFile(options.tls_cert_path);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadWholeFile(options.tls_key_path);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& options,
+                                                  grpc::Service* service) {
+  auto credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  RunningGrpcServer running;
+  builder.AddListeningPort(options.listen_address, *credentials, &running.port);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.RegisterService(service);
+  running.server = builder.BuildAndStart();
+  if (running.server == nullptr || running.port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+  }
+  running.server->GetHealthCheckService()->SetServingStatus(true);
+  return running;
+}
+
+}  // namespace vramlab::server

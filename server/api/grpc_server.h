@@ -1,0 +1,32 @@
+// Builds the daemon's gRPC server: the vramlab service, the standard grpc.health.v1 service and
+// server reflection (so grpcurl works), over TLS when a certificate and key are given.
+#ifndef VRAMLAB_SERVER_API_GRPC_SERVER_H_
+#define VRAMLAB_SERVER_API_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace vramlab::server {
+
+struct GrpcServerOptions {
+  std::string listen_address;  // "127.0.0.1:0" picks a free port
+  std::string tls_cert_path;   // both empty: plaintext
+  std::string tls_key_path;
+  int max_receive_message_bytes = 4 * 1024 * 1024;
+};
+
+struct RunningGrpcServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& options,
+                                                  grpc::Service* service);
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_API_GRPC_SERVER_H_

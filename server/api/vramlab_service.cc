@@ -1,0 +1,158 @@
+#include "server/api/vramlab_service.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "server/estimate/estimator.h"
+#include "server/spec/validate_spec.h"
+
+namespace vramlab::server {
+namespace {
+
+constexpr size_t kChunkBytes = 64 * 1024;
+constexpr absl::Duration kWatchPoll = absl::Milliseconds(250);
+
+// Streams a file in chunks; NOT_FOUND if it does not exist.
+grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
+                        grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return grpc::Status(grpc::StatusCode::NOT_FOUND, "file not available yet");
+  std::string buffer(kChunkBytes, '\0');
+  vramlab::v1::DataChunk chunk;
+  while (in && !context->IsCancelled()) {
+    in.read(buffer.data(), buffer.size());
+    std::streamsize n = in.gcount();
+    if (n <= 0) break;
+    chunk.set_data(buffer.data(), n);
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<Principal> VramlabServiceImpl::Caller(grpc::ServerContext* context) const {
+  return authenticator_->Authenticate(context->client_metadata());
+}
+
+#define VRAMLAB_AUTHENTICATE(context, caller)          \
+  auto caller = Caller(context);                       \
+  if (!caller.ok()) return ToGrpc(caller.status())
+
+grpc::Status VramlabServiceImpl::SubmitExperiment(
+    grpc::ServerContext* context, const vramlab::v1::SubmitExperimentRequest* request,
+    vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto experiment = engine_->Submit(*caller, *request);
+  if (!experiment.ok()) return ToGrpc(experiment.status());
+  *response = std::move(*experiment);
+  return grpc::Status::OK;
+}
+
+grpc::Status VramlabServiceImpl::GetExperiment(grpc::ServerContext* context,
+                                               const vramlab::v1::GetExperimentRequest* request,
+                                               vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto experiment = engine_->Get(request->id());
+  if (!experiment.ok()) return ToGrpc(experiment.status());
+  *response = std::move(*experiment);
+  return grpc::Status::OK;
+}
+
+grpc::Status VramlabServiceImpl::ListExperiments(
+    grpc::ServerContext* context, const vramlab::v1::ListExperimentsRequest* request,
+    vramlab::v1::ListExperimentsResponse* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto list = engine_->List(*request);
+  if (!list.ok()) return ToGrpc(list.status());
+  *response = std::move(*list);
+  return grpc::Status::OK;
+}
+
+grpc::Status VramlabServiceImpl::CancelExperiment(
+    grpc::ServerContext* context, const vramlab::v1::CancelExperimentRequest* request,
+    vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto experiment = engine_->Cancel(*caller, request->id());
+  if (!experiment.ok()) return ToGrpc(experiment.status());
+  *response = std::move(*experiment);
+  return grpc::Status::OK;
+}
+
+grpc::Status VramlabServiceImpl::WatchExperiment(
+    grpc::ServerContext* context, const vramlab::v1::WatchExperimentRequest* request,
+    grpc::ServerWriter<vramlab::v1::ExperimentEvent>* writer) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto cursor = engine_->Watch(*request);
+  if (!cursor.ok()) return ToGrpc(cursor.status());
+  std::vector<vramlab::v1::ExperimentEvent> events;
+  // The stream ends when the experiment has ended and every event was sent; a client that goes
+  // away only ends this loop (the experiment runs on).
+  while (!context->IsCancelled()) {
+    events.clear();
+    auto more = (*cursor)->Next(&events, kWatchPoll);
+    if (!more.ok()) return ToGrpc(more.status());
+    for (const auto& event : events) {
+      if (!writer->Write(event)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+    }
+    if (!*more) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+}
+
+grpc::Status VramlabServiceImpl::GetMemorySnapshot(
+    grpc::ServerContext* context, const vramlab::v1::GetMemorySnapshotRequest* request,
+    grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto path = engine_->SnapshotPath(request->id());
+  if (!path.ok()) return ToGrpc(path.status());
+  return StreamFile(context, *path, writer);
+}
+
+grpc::Status VramlabServiceImpl::GetExperimentLog(
+    grpc::ServerContext* context, const vramlab::v1::GetExperimentLogRequest* request,
+    grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  auto path = engine_->LogPath(request->id());
+  if (!path.ok()) return ToGrpc(path.status());
+  grpc::Status status = StreamFile(context, *path, writer);
+  // A queued experiment has no log yet: an empty stream, not an error.
+  return status.error_code() == grpc::StatusCode::NOT_FOUND ? grpc::Status::OK : status;
+}
+
+grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
+                                                const vramlab::v1::EstimateMemoryRequest* request,
+                                                vramlab::v1::MemoryEstimate* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  if (request->limit_bytes() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit_bytes: must be >= 0");
+  }
+  SpecLimits limits = engine_->options().spec_limits;
+  limits.allow_fault_injection = true;  // nothing runs: a fault field is irrelevant here
+  absl::Status valid = ValidateSpec(request->spec(), limits);
+  if (!valid.ok()) return ToGrpc(valid);
+  int64_t limit = request->limit_bytes();
+  if (limit == 0 && request->spec().memory().device_memory_limit_bytes() == 0 &&
+      engine_->options().device == vramlab::v1::CUDA && !engine_->options().slots.empty()) {
+    limit = engine_->options().slots.front().total_memory_bytes;  // the server's GPU size
+  }
+  auto estimate = vramlab::server::EstimateMemory(request->spec(), limit);
+  if (!estimate.ok()) return ToGrpc(estimate.status());
+  *response = std::move(*estimate);
+  return grpc::Status::OK;
+}
+
+grpc::Status VramlabServiceImpl::GetServerInfo(grpc::ServerContext* context,
+                                               const vramlab::v1::GetServerInfoRequest* request,
+                                               vramlab::v1::ServerInfo* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  *response = engine_->Info();
+  return grpc::Status::OK;
+}
+
+}  // namespace vramlab::server

@@ -1,0 +1,62 @@
+#include "server/auth/token_file.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace vramlab::server {
+
+absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content) {
+  TokenTable table;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(content, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (fields.size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens line ", line_number, ": expected \"TOKEN USER ROLE\""));
+    }
+    if (fields[2] != "user" && fields[2] != "admin") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens line ", line_number, ": role must be user or admin"));
+    }
+    if (fields[0].size() < 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens line ", line_number, ": token shorter than 16 characters"));
+    }
+    Principal principal{std::string(fields[1]), fields[2] == "admin"};
+    if (!table.emplace(std::string(fields[0]), principal).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens line ", line_number, ": duplicate token"));
+    }
+  }
+  if (table.empty()) return absl::InvalidArgumentError("auth tokens file has no tokens");
+  return table;
+}
+
+absl::StatusOr<TokenTable> LoadTokenFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("auth tokens file ", path, " not found"));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("auth tokens file ", path,
+                     " is accessible by group or others; chmod 600 it"));
+  }
+  std::ifstream in(path);
+  if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
+  std::stringstream content;
+  content << in.rdbuf();
+  return ParseTokenFile(content.str());
+}
+
+}  // namespace vramlab::server

@@ -1,0 +1,27 @@
+// The --auth-tokens file: one "TOKEN USER ROLE" per line (role "user" or "admin"); blank lines and
+// lines starting with '#' are ignored. The file must not be readable by group or others.
+// Error messages name the line number, never a token.
+#ifndef VRAMLAB_SERVER_AUTH_TOKEN_FILE_H_
+#define VRAMLAB_SERVER_AUTH_TOKEN_FILE_H_
+
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+
+namespace vramlab::server {
+
+struct Principal {
+  std::string user;
+  bool admin = false;
+};
+
+using TokenTable = absl::flat_hash_map<std::string, Principal>;
+
+absl::StatusOr<TokenTable> LoadTokenFile(const std::string& path);
+// Parses the file's content (no permission check).
+absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content);
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_AUTH_TOKEN_FILE_H_

@@ -1,0 +1,28 @@
+// The GPUs of the host, from nvidia-smi (the daemon links no CUDA), and the slots the daemon
+// runs experiments on.
+#ifndef VRAMLAB_SERVER_CONFIG_GPU_DISCOVERY_H_
+#define VRAMLAB_SERVER_CONFIG_GPU_DISCOVERY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/engine_options.h"
+
+namespace vramlab::server {
+
+// Parses `nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits` output
+// (memory in MiB).
+absl::StatusOr<std::vector<Slot>> ParseNvidiaSmi(const std::string& output);
+// Runs nvidia-smi.
+absl::StatusOr<std::vector<Slot>> DiscoverGpus();
+// Keeps the GPUs named in `gpus_flag` ("0,1"; empty keeps all). INVALID_ARGUMENT for an index
+// that does not exist.
+absl::StatusOr<std::vector<Slot>> SelectGpus(const std::vector<Slot>& gpus,
+                                             const std::string& gpus_flag);
+// `count` CPU slots sharing the host's memory; the worker sees no GPU.
+std::vector<Slot> CpuSlots(int count);
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_CONFIG_GPU_DISCOVERY_H_

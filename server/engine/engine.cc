@@ -1,0 +1,221 @@
+// The Engine's request operations: submit, get, list, cancel, watch, files, server info.
+#include "server/engine/engine.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/auth/authenticator.h"
+#include "server/common/status_macros.h"
+#include "server/engine/experiment_files.h"
+#include "server/estimate/estimator.h"
+#include "server/spec/validate_spec.h"
+
+namespace vramlab::server {
+
+using google::protobuf::util::TimeUtil;
+using vramlab::v1::Experiment;
+
+namespace {
+
+constexpr int kDefaultPageSize = 50;
+constexpr int kMaxPageSize = 1000;
+
+}  // namespace
+
+vramlab::v1::ExperimentSpec Engine::EffectiveSpec(const std::string& id,
+                                                  vramlab::v1::ExperimentSpec spec) const {
+  int limit = spec.time_limit_seconds() == 0 ? options_.default_time_limit_seconds
+                                             : spec.time_limit_seconds();
+  spec.set_time_limit_seconds(std::min(limit, options_.max_time_limit_seconds));
+  spec.set_device(options_.device);
+  spec.mutable_memory()->set_snapshot_path(ExperimentFiles(options_.data_dir, id).snapshot_path());
+  return spec;
+}
+
+absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
+                                          const vramlab::v1::SubmitExperimentRequest& request) {
+  if (!request.has_spec()) return absl::InvalidArgumentError("spec: required");
+  RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
+  if (request.request_id().size() > 128) {
+    return absl::InvalidArgumentError("request_id: at most 128 bytes");
+  }
+  // The estimate is pure arithmetic: made outside the lock. A spec the estimator cannot resolve
+  // still runs (the worker is the authority); it just has no prediction.
+  auto prediction = EstimateMemory(request.spec(), 0);
+
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) return absl::UnavailableError("the daemon is shutting down");
+  if (!request.request_id().empty()) {
+    ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(caller.user, request.request_id()));
+    if (existing.has_value()) return GetLocked(existing->id());
+  }
+  if (queue_.CountOwner(caller.user) >= options_.max_queued_per_user) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("user ", caller.user, " already has ", queue_.CountOwner(caller.user),
+                     " queued experiments (limit ", options_.max_queued_per_user, ")"));
+  }
+  if (queue_.size() >= options_.max_queued_total) {
+    return absl::ResourceExhaustedError(absl::StrCat("the queue is full (",
+                                                     options_.max_queued_total, " experiments)"));
+  }
+  int64_t seq = next_seq_;
+  Experiment experiment;
+  experiment.set_id(absl::StrFormat("exp-%06d", seq));
+  *experiment.mutable_spec() = EffectiveSpec(experiment.id(), request.spec());
+  experiment.set_owner(caller.user);
+  experiment.set_state(Experiment::QUEUED);
+  *experiment.mutable_create_time() = TimeUtil::GetCurrentTime();
+  experiment.set_request_id(request.request_id());
+  if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
+  // Committed before anyone hears of it: an answered Submit survives kill -9.
+  RETURN_IF_ERROR(store_->InsertExperiment(seq, experiment));
+  ++next_seq_;
+  hub_.Open(experiment.id(), 0);
+  queue_.Push({experiment.id(), caller.user, experiment.spec().priority()});
+  Active& active = active_[experiment.id()];
+  active.seq = seq;
+  active.experiment = experiment;
+  PublishState(WithPositionLocked(experiment));
+  ScheduleLocked();
+  PublishQueuePositionsLocked();
+  UpdateQueueMetricsLocked();
+  return WithPositionLocked(active_.count(experiment.id()) ? active_[experiment.id()].experiment
+                                                           : experiment);
+}
+
+Experiment Engine::WithPositionLocked(Experiment experiment) const {
+  experiment.set_queue_position(
+      experiment.state() == Experiment::QUEUED ? queue_.Position(experiment.id()) : 0);
+  return experiment;
+}
+
+absl::StatusOr<Experiment> Engine::GetLocked(const std::string& id) {
+  auto it = active_.find(id);
+  if (it != active_.end()) return WithPositionLocked(it->second.experiment);
+  ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));
+  return std::move(stored.experiment);
+}
+
+absl::StatusOr<Experiment> Engine::Get(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return GetLocked(id);
+}
+
+absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
+    const vramlab::v1::ListExperimentsRequest& request) {
+  if (request.page_size() < 0) return absl::InvalidArgumentError("page_size: must be >= 0");
+  int page_size = request.page_size() == 0 ? kDefaultPageSize
+                                           : std::min(request.page_size(), kMaxPageSize);
+  ListFilter filter;
+  filter.owner = request.owner();
+  filter.limit = page_size + 1;
+  for (int state : request.states()) {
+    if (!Experiment::State_IsValid(state) || state == Experiment::STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat("states: unknown state ", state));
+    }
+    filter.states.push_back(static_cast<Experiment::State>(state));
+  }
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &filter.before_seq) || filter.before_seq <= 0)) {
+    return absl::InvalidArgumentError("page_token: not a token from a previous response");
+  }
+  ASSIGN_OR_RETURN(auto rows, store_->ListExperiments(filter));
+  vramlab::v1::ListExperimentsResponse response;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < rows.size() && static_cast<int>(i) < page_size; ++i) {
+    auto it = active_.find(rows[i].experiment.id());
+    *response.add_experiments() = WithPositionLocked(
+        it != active_.end() ? it->second.experiment : rows[i].experiment);
+  }
+  if (static_cast<int>(rows.size()) > page_size) {
+    response.set_next_page_token(absl::StrCat(rows[page_size - 1].seq));
+  }
+  return response;
+}
+
+absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
+  RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
+  auto it = active_.find(id);
+  if (it == active_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "experiment ", id, " already ended (", Experiment::State_Name(experiment.state()), ")"));
+  }
+  if (experiment.state() == Experiment::QUEUED) {
+    queue_.Remove(id);
+    FinishLocked(id, Experiment::CANCELLED, absl::StrCat("cancelled while queued by ", caller.user),
+                 false);
+    PublishQueuePositionsLocked();
+    UpdateQueueMetricsLocked();
+    ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));
+    return std::move(stored.experiment);
+  }
+  // Running: the supervisor stops it; the final state (CANCELLED) follows when it has exited.
+  if (!it->second.cancel_requested) {
+    it->second.cancel_requested = true;
+    supervisor_.Cancel(id);
+  }
+  return WithPositionLocked(it->second.experiment);
+}
+
+absl::StatusOr<std::unique_ptr<WatchCursor>> Engine::Watch(
+    const vramlab::v1::WatchExperimentRequest& request) {
+  if (request.after_sequence() < 0) {
+    return absl::InvalidArgumentError("after_sequence: must be >= 0");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(GetLocked(request.id()).status());
+  }
+  return WatchCursor::Create(&hub_, request.id(), request.after_sequence(),
+                             request.skip_history_samples());
+}
+
+absl::StatusOr<std::string> Engine::SnapshotPath(const std::string& id) {
+  ASSIGN_OR_RETURN(Experiment experiment, Get(id));
+  ExperimentFiles files(options_.data_dir, experiment.id());
+  if (!files.HasSnapshot()) {
+    return absl::NotFoundError(absl::StrCat("experiment ", id, " has no allocator snapshot"));
+  }
+  return files.snapshot_path();
+}
+
+absl::StatusOr<std::string> Engine::LogPath(const std::string& id) {
+  ASSIGN_OR_RETURN(Experiment experiment, Get(id));
+  return ExperimentFiles(options_.data_dir, experiment.id()).log_path();
+}
+
+vramlab::v1::ServerInfo Engine::Info() {
+  vramlab::v1::ServerInfo info;
+  info.set_version(VRAMLAB_VERSION);
+  info.set_device(options_.device);
+  absl::MutexLock lock(&mu_);
+  for (const Slot& slot : options_.slots) {
+    auto* gpu = info.add_gpus();
+    gpu->set_index(slot.index);
+    gpu->set_name(slot.name);
+    gpu->set_total_memory_bytes(slot.total_memory_bytes);
+  }
+  int running = 0;
+  for (const auto& [id, active] : active_) {
+    if (active.slot < 0) continue;
+    ++running;
+    info.mutable_gpus(active.slot)->set_running_experiment_id(id);
+  }
+  info.set_queue_depth(queue_.size());
+  info.set_running(running);
+  info.set_max_queued_per_user(options_.max_queued_per_user);
+  info.set_max_queued_total(options_.max_queued_total);
+  info.set_default_time_limit_seconds(options_.default_time_limit_seconds);
+  info.set_max_time_limit_seconds(options_.max_time_limit_seconds);
+  info.set_max_seq_len(options_.spec_limits.max_seq_len);
+  info.set_auth_enabled(options_.auth_enabled);
+  *info.mutable_start_time() = start_time_;
+  info.set_worker_path(options_.worker_path);
+  return info;
+}
+
+}  // namespace vramlab::server

@@ -1,0 +1,119 @@
+// The daemon's core, independent of gRPC: accepts, queues, schedules, supervises and records
+// experiments. The gRPC service is a thin front end over it.
+//
+// Invariants (all under mu_):
+//  - every QUEUED or RUNNING experiment is in active_, has an open event channel, and its state
+//    is committed to the store before any caller or watcher can observe it;
+//  - a QUEUED experiment is in queue_; a RUNNING one holds exactly one slot;
+//  - the store is updated synchronously on every state change, so kill -9 loses no accepted
+//    experiment and no state transition.
+// Lock order: Engine::mu_ before EventChannel/EventWriter locks; the Supervisor never calls into
+// the Engine while holding its own lock.
+//
+// Thread-safe.
+#ifndef VRAMLAB_SERVER_ENGINE_ENGINE_H_
+#define VRAMLAB_SERVER_ENGINE_ENGINE_H_
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "server/auth/token_file.h"
+#include "server/engine/engine_options.h"
+#include "server/metrics/metrics.h"
+#include "server/queue/fair_queue.h"
+#include "server/store/store.h"
+#include "server/watch/event_hub.h"
+#include "server/watch/watch_cursor.h"
+#include "server/worker/supervisor.h"
+#include "vramlab/v1/service.pb.h"
+
+namespace vramlab::server {
+
+class Engine : public SupervisorListener {
+ public:
+  // Opens the store under options.data_dir. `metrics` must outlive the Engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options, Metrics* metrics);
+  ~Engine() override;
+
+  // Recovers what the last run left (queued ones requeued in order; running ones INTERRUPTED and
+  // requeued if options.requeue_interrupted), starts the supervisor and schedules.
+  absl::Status Start();
+  // Graceful stop: refuses new submissions, lets running workers finish for the grace period,
+  // then stops them (INTERRUPTED), ends every watch and commits every event.
+  void Shutdown();
+
+  absl::StatusOr<vramlab::v1::Experiment> Submit(const Principal& caller,
+                                                 const vramlab::v1::SubmitExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);
+  absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
+      const vramlab::v1::ListExperimentsRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Cancel(const Principal& caller, const std::string& id);
+  absl::StatusOr<std::unique_ptr<WatchCursor>> Watch(
+      const vramlab::v1::WatchExperimentRequest& request);
+  // Paths of an existing experiment's snapshot and log (NOT_FOUND when absent).
+  absl::StatusOr<std::string> SnapshotPath(const std::string& id);
+  absl::StatusOr<std::string> LogPath(const std::string& id);
+  vramlab::v1::ServerInfo Info();
+  const EngineOptions& options() const { return options_; }
+
+  // SupervisorListener (supervisor thread).
+  void OnWorkerStarted(const std::string& experiment_id, int pid) override;
+  void OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) override;
+  void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) override;
+
+ private:
+  struct Active {
+    int64_t seq = 0;
+    vramlab::v1::Experiment experiment;
+    int slot = -1;  // position in options_.slots while RUNNING
+    bool cancel_requested = false;
+    int published_position = 0;  // last queue position sent to watchers
+  };
+
+  Engine(EngineOptions options, std::unique_ptr<Store> store, Metrics* metrics);
+
+  absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
+  void FinishLocked(const std::string& id, vramlab::v1::Experiment::State state,
+                    const std::string& reason, bool requeue_pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishState(const vramlab::v1::Experiment& experiment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishQueuePositionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateQueueMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistLocked(const vramlab::v1::Experiment& experiment, bool requeue_pending = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  vramlab::v1::Experiment WithPositionLocked(vramlab::v1::Experiment experiment) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<vramlab::v1::Experiment> GetLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The spec as the worker gets it: device, snapshot path and time limit filled in.
+  vramlab::v1::ExperimentSpec EffectiveSpec(const std::string& id,
+                                            vramlab::v1::ExperimentSpec spec) const;
+
+  const EngineOptions options_;
+  const std::unique_ptr<Store> store_;
+  Metrics* const metrics_;
+  EventHub hub_;
+  Supervisor supervisor_;
+  const google::protobuf::Timestamp start_time_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  FairQueue queue_ ABSL_GUARDED_BY(mu_);
+  std::set<int> free_slots_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_ENGINE_ENGINE_H_

@@ -1,0 +1,218 @@
+// The Engine's lifecycle and scheduling: creation, recovery after a restart, launching workers,
+// publishing state, graceful shutdown.
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/engine/engine.h"
+#include "server/engine/experiment_files.h"
+#include "server/spec/alloc_conf.h"
+
+namespace vramlab::server {
+
+using google::protobuf::util::TimeUtil;
+using vramlab::v1::Experiment;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options, Metrics* metrics) {
+  if (options.slots.empty()) return absl::InvalidArgumentError("no slots to run experiments on");
+  ASSIGN_OR_RETURN(auto store, Store::Open(options.data_dir));
+  return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(store), metrics));
+}
+
+Engine::Engine(EngineOptions options, std::unique_ptr<Store> store, Metrics* metrics)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      metrics_(metrics),
+      hub_(store_.get(), EventHubOptions{}),
+      supervisor_(options_.worker_limits, this),
+      start_time_(TimeUtil::GetCurrentTime()) {
+  for (size_t i = 0; i < options_.slots.size(); ++i) {
+    free_slots_.insert(static_cast<int>(i));
+    metrics_->SetSlot(options_.slots[i].index, options_.slots[i].total_memory_bytes);
+  }
+  hub_.SetWatcherListener([metrics](int watchers) { metrics->SetWatchers(watchers); });
+}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::Status Engine::Start() {
+  RETURN_IF_ERROR(supervisor_.Start());
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Recover());
+  accepting_ = true;
+  ScheduleLocked();
+  PublishQueuePositionsLocked();
+  UpdateQueueMetricsLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Recover() {
+  ASSIGN_OR_RETURN(int64_t max_seq, store_->MaxSeq());
+  next_seq_ = max_seq + 1;
+  ASSIGN_OR_RETURN(auto rows, store_->LoadUnfinished());
+  for (StoredExperiment& row : rows) {
+    Experiment& experiment = row.experiment;
+    ASSIGN_OR_RETURN(int64_t last_sequence, store_->MaxEventSequence(experiment.id()));
+    hub_.Open(experiment.id(), last_sequence);
+    bool requeue_pending = row.requeue_pending;
+    if (experiment.state() == Experiment::RUNNING) {
+      // Its worker died with the daemon (PR_SET_PDEATHSIG).
+      experiment.set_state(Experiment::INTERRUPTED);
+      experiment.set_state_reason("the daemon stopped while the experiment ran");
+      *experiment.mutable_end_time() = TimeUtil::GetCurrentTime();
+      PublishState(experiment);
+      requeue_pending = true;
+    }
+    if (requeue_pending && options_.requeue_interrupted) {
+      experiment.set_state(Experiment::QUEUED);
+      experiment.set_attempts(experiment.attempts() + 1);
+      experiment.set_state_reason(absl::StrCat("requeued after an interruption (attempt ",
+                                               experiment.attempts() + 1, ")"));
+      experiment.clear_start_time();
+      experiment.clear_end_time();
+      experiment.clear_report();
+      experiment.clear_oom();
+    }
+    PersistLocked(experiment, /*requeue_pending=*/false);
+    if (experiment.state() != Experiment::QUEUED) {
+      hub_.Close(experiment.id());
+      continue;
+    }
+    queue_.Push({experiment.id(), experiment.owner(), experiment.spec().priority()});
+    Active& active = active_[experiment.id()];
+    active.seq = row.seq;
+    active.experiment = experiment;
+    if (requeue_pending) PublishState(experiment);
+  }
+  if (!rows.empty()) {
+    std::fprintf(stderr, "vramlabd: recovered %zu unfinished experiments, %d queued\n",
+                 rows.size(), queue_.size());
+  }
+  return absl::OkStatus();
+}
+
+void Engine::PersistLocked(const Experiment& experiment, bool requeue_pending) {
+  absl::Status status = store_->UpdateExperiment(experiment, requeue_pending);
+  if (!status.ok()) {
+    std::fprintf(stderr, "vramlabd: storing %s failed: %s\n", experiment.id().c_str(),
+                 std::string(status.message()).c_str());
+  }
+}
+
+void Engine::PublishState(const Experiment& experiment) {
+  vramlab::v1::ExperimentEvent event;
+  auto* change = event.mutable_state_change();
+  change->set_state(experiment.state());
+  change->set_queue_position(experiment.queue_position());
+  change->set_reason(experiment.state_reason());
+  change->set_slot(experiment.slot());
+  hub_.Publish(experiment.id(), std::move(event));
+}
+
+void Engine::PublishQueuePositionsLocked() {
+  for (const auto& [id, position] : queue_.Positions()) {
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second.published_position == position) continue;
+    auto channel = hub_.Find(id);
+    // Only watched experiments get position events: a queue of a thousand would otherwise write
+    // a thousand events per change.
+    if (channel == nullptr || channel->watchers() == 0) continue;
+    it->second.published_position = position;
+    PublishState(WithPositionLocked(it->second.experiment));
+  }
+}
+
+void Engine::UpdateQueueMetricsLocked() {
+  for (auto priority : {vramlab::v1::PRIORITY_LOW, vramlab::v1::PRIORITY_NORMAL,
+                        vramlab::v1::PRIORITY_HIGH}) {
+    metrics_->SetQueueDepth(priority, queue_.CountPriority(priority));
+  }
+}
+
+void Engine::ScheduleLocked() {
+  bool popped = false;
+  while (accepting_ && !free_slots_.empty() && !queue_.empty()) {
+    FairQueue::Entry entry = *queue_.Pop();
+    popped = true;
+    Active& active = active_[entry.id];
+    active.slot = *free_slots_.begin();
+    free_slots_.erase(free_slots_.begin());
+    LaunchLocked(active);
+  }
+  if (popped) UpdateQueueMetricsLocked();
+}
+
+void Engine::LaunchLocked(Active& active) {
+  Experiment& experiment = active.experiment;
+  const Slot& slot = options_.slots[active.slot];
+  experiment.set_state(Experiment::RUNNING);
+  experiment.set_slot(slot.index);
+  experiment.set_queue_position(0);
+  experiment.clear_state_reason();
+  *experiment.mutable_start_time() = TimeUtil::GetCurrentTime();
+  PersistLocked(experiment);
+  PublishState(experiment);
+  metrics_->OnExperimentStarted(slot.index, experiment);
+
+  ExperimentFiles files(options_.data_dir, experiment.id());
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  absl::Status status = files.CreateDir();
+  if (status.ok()) {
+    auto converted = google::protobuf::util::MessageToJsonString(experiment.spec(), &json, print);
+    status = converted.ok() ? files.WriteSpec(json)
+                            : absl::InternalError(std::string(converted.message()));
+  }
+  LaunchRequest request;
+  request.experiment_id = experiment.id();
+  request.log_path = files.log_path();
+  request.time_limit_seconds = experiment.spec().time_limit_seconds();
+  request.spawn.path = status.ok() ? options_.worker_path : "";
+  request.spawn.args = {"--spec", files.spec_path(), "--events-fd",
+                        std::to_string(kWorkerEventsFd)};
+  std::string alloc_conf = AllocatorConfString(experiment.spec().memory().allocator());
+  std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices,
+                                  "VRAMLAB_EXPERIMENT_ID=" + experiment.id()};
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    env.push_back(alloc_conf.empty() ? std::string(name) : absl::StrCat(name, "=", alloc_conf));
+  }
+  if (options_.device == vramlab::v1::CPU && getenv("OMP_NUM_THREADS") == nullptr) {
+    // Slots share the cores instead of each worker spawning a thread per core.
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    unsigned per_slot = std::max<unsigned>(1, cores / options_.slots.size());
+    env.push_back(absl::StrCat("OMP_NUM_THREADS=", per_slot));
+  }
+  request.spawn.env = EnvironmentWith(env);
+  if (!status.ok()) {
+    std::fprintf(stderr, "vramlabd: preparing %s failed: %s\n", experiment.id().c_str(),
+                 std::string(status.message()).c_str());
+  }
+  // An empty path makes the spawn fail, which reports the experiment FAILED through the
+  // supervisor like any other launch failure.
+  supervisor_.Launch(std::move(request));
+}
+
+void Engine::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    accepting_ = false;
+  }
+  if (!supervisor_.WaitIdle(options_.shutdown_grace_period)) {
+    supervisor_.InterruptAll();
+    supervisor_.WaitIdle(absl::FromChrono(options_.worker_limits.cancel_grace_period) +
+                         absl::Seconds(5));
+  }
+  supervisor_.Stop();
+  hub_.Flush();
+  hub_.Shutdown();
+  hub_.Stop();
+}
+
+}  // namespace vramlab::server

@@ -1,0 +1,43 @@
+// Configuration of the Engine, filled from flags by main.cc.
+#ifndef VRAMLAB_SERVER_ENGINE_ENGINE_OPTIONS_H_
+#define VRAMLAB_SERVER_ENGINE_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/spec/spec_limits.h"
+#include "server/worker/worker_run.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server {
+
+// One place an experiment can run: a GPU (--device cuda) or a CPU slot.
+struct Slot {
+  int index = 0;                     // GPU index, or CPU slot number
+  std::string name;                  // "NVIDIA H200", "cpu"
+  int64_t total_memory_bytes = 0;
+  std::string cuda_visible_devices;  // what the worker sees; empty hides every GPU
+};
+
+struct EngineOptions {
+  std::string data_dir;
+  std::string worker_path;
+  vramlab::v1::DeviceKind device = vramlab::v1::CPU;
+  std::vector<Slot> slots;
+  int max_queued_per_user = 100;
+  int max_queued_total = 1000;
+  int default_time_limit_seconds = 3600;
+  int max_time_limit_seconds = 86400;
+  bool requeue_interrupted = false;
+  // Running workers get this long to finish on their own at shutdown before they are stopped.
+  absl::Duration shutdown_grace_period = absl::Seconds(10);
+  SpecLimits spec_limits;
+  WorkerLimits worker_limits;
+  bool auth_enabled = false;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_ENGINE_ENGINE_OPTIONS_H_

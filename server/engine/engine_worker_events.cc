@@ -1,0 +1,85 @@
+// The Engine as the supervisor's listener: worker events become experiment events and metrics;
+// a worker's exit becomes the experiment's final state.
+#include <google/protobuf/util/time_util.h>
+
+#include <cstdio>
+
+#include "server/engine/engine.h"
+#include "server/engine/experiment_files.h"
+
+namespace vramlab::server {
+
+using google::protobuf::util::TimeUtil;
+using vramlab::v1::Experiment;
+
+void Engine::OnWorkerStarted(const std::string& experiment_id, int pid) {
+  std::fprintf(stderr, "vramlabd: %s started (worker pid %d)\n", experiment_id.c_str(), pid);
+}
+
+void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(experiment_id);
+  if (it == active_.end() || it->second.slot < 0) return;
+  Active& active = it->second;
+  int gpu = options_.slots[active.slot].index;
+  switch (event.payload_case()) {
+    case vramlab::v1::WorkerEvent::kSample:
+      metrics_->OnSample(gpu, event.sample());
+      break;
+    case vramlab::v1::WorkerEvent::kPhase:
+      if (event.phase().has_memory()) metrics_->OnSample(gpu, event.phase().memory());
+      break;
+    case vramlab::v1::WorkerEvent::kStep:
+      metrics_->OnStepResult(gpu, event.step());
+      break;
+    case vramlab::v1::WorkerEvent::kOom:
+      *active.experiment.mutable_oom() = event.oom();
+      break;
+    case vramlab::v1::WorkerEvent::kReport:
+      *active.experiment.mutable_report() = event.report();
+      break;
+    default:
+      break;
+  }
+  vramlab::v1::ExperimentEvent wrapped;
+  *wrapped.mutable_worker_event() = std::move(event);
+  hub_.Publish(experiment_id, std::move(wrapped));
+}
+
+void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(experiment_id);
+  if (it == active_.end()) return;
+  it->second.experiment.set_worker_exit_status(verdict.exit_status);
+  if (verdict.abnormal) metrics_->OnWorkerAbnormalExit();
+  std::fprintf(stderr, "vramlabd: %s ended %s%s%s\n", experiment_id.c_str(),
+               Experiment::State_Name(verdict.state).c_str(), verdict.reason.empty() ? "" : ": ",
+               verdict.reason.c_str());
+  FinishLocked(experiment_id, verdict.state, verdict.reason,
+               /*requeue_pending=*/verdict.state == Experiment::INTERRUPTED);
+  ScheduleLocked();
+  PublishQueuePositionsLocked();
+}
+
+void Engine::FinishLocked(const std::string& id, Experiment::State state,
+                          const std::string& reason, bool requeue_pending) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  Active& active = it->second;
+  Experiment& experiment = active.experiment;
+  experiment.set_state(state);
+  experiment.set_state_reason(reason);
+  experiment.set_queue_position(0);
+  *experiment.mutable_end_time() = TimeUtil::GetCurrentTime();
+  experiment.set_has_snapshot(ExperimentFiles(options_.data_dir, id).HasSnapshot());
+  PersistLocked(experiment, requeue_pending);
+  PublishState(experiment);
+  hub_.Close(id);
+  if (active.slot >= 0) {
+    metrics_->OnExperimentFinished(options_.slots[active.slot].index, experiment);
+    free_slots_.insert(active.slot);
+  }
+  active_.erase(it);
+}
+
+}  // namespace vramlab::server

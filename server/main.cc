@@ -1,0 +1,213 @@
+// vramlabd: the vramlab daemon. Flags and operations: docs/DAEMON.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/api/grpc_server.h"
+#include "server/api/vramlab_service.h"
+#include "server/auth/authenticator.h"
+#include "server/config/gpu_discovery.h"
+#include "server/engine/engine.h"
+#include "server/metrics/metrics.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7433", "gRPC address, HOST:PORT (port 0 picks one)");
+ABSL_FLAG(std::string, data_dir, "", "directory of the database, logs and snapshots (required)");
+ABSL_FLAG(std::string, metrics_listen, "", "Prometheus /metrics address; empty: no exporter");
+ABSL_FLAG(std::string, device, "cuda", "cuda (one slot per GPU) or cpu");
+ABSL_FLAG(std::string, gpus, "", "GPU indices to use, e.g. 0,1; empty: every GPU");
+ABSL_FLAG(int, cpu_slots, 1, "experiments run at once with --device cpu");
+ABSL_FLAG(std::string, auth_tokens, "", "file of 'TOKEN USER ROLE' lines (mode 600)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS");
+ABSL_FLAG(bool, insecure, false, "allow a non-loopback listen address without --auth-tokens");
+ABSL_FLAG(std::string, worker_path, "", "vramlab-worker binary; empty: next to vramlabd");
+ABSL_FLAG(int, max_queued_per_user, 100, "queued experiments one user may have");
+ABSL_FLAG(int, max_queued_total, 1000, "queued experiments in all");
+ABSL_FLAG(absl::Duration, default_time_limit, absl::Hours(1), "time limit of a spec with none");
+ABSL_FLAG(absl::Duration, max_time_limit, absl::Hours(24), "largest time limit a spec may ask");
+ABSL_FLAG(bool, requeue_interrupted, false,
+          "requeue experiments interrupted by a crash or shutdown when the daemon starts");
+ABSL_FLAG(bool, enable_fault_injection, false, "accept spec.fault (tests only)");
+ABSL_FLAG(absl::Duration, cancel_grace_period, absl::Seconds(10), "SIGTERM to SIGKILL");
+ABSL_FLAG(absl::Duration, shutdown_grace_period, absl::Seconds(10),
+          "how long running experiments may go on after SIGTERM before they are interrupted");
+ABSL_FLAG(int, max_seq_len, 131072, "largest training.seq_len accepted");
+ABSL_FLAG(int, max_steps, 10000, "largest training.steps accepted");
+ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
+ABSL_FLAG(int64_t, max_log_bytes, 8 << 20, "size cap of each experiment's worker log");
+ABSL_FLAG(int, max_worker_events_per_second, 5000, "event rate above which a worker is killed");
+
+namespace vramlab::server {
+namespace {
+
+std::string DefaultWorkerPath() {
+  std::error_code error;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "vramlab-worker";
+  return (self.parent_path() / "vramlab-worker").string();
+}
+
+std::string HostOf(const std::string& address) {
+  size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+absl::StatusOr<EngineOptions> OptionsFromFlags() {
+  EngineOptions options;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
+  options.worker_path = absl::GetFlag(FLAGS_worker_path);
+  if (options.worker_path.empty()) options.worker_path = DefaultWorkerPath();
+  if (access(options.worker_path.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("worker not executable: ", options.worker_path));
+  }
+  std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "cpu") {
+    options.device = vramlab::v1::CPU;
+    int slots = absl::GetFlag(FLAGS_cpu_slots);
+    if (slots < 1 || slots > 256) return absl::InvalidArgumentError("--cpu-slots: 1..256");
+    options.slots = CpuSlots(slots);
+  } else if (device == "cuda") {
+    options.device = vramlab::v1::CUDA;
+    auto gpus = DiscoverGpus();
+    if (!gpus.ok()) return gpus.status();
+    auto selected = SelectGpus(*gpus, absl::GetFlag(FLAGS_gpus));
+    if (!selected.ok()) return selected.status();
+    options.slots = *selected;
+  } else {
+    return absl::InvalidArgumentError("--device: cuda or cpu");
+  }
+  options.max_queued_per_user = absl::GetFlag(FLAGS_max_queued_per_user);
+  options.max_queued_total = absl::GetFlag(FLAGS_max_queued_total);
+  if (options.max_queued_per_user < 1 || options.max_queued_total < 1) {
+    return absl::InvalidArgumentError("--max-queued-per-user and --max-queued-total: at least 1");
+  }
+  auto seconds = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Seconds(d), INT_MAX));
+  };
+  options.default_time_limit_seconds = seconds(absl::GetFlag(FLAGS_default_time_limit));
+  options.max_time_limit_seconds = seconds(absl::GetFlag(FLAGS_max_time_limit));
+  if (options.default_time_limit_seconds < 1 ||
+      options.max_time_limit_seconds < options.default_time_limit_seconds) {
+    return absl::InvalidArgumentError(
+        "--default-time-limit must be >= 1s and <= --max-time-limit");
+  }
+  options.requeue_interrupted = absl::GetFlag(FLAGS_requeue_interrupted);
+  options.shutdown_grace_period = absl::GetFlag(FLAGS_shutdown_grace_period);
+  options.spec_limits.max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
+  options.spec_limits.max_steps = absl::GetFlag(FLAGS_max_steps);
+  options.spec_limits.max_sweep_points = absl::GetFlag(FLAGS_max_sweep_points);
+  options.spec_limits.allow_fault_injection = absl::GetFlag(FLAGS_enable_fault_injection);
+  options.spec_limits.device = options.device;
+  options.worker_limits.max_log_bytes = absl::GetFlag(FLAGS_max_log_bytes);
+  options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
+  options.worker_limits.cancel_grace_period =
+      absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_cancel_grace_period));
+  return options;
+}
+
+int Run() {
+  // Termination signals are taken by sigwait below; every thread created after this inherits the
+  // mask (workers get it cleared in spawn.cc).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string listen = absl::GetFlag(FLAGS_listen);
+  std::string tokens_path = absl::GetFlag(FLAGS_auth_tokens);
+  if (tokens_path.empty() && !IsLoopbackListenAddress(listen) && !absl::GetFlag(FLAGS_insecure)) {
+    std::fprintf(stderr,
+                 "vramlabd: refusing to listen on %s without --auth-tokens (anyone could run "
+                 "experiments); pass --insecure to do it anyway\n",
+                 listen.c_str());
+    return 2;
+  }
+  Authenticator authenticator;
+  if (!tokens_path.empty()) {
+    auto tokens = LoadTokenFile(tokens_path);
+    if (!tokens.ok()) {
+      std::fprintf(stderr, "vramlabd: %s\n", std::string(tokens.status().message()).c_str());
+      return 2;
+    }
+    authenticator = Authenticator(std::move(*tokens));
+  }
+  auto options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "vramlabd: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  options->auth_enabled = authenticator.enabled();
+
+  std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  std::unique_ptr<Metrics> metrics;
+  if (metrics_listen.empty()) {
+    metrics = Metrics::CreateUnexposed();
+  } else {
+    auto started = Metrics::Start(metrics_listen);
+    if (!started.ok()) {
+      std::fprintf(stderr, "vramlabd: metrics: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 1;
+    }
+    metrics = std::move(*started);
+  }
+
+  auto engine = Engine::Create(*options, metrics.get());
+  if (!engine.ok()) {
+    std::fprintf(stderr, "vramlabd: %s\n", std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  if (absl::Status started = (*engine)->Start(); !started.ok()) {
+    std::fprintf(stderr, "vramlabd: %s\n", std::string(started.message()).c_str());
+    return 1;
+  }
+  VramlabServiceImpl service(engine->get(), &authenticator);
+  GrpcServerOptions grpc_options;
+  grpc_options.listen_address = listen;
+  grpc_options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  grpc_options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  auto server = StartGrpcServer(grpc_options, &service);
+  if (!server.ok()) {
+    std::fprintf(stderr, "vramlabd: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::string metrics_address =
+      metrics->port() > 0 ? absl::StrCat(HostOf(metrics_listen), ":", metrics->port()) : "off";
+  // Parsed by tests and scripts: keep the format.
+  std::fprintf(stderr, "vramlabd: listening grpc=%s:%d metrics=%s\n", HostOf(listen).c_str(),
+               server->port, metrics_address.c_str());
+  std::fprintf(stderr, "vramlabd: %zu %s slot(s), data dir %s, worker %s, auth %s, tls %s\n",
+               options->slots.size(), options->device == vramlab::v1::CUDA ? "GPU" : "CPU",
+               options->data_dir.c_str(), options->worker_path.c_str(),
+               authenticator.enabled() ? "on" : "off",
+               grpc_options.tls_cert_path.empty() ? "off" : "on");
+
+  int received = 0;
+  sigwait(&signals, &received);
+  std::fprintf(stderr, "vramlabd: %s received, shutting down\n", strsignal(received));
+  server->server->GetHealthCheckService()->SetServingStatus(false);
+  (*engine)->Shutdown();
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  std::fprintf(stderr, "vramlabd: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace vramlab::server
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("vramlabd --data-dir DIR [--listen HOST:PORT] [flags]");
+  absl::ParseCommandLine(argc, argv);
+  return vramlab::server::Run();
+}

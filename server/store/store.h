@@ -1,0 +1,86 @@
+// Durable state of the daemon: one SQLite database in WAL mode under --data-dir, holding every
+// experiment (the Experiment proto, serialized) and every event of each experiment. Logs and
+// snapshots are plain files beside it (see ExperimentFiles).
+//
+// Durability: each call commits before it returns. With WAL and synchronous=NORMAL a commit
+// survives the daemon being killed (kill -9) at any instant; only an OS crash or power loss may
+// drop the last commits.
+//
+// Thread-safe: one connection, serialized by mu_.
+#ifndef VRAMLAB_SERVER_STORE_STORE_H_
+#define VRAMLAB_SERVER_STORE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/store/sqlite_db.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/service.pb.h"
+
+namespace vramlab::server {
+
+struct StoredExperiment {
+  int64_t seq = 0;  // submission order, 1-based
+  vramlab::v1::Experiment experiment;
+  // Interrupted by the last shutdown or crash, not yet requeued or given up on.
+  bool requeue_pending = false;
+};
+
+struct ListFilter {
+  std::vector<vramlab::v1::Experiment::State> states;  // empty: any
+  std::string owner;                                   // empty: any
+  int64_t before_seq = 0;                              // 0: from the newest
+  int limit = 50;
+};
+
+class Store {
+ public:
+  // Creates the database file (data_dir/vramlab.db) and its tables if missing.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir);
+
+  // Highest experiment seq stored (0 when empty).
+  absl::StatusOr<int64_t> MaxSeq();
+
+  absl::Status InsertExperiment(int64_t seq, const vramlab::v1::Experiment& experiment);
+  // Replaces the stored experiment (matched by id).
+  absl::Status UpdateExperiment(const vramlab::v1::Experiment& experiment,
+                                bool requeue_pending = false);
+  absl::StatusOr<StoredExperiment> GetExperiment(const std::string& id);
+  absl::StatusOr<std::optional<vramlab::v1::Experiment>> FindByRequestId(
+      const std::string& owner, const std::string& request_id);
+  // Newest first.
+  absl::StatusOr<std::vector<StoredExperiment>> ListExperiments(const ListFilter& filter);
+  // QUEUED, RUNNING or requeue_pending experiments in submission order (for recovery).
+  absl::StatusOr<std::vector<StoredExperiment>> LoadUnfinished();
+
+  // One transaction for the whole batch.
+  absl::Status AppendEvents(
+      const std::vector<std::pair<std::string, vramlab::v1::ExperimentEvent>>& events);
+  // Events with after_sequence < sequence, ascending, at most `limit`.
+  absl::StatusOr<std::vector<vramlab::v1::ExperimentEvent>> ReadEvents(const std::string& id,
+                                                                       int64_t after_sequence,
+                                                                       int limit);
+  // Highest stored event sequence of `id` (0 when none).
+  absl::StatusOr<int64_t> MaxEventSequence(const std::string& id);
+
+ private:
+  explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  absl::Status CreateSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<StoredExperiment>> ReadExperimentRows(SqliteStatement& statement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_STORE_STORE_H_
