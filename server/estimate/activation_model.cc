@@ -8,120 +8,174 @@ namespace {
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kInt64 = 8;
 
-// Shorthands for one micro-batch of `run`; every tensor size goes through the allocator rounding.
+// Sizes of the tensors of one micro-batch (b sequences of s tokens), each rounded the way the
+// device's allocator accounts it.
 struct Sizes {
-  explicit Sizes(const RunSettings& r)
-      : run(r),
-        e(r.dtype_bytes),
-        tokens(r.micro_batch * r.seq_len),
-        h(r.model.hidden_size),
-        i(r.model.intermediate_size),
-        scores(r.micro_batch * r.model.num_heads * r.seq_len * r.seq_len) {}
-  int64_t Alloc(int64_t elements, int64_t bytes_per_element) const {
-    return AllocatedBytes(run.device, elements * bytes_per_element);
+  explicit Sizes(const RunSettings& r) : run(r) {
+    const ModelShape& m = r.model;
+    const int64_t b = r.micro_batch, s = r.seq_len, t = b * s, e = r.dtype_bytes;
+    upcast = e < kFp32;
+    hidden = Alloc(t * m.hidden_size * e);
+    hidden32 = Alloc(t * m.hidden_size * kFp32);
+    per_token32 = Alloc(t * kFp32);
+    kv = Alloc(t * m.kv_dim() * e);
+    inter = Alloc(t * m.intermediate_size * e);
+    scores = Alloc(b * m.num_heads * s * s * e);
+    scores32 = Alloc(b * m.num_heads * s * s * kFp32);
+    lse = Alloc(b * m.num_heads * s * kFp32);
+    const int64_t chunk = r.chunked_loss ? std::min(t, r.loss_chunk_tokens) : t;
+    logits = Alloc(chunk * m.vocab_size * e);
+    logits32 = Alloc(chunk * m.vocab_size * kFp32);
   }
-  // Hidden-state-shaped tensor in the run dtype.
-  int64_t Hidden() const { return Alloc(tokens * h, e); }
-  int64_t Inter() const { return Alloc(tokens * i, e); }
+  int64_t Alloc(int64_t nbytes) const { return AllocatedBytes(run.device, nbytes); }
 
   const RunSettings& run;
-  int64_t e, tokens, h, i, scores;
+  bool upcast;  // dtype narrower than fp32: RMSNorm and softmax make fp32 copies
+  int64_t hidden, hidden32, per_token32, kv, inter, scores, scores32, lse, logits, logits32;
 };
 
-// HF's Qwen2RMSNorm: x32 = x.to(fp32); r = rsqrt(x32.pow(2).mean(-1) + eps);
-// out = weight * (x32 * r).to(dtype). Saved: x32 (pow, mul), r, the normalized cast (weight
-// mul) and out (the next linear's input). In fp32 the casts are no-ops and x32 is x itself.
-int64_t RmsNormSaved(const Sizes& z) {
-  return z.Alloc(z.tokens * z.h, kFp32) + z.Alloc(z.tokens, kFp32) + 2 * z.Hidden();
+// Qwen2RMSNorm (worker/model/qwen2_layers.cc): h32 = x.to(fp32); r = rsqrt(mean(h32^2) + eps);
+// out = weight * (h32 * r).to(dtype). Autograd saves h32 (pow, mul), r, and the normalized cast
+// (weight mul); in fp32 the casts are no-ops and h32 is x itself. The output is counted by its
+// consumer (the projections save it).
+int64_t NormSaved(const Sizes& z) { return z.hidden32 + z.per_token32 + z.hidden; }
+// The fp32 product h32 * r, alive until the cast returns.
+int64_t NormForwardTransient(const Sizes& z) { return z.upcast ? z.hidden32 : 0; }
+// Backward of the norm: the gradient through the cast in fp32, through the product, through
+// mean/pow; a few fp32 hidden-sized tensors at once.
+int64_t NormBackwardTransient(const Sizes& z) { return 3 * z.hidden32; }
+
+// Attention's saved tensors. Eager: the contiguous copy of q that matmul makes (q is a transposed
+// view), k and v repeated to every head, the fp32 softmax output, its cast to the dtype (not in
+// fp32, where the cast is the same tensor), and the contiguous attention output o_proj saves.
+// Fused: q, repeated k and v, the output (already contiguous in [b, s, heads, d], so o_proj saves
+// the same tensor) and the fp32 log-sum-exp.
+int64_t AttentionSaved(const Sizes& z) {
+  if (z.run.eager_attention) return 4 * z.hidden + z.scores32 + (z.upcast ? z.scores : 0);
+  return 4 * z.hidden + z.lse;
 }
 
 }  // namespace
 
-int64_t StepConstantBytes(const RunSettings& run) {
+StepInputs EstimateStepInputs(const RunSettings& run) {
   const Sizes z(run);
-  const int64_t ids_and_labels = 2 * z.Alloc(z.tokens, kInt64);
-  const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim(), z.e);  // cos, sin
-  const int64_t mask = run.eager_attention ? z.Alloc(run.seq_len * run.seq_len, z.e) : 0;
-  return ids_and_labels + rope + mask;
+  const int64_t tokens = run.micro_batch * run.seq_len;
+  StepInputs in;
+  in.token_ids = z.Alloc(tokens * kInt64);
+  const int64_t targets = z.Alloc(tokens * kInt64);  // labels shifted by one (loss.cc)
+  const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
+  const int64_t mask =
+      run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
+  in.in_forward = targets + rope + mask;
+  return in;
 }
 
 LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const Sizes z(run);
-  const bool upcast = z.e < kFp32;
+  const int64_t H = z.hidden, KV = z.kv, I = z.inter;
+  const int64_t norm = NormSaved(z);
+  const int64_t attention = AttentionSaved(z);
   LayerActivations a;
+  a.hidden = H;
+  a.checkpoint_input = H;
+  a.kept = 2 * (norm + H) + attention + 4 * I;  // norms + their outputs, attention, SwiGLU
 
-  // q after RoPE, k and v repeated to every head (the matmuls or sdpa save them), and the
-  // attention output made contiguous for o_proj.
-  const int64_t qkv = 3 * z.Hidden();
-  const int64_t context = z.Hidden();
-  int64_t attention_core_saved = 0;   // saved inside softmax(QK^T)V
-  int64_t attention_fwd_extra = 0;    // transient above it while it runs
-  int64_t attention_bwd_extra = 0;    // transient in its backward
+  // Forward with autograd; each moment is above what was live before (the input x included).
+  const int64_t after_norm1 = norm + H;
+  // q/k/v projections, then q's rotary embedding: x*cos, rotate_half(x), its product with sin
+  // and their sum are live together (one C++ expression).
+  const int64_t rotary = after_norm1 + 5 * H + 2 * KV;
+  // Inside attention: q after RoPE, k after RoPE, v, k and v repeated to every head.
+  const int64_t attention_base = after_norm1 + H + 2 * KV + 2 * H;
+  int64_t attention_moment;
   if (run.eager_attention) {
-    // Saved: fp32 softmax output (softmax backward) and its cast to the dtype (PV matmul).
-    const int64_t probs32 = z.Alloc(z.scores, kFp32);
-    const int64_t probs = upcast ? z.Alloc(z.scores, z.e) : 0;
-    attention_core_saved = probs32 + probs;
-    // While softmax runs: the masked scores in the dtype and their fp32 upcast.
-    attention_fwd_extra = z.Alloc(z.scores, z.e) + (upcast ? z.Alloc(z.scores, kFp32) : 0);
-    // Backward: the probabilities' gradient in fp32 and softmax_backward's fp32 output.
-    attention_bwd_extra = 2 * z.Alloc(z.scores, kFp32);
+    // softmax(scores, dtype=fp32): masked scores, their fp32 copy and the fp32 output live
+    // together, with matmul's copy of q; then the cast of the probabilities and the output.
+    const int64_t softmax = attention_base + H + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
+    const int64_t output = attention_base + H + z.scores + z.scores32 +
+                           (z.upcast ? z.scores : 0) + 2 * H;
+    attention_moment = std::max(softmax, output);
   } else {
-    // Fused attention saves its output and the fp32 log-sum-exp per head and query.
-    const int64_t lse = z.Alloc(run.micro_batch * run.model.num_heads * run.seq_len, kFp32);
-    attention_core_saved = z.Hidden() + lse;
-    // Backward: gradients of q, k and v.
-    attention_bwd_extra = 3 * z.Hidden();
+    attention_moment = attention_base + H + z.lse;
   }
-  // SwiGLU: gate and up projections, silu(gate), and their product (down_proj's input).
-  const int64_t mlp = 4 * z.Inter();
-  const int64_t norms = 2 * RmsNormSaved(z);
+  const int64_t norm2 = after_norm1 + attention + H /* h = x + attn */ + norm + H +
+                        NormForwardTransient(z);
+  // End of the layer: everything saved, plus h, the MLP output and the layer output.
+  const int64_t end = a.kept + 3 * H;
+  a.forward_peak = std::max({after_norm1 + NormForwardTransient(z), rotary, attention_moment,
+                             norm2, end});
 
-  a.saved = norms + qkv + attention_core_saved + context + mlp;
-  const int64_t before_core = RmsNormSaved(z) + qkv;
-  // The layer's input and its residual sum are live while it runs (not saved: the RMSNorm upcast
-  // keeps its own fp32 copy).
-  a.forward_peak = std::max(a.saved, before_core + attention_core_saved + attention_fwd_extra) +
-                   2 * z.Hidden();
-  // Without autograd only the tensor being produced and its inputs are live: the attention
-  // core's transient, or gate, up and their product in the MLP.
-  const int64_t no_grad_attention =
-      2 * z.Hidden() + qkv + (run.eager_attention ? z.Alloc(z.scores, z.e) + z.Alloc(z.scores, kFp32) +
-                                                        attention_core_saved
-                                                  : attention_core_saved);
-  a.no_grad_peak = std::max(no_grad_attention, 3 * z.Inter() + z.Hidden());
-  // Backward: the incoming gradient of the hidden states and the residual gradient being summed
-  // (two hidden-sized tensors), plus the largest internal transient: the attention core's, or
-  // the MLP's gradients of gate, up and their product.
-  const int64_t mlp_bwd_extra = 3 * z.Inter();
-  a.backward_peak = a.saved + 2 * z.Hidden() + std::max(attention_bwd_extra, mlp_bwd_extra);
-  a.checkpoint_input = z.Hidden();
+  // Forward without autograd: only what the expression being evaluated holds.
+  const int64_t ng_norm = z.hidden32 + std::max(z.hidden32, 2 * H);
+  const int64_t ng_base = H /* norm output */ + H + 2 * KV + 2 * H;
+  int64_t ng_attention;
+  if (run.eager_attention) {
+    const int64_t softmax = ng_base + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
+    const int64_t cast = ng_base + z.scores + z.scores32 + (z.upcast ? z.scores : 0);
+    const int64_t output = ng_base + z.scores + (z.upcast ? z.scores : z.scores32) + 2 * H;
+    ng_attention = std::max({softmax, cast, output});
+  } else {
+    ng_attention = ng_base + H + z.lse;
+  }
+  const int64_t ng_mlp = 3 * H + 4 * I;  // h, norm output, gate, silu, up, product, MLP output
+  a.no_grad_peak = std::max({ng_norm, H + 5 * H + 2 * KV, ng_attention, ng_mlp});
+
+  // Backward, above what the layers below keep; the incoming gradient (H) is live throughout.
+  // SwiGLU: down_proj's input gradient, then the gradients of silu(gate) and up.
+  const int64_t mlp_bwd = a.kept + H + 2 * I;
+  const int64_t norm2_bwd = a.kept - 4 * I + 2 * H + NormBackwardTransient(z);
+  // What of the layer is left when backward reaches attention: norm 1 and its output.
+  const int64_t left = norm + H;
+  int64_t attention_bwd;
+  if (run.eager_attention) {
+    // softmax_backward: the saved fp32 output, the fp32 gradient of the probabilities and the
+    // fp32 result, with q's copy, repeated k, the residual gradient and v's gradient.
+    attention_bwd = left + 2 * H + z.scores32 + 2 * H + 2 * z.scores32;
+  } else {
+    // Fused backward: saved q, k, v, output, lse; gradients of the residual and the output; dq,
+    // dk, dv; the fp32 dq accumulator and the softmax row sums of flash attention.
+    attention_bwd = left + 4 * H + z.lse + 2 * H + 3 * H + z.hidden32 + z.lse;
+  }
+  // Rotary and repeat-kv backward: gradients of q, repeated k and v and the rotary temporaries.
+  const int64_t rotary_bwd = left + 9 * H;
+  const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
+  a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
   return a;
 }
 
 LossActivations EstimateLossActivations(const RunSettings& run) {
   const Sizes z(run);
-  const int64_t vocab = run.model.vocab_size;
-  const int64_t rows = run.chunked_loss ? std::min(z.tokens, run.loss_chunk_tokens) : z.tokens;
-  const int64_t logits = z.Alloc(rows * vocab, z.e);
-  const int64_t logits32 = z.e < kFp32 ? z.Alloc(rows * vocab, kFp32) : 0;
-  const int64_t logp = z.Alloc(rows * vocab, kFp32);
+  const int64_t H = z.hidden;
+  const int64_t norm = NormSaved(z);
   LossActivations l;
-  const int64_t final_norm = RmsNormSaved(z);
+  // The last layer's output enters the final norm; afterwards only the norm's tensors and its
+  // output (lm_head's input) remain.
+  const int64_t norm_moment = H + norm + H + NormForwardTransient(z);
+  const int64_t base = norm + H;
+  const int64_t norm_bwd = base + H + NormBackwardTransient(z);
   if (run.chunked_loss) {
-    // Each chunk is recomputed in backward: only the final norm's tensors are kept.
-    l.saved = final_norm;
-    l.forward_peak = final_norm + logits + logits32 + logp;
-    // Backward of one chunk: its recomputed logits and log-probs, their fp32 gradient, the cast
-    // gradient of the logits, and the gradient of the hidden states.
-    l.backward_peak = final_norm + logits + logp + z.Alloc(rows * vocab, kFp32) + logits +
-                      z.Hidden();
+    // Per chunk, without autograd: the dtype logits and their fp32 copy, then the fp32 copy and
+    // log_softmax's output. The custom function keeps only the hidden states it was given.
+    const int64_t chunk = base + std::max(z.logits + z.logits32, 2 * z.logits32);
+    l.forward_peak = std::max(norm_moment, chunk);
+    l.kept = base;
+    l.backward_peak_before_head_gradient = base;
+    // Backward allocates the hidden-state gradient and the lm_head gradient first, then per
+    // chunk: recomputed dtype logits, their fp32 copy and its softmax (one expression).
+    l.backward_peak_with_head_gradient =
+        std::max(base + H + z.logits32 * 2 + (z.upcast ? z.logits : 0), norm_bwd);
   } else {
-    // The dtype logits stay referenced by the loop; log_softmax saves its fp32 output.
-    l.saved = final_norm + logits + logp;
-    l.forward_peak = final_norm + logits + logits32 + logp;
-    // nll_loss backward's fp32 gradient and log_softmax_backward's fp32 output, then its cast.
-    l.backward_peak = l.saved + 2 * z.Alloc(rows * vocab, kFp32);
+    // Full: dtype logits, their fp32 upcast and log_softmax's fp32 output live together; only
+    // the log-probabilities are saved (nll_loss and log_softmax backward need them).
+    l.forward_peak =
+        std::max(norm_moment, base + z.logits + (z.upcast ? z.logits32 : 0) + z.logits32);
+    l.kept = base + z.logits32;
+    // nll_loss backward's fp32 gradient and log_softmax_backward's fp32 result, with the saved
+    // log-probabilities.
+    l.backward_peak_before_head_gradient = base + 3 * z.logits32;
+    // The cast gradient of the logits and the gradient of lm_head's input, while lm_head's
+    // weight gradient is produced; then the final norm's backward.
+    l.backward_peak_with_head_gradient = std::max(base + z.logits + H, norm_bwd);
   }
   return l;
 }

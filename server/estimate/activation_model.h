@@ -1,8 +1,12 @@
-// Activation memory of one micro-batch: what each decoder layer keeps for backward, the peaks
-// inside a layer's forward and backward, and the logits/loss tensors. Korthikanti et al. 2022
-// count per-layer activations of a GPT layer; this adapts the count to Qwen2 (RMSNorm with an
-// fp32 upcast, grouped-query attention whose k/v are repeated to all heads, SwiGLU, no dropout)
-// and to the two attention implementations. docs/ESTIMATOR.md lists every tensor.
+// Activation memory of one micro-batch, counted from the tensors the worker's Qwen2 code
+// (worker/model/) allocates and autograd saves: what each decoder layer keeps for backward, the
+// moments of highest use inside a layer's forward and backward, and the final norm, lm_head and
+// cross-entropy. Korthikanti et al. 2022 count per-layer activations of a GPT layer; this adapts
+// the count to Qwen2 (RMSNorm with an fp32 upcast, grouped-query attention whose k/v are repeated
+// to every head, rotary embeddings, SwiGLU, no dropout) and to eager vs fused attention.
+// docs/ESTIMATOR.md walks through every tensor.
+//
+// Parameter gradients are not counted here (step_timeline.h adds them as backward creates them).
 #ifndef VRAMLAB_SERVER_ESTIMATE_ACTIVATION_MODEL_H_
 #define VRAMLAB_SERVER_ESTIMATE_ACTIVATION_MODEL_H_
 
@@ -12,36 +16,45 @@
 
 namespace vramlab::server::estimate {
 
-// Bytes of one decoder layer for one micro-batch. "Peak" values are the most the layer has live
-// at once, on top of what the layers before it keep.
+// One decoder layer. "Above" values are added to everything the layers before it keep.
 struct LayerActivations {
-  // Kept until backward by a layer run with autograd.
-  int64_t saved = 0;
-  // Forward with autograd: peak while it runs (>= saved).
+  // Net growth of kept memory over the layer's forward with autograd: its saved tensors (the
+  // input it frees and the output it returns are the same size).
+  int64_t kept = 0;
+  // Most live at once during that forward, above what was live before it (its input included).
   int64_t forward_peak = 0;
-  // Forward without autograd (a checkpointed layer): peak while it runs, input excluded.
+  // Same without autograd (a checkpointed layer's forward).
   int64_t no_grad_peak = 0;
-  // Backward: peak while its backward runs, its own saved tensors and the incoming gradient of
-  // the hidden states included.
+  // Most live at once during its backward, above what the layers below keep: the layer's saved
+  // tensors still alive, the incoming gradient of its output, and the transients.
   int64_t backward_peak = 0;
   // What a checkpointed layer keeps: its input hidden states.
   int64_t checkpoint_input = 0;
+  // One hidden-state tensor [b, s, hidden] in the run dtype (the residual stream).
+  int64_t hidden = 0;
 };
 
-// Bytes of the final norm, lm_head and cross-entropy for one micro-batch.
+// Final norm, lm_head and cross-entropy. "Above" values are added to what the decoder layers
+// keep; the last layer's output is included.
 struct LossActivations {
-  // Kept from the end of forward until backward reaches them.
-  int64_t saved = 0;
-  // Peak while the loss is computed in forward (>= saved).
   int64_t forward_peak = 0;
-  // Peak while the loss and lm_head run backward, their saved tensors included.
-  int64_t backward_peak = 0;
+  // Kept from the end of forward until backward reaches the loss.
+  int64_t kept = 0;
+  // Loss backward before the lm_head gradient exists (full loss: the fp32 log-softmax gradient).
+  int64_t backward_peak_before_head_gradient = 0;
+  // Loss backward while the lm_head gradient is being produced (held on top of this).
+  int64_t backward_peak_with_head_gradient = 0;
 };
 
-// Tensors alive through one micro-batch's forward and backward that belong to no layer:
-// token ids and labels, the rotary cos/sin tables, the causal mask of eager attention.
-int64_t StepConstantBytes(const RunSettings& run);
+// Tensors of one micro-batch outside the layers: token ids (alive from before forward until after
+// backward, so they cancel out of the measured activations) and the shifted targets, rotary
+// tables and eager attention's causal mask (created inside forward).
+struct StepInputs {
+  int64_t token_ids = 0;
+  int64_t in_forward = 0;
+};
 
+StepInputs EstimateStepInputs(const RunSettings& run);
 LayerActivations EstimateLayerActivations(const RunSettings& run);
 LossActivations EstimateLossActivations(const RunSettings& run);
 

@@ -42,7 +42,7 @@ Prediction Predict(const RunSettings& run) {
   a.set_gradients_bytes(params.gradients);
   a.set_optimizer_state_bytes(params.optimizer_state);
   a.set_activations_bytes(peaks.activations);
-  a.set_temporary_buffers_bytes(params.step_temporaries);
+  a.set_temporary_buffers_bytes(params.step_temporaries);  // 0 with in_backward
   const int64_t peak = peaks.peak();
   const int64_t reserved = ReservedAtPeak(run, peak);
   const int64_t context = run.device == Device::kCuda ? estimate::kCudaContextBytes : 0;

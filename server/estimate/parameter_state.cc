@@ -3,48 +3,109 @@
 #include <algorithm>
 #include <vector>
 
+#include "server/estimate/model_shape.h"
+
 namespace vramlab::server::estimate {
 namespace {
 
-constexpr int64_t kFp32Bytes = 4;
+constexpr int64_t kFp32 = 4;
 
-// Optimizer state of one parameter tensor of `n` elements, in bytes as the allocator sees them.
+bool IsQuantized(int64_t n) { return n >= kAdam8bitMinElements; }
+int64_t Blocks(int64_t n) { return (n + kAdam8bitBlockElements - 1) / kAdam8bitBlockElements; }
+
+// Optimizer state of one parameter tensor of `n` elements (UpdateRule::CreateState).
 int64_t StateBytes(const RunSettings& run, int64_t n) {
-  const Device d = run.device;
+  auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
   const int64_t e = run.dtype_bytes;
   switch (run.optimizer) {
     case vramlab::v1::ADAMW:  // exp_avg, exp_avg_sq in the parameter dtype
-      return 2 * AllocatedBytes(d, n * e);
+      return 2 * alloc(n * e);
     case vramlab::v1::ADAMW_FP32_MASTER:  // fp32 master copy, fp32 exp_avg, fp32 exp_avg_sq
-      return 3 * AllocatedBytes(d, n * kFp32Bytes);
+      return 3 * alloc(n * kFp32);
     case vramlab::v1::SGD:  // momentum buffer in the parameter dtype
-      return AllocatedBytes(d, n * e);
+      return alloc(n * e);
+    case vramlab::v1::ADAMW_8BIT:
+      if (!IsQuantized(n)) return 2 * alloc(n * kFp32);
+      return 2 * (alloc(n) + alloc(Blocks(n) * kFp32));
+    default:
+      return 0;
+  }
+}
+
+// Temporaries of updating `r` elements of one tensor of `n` elements through the rule's
+// range path (UpdateRange), one range at a time.
+int64_t RangeTemporaries(const RunSettings& run, int64_t n, int64_t r) {
+  auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
+  const int64_t e = run.dtype_bytes;
+  const bool upcast = e < kFp32;
+  switch (run.optimizer) {
+    case vramlab::v1::ADAMW:  // denom = exp_avg_sq.sqrt() (then divided and shifted in place)
+      return alloc(r * e);
+    case vramlab::v1::ADAMW_FP32_MASTER:  // the gradient upcast, then the fp32 denominator
+      return (upcast ? alloc(r * kFp32) : 0) + alloc(r * kFp32);
+    case vramlab::v1::SGD:  // d = grad + weight_decay * param
+      return run.sgd_weight_decay ? alloc(r * e) : 0;
     case vramlab::v1::ADAMW_8BIT: {
-      if (n < kAdam8bitMinElements) return 2 * AllocatedBytes(d, n * kFp32Bytes);
-      const int64_t blocks = (n + kAdam8bitBlockElements - 1) / kAdam8bitBlockElements;
-      return 2 * (AllocatedBytes(d, n) + AllocatedBytes(d, blocks * kFp32Bytes));
+      // fp32 copies of the parameter and gradient range (aliases in fp32), then either the
+      // fp32 moments' denominator, or both moments dequantized to fp32 while one is requantized
+      // (rows / scale and the searchsorted codes), with per-block absmax, scale and zero mask.
+      const int64_t copies = upcast ? 2 * alloc(r * kFp32) : 0;
+      if (!IsQuantized(n)) return copies + alloc(r * kFp32);
+      const int64_t blocks = Blocks(r);
+      return copies + 4 * alloc(r * kFp32) + 2 * alloc(blocks * kFp32) + alloc(blocks);
     }
     default:
       return 0;
   }
 }
 
-// Temporaries the update of one tensor of `n` elements allocates at once (all in-place otherwise).
-int64_t StepTemporaryBytes(const RunSettings& run, int64_t n) {
-  const Device d = run.device;
-  const int64_t e = run.dtype_bytes;
-  switch (run.optimizer) {
-    case vramlab::v1::ADAMW:  // denom = exp_avg_sq.sqrt() / bias_correction2_sqrt, then .add_(eps)
-      return 2 * AllocatedBytes(d, n * e);
-    case vramlab::v1::ADAMW_FP32_MASTER:  // fp32 gradient copy + the two denom temporaries
-      return 3 * AllocatedBytes(d, n * kFp32Bytes);
-    case vramlab::v1::SGD:  // momentum and parameter updated in place
-      return 0;
-    case vramlab::v1::ADAMW_8BIT:  // both moments dequantized to fp32, plus the denominator
-      return 3 * AllocatedBytes(d, n * kFp32Bytes);
-    default:
-      return 0;
+// Temporaries of one Step() over all parameters (worker/optim/rule_optimizer.cc): multi-tensor
+// kernels on CUDA where the rule has one, ranges otherwise, nothing on a CUDA device when the
+// step runs on the host (offload: staging buffers are pinned host memory).
+int64_t StepTemporaries(const RunSettings& run, const std::vector<int64_t>& tensors) {
+  if (run.device == Device::kCuda) {
+    if (run.offload_to_cpu) return 0;
+    const int64_t step_scalar = AllocatedBytes(run.device, kFp32);  // FusedAdamW's step tensor
+    switch (run.optimizer) {
+      case vramlab::v1::ADAMW:
+        return step_scalar;
+      case vramlab::v1::SGD:  // _foreach_ ops, in place
+        return 0;
+      case vramlab::v1::ADAMW_FP32_MASTER: {
+        // Greedy groups of fp32 gradient copies up to 256 MiB; a larger tensor is its own group.
+        int64_t largest_group = 0;
+        for (size_t begin = 0; begin < tensors.size();) {
+          int64_t group_raw_bytes = 0, group_bytes = 0;
+          size_t end = begin;
+          do {
+            group_raw_bytes += tensors[end] * kFp32;
+            group_bytes += AllocatedBytes(run.device, tensors[end] * kFp32);
+            ++end;
+          } while (end < tensors.size() &&
+                   group_raw_bytes + tensors[end] * kFp32 <= kMasterUpcastGroupBytes);
+          largest_group = std::max(largest_group, group_bytes);
+          begin = end;
+        }
+        return largest_group + step_scalar;
+      }
+      default:
+        break;  // 8-bit: device ranges below
+    }
   }
+  const int64_t range_limit =
+      run.device == Device::kCuda ? kDeviceUpdateRangeElements : kHostUpdateTaskElements;
+  int64_t most = 0;
+  for (int64_t n : tensors) {
+    most = std::max(most, RangeTemporaries(run, n, std::min(n, range_limit)));
+  }
+  return most;
+}
+
+// Temporaries of updating one parameter from inside backward: the same paths, one tensor.
+int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int64_t>& tensors) {
+  int64_t most = 0;
+  for (int64_t n : tensors) most = std::max(most, StepTemporaries(run, {n}));
+  return most;
 }
 
 }  // namespace
@@ -52,21 +113,36 @@ int64_t StepTemporaryBytes(const RunSettings& run, int64_t n) {
 ParameterState EstimateParameterState(const RunSettings& run) {
   ParameterState s;
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
-  int64_t largest_elements = 0;
+  auto grad_bytes = [&](int64_t n) { return AllocatedBytes(run.device, n * run.dtype_bytes); };
+  // State on a CUDA device unless offloaded; on the CPU device offload changes nothing.
+  const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
+  int64_t largest_matrix = 0;
   for (int64_t n : tensors) {
-    s.weights += AllocatedBytes(run.device, n * run.dtype_bytes);
-    s.gradients += AllocatedBytes(run.device, n * run.dtype_bytes);
-    if (!run.offload_to_cpu) s.optimizer_state += StateBytes(run, n);
-    s.step_temporaries = std::max(s.step_temporaries, StepTemporaryBytes(run, n));
-    largest_elements = std::max(largest_elements, n);
+    s.weights += grad_bytes(n);
+    s.all_gradients += grad_bytes(n);
+    if (state_on_device) s.optimizer_state += StateBytes(run, n);
+    largest_matrix = std::max(largest_matrix, n);
   }
-  s.largest_gradient = AllocatedBytes(run.device, largest_elements * run.dtype_bytes);
+  if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
+    // The signed and unsigned code maps: values (256) and midpoints (255), fp32.
+    s.optimizer_state += 2 * (AllocatedBytes(run.device, kAdam8bitMapEntries * kFp32) +
+                              AllocatedBytes(run.device, (kAdam8bitMapEntries - 1) * kFp32));
+  }
   // Tensors 1 .. 12 are layer 0's (ParameterTensorElements' order); every layer is alike.
-  for (size_t t = 1; t < tensors.size() && run.model.num_layers > 0 && t <= 12; ++t) {
-    s.layer_gradients += AllocatedBytes(run.device, tensors[t] * run.dtype_bytes);
+  for (size_t t = 1; t <= 12 && t < tensors.size() && run.model.num_layers > 0; ++t) {
+    s.layer_gradients += grad_bytes(tensors[t]);
+    if (state_on_device) s.layer_state += StateBytes(run, tensors[t]);
   }
-  s.all_gradients = s.gradients;
-  if (run.in_backward) s.gradients = s.largest_gradient;
+  s.head_gradient = grad_bytes(tensors.front());
+  if (state_on_device) s.head_state = StateBytes(run, tensors.front());
+  if (run.in_backward) {
+    s.gradients = 0;
+    s.in_backward_update_temporaries = LargestSingleTensorUpdate(run, tensors);
+  } else {
+    s.gradients = s.all_gradients;
+    s.step_temporaries = StepTemporaries(run, tensors);
+  }
+  if (run.device == Device::kCpu) s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
   return s;
 }
 

@@ -1,6 +1,7 @@
-// Memory that scales with the parameter count: weights, gradients, optimizer state, and the
-// optimizer step's temporaries. Computed tensor by tensor so the CUDA allocator's per-tensor
-// rounding and the 8-bit optimizer's per-tensor blocks are exact.
+// Memory that scales with the parameter count: weights, gradients, optimizer state and the
+// temporaries of the update. Computed tensor by tensor (ParameterTensorElements) so that the CUDA
+// allocator's per-tensor rounding, the 8-bit optimizer's per-tensor blocks and the worker's
+// update paths (worker/optim/) are followed exactly.
 #ifndef VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 #define VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 
@@ -10,27 +11,45 @@
 
 namespace vramlab::server::estimate {
 
-// 8-bit AdamW (worker/optim/): each moment of a tensor with at least this many elements is stored
-// as one byte per element plus one fp32 absmax scale per block; smaller tensors keep both moments
-// in fp32, as bitsandbytes does (its min_8bit_size is 4096).
-constexpr int64_t kAdam8bitBlockElements = 2048;
+// 8-bit AdamW (worker/optim/blockwise_quantizer.h, adamw_8bit_rule.cc): each moment of a tensor
+// with at least kAdam8bitMinElements elements is one uint8 code per element plus one fp32 absmax
+// per kAdam8bitBlockElements; smaller tensors keep both moments in fp32 (bitsandbytes'
+// min_8bit_size). Two 256-entry fp32 code maps (values and midpoints) live on the device.
+constexpr int64_t kAdam8bitBlockElements = 256;
 constexpr int64_t kAdam8bitMinElements = 4096;
+constexpr int64_t kAdam8bitMapEntries = 256;
+
+// worker/optim/host_stepper.h: the update runs over ranges of at most this many elements (device
+// ranges when no multi-tensor kernel applies; host tasks on the CPU).
+constexpr int64_t kDeviceUpdateRangeElements = int64_t{16} << 20;
+constexpr int64_t kHostUpdateTaskElements = int64_t{64} << 10;
+// worker/optim/adamw_master_rule.cc: fp32 gradient copies alive at once in the fused path.
+constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;
 
 struct ParameterState {
   int64_t weights = 0;
-  // All gradients after a backward (with in_backward: the largest one, the most held at once).
+  // Held after a backward: all gradients (0 with in_backward, whose updates free each gradient).
   int64_t gradients = 0;
-  // On the device (0 with offload_to_cpu).
+  // Device state after the first step: moments, fp32 master weights, 8-bit scales and maps.
+  // Offload moves it off a CUDA device; on the CPU device host memory is the device.
   int64_t optimizer_state = 0;
-  // Above weights + gradients + state while the step runs.
+  // Above weights + gradients + state while Step() runs (0 with in_backward).
   int64_t step_temporaries = 0;
-  // The gradient of the largest parameter (what in_backward holds at most, and what the first
-  // backward op allocates for the vocabulary-sized embedding/lm_head).
-  int64_t largest_gradient = 0;
-  // Gradients of one decoder layer (what its backward adds).
+  // Temporaries of one parameter's update inside backward (in_backward only).
+  int64_t in_backward_update_temporaries = 0;
+  // The vocabulary-sized gradient (embedding, or lm_head when untied), produced first in backward.
+  int64_t head_gradient = 0;
+  // Gradients of one decoder layer.
   int64_t layer_gradients = 0;
-  // All gradients, whatever the optimizer mode.
+  // All gradients, whatever the mode.
   int64_t all_gradients = 0;
+  // Optimizer state of one decoder layer's parameters and of the vocabulary-sized parameter
+  // (in_backward creates state as backward reaches each parameter).
+  int64_t layer_state = 0;
+  int64_t head_state = 0;
+  // Peak above the weights while they are initialized (random init makes an fp32 copy of each
+  // matrix on the host; counted only where the host is the device).
+  int64_t load_temporaries = 0;
 };
 
 ParameterState EstimateParameterState(const RunSettings& run);

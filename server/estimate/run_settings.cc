@@ -66,6 +66,8 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
       return absl::InvalidArgumentError(absl::StrCat(
           "training.optimizer.kind: unknown value ", static_cast<int>(t.optimizer().kind())));
   }
+  r.sgd_weight_decay =
+      !t.optimizer().has_weight_decay() || t.optimizer().weight_decay() != 0.0;
   r.offload_to_cpu = t.optimizer().offload_to_cpu();
   r.in_backward = t.optimizer().in_backward();
   if (r.in_backward && r.grad_accum_steps > 1) {

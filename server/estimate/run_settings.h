@@ -23,6 +23,8 @@ struct RunSettings {
   vramlab::v1::OptimizerKind optimizer = vramlab::v1::ADAMW;
   bool offload_to_cpu = false;
   bool in_backward = false;
+  // Whether the update adds weight_decay * param to the gradient (SGD; default 0.01).
+  bool sgd_weight_decay = true;
   int64_t checkpoint_every_k = 0;  // 0: none
   bool eager_attention = true;
   bool chunked_loss = false;

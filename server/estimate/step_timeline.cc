@@ -1,21 +1,159 @@
 #include "server/estimate/step_timeline.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "server/estimate/activation_model.h"
 
 namespace vramlab::server::estimate {
 namespace {
 
-// Running maximum of live bytes, and of the activation part of them, within one phase.
-struct PhaseMax {
-  int64_t live = 0;
-  int64_t activations = 0;
-  void Observe(int64_t parameter_part, int64_t activation_part) {
-    live = std::max(live, parameter_part + activation_part);
-    activations = std::max(activations, activation_part);
-  }
+// How a micro-step's gradients behave.
+enum class Gradients {
+  kCreated,       // first micro-batch of a cycle: gradients appear as backward reaches them
+  kAccumulated,   // later micro-batches: added into held gradients, one fresh one at a time
+  kFreedAtOnce,   // in_backward: each gradient is consumed by its update and freed
 };
+
+struct MicroStepKind {
+  Gradients gradients;
+  bool state_held;  // optimizer state exists from the start (any step after the first)
+};
+
+struct MicroStepPeaks {
+  int64_t forward = 0;
+  int64_t backward = 0;
+  int64_t activations = 0;
+};
+
+struct Model {
+  const RunSettings& run;
+  const ParameterState& params;
+  StepInputs inputs;
+  LayerActivations layer;
+  LossActivations loss;
+};
+
+// Gradient and optimizer-state bytes held at each point of backward.
+class HeldParameterMemory {
+ public:
+  HeldParameterMemory(const Model& m, MicroStepKind kind) : m_(m), kind_(kind) {
+    state_held_ = kind.state_held ? m.params.optimizer_state : 0;
+  }
+  int64_t Before() const {
+    return state_held_ + (kind_.gradients == Gradients::kAccumulated ? p().all_gradients : 0);
+  }
+  int64_t After() const {
+    switch (kind_.gradients) {
+      case Gradients::kFreedAtOnce:
+        return p().optimizer_state;
+      default:
+        return state_held_ + p().all_gradients;
+    }
+  }
+  // While the loss runs backward; `with_head` once lm_head's weight gradient exists.
+  int64_t AtLoss(bool with_head) const {
+    const int64_t head = with_head ? p().head_gradient : 0;
+    switch (kind_.gradients) {
+      case Gradients::kCreated:
+        return state_held_ + head;
+      case Gradients::kAccumulated:
+        return state_held_ + p().all_gradients + head;
+      case Gradients::kFreedAtOnce:
+        // Untied: lm_head is updated at once (its state created then).
+        return InBackwardState(0, with_head && !tied()) + head +
+               (with_head && !tied() ? p().in_backward_update_temporaries : 0);
+    }
+    return 0;
+  }
+  // While layer `done` (0 = the last layer) runs backward, its own gradients included.
+  int64_t AtLayer(int64_t done) const {
+    // A tied embedding's lm_head contribution waits in autograd's input buffer until the
+    // embedding's own contribution arrives at the end of backward.
+    const int64_t waiting_head = tied() ? p().head_gradient : 0;
+    switch (kind_.gradients) {
+      case Gradients::kCreated:
+        return state_held_ + p().head_gradient + (done + 1) * p().layer_gradients;
+      case Gradients::kAccumulated:
+        return state_held_ + p().all_gradients + waiting_head + p().layer_gradients;
+      case Gradients::kFreedAtOnce:
+        return InBackwardState(done + 1, !tied()) + waiting_head + p().layer_gradients +
+               p().in_backward_update_temporaries;
+    }
+    return 0;
+  }
+  // The embedding's backward: a fresh dense vocabulary x hidden gradient, added to what waits.
+  int64_t AtEmbedding() const {
+    const int64_t fresh = p().head_gradient;
+    switch (kind_.gradients) {
+      case Gradients::kCreated:
+        return state_held_ + p().all_gradients + (tied() ? fresh : 0);
+      case Gradients::kAccumulated:
+        return state_held_ + p().all_gradients + fresh + (tied() ? fresh : 0);
+      case Gradients::kFreedAtOnce:
+        return p().optimizer_state + fresh + (tied() ? fresh : 0) +
+               p().in_backward_update_temporaries;
+    }
+    return 0;
+  }
+
+ private:
+  const ParameterState& p() const { return m_.params; }
+  bool tied() const { return m_.run.model.tie_word_embeddings; }
+  // In-backward's first step creates each parameter's state as its gradient completes.
+  int64_t InBackwardState(int64_t layers_done, bool head_done) const {
+    if (kind_.state_held) return state_held_;
+    return layers_done * p().layer_state + (head_done ? p().head_state : 0);
+  }
+
+  const Model& m_;
+  const MicroStepKind kind_;
+  int64_t state_held_ = 0;
+};
+
+MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
+  const HeldParameterMemory held(m, kind);
+  const int64_t layers = m.run.model.num_layers;
+  const int64_t fixed = m.params.weights + m.inputs.token_ids;  // both ends of the micro-step
+  const int64_t in_step = fixed + m.inputs.in_forward;
+  MicroStepPeaks peaks;
+
+  // Forward: checkpointed layers run without autograd and keep only their input.
+  std::vector<int64_t> kept_by_layer(static_cast<size_t>(layers));
+  int64_t kept = 0;
+  const int64_t forward_base = in_step + held.Before();
+  for (int64_t i = 0; i < layers; ++i) {
+    const bool ckpt = IsCheckpointed(m.run, i);
+    const int64_t inner = ckpt ? m.layer.no_grad_peak : m.layer.forward_peak;
+    peaks.forward = std::max(peaks.forward, forward_base + kept + m.layer.hidden + inner);
+    kept_by_layer[i] = ckpt ? m.layer.checkpoint_input : m.layer.kept;
+    kept += kept_by_layer[i];
+  }
+  peaks.forward = std::max(peaks.forward, forward_base + kept + m.loss.forward_peak);
+
+  // Backward, from the loss down to the embedding.
+  auto observe = [&](int64_t value) { peaks.backward = std::max(peaks.backward, value); };
+  observe(in_step + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient);
+  observe(in_step + held.AtLoss(true) + kept + m.loss.backward_peak_with_head_gradient);
+  for (int64_t i = layers - 1; i >= 0; --i) {
+    kept -= kept_by_layer[i];
+    const int64_t grads = held.AtLayer(layers - 1 - i);
+    if (IsCheckpointed(m.run, i)) {
+      // The saved input, the incoming gradient and the recomputed forward with autograd; then
+      // the recomputed output and the layer's backward.
+      const int64_t input = m.layer.checkpoint_input;
+      observe(in_step + grads + kept + input + m.layer.hidden + m.layer.forward_peak);
+      observe(in_step + grads + kept + input + m.layer.hidden + m.layer.backward_peak);
+    } else {
+      observe(in_step + grads + kept + m.layer.backward_peak);
+    }
+  }
+  observe(in_step + held.AtEmbedding() + m.layer.hidden);
+
+  const int64_t ends = fixed + std::max(held.Before(), held.After());
+  peaks.activations = std::max<int64_t>(0, std::max(peaks.forward, peaks.backward) - ends);
+  return peaks;
+}
 
 }  // namespace
 
@@ -23,78 +161,37 @@ bool IsCheckpointed(const RunSettings& run, int64_t index) {
   return run.checkpoint_every_k > 0 && index % run.checkpoint_every_k == 0;
 }
 
-int64_t StepPeaks::peak() const { return std::max({forward, backward, optimizer_step}); }
+int64_t StepPeaks::peak() const { return std::max({load, forward, backward, optimizer_step}); }
 
 vramlab::v1::Phase StepPeaks::peak_phase() const {
-  if (optimizer_step >= forward && optimizer_step >= backward) return vramlab::v1::OPTIMIZER_STEP;
-  return backward >= forward ? vramlab::v1::BACKWARD : vramlab::v1::FORWARD;
+  const int64_t top = peak();
+  if (backward == top) return vramlab::v1::BACKWARD;
+  if (forward == top) return vramlab::v1::FORWARD;
+  if (optimizer_step == top) return vramlab::v1::OPTIMIZER_STEP;
+  return vramlab::v1::LOAD;
 }
 
 StepPeaks WalkTrainingStep(const RunSettings& run, const ParameterState& params) {
-  const LayerActivations layer = EstimateLayerActivations(run);
-  const LossActivations loss = EstimateLossActivations(run);
-  const int64_t layers = run.model.num_layers;
-  // Optimizer state exists from the first step on: the forward and backward of step 2 see it.
-  const bool state_in_later_steps = run.steps >= 2;
-  const int64_t state_live = state_in_later_steps ? params.optimizer_state : 0;
-  // Gradients are set to None by zero_grad; later micro-batches of an accumulation cycle run
-  // with the previous micro-batches' gradients held.
-  const bool accumulates = run.grad_accum_steps >= 2;
-  const int64_t grads_in_forward = accumulates ? params.all_gradients : 0;
-
-  PhaseMax forward, backward;
-  const int64_t fwd_params = params.weights + state_live + grads_in_forward;
-
-  // Forward, layer by layer: checkpointed layers run without autograd and keep their input.
-  std::vector<int64_t> kept_by_layer(static_cast<size_t>(layers));
-  int64_t kept = StepConstantBytes(run);
-  for (int64_t i = 0; i < layers; ++i) {
-    const bool ckpt = IsCheckpointed(run, i);
-    forward.Observe(fwd_params, kept + (ckpt ? layer.checkpoint_input + layer.no_grad_peak
-                                             : layer.forward_peak));
-    kept_by_layer[i] = ckpt ? layer.checkpoint_input : layer.saved;
-    kept += kept_by_layer[i];
-  }
-  forward.Observe(fwd_params, kept + loss.forward_peak);
-
-  // Backward. Gradients of a cycle's first micro-batch appear as backward reaches their
-  // parameters (lm_head/tied embedding first); later micro-batches add into held gradients,
-  // one fresh gradient at a time. With in_backward each gradient is consumed at once by its
-  // update (whose temporaries are live then) and freed.
-  auto grads_after = [&](int64_t layers_done, bool first_micro_batch) -> int64_t {
-    if (run.in_backward) return params.largest_gradient + params.step_temporaries;
-    if (!first_micro_batch) return params.all_gradients + params.layer_gradients;
-    return params.largest_gradient + layers_done * params.layer_gradients;
-  };
-  auto state_after = [&](int64_t layers_done) -> int64_t {
-    // In-backward's first step creates each layer's state as backward reaches it.
-    if (!run.in_backward || state_in_later_steps) return state_live;
-    const int64_t per_layer = params.optimizer_state / std::max<int64_t>(layers, 1);
-    return layers_done * per_layer;
-  };
-  for (bool first : {true, false}) {
-    if (!first && !accumulates) break;
-    int64_t below = kept;  // everything forward kept, loss tensors excluded
-    auto params_at = [&](int64_t layers_done) {
-      return params.weights + state_after(layers_done) + grads_after(layers_done, first);
-    };
-    backward.Observe(params_at(0), below + loss.backward_peak);
-    for (int64_t i = layers - 1; i >= 0; --i) {
-      below -= kept_by_layer[i];
-      const int64_t done = layers - 1 - i;
-      if (IsCheckpointed(run, i)) {
-        // Recompute: the input plus the layer's forward with autograd, then its backward.
-        backward.Observe(params_at(done), below + layer.checkpoint_input + layer.forward_peak);
-      }
-      backward.Observe(params_at(done + 1), below + layer.backward_peak);
-    }
-  }
+  const Model m{run, params, EstimateStepInputs(run), EstimateLayerActivations(run),
+                EstimateLossActivations(run)};
+  // The micro-steps a run contains: the first of step 0; the first of later steps (state held);
+  // later micro-batches of a cycle (gradients held).
+  std::vector<MicroStepKind> kinds;
+  const Gradients first = run.in_backward ? Gradients::kFreedAtOnce : Gradients::kCreated;
+  kinds.push_back({first, false});
+  if (run.steps >= 2) kinds.push_back({first, true});
+  if (run.grad_accum_steps >= 2) kinds.push_back({Gradients::kAccumulated, run.steps >= 2});
 
   StepPeaks peaks;
-  peaks.forward = forward.live;
-  peaks.backward = backward.live;
-  peaks.activations = std::max(forward.activations, backward.activations);
+  for (const MicroStepKind& kind : kinds) {
+    const MicroStepPeaks micro = WalkMicroStep(m, kind);
+    peaks.forward = std::max(peaks.forward, micro.forward);
+    peaks.backward = std::max(peaks.backward, micro.backward);
+    peaks.activations = std::max(peaks.activations, micro.activations);
+  }
+  peaks.load = params.weights + params.load_temporaries;
   if (!run.in_backward) {
+    // Token ids and the loss are out of scope by then (worker/train/training_point.cc).
     peaks.optimizer_step = params.weights + params.all_gradients + params.optimizer_state +
                            params.step_temporaries;
   }

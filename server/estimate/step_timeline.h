@@ -1,6 +1,6 @@
-// Walks one training step the way the worker runs it (forward layer by layer, loss, backward
-// layer by layer, optimizer step) and records the most memory live in each phase. Phase peaks
-// come from the per-layer and per-parameter sizes; nothing here knows about tensors.
+// Walks one training step the way the worker runs it (worker/train/training_point.cc: forward
+// layer by layer and the loss, backward layer by layer, the optimizer step) and records the most
+// memory live in each phase, from the per-layer and per-parameter sizes.
 #ifndef VRAMLAB_SERVER_ESTIMATE_STEP_TIMELINE_H_
 #define VRAMLAB_SERVER_ESTIMATE_STEP_TIMELINE_H_
 
@@ -13,11 +13,12 @@
 namespace vramlab::server::estimate {
 
 struct StepPeaks {
+  int64_t load = 0;
   int64_t forward = 0;
   int64_t backward = 0;
-  int64_t optimizer_step = 0;  // 0 with in_backward: the update happens inside backward
-  // Forward/backward peak minus the parameter state live at that moment (weights, optimizer
-  // state, gradients): what MemoryAnatomy calls activations.
+  int64_t optimizer_step = 0;
+  // As the worker measures it (worker/train/anatomy_builder.h): the forward+backward peak of a
+  // micro-step above the larger of its two ends (before forward, after backward).
   int64_t activations = 0;
 
   int64_t peak() const;
@@ -26,7 +27,7 @@ struct StepPeaks {
 
 StepPeaks WalkTrainingStep(const RunSettings& run, const ParameterState& params);
 
-// Whether layer `index` (0-based) is recomputed in backward: layers 0, k, 2k, ...
+// Whether layer `index` (0-based) is checkpointed: layers 0, k, 2k, ...
 bool IsCheckpointed(const RunSettings& run, int64_t index);
 
 }  // namespace vramlab::server::estimate
