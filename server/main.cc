@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/flags/flag.h"
@@ -203,11 +204,23 @@ int Run() {
   return 0;
 }
 
+// Flags are documented with dashes (--data-dir); Abseil names them with underscores.
+void DashesToUnderscores(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) break;
+    if (std::strncmp(argv[i], "--", 2) != 0) continue;
+    for (char* c = argv[i] + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vramlab::server
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("vramlabd --data-dir DIR [--listen HOST:PORT] [flags]");
+  vramlab::server::DashesToUnderscores(argc, argv);
   absl::ParseCommandLine(argc, argv);
   return vramlab::server::Run();
 }

@@ -1,0 +1,165 @@
+#include "server/spec/validate_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/spec/alloc_conf.h"
+
+namespace vramlab::server {
+namespace {
+
+using ::testing::HasSubstr;
+using vramlab::v1::ExperimentSpec;
+
+ExperimentSpec Tiny() {
+  ExperimentSpec spec;
+  spec.mutable_model()->set_preset("tiny");
+  spec.mutable_training()->set_seq_len(64);
+  return spec;
+}
+
+// Applies `mutate` to a valid spec and returns the validation message ("" when OK).
+std::string ErrorAfter(const std::function<void(ExperimentSpec&)>& mutate,
+                       SpecLimits limits = SpecLimits()) {
+  ExperimentSpec spec = Tiny();
+  mutate(spec);
+  absl::Status status = ValidateSpec(spec, limits);
+  if (!status.ok()) EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  return std::string(status.message());
+}
+
+TEST(ValidateSpecTest, AcceptsMinimalAndDefaultedSpecs) {
+  EXPECT_EQ(ErrorAfter([](ExperimentSpec&) {}), "");
+  EXPECT_EQ(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->clear_seq_len(); }), "");
+  EXPECT_EQ(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_preset("qwen2.5-1.5b"); }),
+            "");
+}
+
+TEST(ValidateSpecTest, NamesFieldPathAndReason) {
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_seq_len(200000); }),
+              HasSubstr("spec.training.seq_len: must be between 0 and 131072, got 200000"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_steps(-1); }),
+              HasSubstr("spec.training.steps"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_preset("gpt-5"); }),
+              HasSubstr("spec.model.preset: unknown preset \"gpt-5\""));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->clear_preset(); }),
+              HasSubstr("spec.model.preset: one of preset, config or weights_dir"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_training()->set_dtype(static_cast<vramlab::v1::DType>(99));
+              }),
+              HasSubstr("spec.training.dtype: unknown enum value 99"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_training()->mutable_optimizer()->set_learning_rate(std::nan(""));
+              }),
+              HasSubstr("spec.training.optimizer.learning_rate"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_training()->set_grad_accum_steps(4);
+                s.mutable_training()->mutable_optimizer()->set_in_backward(true);
+              }),
+              HasSubstr("spec.training.optimizer.in_backward: requires grad_accum_steps == 1"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_weights_dir("rel/dir"); }),
+              HasSubstr("spec.model.weights_dir: must be an absolute path"));
+}
+
+TEST(ValidateSpecTest, ChecksExplicitModelConfigConsistency) {
+  auto config = [](ExperimentSpec& s) {
+    auto* c = s.mutable_model()->mutable_config();
+    c->set_vocab_size(1000);
+    c->set_hidden_size(64);
+    c->set_intermediate_size(128);
+    c->set_num_hidden_layers(2);
+    c->set_num_attention_heads(4);
+    c->set_num_key_value_heads(2);
+  };
+  EXPECT_EQ(ErrorAfter(config), "");
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s);
+                s.mutable_model()->mutable_config()->set_hidden_size(66);
+              }),
+              HasSubstr("spec.model.config.hidden_size: must be a multiple of num_attention_heads"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s);
+                s.mutable_model()->mutable_config()->set_num_key_value_heads(3);
+              }),
+              HasSubstr("spec.model.config.num_attention_heads"));
+}
+
+TEST(ValidateSpecTest, MemoryFieldsAreCheckedAndSnapshotPathIsReserved) {
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_memory()->set_snapshot_path("/etc/passwd");
+              }),
+              HasSubstr("spec.memory.snapshot_path: is set by the daemon"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_memory()->mutable_allocator()->set_garbage_collection_threshold(1.5);
+              }),
+              HasSubstr("spec.memory.allocator.garbage_collection_threshold"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_memory()->mutable_allocator()->set_max_split_size_mb(20);
+              }),
+              HasSubstr("spec.memory.allocator.max_split_size_mb"));
+  // Goes into an environment variable: no shell or separator characters.
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_memory()->mutable_allocator()->set_extra("a:1;rm -rf /");
+              }),
+              HasSubstr("spec.memory.allocator.extra: character ';' is not allowed"));
+}
+
+TEST(ValidateSpecTest, SweepLimits) {
+  SpecLimits limits;
+  limits.max_sweep_points = 3;
+  EXPECT_THAT(ErrorAfter(
+                  [](ExperimentSpec& s) {
+                    for (int v : {128, 256, 512, 1024}) s.mutable_sweep()->add_values(v);
+                    s.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+                  },
+                  limits),
+              HasSubstr("spec.sweep.values: at most 3 points, got 4"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_sweep()->add_values(128); }),
+              HasSubstr("spec.sweep.variable: required"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+                s.mutable_sweep()->add_values(0);
+              }),
+              HasSubstr("spec.sweep.values[0]"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_sweep()->set_variable(vramlab::v1::MICRO_BATCH_SIZE);
+                s.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+                s.mutable_sweep()->set_search_min(8);
+                s.mutable_sweep()->set_search_max(4);
+              }),
+              HasSubstr("spec.sweep.search_max"));
+}
+
+TEST(ValidateSpecTest, FaultNeedsTheFlagAndDeviceMustMatchTheDaemon) {
+  auto fault = [](ExperimentSpec& s) { s.set_fault(vramlab::v1::SEGFAULT); };
+  EXPECT_THAT(ErrorAfter(fault), HasSubstr("spec.fault: fault injection is disabled"));
+  SpecLimits allow;
+  allow.allow_fault_injection = true;
+  EXPECT_EQ(ErrorAfter(fault, allow), "");
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.set_device(vramlab::v1::CUDA); }),
+              HasSubstr("spec.device: this daemon runs on CPU"));
+}
+
+TEST(ValidateSpecTest, SpecSizeAndNameLimits) {
+  SpecLimits limits;
+  limits.max_spec_bytes = 100;
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.set_name(std::string(90, 'x')); }, limits),
+              HasSubstr("bytes, at most 100 allowed"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.set_name("a\nb"); }),
+              HasSubstr("spec.name: contains a control character"));
+}
+
+TEST(AllocConfTest, JoinsSetFieldsInPyTorchSyntax) {
+  vramlab::v1::AllocatorConfig config;
+  EXPECT_EQ(AllocatorConfString(config), "");
+  config.set_expandable_segments(true);
+  config.set_max_split_size_mb(128);
+  config.set_garbage_collection_threshold(0.6);
+  config.set_extra("roundup_power2_divisions:4");
+  EXPECT_EQ(AllocatorConfString(config),
+            "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,"
+            "roundup_power2_divisions:4");
+}
+
+}  // namespace
+}  // namespace vramlab::server
