@@ -1,0 +1,235 @@
+// A real Prometheus (Debian's 2.42) scrapes a real vramlabd every second while the real worker
+// trains the tiny preset on the CPU; the series are read back through Prometheus's HTTP API.
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "tests/metrics/prometheus_process.h"
+#include "tests/support/daemon_harness.h"
+
+namespace vramlab::testing {
+namespace {
+
+using vramlab::v1::Experiment;
+using vramlab::v1::ExperimentSpec;
+
+constexpr int64_t kMemoryLimitBytes = int64_t{2} << 30;
+// Optimizer steps of the tiny preset at seq_len 64 on the CPU; see LongTinySpec.
+constexpr int kSteps = 40;
+
+// Long enough that several one-second scrapes, and the rate windows of the dashboard, see the run.
+ExperimentSpec LongTinySpec(const std::string& name) {
+  ExperimentSpec spec = TinySpec(/*seq_len=*/64, /*steps=*/kSteps);
+  spec.set_name(name);
+  spec.mutable_memory()->set_device_memory_limit_bytes(kMemoryLimitBytes);
+  return spec;
+}
+
+class PrometheusLiveTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto daemon = DaemonHarness::Start();
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+    ASSERT_GT(daemon_->metrics_port(), 0) << daemon_->ReadLog();
+    auto prometheus = PrometheusProcess::Start(Instance());
+    ASSERT_TRUE(prometheus.ok()) << prometheus.status();
+    prometheus_ = prometheus->release();
+  }
+  static void TearDownTestSuite() {
+    delete prometheus_;
+    prometheus_ = nullptr;
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    ASSERT_NE(prometheus_, nullptr);
+    stub_ = daemon_->NewStub();
+  }
+
+  // The `instance` label Prometheus gives the daemon's series.
+  static std::string Instance() { return absl::StrCat("127.0.0.1:", daemon_->metrics_port()); }
+  std::string Series(const std::string& name, const std::string& gpu) const {
+    return absl::StrCat(name, "{instance=\"", Instance(), "\",gpu=\"", gpu, "\"}");
+  }
+
+  // Submits `spec` and waits until Prometheus has scraped it running (its _info series).
+  Experiment StartAndWaitForInfo(const ExperimentSpec& spec) {
+    auto submitted = Submit(*stub_, spec);
+    EXPECT_TRUE(submitted.ok()) << submitted.status();
+    if (!submitted.ok()) return {};
+    auto running = WaitForState(*stub_, submitted->id(), Experiment::RUNNING);
+    EXPECT_TRUE(running.ok()) << running.status() << daemon_->ReadLog();
+    if (!running.ok()) return {};
+    auto info = prometheus_->WaitForValue(
+        absl::StrCat("vramlab_experiment_running_info{experiment=\"", running->id(), "\"}"),
+        [](double v) { return v == 1; });
+    EXPECT_TRUE(info.ok()) << info.status();
+    return *running;
+  }
+
+  double ValueOrNan(const std::string& expr) {
+    auto v = prometheus_->ScalarQuery(expr);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() && v->has_value() ? **v : NAN;
+  }
+
+  static inline DaemonHarness* daemon_ = nullptr;
+  static inline PrometheusProcess* prometheus_ = nullptr;
+  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
+};
+
+TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) {
+  const double succeeded_before =
+      ValueOrNan(absl::StrCat("vramlab_experiments_total{outcome=\"succeeded\"}"));
+  ASSERT_FALSE(std::isnan(succeeded_before));
+  Experiment e = StartAndWaitForInfo(LongTinySpec("live series"));
+  ASSERT_FALSE(e.id().empty());
+  const std::string gpu = std::to_string(e.slot());
+
+  EXPECT_EQ(ValueOrNan(absl::StrCat("vramlab_experiment_running_info{instance=\"", Instance(),
+                                    "\",gpu=\"", gpu, "\",experiment=\"", e.id(), "\",owner=\"",
+                                    e.owner(), "\",name=\"live series\"}")),
+            1);
+  // The model is built and training: allocated grows above zero, bounded by the limit.
+  auto allocated = prometheus_->WaitForValue(Series("vramlab_gpu_allocated_bytes", gpu),
+                                             [](double v) { return v > 0; });
+  ASSERT_TRUE(allocated.ok()) << allocated.status();
+  EXPECT_LT(*allocated, kMemoryLimitBytes);
+  // Relations that hold within one sample (one scrape carries one sample).
+  EXPECT_GE(ValueOrNan(absl::StrCat(Series("vramlab_gpu_reserved_bytes", gpu), " - ",
+                                    Series("vramlab_gpu_allocated_bytes", gpu))),
+            0);
+  EXPECT_GE(ValueOrNan(absl::StrCat(Series("vramlab_gpu_peak_allocated_bytes", gpu), " - ",
+                                    Series("vramlab_gpu_allocated_bytes", gpu))),
+            0);
+  EXPECT_GE(ValueOrNan(Series("vramlab_gpu_active_bytes", gpu)), 0);
+  const double fragmentation = ValueOrNan(Series("vramlab_gpu_fragmentation_ratio", gpu));
+  EXPECT_GE(fragmentation, 0);
+  EXPECT_LE(fragmentation, 1);
+  EXPECT_EQ(ValueOrNan(Series("vramlab_gpu_memory_limit_bytes", gpu)), kMemoryLimitBytes);
+  EXPECT_GE(ValueOrNan(Series("vramlab_gpu_device_total_bytes", gpu)), 0);
+  EXPECT_GE(ValueOrNan(Series("vramlab_gpu_device_used_bytes", gpu)), 0);
+  // Steps complete: throughput and the step histogram move.
+  auto tokens = prometheus_->WaitForValue(Series("vramlab_tokens_per_second", gpu),
+                                          [](double v) { return v > 0; });
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  auto steps = prometheus_->WaitForValue(
+      Series("vramlab_step_duration_seconds_count", gpu), [](double v) { return v >= 1; });
+  EXPECT_TRUE(steps.ok()) << steps.status();
+  EXPECT_GT(ValueOrNan(Series("vramlab_step_duration_seconds_sum", gpu)), 0);
+  // Daemon-wide series.
+  for (const char* priority : {"low", "normal", "high"}) {
+    EXPECT_GE(ValueOrNan(absl::StrCat("vramlab_queue_depth{priority=\"", priority, "\"}")), 0);
+  }
+  EXPECT_EQ(ValueOrNan("vramlab_build_info"), 1);
+  EXPECT_GE(ValueOrNan("vramlab_watchers"), 0);
+  EXPECT_GE(ValueOrNan("vramlab_worker_abnormal_exits_total"), 0);
+
+  auto done = WaitForFinalState(*stub_, e.id());
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  // The next scrape no longer has the series; Prometheus marks it stale at once.
+  auto gone = prometheus_->WaitForValue(
+      absl::StrCat("absent(vramlab_experiment_running_info{experiment=\"", e.id(), "\"})"),
+      [](double v) { return v == 1; }, absl::Seconds(15));
+  EXPECT_TRUE(gone.ok()) << gone.status();
+  auto idle = prometheus_->WaitForValue(Series("vramlab_gpu_allocated_bytes", gpu),
+                                        [](double v) { return v == 0; }, absl::Seconds(15));
+  EXPECT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ(ValueOrNan("vramlab_experiments_total{outcome=\"succeeded\"}"), succeeded_before + 1);
+}
+
+// Every PromQL expression of the shipped dashboard, with its variables set as Grafana would set
+// them for this daemon and slot, evaluates on a real Prometheus and returns data.
+TEST_F(PrometheusLiveTest, EveryDashboardExpressionReturnsData) {
+  Experiment e = StartAndWaitForInfo(LongTinySpec("dashboard"));
+  ASSERT_FALSE(e.id().empty());
+  const std::string gpu = std::to_string(e.slot());
+  // Let two steps land inside the rate window the step-time panel uses.
+  auto steps = prometheus_->WaitForValue(
+      Series("vramlab_step_duration_seconds_count", gpu), [](double v) { return v >= 2; });
+  ASSERT_TRUE(steps.ok()) << steps.status();
+
+  std::ifstream in(SourceDir() + "/deploy/grafana/dashboards/vramlab.json");
+  const nlohmann::json dashboard = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  // (expression, where it comes from)
+  std::vector<std::pair<std::string, std::string>> expressions;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+      expressions.emplace_back(target["expr"], absl::StrCat(panel["title"].get<std::string>(), " ",
+                                                            target["refId"].get<std::string>()));
+    }
+  }
+  for (const auto& annotation : dashboard["annotations"]["list"]) {
+    if (annotation.contains("expr")) expressions.emplace_back(annotation["expr"], "annotation");
+  }
+  ASSERT_GE(expressions.size(), 15u);
+
+  // Variables: what Grafana substitutes. The rate window covers 15 one-second scrapes.
+  const std::vector<std::pair<std::string, std::string>> variables = {
+      {"$__rate_interval", "15s"}, {"$__interval", "5s"}, {"$__range", "5m"},
+      {"$instance", Instance()}, {"$gpu", gpu}};
+  for (const auto& [raw, where] : expressions) {
+    SCOPED_TRACE(where);
+    const std::string expr = absl::StrReplaceAll(raw, variables);
+    ASSERT_EQ(expr.find('$'), std::string::npos) << "unsubstituted variable in " << expr;
+    auto result = prometheus_->Query(expr);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_FALSE(result->empty()) << expr;
+    bool finite = false;
+    for (const auto& series : *result) {
+      finite |= std::isfinite(std::stod(series["value"][1].get<std::string>()));
+    }
+    EXPECT_TRUE(finite) << expr << " -> " << result->dump();
+  }
+
+  // Template variables: label_values(SELECTOR, LABEL) lists LABEL of SELECTOR's series.
+  const std::regex label_values(R"(^label_values\((.*),\s*(\w+)\)$)");
+  int variable_queries = 0;
+  for (const auto& variable : dashboard["templating"]["list"]) {
+    if (variable["type"] != "query") continue;
+    SCOPED_TRACE(variable["name"].get<std::string>());
+    std::smatch m;
+    const std::string query = variable["query"]["query"];
+    ASSERT_TRUE(std::regex_match(query, m, label_values)) << query;
+    auto result = prometheus_->Query(absl::StrReplaceAll(m[1].str(), {{"$instance", Instance()}}));
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_FALSE(result->empty()) << query;
+    for (const auto& series : *result) EXPECT_TRUE(series["metric"].contains(m[2].str()));
+    ++variable_queries;
+  }
+  EXPECT_EQ(variable_queries, 2);  // instance and gpu
+
+  auto done = WaitForFinalState(*stub_, e.id());
+  ASSERT_TRUE(done.ok()) << done.status();
+}
+
+// promtool's linter accepts a real scrape, which carries every family the exporter documents.
+TEST_F(PrometheusLiveTest, RealScrapePassesPromtoolCheckMetrics) {
+  auto scrape = HttpGet(daemon_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  const CommandResult check = RunCommand({"promtool", "check", "metrics"}, *scrape);
+  EXPECT_EQ(check.exit_code, 0) << check.output << "\n" << *scrape;
+  for (const char* family :
+       {"vramlab_gpu_allocated_bytes gauge", "vramlab_gpu_reserved_bytes gauge",
+        "vramlab_gpu_active_bytes gauge", "vramlab_gpu_peak_allocated_bytes gauge",
+        "vramlab_gpu_fragmentation_ratio gauge", "vramlab_gpu_free_block_fragmentation_ratio gauge",
+        "vramlab_gpu_device_used_bytes gauge", "vramlab_gpu_device_total_bytes gauge",
+        "vramlab_gpu_memory_limit_bytes gauge", "vramlab_experiment_running_info gauge",
+        "vramlab_queue_depth gauge", "vramlab_experiments_total counter",
+        "vramlab_step_duration_seconds histogram", "vramlab_tokens_per_second gauge",
+        "vramlab_worker_abnormal_exits_total counter", "vramlab_watchers gauge",
+        "vramlab_build_info gauge"}) {
+    EXPECT_NE(scrape->find(absl::StrCat("# TYPE ", family, "\n")), std::string::npos) << family;
+  }
+}
+
+}  // namespace
+}  // namespace vramlab::testing
