@@ -3,7 +3,7 @@
 # vramlab on a CUDA host: the daemon, the CLI and the LibTorch worker in one image.
 #
 #   docker build -t vramlab .
-#   docker run --gpus all -p 127.0.0.1:50051:50051 vramlab --insecure   # or deploy/docker-compose.yml
+#   docker run --gpus all -p 127.0.0.1:7433:7433 vramlab --insecure   # or deploy/docker-compose.yml
 #
 # Three build stages, because the PyTorch wheel's LibTorch exports its own protobuf symbols and
 # ships its own protobuf headers (DESIGN.md): the worker is configured as its own CMake tree
@@ -106,12 +106,12 @@ ENV XDG_CACHE_HOME=/var/cache/vramlab \
     CUDA_CACHE_PATH=/var/cache/vramlab/nv
 WORKDIR /var/lib/vramlab
 VOLUME ["/var/lib/vramlab"]
-EXPOSE 50051 9464
+EXPOSE 7433 9464
 # grpc.health.v1 on the API port; unauthenticated by design, so no token is needed here.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["/usr/local/bin/vramlab-health-check", "127.0.0.1:50051", "--timeout", "4"]
+  CMD ["/usr/local/bin/vramlab-health-check", "127.0.0.1:7433", "--timeout", "4"]
 ENTRYPOINT ["/usr/local/bin/vramlabd", \
-            "--listen=0.0.0.0:50051", "--metrics-listen=0.0.0.0:9464", \
+            "--listen=0.0.0.0:7433", "--metrics-listen=0.0.0.0:9464", \
             "--data-dir=/var/lib/vramlab", "--device=cuda", \
             "--worker-path=/usr/local/bin/vramlab-worker"]
 # Extra flags: --auth-tokens FILE (recommended), or --insecure for a loopback-only port mapping.

@@ -7,7 +7,7 @@ inspect`). The messages are encoded by hand to need only grpcio (Debian/Ubuntu p
 HealthCheckRequest{service: ""} is the empty message and HealthCheckResponse{status: SERVING} is
 field 1 = 1, bytes 08 01.
 
-usage: grpc-health-check.py [HOST:PORT] [--timeout SECONDS]   (default 127.0.0.1:50051, 3 s)
+usage: grpc-health-check.py [HOST:PORT] [--timeout SECONDS]   (default 127.0.0.1:7433, 3 s)
 """
 import sys
 
@@ -17,7 +17,7 @@ SERVING = b"\x08\x01"
 
 
 def main(argv):
-    address = "127.0.0.1:50051"
+    address = "127.0.0.1:7433"
     timeout = 3.0
     args = list(argv)
     while args:

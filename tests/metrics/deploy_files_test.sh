@@ -122,7 +122,7 @@ assert int(c["resources"]["limits"]["nvidia.com/gpu"]) >= 1
 assert spec["securityContext"]["runAsNonRoot"] is True
 assert c["securityContext"]["allowPrivilegeEscalation"] is False
 ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-assert ports == {"grpc": 50051, "metrics": 9464}, ports
+assert ports == {"grpc": 7433, "metrics": 9464}, ports
 for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
     assert c[probe]["grpc"]["port"] == ports["grpc"], probe
 labels = ds["spec"]["template"]["metadata"]["labels"]
