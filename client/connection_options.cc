@@ -15,7 +15,7 @@
 namespace vramlab::client {
 
 void AddConnectionFlags(FlagSet& flags) {
-  flags.Value("addr", "HOST:PORT", "daemon address (env VRAMLAB_ADDR; default 127.0.0.1:50051)")
+  flags.Value("addr", "HOST:PORT", "daemon address (env VRAMLAB_ADDR; default 127.0.0.1:7433)")
       .Value("token", "TOKEN", "bearer token (env VRAMLAB_TOKEN); never printed")
       .Value("ca-cert", "FILE", "use TLS, trusting this CA certificate (env VRAMLAB_CA_CERT)")
       .Value("timeout", "DURATION", "deadline of each request (default 30s)")

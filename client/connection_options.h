@@ -15,7 +15,7 @@
 
 namespace vramlab::client {
 
-inline constexpr char kDefaultAddress[] = "127.0.0.1:50051";
+inline constexpr char kDefaultAddress[] = "127.0.0.1:7433";
 
 struct ConnectionOptions {
   std::string address = kDefaultAddress;

@@ -1,0 +1,111 @@
+// Text output that people read every day: spec summaries, anatomy and compare tables, tables'
+// alignment, durations and percentages.
+#include "client/anatomy_table.h"
+#include "client/describe.h"
+#include "client/text_table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vramlab::client {
+namespace {
+
+using ::testing::HasSubstr;
+using vramlab::v1::Experiment;
+using vramlab::v1::MemoryAnatomy;
+
+TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
+  vramlab::v1::ExperimentSpec spec;
+  spec.mutable_model()->set_preset("qwen2.5-1.5b");
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 seq512 eager adamw");
+  spec.mutable_training()->set_micro_batch_size(4);
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_training()->set_loss(vramlab::v1::CHUNKED);
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  spec.mutable_training()->mutable_optimizer()->set_kind(vramlab::v1::ADAMW_FP32_MASTER);
+  spec.mutable_memory()->set_device_memory_limit_bytes(int64_t{24} << 30);
+  spec.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
+  spec.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  for (int v : {512, 1024, 2048, 4096}) spec.mutable_sweep()->add_values(v);
+  EXPECT_EQ(SpecSummary(spec),
+            "qwen2.5-1.5b mb4 acc1 seq512 sdpa adamw-fp32-master ckpt:all loss:chunked expandable "
+            "limit 24.00 GiB sweep seq 512..4096 (4)");
+}
+
+TEST(DescribeTest, DurationsPercentagesAndTimestamps) {
+  EXPECT_EQ(FormatSeconds(0.1234), "123 ms");
+  EXPECT_EQ(FormatSeconds(12.34), "12.3 s");
+  EXPECT_EQ(FormatSeconds(245), "4m05s");
+  EXPECT_EQ(FormatSeconds(7380), "2h03m");
+  EXPECT_EQ(FormatPercent(0.1234), "12.3%");
+  google::protobuf::Timestamp t;
+  EXPECT_EQ(FormatTimestamp(t), "-");
+  t.set_seconds(1796020081);
+  EXPECT_EQ(FormatTimestamp(t), "2026-11-30 06:28:01 UTC");
+}
+
+TEST(TextTableTest, AlignsByCodePointsAndTrimsTrailingSpace) {
+  TextTable table({"name", "size"}, {TextTable::Align::kLeft, TextTable::Align::kRight});
+  table.AddRow({"Δ weights", "1.00 GiB"});
+  table.AddRow({"x", "2 B"});
+  EXPECT_EQ(table.Render(),
+            "name           size\n"
+            "Δ weights  1.00 GiB\n"
+            "x               2 B\n");
+}
+
+MemoryAnatomy Anatomy(int64_t weights, int64_t gradients, int64_t optimizer, int64_t activations) {
+  MemoryAnatomy a;
+  a.set_weights_bytes(weights);
+  a.set_gradients_bytes(gradients);
+  a.set_optimizer_state_bytes(optimizer);
+  a.set_activations_bytes(activations);
+  a.set_peak_allocated_bytes(weights + gradients + optimizer + activations);
+  a.set_peak_reserved_bytes(weights + gradients + optimizer + activations);
+  return a;
+}
+
+TEST(AnatomyTableTest, MeasuredNextToPredictedWithDifference) {
+  const MemoryAnatomy measured = Anatomy(3 << 20, 3 << 20, 6 << 20, 10 << 20);
+  const MemoryAnatomy predicted = Anatomy(3 << 20, 3 << 20, 6 << 20, 8 << 20);
+  const std::string table = RenderAnatomyTable(&measured, &predicted);
+  EXPECT_THAT(table, HasSubstr("category                   measured  predicted  measured-predicted\n"));
+  EXPECT_THAT(table, HasSubstr("weights                    3.00 MiB   3.00 MiB                 0 B\n"));
+  EXPECT_THAT(table, HasSubstr("activations               10.00 MiB   8.00 MiB           +2.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("peak allocated            22.00 MiB  20.00 MiB           +2.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("fragmentation                  0.0%\n"));
+  const std::string predicted_only = RenderAnatomyTable(nullptr, &predicted);
+  EXPECT_THAT(predicted_only, ::testing::StartsWith("category           predicted\n"));
+}
+
+Experiment Finished(const std::string& id, int32_t accum, const MemoryAnatomy& anatomy, double step) {
+  Experiment e;
+  e.set_id(id);
+  e.set_state(Experiment::SUCCEEDED);
+  e.mutable_spec()->mutable_model()->set_preset("tiny");
+  e.mutable_spec()->mutable_training()->set_grad_accum_steps(accum);
+  *e.mutable_report()->mutable_anatomy() = anatomy;
+  e.mutable_report()->set_median_step_time_seconds(step);
+  e.mutable_report()->set_tokens_per_second(1000 / step);
+  return e;
+}
+
+TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
+  Experiment oom;
+  oom.set_id("exp-3");
+  oom.set_state(Experiment::OOM);
+  oom.mutable_oom()->set_phase(vramlab::v1::BACKWARD);
+  const std::string table = RenderCompareTable(
+      {Finished("exp-1", 1, Anatomy(1 << 20, 1 << 20, 2 << 20, 8 << 20), 0.1),
+       Finished("exp-2", 4, Anatomy(1 << 20, 1 << 20, 2 << 20, 2 << 20), 0.4), oom});
+  EXPECT_THAT(table, HasSubstr("exp-1  -     SUCCEEDED                               tiny mb1 acc1 seq512 eager adamw\n"));
+  EXPECT_THAT(table, HasSubstr("exp-3  -     OOM in backward (step 0, micro-step 0)"));
+  EXPECT_THAT(table, HasSubstr(
+      "category                exp-1     exp-2  exp-3  exp-2 vs exp-1  exp-3 vs exp-1\n"));
+  EXPECT_THAT(table, HasSubstr(
+      "activations          8.00 MiB  2.00 MiB      -       -6.00 MiB               -\n"));
+  EXPECT_THAT(table, HasSubstr(
+      "step time (median)     100 ms    400 ms      -           x4.00               -\n"));
+}
+
+}  // namespace
+}  // namespace vramlab::client

@@ -1,0 +1,137 @@
+// Reports from a synthetic event history: the timeline arithmetic and each format's structure.
+#include "client/report_formats.h"
+#include "client/report_svg.h"
+#include "client/timeline.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace vramlab::client {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace vramlab::v1;  // NOLINT
+
+ExperimentEvent Sample(double t, int64_t allocated, Phase phase) {
+  ExperimentEvent e;
+  auto* s = e.mutable_worker_event()->mutable_sample();
+  s->set_time_seconds(t);
+  s->set_allocated_bytes(allocated);
+  s->set_reserved_bytes(allocated + 1024);
+  s->set_phase(phase);
+  return e;
+}
+
+ExperimentEvent PhaseEdgeEvent(double t, Phase phase, PhaseEdge edge, int64_t allocated) {
+  ExperimentEvent e;
+  auto* p = e.mutable_worker_event()->mutable_phase();
+  p->set_phase(phase);
+  p->set_edge(edge);
+  p->mutable_memory()->set_time_seconds(t);
+  p->mutable_memory()->set_allocated_bytes(allocated);
+  p->mutable_memory()->set_reserved_bytes(allocated + 1024);
+  p->mutable_memory()->set_phase(phase);
+  return e;
+}
+
+std::vector<ExperimentEvent> History() {
+  return {PhaseEdgeEvent(0.0, FORWARD, BEGIN, 100 << 10), Sample(0.05, 300 << 10, FORWARD),
+          PhaseEdgeEvent(0.1, FORWARD, END, 400 << 10), PhaseEdgeEvent(0.1, BACKWARD, BEGIN, 400 << 10),
+          Sample(0.15, 900 << 10, BACKWARD), PhaseEdgeEvent(0.2, BACKWARD, END, 200 << 10),
+          PhaseEdgeEvent(0.2, OPTIMIZER_STEP, BEGIN, 200 << 10)};  // cut short: no END
+}
+
+Experiment Finished() {
+  Experiment e;
+  e.set_id("exp-000001");
+  e.set_state(Experiment::SUCCEEDED);
+  e.mutable_spec()->set_name("a <b> & \"c\"");
+  e.mutable_spec()->mutable_memory()->set_device_memory_limit_bytes(1 << 20);
+  auto* a = e.mutable_report()->mutable_anatomy();
+  a->set_weights_bytes(100 << 10);
+  a->set_gradients_bytes(100 << 10);
+  a->set_activations_bytes(700 << 10);
+  a->set_peak_allocated_bytes(900 << 10);
+  return e;
+}
+
+TEST(TimelineTest, SamplesInTimeOrderBandsPairedAndPeakFound) {
+  const Timeline timeline = BuildTimeline(History());
+  ASSERT_EQ(timeline.samples.size(), 7u);
+  EXPECT_EQ(timeline.peak_index, 4);
+  EXPECT_EQ(timeline.samples[timeline.peak_index].allocated_bytes(), 900 << 10);
+  ASSERT_EQ(timeline.bands.size(), 3u);
+  EXPECT_EQ(timeline.bands[0].phase, FORWARD);
+  EXPECT_DOUBLE_EQ(timeline.bands[1].end_seconds, 0.2);
+  EXPECT_EQ(timeline.bands[2].phase, OPTIMIZER_STEP);  // open phase ends at the last reading
+  EXPECT_DOUBLE_EQ(timeline.end_seconds, 0.2);
+}
+
+TEST(TimelineTest, DownsampleKeepsThePeak) {
+  std::vector<MemorySample> samples;
+  for (int i = 0; i < 10000; ++i) {
+    MemorySample s;
+    s.set_time_seconds(i * 0.01);
+    s.set_allocated_bytes(i == 7777 ? 1 << 30 : i);
+    samples.push_back(s);
+  }
+  const auto thin = Downsample(samples, 100);
+  EXPECT_LE(thin.size(), 200u);
+  int64_t max = 0;
+  for (const auto& s : thin) max = std::max(max, s.allocated_bytes());
+  EXPECT_EQ(max, 1 << 30);
+}
+
+TEST(ReportSvgTest, NamedSeriesBandsPeakLimitAndAnatomyBarWithEscapedText) {
+  const std::string svg = RenderSvg(Finished(), BuildTimeline(History()));
+  EXPECT_THAT(svg, ::testing::StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_THAT(svg, HasSubstr("id=\"series-allocated\" class=\"series\" data-series=\"allocated\" data-points=\"7\""));
+  EXPECT_THAT(svg, HasSubstr("id=\"series-reserved\""));
+  EXPECT_THAT(svg, HasSubstr("class=\"phase-band\" data-phase=\"backward\""));
+  EXPECT_THAT(svg, HasSubstr("<circle id=\"peak-marker\" data-bytes=\"921600\""));
+  EXPECT_THAT(svg, HasSubstr("id=\"limit-line\" data-bytes=\"1048576\""));
+  EXPECT_THAT(svg, HasSubstr("data-category=\"activations\" data-bytes=\"716800\""));
+  EXPECT_THAT(svg, HasSubstr("a &lt;b&gt; &amp; &quot;c&quot;"));
+  EXPECT_THAT(svg, ::testing::Not(HasSubstr("<b>")));
+  EXPECT_THAT(svg, ::testing::EndsWith("</svg>\n"));
+}
+
+TEST(ReportFormatsTest, CsvHasAHeaderAndARowPerReading) {
+  const std::string csv = RenderCsvReport(BuildTimeline(History()));
+  EXPECT_THAT(csv, ::testing::StartsWith("time_seconds,allocated_bytes,reserved_bytes,"));
+  EXPECT_THAT(csv, HasSubstr("\n0.150000,921600,922624,0,0,0.000000,BACKWARD,0,0,0\n"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 8);
+}
+
+TEST(ReportFormatsTest, JsonIsProtobufJson) {
+  const std::string json = RenderJsonReport(Finished(), BuildTimeline(History()));
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  EXPECT_EQ(parsed.fields().at("samples").list_value().values_size(), 7);
+  EXPECT_EQ(parsed.fields().at("phases").list_value().values_size(), 3);
+  EXPECT_EQ(parsed.fields().at("peak").struct_value().fields().at("allocatedBytes").string_value(),
+            "921600");
+  EXPECT_EQ(parsed.fields().at("experiment").struct_value().fields().at("id").string_value(),
+            "exp-000001");
+}
+
+TEST(ReportFormatsTest, TextChartMarksThePeakAndPhases) {
+  const std::string text = RenderTextReport(Finished(), BuildTimeline(History()));
+  EXPECT_THAT(text, HasSubstr("sampled peak: 900.00 KiB allocated at 0.150 s (backward, step 0), 7 readings"));
+  EXPECT_THAT(text, HasSubstr("phase  FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBO"));
+  EXPECT_THAT(text, HasSubstr("#"));
+}
+
+TEST(ReportFormatsTest, HtmlIsSelfContained) {
+  const std::string html = RenderHtmlReport(Finished(), BuildTimeline(History()));
+  EXPECT_THAT(html, ::testing::StartsWith("<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr("Content-Security-Policy\" content=\"default-src 'none'"));
+  EXPECT_THAT(html, HasSubstr("<svg xmlns="));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("<script")));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("src=\"http")));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("href=\"http")));
+}
+
+}  // namespace
+}  // namespace vramlab::client

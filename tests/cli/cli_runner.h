@@ -1,0 +1,101 @@
+// Runs the real `vramlab` binary the way a person or script would, capturing its exit code,
+// stdout and stderr. Header-only: tests/ compiles only *_test.cc and support/*.cc.
+#ifndef VRAMLAB_TESTS_CLI_CLI_RUNNER_H_
+#define VRAMLAB_TESTS_CLI_CLI_RUNNER_H_
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/support/daemon_harness.h"
+
+namespace vramlab::cli_test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::vector<std::string> OutLines() const {
+    return absl::StrSplit(out, '\n', absl::SkipEmpty());
+  }
+};
+
+inline std::string ShellQuote(const std::string& arg) {
+  std::string quoted = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+inline std::string TempPath(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/cli-", getpid(), "-", name);
+}
+
+// Runs `vramlab args...` with `env` added to a clean environment (no VRAMLAB_* from the caller,
+// HOME and XDG_CONFIG_HOME pointed at an empty directory unless `env` sets them).
+inline CliResult RunCli(const std::vector<std::string>& args,
+                        const std::map<std::string, std::string>& env = {}) {
+  static int counter = 0;
+  const std::string stem = TempPath(absl::StrCat("run", ++counter));
+  std::map<std::string, std::string> environment = {
+      {"PATH", "/usr/bin:/bin"},
+      {"HOME", TempPath("empty-home")},
+      {"XDG_CONFIG_HOME", TempPath("empty-home/.config")},
+  };
+  for (const auto& [key, value] : env) environment[key] = value;
+  std::string command = "env -i";
+  for (const auto& [key, value] : environment) absl::StrAppend(&command, " ", key, "=", ShellQuote(value));
+  absl::StrAppend(&command, " ", ShellQuote(vramlab::testing::DaemonHarness::BinDir() + "/vramlab"));
+  for (const auto& arg : args) absl::StrAppend(&command, " ", ShellQuote(arg));
+  absl::StrAppend(&command, " > ", stem, ".out 2> ", stem, ".err < /dev/null");
+  const int status = std::system(command.c_str());
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = ReadWholeFile(stem + ".out");
+  result.err = ReadWholeFile(stem + ".err");
+  return result;
+}
+
+// Parses `json` into `message` with unknown fields rejected: the CLI's --json output must be
+// exactly the proto's JSON mapping.
+template <typename Message>
+::testing::AssertionResult ParseJson(const std::string& json, Message& message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &message, options);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.ToString() << " in: " << json.substr(0, 2000);
+}
+
+// Human-readable dump of a CLI run for assertion messages.
+inline std::string Describe(const CliResult& r) {
+  return absl::StrCat("exit ", r.exit_code, "\n--- stdout:\n", r.out.substr(0, 4000),
+                      "\n--- stderr:\n", r.err.substr(0, 4000));
+}
+
+}  // namespace vramlab::cli_test
+
+#endif  // VRAMLAB_TESTS_CLI_CLI_RUNNER_H_
