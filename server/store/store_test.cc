@@ -45,8 +45,8 @@ TEST_F(StoreTest, ExperimentsSurviveReopenInWalMode) {
   Experiment running = Make(2, "bob", Experiment::QUEUED);
   running.set_state(Experiment::RUNNING);
   ASSERT_TRUE(store_->UpdateExperiment(running).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/vramlab.db-wal"));  // journal_mode=WAL
   store_.reset();
-  EXPECT_TRUE(std::filesystem::exists(dir_ + "/vramlab.db-wal"));
 
   auto reopened = Store::Open(dir_);
   ASSERT_TRUE(reopened.ok());

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,6 +216,16 @@ vramlab::v1::ExperimentSpec TinySpec(int seq_len, int steps) {
 
 void AddBearerToken(grpc::ClientContext* context, const std::string& token) {
   context->AddMetadata("authorization", "Bearer " + token);
+}
+
+absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLine>& lines) {
+  {
+    std::ofstream out(path, std::ios::trunc);
+    for (const TokenLine& line : lines) out << line.token << ' ' << line.user << ' ' << line.role << '\n';
+    if (!out.flush()) return absl::InternalError("cannot write " + path);
+  }
+  if (chmod(path.c_str(), 0600) != 0) return absl::InternalError("chmod " + path);
+  return absl::OkStatus();
 }
 
 absl::Status ToAbsl(const grpc::Status& status) {

@@ -120,6 +120,14 @@ absl::StatusOr<std::vector<vramlab::v1::ExperimentEvent>> WatchAll(
     vramlab::v1::VramlabService::Stub& stub, const std::string& id, int64_t after_sequence = 0,
     absl::Duration timeout = absl::Seconds(120), const std::string& token = "");
 
+struct TokenLine {
+  std::string token;  // at least 16 characters
+  std::string user;
+  std::string role;   // "user" or "admin"
+};
+// Writes an --auth-tokens file (mode 0600) at `path`.
+absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLine>& lines);
+
 // Converts a gRPC status to an absl::Status with the same code and message.
 absl::Status ToAbsl(const grpc::Status& status);
 
