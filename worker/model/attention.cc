@@ -1,0 +1,78 @@
+#include "worker/model/attention.h"
+
+#include <limits>
+#include <stdexcept>
+
+#include <torch/version.h>
+
+namespace vramlab::worker {
+
+bool SdpaAvailable() { return TORCH_VERSION_MAJOR >= 2; }
+
+torch::Tensor RepeatKv(const torch::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto b = x.size(0), kv_heads = x.size(1), s = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, kv_heads, n_rep, s, d}).reshape({b, kv_heads * n_rep, s, d});
+}
+
+torch::Tensor CausalMask(int64_t seq_len, torch::Dtype dtype, torch::Device device) {
+  auto options = torch::TensorOptions().dtype(dtype).device(device);
+  // finfo(dtype).min, as HF uses: exp() of it underflows to exactly 0 in the fp32 softmax.
+  const double lowest = dtype == torch::kFloat64 ? std::numeric_limits<double>::lowest()
+                        : dtype == torch::kFloat32 ? std::numeric_limits<float>::lowest()
+                        : dtype == torch::kBFloat16 ? -3.3895313892515355e38
+                                                   : -65504.0;
+  return torch::full({seq_len, seq_len}, lowest, options).triu_(1);
+}
+
+torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& causal_mask, double scaling) {
+  const int64_t n_rep = q.size(1) / k.size(1);
+  torch::Tensor keys = RepeatKv(k, n_rep);
+  torch::Tensor values = RepeatKv(v, n_rep);
+  // Out-of-place on purpose: the lab measures what HF eager costs, temporaries included.
+  torch::Tensor scores = torch::matmul(q, keys.transpose(2, 3)) * scaling;
+  scores = scores + causal_mask;
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1, torch::kFloat32).to(q.scalar_type());
+  return torch::matmul(probs, values).transpose(1, 2).contiguous();
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+namespace {
+
+std::string SdpBackendName(int64_t choice) {
+  switch (choice) {  // sdp::SDPBackend numbering
+    case 0: return "math";
+    case 1: return "flash";
+    case 2: return "efficient";
+    case 3: return "cudnn";
+    case 4: return "overrideable";
+    default: return "unknown (" + std::to_string(choice) + ")";
+  }
+}
+
+}  // namespace
+#endif
+
+torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            double scaling, std::string* backend) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t n_rep = q.size(1) / k.size(1);
+  torch::Tensor keys = RepeatKv(k, n_rep);
+  torch::Tensor values = RepeatKv(v, n_rep);
+  if (backend != nullptr) {
+    *backend = SdpBackendName(at::_fused_sdp_choice(q, keys, values, /*attn_mask=*/{},
+                                                    /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                    /*scale=*/scaling));
+  }
+  torch::Tensor out = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{},
+                                                       /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                       /*scale=*/scaling);
+  return out.transpose(1, 2).contiguous();
+#else
+  (void)q, (void)k, (void)v, (void)scaling, (void)backend;
+  throw std::logic_error("scaled_dot_product_attention needs LibTorch 2.x");
+#endif
+}
+
+}  // namespace vramlab::worker

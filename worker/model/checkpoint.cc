@@ -1,0 +1,73 @@
+#include "worker/model/checkpoint.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace vramlab::worker {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The layer's trainable parameters are explicit inputs of the function, so that backward returns
+// their gradients through autograd (AccumulateGrad, hooks) instead of writing .grad behind its back.
+class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden,
+                               torch::TensorList params, Qwen2DecoderLayerImpl* layer,
+                               const DecoderInputs* in) {
+    ctx->save_for_backward({hidden});
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
+    ctx->saved_data["num_params"] = static_cast<int64_t>(params.size());
+    ctx->saved_data["cos"] = in->cos;
+    ctx->saved_data["sin"] = in->sin;
+    ctx->saved_data["attention"] = static_cast<int64_t>(in->attention);
+    if (in->causal_mask.defined()) ctx->saved_data["causal_mask"] = in->causal_mask;
+    torch::NoGradGuard no_grad;
+    return layer->forward(hidden, *in);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto* layer = reinterpret_cast<Qwen2DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    DecoderInputs in;
+    in.cos = ctx->saved_data["cos"].toTensor();
+    in.sin = ctx->saved_data["sin"].toTensor();
+    in.attention = static_cast<AttentionImpl>(ctx->saved_data["attention"].toInt());
+    if (ctx->saved_data.count("causal_mask") != 0) {
+      in.causal_mask = ctx->saved_data["causal_mask"].toTensor();
+    }
+    std::vector<torch::Tensor> wrt;
+    torch::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    wrt.push_back(input);
+    for (const torch::Tensor& p : layer->parameters()) {
+      if (p.requires_grad()) wrt.push_back(p);
+    }
+    TORCH_CHECK(static_cast<int64_t>(wrt.size()) - 1 == ctx->saved_data["num_params"].toInt(),
+                "checkpointed layer: trainable parameters changed between forward and backward");
+    torch::Tensor output;
+    {
+      torch::AutoGradMode enable_grad(true);
+      output = layer->forward(input, in);
+    }
+    variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs[0]},
+                                                /*retain_graph=*/false, /*create_graph=*/false,
+                                                /*allow_unused=*/true);
+    grads.emplace_back();  // layer pointer
+    grads.emplace_back();  // decoder inputs pointer
+    return grads;
+  }
+};
+
+}  // namespace
+
+torch::Tensor CheckpointedLayerForward(Qwen2DecoderLayerImpl& layer, const torch::Tensor& hidden,
+                                       const DecoderInputs& in) {
+  if (!torch::GradMode::is_enabled()) return layer.forward(hidden, in);
+  std::vector<torch::Tensor> params;
+  for (const torch::Tensor& p : layer.parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  return CheckpointedLayer::apply(hidden, torch::TensorList(params), &layer, &in);
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,99 @@
+// Building blocks of the Qwen2 decoder, each registering its parameters under HF's names.
+// Parameters are created uninitialized on the requested device and dtype; see qwen2_model.h.
+#ifndef VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
+#define VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
+
+#include <string>
+
+#include <torch/torch.h>
+
+#include "worker/model/attention.h"
+#include "worker/model/qwen2_config.h"
+
+namespace vramlab::worker {
+
+// y = x W^T (+ b). Unlike torch::nn::Linear it does not run a CPU Kaiming init in its
+// constructor: weights are allocated in place and initialized or loaded afterwards.
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias,
+             const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined when constructed without bias
+};
+TORCH_MODULE(Linear);
+
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
+// HF Qwen2RMSNorm: normalizes in fp32, casts back to the input dtype, then scales.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// What every decoder layer of one forward shares, built once per forward: the rotary tables
+// cos/sin [s, head_dim] (computed in fp32, stored in the parameter dtype as HF does) and, for
+// eager attention, the additive causal mask [s, s].
+struct DecoderInputs {
+  torch::Tensor cos;
+  torch::Tensor sin;
+  torch::Tensor causal_mask;  // undefined for sdpa
+  AttentionImpl attention = AttentionImpl::kEager;
+  std::string* sdpa_backend = nullptr;  // when set, the sdpa layer records its fused backend
+};
+
+DecoderInputs MakeDecoderInputs(const Qwen2Config& config, int64_t seq_len, AttentionImpl attention,
+                                torch::Dtype dtype, torch::Device device);
+
+class Qwen2AttentionImpl : public torch::nn::Module {
+ public:
+  Qwen2AttentionImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
+
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Qwen2Attention);
+
+// SwiGLU: down(silu(gate(x)) * up(x)).
+class Qwen2MLPImpl : public torch::nn::Module {
+ public:
+  Qwen2MLPImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Qwen2MLP);
+
+class Qwen2DecoderLayerImpl : public torch::nn::Module {
+ public:
+  Qwen2DecoderLayerImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
+
+  Qwen2Attention self_attn{nullptr};
+  Qwen2MLP mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(Qwen2DecoderLayer);
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
