@@ -1,0 +1,130 @@
+#include "worker/optim/rule_optimizer.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace vramlab::worker::optim_internal {
+namespace {
+
+// State on the host when asked to, or when the parameters live there anyway; pinned only when it
+// serves copies to and from a CUDA device.
+StatePlacement PlacementFor(const torch::Device& param_device, bool offload) {
+  StatePlacement placement;
+  if (offload || param_device.is_cpu()) {
+    placement.device = torch::kCPU;
+    placement.pinned = param_device.is_cuda();
+  } else {
+    placement.device = param_device;
+  }
+  return placement;
+}
+
+}  // namespace
+
+RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<UpdateRule> rule,
+                             const OptimizerOptions& options)
+    : params_(std::move(params)),
+      rule_(std::move(rule)),
+      options_(options),
+      device_(params_.at(0).device()),
+      placement_(PlacementFor(device_, options.offload_to_cpu)),
+      steps_(params_.size(), 0) {
+  if (options_.in_backward) {
+    grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
+        params_, [this](size_t index) { OnGradReady(index); });
+  }
+}
+
+void RuleOptimizer::Step() {
+  if (options_.in_backward) return;  // every update already happened inside backward
+  std::vector<size_t> with_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].grad().defined()) with_grad.push_back(i);
+  }
+  Update(with_grad);
+}
+
+void RuleOptimizer::ZeroGrad() {
+  for (const auto& p : params_) p.mutable_grad().reset();
+}
+
+void RuleOptimizer::OnGradReady(size_t index) {
+  if (!params_[index].grad().defined()) return;
+  Update({index});
+  // Dropping the gradient here is the point of this mode: at most the gradients of the
+  // parameters whose backward is in flight exist at any time.
+  params_[index].mutable_grad().reset();
+}
+
+void RuleOptimizer::Update(const std::vector<size_t>& indices) {
+  torch::NoGradGuard no_grad;
+  for (size_t i : indices) {
+    if (params_[i].grad().is_sparse()) {
+      throw std::invalid_argument("sparse gradients are not supported by the optimizer");
+    }
+    rule_->EnsureState(i, params_[i], placement_);
+    ++steps_[i];
+  }
+  if (placement_.device.is_cpu()) {
+    for (size_t i : indices) {
+      host_stepper_.Update(*rule_, i, steps_[i], params_[i], params_[i].grad());
+    }
+    return;
+  }
+  // Parameters that skipped steps (no gradient) are at other step counts; one call per count.
+  std::map<int64_t, std::vector<size_t>> by_step;
+  for (size_t i : indices) by_step[steps_[i]].push_back(i);
+  for (const auto& [step, group] : by_step) UpdateOnDevice(group, step);
+}
+
+void RuleOptimizer::UpdateOnDevice(const std::vector<size_t>& indices, int64_t step) {
+  std::vector<torch::Tensor> params, grads;
+  for (size_t i : indices) {
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+  }
+  if (rule_->UpdateWhole(indices, params, grads, step)) return;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    torch::Tensor param_flat = params[k].view({-1});
+    torch::Tensor grad_flat = grads[k].reshape({-1});
+    const int64_t n = param_flat.numel();
+    for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
+      const int64_t len = std::min(kStagingChunkElements, n - begin);
+      rule_->UpdateRange(indices[k], step, begin, param_flat.narrow(0, begin, len),
+                         grad_flat.narrow(0, begin, len));
+    }
+  }
+}
+
+int64_t RuleOptimizer::DeviceStateBytes() const {
+  return options_.offload_to_cpu ? 0 : rule_->StateBytes();
+}
+
+int64_t RuleOptimizer::HostStateBytes() const {
+  return options_.offload_to_cpu ? rule_->StateBytes() + host_stepper_.StagingBytes() : 0;
+}
+
+std::string RuleOptimizer::Describe() const {
+  std::string path;
+  if (placement_.device.is_cpu()) {
+    path = std::string(options_.offload_to_cpu ? "host-step, " : "per-chunk, ") +
+           std::to_string(at::get_num_threads()) + " threads";
+  } else {
+    path = rule_->MultiTensorPath(device_);
+    if (path.empty()) path = "per-chunk";
+  }
+  std::string description = rule_->Name() + " " + path + " (" +
+                            rule_->StateDescription(params_[0].scalar_type()) + ")";
+  if (options_.offload_to_cpu) {
+    description += placement_.pinned ? ", state offloaded to pinned host memory"
+                                     : ", state offloaded to host memory";
+  }
+  if (options_.in_backward) description += ", applied in backward";
+  return description;
+}
+
+}  // namespace vramlab::worker::optim_internal
