@@ -1,7 +1,7 @@
 // The Engine's request operations: submit, get, list, cancel, watch, files, server info.
 #include "server/engine/engine.h"
 
-#include <google/protobuf/util/time_util.h>
+#include "server/common/timestamp.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,7 +14,6 @@
 
 namespace vramlab::server {
 
-using google::protobuf::util::TimeUtil;
 using vramlab::v1::Experiment;
 
 namespace {
@@ -66,7 +65,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   *experiment.mutable_spec() = EffectiveSpec(experiment.id(), request.spec());
   experiment.set_owner(caller.user);
   experiment.set_state(Experiment::QUEUED);
-  *experiment.mutable_create_time() = TimeUtil::GetCurrentTime();
+  *experiment.mutable_create_time() = NowTimestamp();
   experiment.set_request_id(request.request_id());
   if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
   // Committed before anyone hears of it: an answered Submit survives kill -9.

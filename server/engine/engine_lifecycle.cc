@@ -1,7 +1,7 @@
 // The Engine's lifecycle and scheduling: creation, recovery after a restart, launching workers,
 // publishing state, graceful shutdown.
 #include <google/protobuf/util/json_util.h>
-#include <google/protobuf/util/time_util.h>
+#include "server/common/timestamp.h"
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,7 +15,6 @@
 
 namespace vramlab::server {
 
-using google::protobuf::util::TimeUtil;
 using vramlab::v1::Experiment;
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options, Metrics* metrics) {
@@ -30,7 +29,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Store> store, Metrics* met
       metrics_(metrics),
       hub_(store_.get(), EventHubOptions{}),
       supervisor_(options_.worker_limits, this),
-      start_time_(TimeUtil::GetCurrentTime()) {
+      start_time_(NowTimestamp()) {
   for (size_t i = 0; i < options_.slots.size(); ++i) {
     free_slots_.insert(static_cast<int>(i));
     metrics_->SetSlot(options_.slots[i].index, options_.slots[i].total_memory_bytes);
@@ -64,7 +63,7 @@ absl::Status Engine::Recover() {
       // Its worker died with the daemon (PR_SET_PDEATHSIG).
       experiment.set_state(Experiment::INTERRUPTED);
       experiment.set_state_reason("the daemon stopped while the experiment ran");
-      *experiment.mutable_end_time() = TimeUtil::GetCurrentTime();
+      *experiment.mutable_end_time() = NowTimestamp();
       PublishState(experiment);
       requeue_pending = true;
     }
@@ -154,7 +153,7 @@ void Engine::LaunchLocked(Active& active) {
   experiment.set_slot(slot.index);
   experiment.set_queue_position(0);
   experiment.clear_state_reason();
-  *experiment.mutable_start_time() = TimeUtil::GetCurrentTime();
+  *experiment.mutable_start_time() = NowTimestamp();
   PersistLocked(experiment);
   PublishState(experiment);
   metrics_->OnExperimentStarted(slot.index, experiment);

@@ -1,6 +1,6 @@
 // The Engine as the supervisor's listener: worker events become experiment events and metrics;
 // a worker's exit becomes the experiment's final state.
-#include <google/protobuf/util/time_util.h>
+#include "server/common/timestamp.h"
 
 #include <cstdio>
 
@@ -9,7 +9,6 @@
 
 namespace vramlab::server {
 
-using google::protobuf::util::TimeUtil;
 using vramlab::v1::Experiment;
 
 void Engine::OnWorkerStarted(const std::string& experiment_id, int pid) {
@@ -70,7 +69,7 @@ void Engine::FinishLocked(const std::string& id, Experiment::State state,
   experiment.set_state(state);
   experiment.set_state_reason(reason);
   experiment.set_queue_position(0);
-  *experiment.mutable_end_time() = TimeUtil::GetCurrentTime();
+  *experiment.mutable_end_time() = NowTimestamp();
   experiment.set_has_snapshot(ExperimentFiles(options_.data_dir, id).HasSnapshot());
   PersistLocked(experiment, requeue_pending);
   PublishState(experiment);

@@ -1,6 +1,6 @@
 #include "server/watch/event_channel.h"
 
-#include <google/protobuf/util/time_util.h>
+#include "server/common/timestamp.h"
 
 namespace vramlab::server {
 
@@ -13,7 +13,7 @@ EventChannel::EventChannel(std::string experiment_id, int64_t last_sequence, siz
 int64_t EventChannel::Publish(vramlab::v1::ExperimentEvent event, EventWriter* writer) {
   absl::MutexLock lock(&mu_);
   event.set_sequence(next_sequence_++);
-  *event.mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
+  *event.mutable_time() = NowTimestamp();
   // Enqueued under mu_ so that this experiment's events reach the writer in sequence order.
   writer->Enqueue(experiment_id_, event);
   int64_t sequence = event.sequence();
