@@ -100,6 +100,8 @@ DaemonHarness::~DaemonHarness() {
 
 absl::Status DaemonHarness::Launch() {
   ++starts_;
+  grpc_port_ = 0;
+  metrics_port_ = 0;
   // Logs live beside the data dir's content so a failing test can print them.
   log_path_ = absl::StrCat(data_dir_, "/vramlabd-stderr-", starts_, ".log");
   std::vector<std::string> args = {
