@@ -1,0 +1,50 @@
+#!/bin/bash
+# The README's demo: installs what is missing, builds, starts vramlabd on the CPU on loopback,
+# submits the lab report's two basic experiments (micro-batch 4 x accumulation 1, the "sad path",
+# and micro-batch 1 x accumulation 4, the "happy path"; sequence 512, eager attention, AdamW) on
+# the tiny preset, watches them live, prints their memory anatomy side by side, stops the daemon.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${VRAMLAB_BUILD_DIR:-$root/build}
+
+"$root/scripts/install-deps.sh"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$(nproc)" --target vramlabd vramlab vramlab-worker
+
+data=$(mktemp -d /tmp/vramlab-demo-XXXXXX)
+"$build/bin/vramlabd" --listen 127.0.0.1:0 --data-dir "$data" --device cpu --cpu-slots 1 \
+  2>"$data/vramlabd.log" &
+daemon=$!
+stop_daemon() {
+  kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
+  rm -rf "$data"
+}
+trap stop_daemon EXIT
+
+# vramlabd prints "vramlabd: listening grpc=HOST:PORT metrics=..." once it serves.
+addr=""
+for _ in $(seq 1 300); do
+  addr=$(sed -n 's/^vramlabd: listening grpc=\([^ ]*\).*/\1/p' "$data/vramlabd.log")
+  [ -n "$addr" ] && break
+  kill -0 "$daemon" 2>/dev/null || { cat "$data/vramlabd.log"; exit 1; }
+  sleep 0.1
+done
+[ -n "$addr" ] || { echo "vramlabd did not start"; cat "$data/vramlabd.log"; exit 1; }
+export VRAMLAB_ADDR=$addr
+vramlab=$build/bin/vramlab
+echo "vramlabd is serving on $addr (CPU, data in $data)"
+
+common=(--preset tiny --seq-len 512 --attention eager --optimizer adamw --steps 2)
+sad=$("$vramlab" submit "${common[@]}" --micro-batch 4 --accum 1 --name "sad path: micro-batch 4 x accumulation 1")
+happy=$("$vramlab" submit "${common[@]}" --micro-batch 1 --accum 4 --name "happy path: micro-batch 1 x accumulation 4")
+echo "submitted $sad (sad path) and $happy (happy path)"
+
+for id in "$sad" "$happy"; do
+  echo
+  echo "== watching $id live"
+  "$vramlab" watch "$id"
+done
+
+echo
+echo "== memory anatomy, side by side (what accumulation buys)"
+"$vramlab" compare "$sad" "$happy"
