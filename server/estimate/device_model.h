@@ -27,6 +27,12 @@ constexpr int64_t kCudaRoundLargeBytes = 2 * kMiB;
 // setMemoryFraction, so it does not count against an emulated card's limit.
 constexpr int64_t kCudaContextBytes = 620 * kMiB;
 
+// cuBLAS workspaces, handed out by the caching allocator on the first matmul of each thread
+// (ATen/cuda/CublasHandlePool.cpp: 32 MiB per handle and stream on Hopper, sm_90) and kept: one
+// for the training thread's forward, one for autograd's device thread in backward.
+constexpr int64_t kCudaBlasWorkspaceBytes = 32 * kMiB;
+constexpr int64_t kCudaBlasWorkspaceThreads = 2;
+
 enum class Device { kCuda, kCpu };
 
 // Bytes the allocator accounts for one tensor of `nbytes` (allocated_bytes counts rounded blocks).

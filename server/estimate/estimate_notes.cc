@@ -25,8 +25,12 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
         "%d bytes; CUDA context %d MiB outside the allocator (seen on an H200, torch 2.11)",
         kCudaMinBlockBytes, kCudaContextBytes / kMiB));
     notes.push_back(absl::StrFormat(
-        "reserved = allocated peak rounded to its segment (%d MiB large / %d MiB small pool) + "
-        "one small segment; fragmentation beyond that is not modelled",
+        "%d cuBLAS workspaces of %d MiB (training and autograd threads, Hopper default) held "
+        "from the first matmul on",
+        kCudaBlasWorkspaceThreads, kCudaBlasWorkspaceBytes / kMiB));
+    notes.push_back(absl::StrFormat(
+        "reserved = allocated peak rounded up to its segment (multiples of %d MiB) + one "
+        "%d MiB small-pool segment; fragmentation beyond that is not modelled",
         kCudaRoundLargeBytes / kMiB, kCudaSmallSegmentBytes / kMiB));
   }
   switch (run.optimizer) {

@@ -143,15 +143,18 @@ std::vector<ExperimentSpec> Variants(const std::string& preset) {
   for (auto attention : {vramlab::v1::EAGER, vramlab::v1::SDPA}) {
     for (int ckpt : {0, 1, 3}) {
       for (auto loss : {vramlab::v1::FULL, vramlab::v1::CHUNKED}) {
-        for (auto opt : {vramlab::v1::ADAMW, vramlab::v1::ADAMW_8BIT, vramlab::v1::SGD}) {
-          for (int accum : {1, 4}) {
+        for (auto opt : {vramlab::v1::ADAMW, vramlab::v1::ADAMW_FP32_MASTER,
+                         vramlab::v1::ADAMW_8BIT, vramlab::v1::SGD}) {
+          // accum 0 stands for optimizer-in-backward (which needs accumulation 1).
+          for (int accum : {0, 1, 4}) {
             ExperimentSpec s = Spec(preset);
             s.mutable_training()->set_attention(attention);
             s.mutable_training()->set_checkpoint_every_k_layers(ckpt);
             s.mutable_training()->set_loss(loss);
             s.mutable_training()->set_loss_chunk_tokens(256);
             s.mutable_training()->mutable_optimizer()->set_kind(opt);
-            s.mutable_training()->set_grad_accum_steps(accum);
+            s.mutable_training()->set_grad_accum_steps(accum == 0 ? 1 : accum);
+            s.mutable_training()->mutable_optimizer()->set_in_backward(accum == 0);
             s.mutable_training()->set_steps(2);
             specs.push_back(s);
           }

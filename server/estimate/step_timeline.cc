@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "server/estimate/activation_model.h"
+#include "server/estimate/device_model.h"
 
 namespace vramlab::server::estimate {
 namespace {
@@ -111,10 +112,15 @@ class HeldParameterMemory {
   int64_t state_held_ = 0;
 };
 
+int64_t BlasWorkspaces(const RunSettings& run) {
+  return run.device == Device::kCuda ? kCudaBlasWorkspaceBytes * kCudaBlasWorkspaceThreads : 0;
+}
+
 MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   const HeldParameterMemory held(m, kind);
   const int64_t layers = m.run.model.num_layers;
-  const int64_t fixed = m.params.weights + m.inputs.token_ids;  // both ends of the micro-step
+  // At both ends of the micro-step: weights, token ids and (CUDA) the cuBLAS workspaces.
+  const int64_t fixed = m.params.weights + m.inputs.token_ids + BlasWorkspaces(m.run);
   const int64_t in_step = fixed + m.inputs.in_forward;
   MicroStepPeaks peaks;
 
@@ -193,7 +199,7 @@ StepPeaks WalkTrainingStep(const RunSettings& run, const ParameterState& params)
   if (!run.in_backward) {
     // Token ids and the loss are out of scope by then (worker/train/training_point.cc).
     peaks.optimizer_step = params.weights + params.all_gradients + params.optimizer_state +
-                           params.step_temporaries;
+                           params.step_temporaries + BlasWorkspaces(run);
   }
   return peaks;
 }

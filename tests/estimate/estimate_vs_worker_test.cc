@@ -1,0 +1,205 @@
+// The estimator against the real worker on the CPU, where the worker's counting allocator
+// measures every tensor exactly: weights, gradients and optimizer state must equal the estimate
+// to the byte; activations and the peak must be within the tolerances below (measured with these
+// specs; see docs/ESTIMATOR.md, "Accuracy").
+//
+// Both sides are the real binaries: vramlab-worker (runs the spec, prints WorkerEvent JSON lines)
+// and vramlab-estimate (prints the MemoryEstimate JSON).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace {
+
+using vramlab::v1::ExperimentSpec;
+using vramlab::v1::MemoryAnatomy;
+using vramlab::v1::MemoryEstimate;
+using vramlab::v1::WorkerEvent;
+
+// Relative tolerances, |predicted - measured| / measured, for the tensors the estimator models
+// moment by moment rather than exactly.
+constexpr double kActivationsTolerance = 0.10;
+constexpr double kPeakTolerance = 0.05;
+
+std::string BinDir() {
+  const char* dir = std::getenv("VRAMLAB_BIN_DIR");
+  return dir != nullptr ? dir : VRAMLAB_BIN_DIR;
+}
+
+struct ProcessOutput {
+  int exit_code = -1;
+  std::string stdout_text;
+};
+
+// Runs `binary --spec <file holding spec_json>`, stderr discarded.
+ProcessOutput RunWithSpec(const std::string& binary, const std::string& spec_json) {
+  char path[] = "/tmp/vramlab-estimate-spec-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, spec_json.data(), spec_json.size()),
+            static_cast<ssize_t>(spec_json.size()));
+  close(fd);
+  const std::string command = absl::StrCat("'", binary, "' --spec '", path, "' 2>/dev/null");
+  ProcessOutput out;
+  FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr) << command;
+  if (pipe != nullptr) {
+    char buffer[1 << 16];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.stdout_text.append(buffer, n);
+    const int status = pclose(pipe);
+    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  unlink(path);
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(message, &json).ok());
+  return json;
+}
+
+struct Measured {
+  MemoryAnatomy anatomy;
+  int64_t parameter_count = 0;
+};
+
+Measured RunWorker(const ExperimentSpec& spec) {
+  const ProcessOutput out = RunWithSpec(BinDir() + "/vramlab-worker", ToJson(spec));
+  EXPECT_EQ(out.exit_code, 0) << out.stdout_text.substr(0, 2000);
+  Measured measured;
+  bool have_report = false;
+  for (absl::string_view line : absl::StrSplit(out.stdout_text, '\n', absl::SkipEmpty())) {
+    WorkerEvent event;
+    const auto status =
+        google::protobuf::util::JsonStringToMessage(std::string(line), &event);
+    EXPECT_TRUE(status.ok()) << status.ToString() << ": " << line;
+    if (event.has_report()) {
+      measured.anatomy = event.report().anatomy();
+      measured.parameter_count = event.report().parameter_count();
+      have_report = true;
+    }
+  }
+  EXPECT_TRUE(have_report) << "no report event:\n" << out.stdout_text.substr(0, 2000);
+  return measured;
+}
+
+MemoryEstimate RunEstimator(const ExperimentSpec& spec) {
+  const ProcessOutput out = RunWithSpec(BinDir() + "/vramlab-estimate", ToJson(spec));
+  EXPECT_EQ(out.exit_code, 0);
+  MemoryEstimate estimate;
+  const auto status = google::protobuf::util::JsonStringToMessage(out.stdout_text, &estimate);
+  EXPECT_TRUE(status.ok()) << status.ToString() << ": " << out.stdout_text;
+  return estimate;
+}
+
+struct Case {
+  std::string name;
+  ExperimentSpec spec;
+};
+
+ExperimentSpec TinyCpu(vramlab::v1::DType dtype, vramlab::v1::OptimizerKind optimizer) {
+  ExperimentSpec spec;
+  spec.set_device(vramlab::v1::CPU);
+  spec.mutable_model()->set_preset("tiny");
+  auto* t = spec.mutable_training();
+  t->set_micro_batch_size(2);
+  t->set_seq_len(128);
+  t->set_steps(2);
+  t->set_dtype(dtype);
+  t->set_attention(vramlab::v1::EAGER);
+  t->mutable_optimizer()->set_kind(optimizer);
+  return spec;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  cases.push_back({"fp32_adamw_eager_full", TinyCpu(vramlab::v1::FLOAT32, vramlab::v1::ADAMW)});
+  {
+    Case c{"bf16_master_accum2", TinyCpu(vramlab::v1::BFLOAT16, vramlab::v1::ADAMW_FP32_MASTER)};
+    c.spec.mutable_training()->set_grad_accum_steps(2);
+    cases.push_back(c);
+  }
+  {
+    Case c{"fp32_8bit_ckpt1_chunked", TinyCpu(vramlab::v1::FLOAT32, vramlab::v1::ADAMW_8BIT)};
+    c.spec.mutable_training()->set_checkpoint_every_k_layers(1);
+    c.spec.mutable_training()->set_loss(vramlab::v1::CHUNKED);
+    c.spec.mutable_training()->set_loss_chunk_tokens(64);
+    cases.push_back(c);
+  }
+  {
+    Case c{"fp32_sgd_ckpt2_offload", TinyCpu(vramlab::v1::FLOAT32, vramlab::v1::SGD)};
+    c.spec.mutable_training()->set_checkpoint_every_k_layers(2);
+    c.spec.mutable_training()->mutable_optimizer()->set_offload_to_cpu(true);
+    cases.push_back(c);
+  }
+  {
+    Case c{"bf16_adamw_in_backward", TinyCpu(vramlab::v1::BFLOAT16, vramlab::v1::ADAMW)};
+    c.spec.mutable_training()->mutable_optimizer()->set_in_backward(true);
+    cases.push_back(c);
+  }
+  {
+    Case c{"bf16_adamw_batch4_seq64", TinyCpu(vramlab::v1::BFLOAT16, vramlab::v1::ADAMW)};
+    c.spec.mutable_training()->set_micro_batch_size(4);
+    c.spec.mutable_training()->set_seq_len(64);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+double RelativeError(int64_t predicted, int64_t measured) {
+  return measured == 0 ? (predicted == 0 ? 0.0 : INFINITY)
+                       : std::fabs(static_cast<double>(predicted - measured)) / measured;
+}
+
+class EstimateVsWorkerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EstimateVsWorkerTest, MatchesTheCountingAllocator) {
+  const Case& c = GetParam();
+  const Measured measured = RunWorker(c.spec);
+  const MemoryEstimate estimate = RunEstimator(c.spec);
+  const MemoryAnatomy& m = measured.anatomy;
+  const MemoryAnatomy& p = estimate.anatomy();
+  EXPECT_EQ(estimate.parameter_count(), measured.parameter_count);
+  EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
+  EXPECT_EQ(p.gradients_bytes(), m.gradients_bytes());
+  EXPECT_EQ(p.optimizer_state_bytes(), m.optimizer_state_bytes());
+  EXPECT_EQ(p.cuda_context_bytes(), 0);
+  EXPECT_LE(RelativeError(p.activations_bytes(), m.activations_bytes()), kActivationsTolerance)
+      << "activations predicted " << p.activations_bytes() << " measured " << m.activations_bytes();
+  EXPECT_LE(RelativeError(p.peak_allocated_bytes(), m.peak_allocated_bytes()), kPeakTolerance)
+      << "peak predicted " << p.peak_allocated_bytes() << " measured " << m.peak_allocated_bytes();
+  // Printed so that the tolerances above stay grounded in numbers anyone can rerun.
+  std::printf("%-28s activations %9lld / %9lld (%+.1f%%)  peak %9lld / %9lld (%+.1f%%)  temporaries %lld / %lld\n",
+              c.name.c_str(), static_cast<long long>(p.activations_bytes()),
+              static_cast<long long>(m.activations_bytes()),
+              100.0 * (p.activations_bytes() - m.activations_bytes()) /
+                  std::max<int64_t>(1, m.activations_bytes()),
+              static_cast<long long>(p.peak_allocated_bytes()),
+              static_cast<long long>(m.peak_allocated_bytes()),
+              100.0 * (p.peak_allocated_bytes() - m.peak_allocated_bytes()) /
+                  std::max<int64_t>(1, m.peak_allocated_bytes()),
+              static_cast<long long>(p.temporary_buffers_bytes()),
+              static_cast<long long>(m.temporary_buffers_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCpu, EstimateVsWorkerTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
