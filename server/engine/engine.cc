@@ -136,6 +136,8 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
 
 absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::string& id) {
   absl::MutexLock lock(&mu_);
+  // While shutting down every running experiment is being stopped and queued ones are kept.
+  if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
   RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
   auto it = active_.find(id);
