@@ -117,11 +117,21 @@ absl::StatusOr<int> RunCancel(CommandEnv& env) {
   return kExitOk;
 }
 
+void DeclareServerFlags(FlagSet& flags) {
+  flags.Bool("health", "only the standard health check (no token needed): for HEALTHCHECK probes");
+}
+
 absl::StatusOr<int> RunServer(CommandEnv& env) {
   if (!env.args().positionals().empty()) {
     return absl::InvalidArgumentError("vramlab server takes no positional arguments");
   }
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  if (env.args().GetBool("health")) {
+    RETURN_IF_ERROR(client->CheckHealth());
+    if (!env.json()) env.out() << "SERVING\n";
+    if (env.json()) env.out() << "{\"status\": \"SERVING\"}\n";
+    return kExitOk;
+  }
   ASSIGN_OR_RETURN(vramlab::v1::ServerInfo info, client->GetServerInfo());
   if (env.json()) {
     env.PrintJson(info);

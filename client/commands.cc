@@ -32,8 +32,9 @@ const std::vector<Command>& AllCommands() {
       {"estimate", "estimate [--spec FILE] [flags]",
        "The daemon's predicted anatomy of a spec, without running it.", DeclareEstimateFlags,
        RunEstimate},
-      {"server", "server", "Daemon version, GPUs (slots), queue and limits; exit 0 if it answers.",
-       DeclareNoFlags, RunServer},
+      {"server", "server [--health]",
+       "Daemon version, GPUs (slots), queue and limits; exit 0 if it answers.",
+       DeclareServerFlags, RunServer},
   };
   return *commands;
 }

@@ -42,6 +42,7 @@ void DeclareListFlags(FlagSet& flags);
 absl::StatusOr<int> RunList(CommandEnv& env);
 absl::StatusOr<int> RunShow(CommandEnv& env);
 absl::StatusOr<int> RunCancel(CommandEnv& env);
+void DeclareServerFlags(FlagSet& flags);
 absl::StatusOr<int> RunServer(CommandEnv& env);
 absl::StatusOr<int> RunLogs(CommandEnv& env);
 void DeclareSnapshotFlags(FlagSet& flags);

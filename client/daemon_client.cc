@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "client/file_io.h"
 #include "server/common/status_macros.h"
 
@@ -34,7 +35,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
 }
 
 DaemonClient::DaemonClient(ConnectionOptions options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)), stub_(VramlabService::NewStub(channel)) {}
+    : options_(std::move(options)), channel_(channel), stub_(VramlabService::NewStub(channel)) {}
 
 void DaemonClient::Prepare(grpc::ClientContext& context, bool with_deadline) const {
   if (!options_.token.empty()) {
@@ -67,56 +68,75 @@ absl::Status DaemonClient::Convert(const grpc::Status& status) const {
   return absl::Status(code, message);
 }
 
-absl::StatusOr<Experiment> DaemonClient::Submit(const SubmitExperimentRequest& request) {
+template <typename Request, typename Response>
+absl::StatusOr<Response> DaemonClient::Unary(
+    grpc::Status (VramlabService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
   grpc::ClientContext context;
   Prepare(context, true);
-  Experiment response;
-  RETURN_IF_ERROR(Convert(stub_->SubmitExperiment(&context, request, &response)));
+  Response response;
+  RETURN_IF_ERROR(Convert(((*stub_).*method)(&context, request, &response)));
   return response;
+}
+
+absl::StatusOr<Experiment> DaemonClient::Submit(const SubmitExperimentRequest& request) {
+  return Unary(&VramlabService::Stub::SubmitExperiment, request);
 }
 
 absl::StatusOr<Experiment> DaemonClient::Get(const std::string& id) {
-  grpc::ClientContext context;
-  Prepare(context, true);
   GetExperimentRequest request;
   request.set_id(id);
-  Experiment response;
-  RETURN_IF_ERROR(Convert(stub_->GetExperiment(&context, request, &response)));
-  return response;
+  return Unary(&VramlabService::Stub::GetExperiment, request);
 }
 
 absl::StatusOr<ListExperimentsResponse> DaemonClient::List(const ListExperimentsRequest& request) {
-  grpc::ClientContext context;
-  Prepare(context, true);
-  ListExperimentsResponse response;
-  RETURN_IF_ERROR(Convert(stub_->ListExperiments(&context, request, &response)));
-  return response;
+  return Unary(&VramlabService::Stub::ListExperiments, request);
 }
 
 absl::StatusOr<Experiment> DaemonClient::Cancel(const std::string& id) {
-  grpc::ClientContext context;
-  Prepare(context, true);
   CancelExperimentRequest request;
   request.set_id(id);
-  Experiment response;
-  RETURN_IF_ERROR(Convert(stub_->CancelExperiment(&context, request, &response)));
-  return response;
+  return Unary(&VramlabService::Stub::CancelExperiment, request);
 }
 
 absl::StatusOr<MemoryEstimate> DaemonClient::Estimate(const EstimateMemoryRequest& request) {
-  grpc::ClientContext context;
-  Prepare(context, true);
-  MemoryEstimate response;
-  RETURN_IF_ERROR(Convert(stub_->EstimateMemory(&context, request, &response)));
-  return response;
+  return Unary(&VramlabService::Stub::EstimateMemory, request);
 }
 
 absl::StatusOr<ServerInfo> DaemonClient::GetServerInfo() {
+  return Unary(&VramlabService::Stub::GetServerInfo, GetServerInfoRequest());
+}
+
+absl::Status DaemonClient::CheckHealth() {
+  // The health proto is not compiled into the client: the request for the whole server is the
+  // empty message, and the answer is field 1 (varint) holding SERVING = 1, i.e. bytes 08 01.
+  grpc::GenericStub stub(channel_);
   grpc::ClientContext context;
   Prepare(context, true);
-  ServerInfo response;
-  RETURN_IF_ERROR(Convert(stub_->GetServerInfo(&context, GetServerInfoRequest(), &response)));
-  return response;
+  grpc::CompletionQueue queue;
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1);
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &queue);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, nullptr);
+  void* tag = nullptr;
+  bool ok = false;
+  queue.Next(&tag, &ok);
+  queue.Shutdown();
+  while (queue.Next(&tag, &ok)) {
+  }
+  RETURN_IF_ERROR(Convert(status));
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  if (bytes == std::string("\x08\x01", 2)) return absl::OkStatus();
+  const int reported = bytes.size() == 2 && bytes[0] == '\x08' ? bytes[1] : 0;
+  return absl::UnavailableError(absl::StrCat("vramlabd at ", options_.address,
+                                             " is not serving (health status ", reported, ")"));
 }
 
 absl::Status DaemonClient::Watch(const WatchExperimentRequest& request,

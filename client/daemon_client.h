@@ -30,6 +30,9 @@ class DaemonClient {
   absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(
       const vramlab::v1::EstimateMemoryRequest& request);
   absl::StatusOr<vramlab::v1::ServerInfo> GetServerInfo();
+  // The standard grpc.health.v1 Check of the whole server, which the daemon answers without
+  // authentication: OK when it reports SERVING, UNAVAILABLE with the reported status otherwise.
+  absl::Status CheckHealth();
 
   // Calls `on_event` for each event until the stream ends (the experiment ended) or `on_event`
   // returns false. No deadline: a run may take hours.
@@ -48,10 +51,17 @@ class DaemonClient {
   // Sets metadata and, for unary calls, the deadline.
   void Prepare(grpc::ClientContext& context, bool with_deadline) const;
   absl::Status Convert(const grpc::Status& status) const;
+  // One unary call with metadata, deadline and status conversion.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(
+      grpc::Status (vramlab::v1::VramlabService::Stub::*method)(grpc::ClientContext*,
+                                                              const Request&, Response*),
+      const Request& request);
   absl::Status ReadChunks(grpc::ClientReaderInterface<vramlab::v1::DataChunk>& reader,
                           const std::function<void(absl::string_view)>& on_data) const;
 
   const ConnectionOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
 };
 

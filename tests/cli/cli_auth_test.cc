@@ -86,6 +86,10 @@ TEST_F(CliAuthTest, TokenFromFlagEnvironmentOrConfigFileOverTls) {
   CliResult flag = Run({"server", "--token", kAliceToken});
   ASSERT_EQ(flag.exit_code, 0) << Describe(flag);
   EXPECT_THAT(flag.out, HasSubstr("auth:    tokens required"));
+  // The health probe needs no token (what a container HEALTHCHECK can use).
+  CliResult health = Run({"server", "--health"});
+  EXPECT_EQ(health.exit_code, 0) << Describe(health);
+  EXPECT_EQ(health.out, "SERVING\n");
   ExpectNoToken(flag);
 
   CliResult env = Run({"server", "--json"}, {{"VRAMLAB_TOKEN", kAliceToken}});

@@ -175,6 +175,18 @@ TEST_F(CliCommandsTest, SubmitWatchFollowsTheRunLive) {
   EXPECT_THAT(r.out, HasSubstr("memory anatomy:"));
 }
 
+TEST_F(CliCommandsTest, LiveViewRedrawsInPlaceOnATerminal) {
+  const std::string id = SubmitTiny({"--steps", "3", "--seq-len", "64"});
+  CliResult r = RunCliInTerminal({"watch", id, "--addr=" + daemon_->address()});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  // The live block is erased (cursor up N lines, clear to end) before each redraw.
+  EXPECT_THAT(r.out, HasSubstr("\x1b[J"));
+  EXPECT_THAT(r.out, HasSubstr("F\x1b[J"));
+  EXPECT_THAT(r.out, HasSubstr("step 3/3 [########################]"));
+  EXPECT_THAT(r.out, HasSubstr("  allocated "));
+  EXPECT_THAT(r.out, HasSubstr("memory anatomy:"));
+}
+
 TEST_F(CliCommandsTest, OutcomesMapToExitCodes) {
   // OOM: a CPU limit far below what the tiny model's weights need.
   CliResult oom = Run({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "32",

@@ -54,12 +54,11 @@ inline std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/cli-", getpid(), "-", name);
 }
 
-// Runs `vramlab args...` with `env` added to a clean environment (no VRAMLAB_* from the caller,
-// HOME and XDG_CONFIG_HOME pointed at an empty directory unless `env` sets them).
-inline CliResult RunCli(const std::vector<std::string>& args,
-                        const std::map<std::string, std::string>& env = {}) {
-  static int counter = 0;
-  const std::string stem = TempPath(absl::StrCat("run", ++counter));
+// The shell command running `vramlab args...` with `env` added to a clean environment (no
+// VRAMLAB_* from the caller; HOME and XDG_CONFIG_HOME point at an empty directory unless `env`
+// sets them).
+inline std::string CliCommand(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> environment = {
       {"PATH", "/usr/bin:/bin"},
       {"HOME", TempPath("empty-home")},
@@ -70,13 +69,33 @@ inline CliResult RunCli(const std::vector<std::string>& args,
   for (const auto& [key, value] : environment) absl::StrAppend(&command, " ", key, "=", ShellQuote(value));
   absl::StrAppend(&command, " ", ShellQuote(vramlab::testing::DaemonHarness::BinDir() + "/vramlab"));
   for (const auto& arg : args) absl::StrAppend(&command, " ", ShellQuote(arg));
-  absl::StrAppend(&command, " > ", stem, ".out 2> ", stem, ".err < /dev/null");
+  return command;
+}
+
+// Runs `shell_command` with stdout and stderr captured.
+inline CliResult RunShell(const std::string& shell_command) {
+  static int counter = 0;
+  const std::string stem = TempPath(absl::StrCat("run", ++counter));
+  const std::string command =
+      absl::StrCat(shell_command, " > ", stem, ".out 2> ", stem, ".err < /dev/null");
   const int status = std::system(command.c_str());
   CliResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = ReadWholeFile(stem + ".out");
   result.err = ReadWholeFile(stem + ".err");
   return result;
+}
+
+inline CliResult RunCli(const std::vector<std::string>& args,
+                        const std::map<std::string, std::string>& env = {}) {
+  return RunShell(CliCommand(args, env));
+}
+
+// Runs vramlab with stdout on a pseudo-terminal (util-linux `script`), as a person at a
+// terminal sees it; stderr is merged into `out` there.
+inline CliResult RunCliInTerminal(const std::vector<std::string>& args,
+                                  const std::map<std::string, std::string>& env = {}) {
+  return RunShell("script -qefc " + ShellQuote(CliCommand(args, env)) + " /dev/null");
 }
 
 // Parses `json` into `message` with unknown fields rejected: the CLI's --json output must be
