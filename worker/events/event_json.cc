@@ -1,0 +1,201 @@
+#include "worker/events/event_json.h"
+
+#include <cmath>
+#include <string>
+
+namespace vramlab::worker {
+namespace {
+
+using nlohmann::json;
+
+// int64 fields are strings in the proto3 JSON mapping (JavaScript numbers lose precision > 2^53).
+json Int64(int64_t value) { return std::to_string(value); }
+
+json Double(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+const char* EdgeName(PhaseEdge edge) {
+  switch (edge) {
+    case PhaseEdge::kBegin: return "BEGIN";
+    case PhaseEdge::kEnd: return "END";
+    default: return "PHASE_EDGE_UNSPECIFIED";
+  }
+}
+
+const char* DeviceName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCuda: return "CUDA";
+    case DeviceKind::kCpu: return "CPU";
+    default: return "DEVICE_KIND_UNSPECIFIED";
+  }
+}
+
+const char* ErrorKindName(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidSpec: return "INVALID_SPEC";
+    case ErrorKind::kLoadFailed: return "LOAD_FAILED";
+    case ErrorKind::kInternal: return "INTERNAL";
+    default: return "KIND_UNSPECIFIED";
+  }
+}
+
+const char* LevelName(NoticeLevel level) {
+  switch (level) {
+    case NoticeLevel::kInfo: return "INFO";
+    case NoticeLevel::kWarning: return "WARNING";
+    default: return "LEVEL_UNSPECIFIED";
+  }
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kLoad: return "LOAD";
+    case Phase::kForward: return "FORWARD";
+    case Phase::kBackward: return "BACKWARD";
+    case Phase::kOptimizerStep: return "OPTIMIZER_STEP";
+    case Phase::kZeroGrad: return "ZERO_GRAD";
+    case Phase::kSetup: return "SETUP";
+    case Phase::kTeardown: return "TEARDOWN";
+    default: return "PHASE_UNSPECIFIED";
+  }
+}
+
+json ToJson(const MemorySample& s) {
+  json j = {
+      {"timeSeconds", Double(s.time_seconds)},
+      {"allocatedBytes", Int64(s.allocated_bytes)},
+      {"reservedBytes", Int64(s.reserved_bytes)},
+      {"activeBytes", Int64(s.active_bytes)},
+      {"inactiveSplitBytes", Int64(s.inactive_split_bytes)},
+      {"requestedBytes", Int64(s.requested_bytes)},
+      {"peakAllocatedBytes", Int64(s.peak_allocated_bytes)},
+      {"peakReservedBytes", Int64(s.peak_reserved_bytes)},
+      {"allocRetries", Int64(s.alloc_retries)},
+      {"oomCount", Int64(s.oom_count)},
+      {"deviceUsedBytes", Int64(s.device_used_bytes)},
+      {"deviceTotalBytes", Int64(s.device_total_bytes)},
+      {"fragmentationRatio", Double(s.fragmentation_ratio)},
+      {"phase", PhaseName(s.position.phase)},
+      {"step", s.position.step},
+      {"microStep", s.position.micro_step},
+      {"sweepIndex", s.position.sweep_index},
+  };
+  if (s.has_free_block_fragmentation) {
+    j["freeBlockFragmentationRatio"] = Double(s.free_block_fragmentation_ratio);
+    j["hasFreeBlockFragmentation"] = true;
+    j["largestFreeBlockBytes"] = Int64(s.largest_free_block_bytes);
+  }
+  return j;
+}
+
+json ToJson(const PhaseEvent& e) {
+  return {
+      {"phase", PhaseName(e.phase)},
+      {"edge", EdgeName(e.edge)},
+      {"step", e.position.step},
+      {"microStep", e.position.micro_step},
+      {"sweepIndex", e.position.sweep_index},
+      {"memory", ToJson(e.memory)},
+  };
+}
+
+json ToJson(const StepResult& r) {
+  return {
+      {"step", r.step},
+      {"sweepIndex", r.sweep_index},
+      {"loss", Double(r.loss)},
+      {"stepTimeSeconds", Double(r.step_time_seconds)},
+      {"tokensPerSecond", Double(r.tokens_per_second)},
+      {"mfu", Double(r.mfu)},
+      {"peakAllocatedBytes", Int64(r.peak_allocated_bytes)},
+      {"peakReservedBytes", Int64(r.peak_reserved_bytes)},
+  };
+}
+
+json ToJson(const MemoryAnatomy& a) {
+  return {
+      {"weightsBytes", Int64(a.weights_bytes)},
+      {"gradientsBytes", Int64(a.gradients_bytes)},
+      {"optimizerStateBytes", Int64(a.optimizer_state_bytes)},
+      {"activationsBytes", Int64(a.activations_bytes)},
+      {"temporaryBuffersBytes", Int64(a.temporary_buffers_bytes)},
+      {"allocatorCacheBytes", Int64(a.allocator_cache_bytes)},
+      {"cudaContextBytes", Int64(a.cuda_context_bytes)},
+      {"peakAllocatedBytes", Int64(a.peak_allocated_bytes)},
+      {"peakReservedBytes", Int64(a.peak_reserved_bytes)},
+      {"peakDeviceUsedBytes", Int64(a.peak_device_used_bytes)},
+      {"fragmentationRatio", Double(a.fragmentation_ratio)},
+      {"freeBlockFragmentationRatio", Double(a.free_block_fragmentation_ratio)},
+  };
+}
+
+json ToJson(const OomReport& o) {
+  return {
+      {"phase", PhaseName(o.position.phase)},
+      {"step", o.position.step},
+      {"microStep", o.position.micro_step},
+      {"sweepIndex", o.position.sweep_index},
+      {"requestedBytes", Int64(o.requested_bytes)},
+      {"freeBytes", Int64(o.free_bytes)},
+      {"message", o.message},
+      {"memory", ToJson(o.memory)},
+  };
+}
+
+json ToJson(const SweepPointResult& p) {
+  return {
+      {"sweepIndex", p.sweep_index},
+      {"value", p.value},
+      {"oom", p.oom},
+      {"anatomy", ToJson(p.anatomy)},
+      {"stepTimeSeconds", Double(p.step_time_seconds)},
+      {"tokensPerSecond", Double(p.tokens_per_second)},
+      {"finalLoss", Double(p.final_loss)},
+  };
+}
+
+json ToJson(const FinalReport& r) {
+  json points = json::array();
+  for (const SweepPointResult& p : r.sweep_points) points.push_back(ToJson(p));
+  return {
+      {"anatomy", ToJson(r.anatomy)},
+      {"sweepPoints", points},
+      {"largestFittingValue", r.largest_fitting_value},
+      {"parameterCount", Int64(r.parameter_count)},
+      {"attentionBackend", r.attention_backend},
+      {"deviceName", r.device_name},
+      {"snapshotWritten", r.snapshot_written},
+      {"samplerOverheadRatio", Double(r.sampler_overhead_ratio)},
+      {"medianStepTimeSeconds", Double(r.median_step_time_seconds)},
+      {"tokensPerSecond", Double(r.tokens_per_second)},
+      {"mfu", Double(r.mfu)},
+      {"finalLoss", Double(r.final_loss)},
+  };
+}
+
+json ToJson(const WorkerStarted& s) {
+  return {
+      {"workerVersion", s.worker_version},
+      {"torchVersion", s.torch_version},
+      {"device", DeviceName(s.device)},
+      {"deviceName", s.device_name},
+      {"deviceTotalBytes", Int64(s.device_total_bytes)},
+      {"parameterCount", Int64(s.parameter_count)},
+      {"pid", s.pid},
+  };
+}
+
+json ToJson(const WorkerError& e) {
+  return {{"kind", ErrorKindName(e.kind)}, {"message", e.message}, {"field", e.field}};
+}
+
+json NoticeJson(NoticeLevel level, const std::string& message) {
+  return {{"level", LevelName(level)}, {"message", message}};
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,140 @@
+// vramlab-worker: runs one experiment and writes its events as JSON lines.
+//
+//   vramlab-worker --spec FILE|- [--events-fd N]
+//
+// See worker/README.md for the protocol and the exit codes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "worker/events/event_sink.h"
+#include "worker/memory/allocator_env.h"
+#include "worker/memory/device_backend.h"
+#include "worker/train/worker_run.h"
+
+namespace {
+
+using vramlab::worker::EventSink;
+using vramlab::worker::ExperimentSpec;
+
+constexpr char kUsage[] =
+    "usage: vramlab-worker --spec FILE|- [--events-fd N]\n"
+    "  --spec FILE     ExperimentSpec as protobuf JSON ('-' reads stdin)\n"
+    "  --events-fd N   write WorkerEvent JSON lines to fd N instead of stdout\n"
+    "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";
+
+// Internal: set on the re-executed process; the spec file is a temporary to delete after reading.
+constexpr char kTemporarySpecFlag[] = "--spec-is-temporary";
+
+struct Args {
+  std::string spec_path;
+  int events_fd = STDOUT_FILENO;
+  bool spec_is_temporary = false;
+};
+
+bool Fail(std::string* error, const std::string& message) {
+  *error = message;
+  return false;
+}
+
+bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string text;
+    if (arg == "--spec") {
+      if (!value(&args->spec_path)) return Fail(error, "--spec needs a value");
+    } else if (arg == "--events-fd") {
+      if (!value(&text)) return Fail(error, "--events-fd needs a value");
+      char* end = nullptr;
+      const long fd = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || fd < 0 || fd > 65535 || fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+        return Fail(error, "--events-fd " + text + " is not an open file descriptor");
+      }
+      args->events_fd = static_cast<int>(fd);
+    } else if (arg == kTemporarySpecFlag) {
+      args->spec_is_temporary = true;
+    } else {
+      return Fail(error, "unknown argument " + arg);
+    }
+  }
+  if (args->spec_path.empty()) return Fail(error, "--spec is required");
+  return true;
+}
+
+bool ReadSpecText(const std::string& path, std::string* text) {
+  if (path == "-") {
+    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return !std::cin.bad();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+// CUDA reads the allocator settings once, at start. A standalone run whose spec asks for
+// settings that the environment does not carry restarts itself with them set, before anything
+// touches CUDA. The spec (possibly read from stdin) is handed over in a temporary file.
+void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_text, const Args& args,
+                            char** argv) {
+  const std::string conf = vramlab::worker::AllocatorConfString(spec.memory.allocator);
+  if (conf.empty() || vramlab::worker::AllocatorEnvPresent()) return;
+  if (spec.device == vramlab::worker::SpecDevice::kCpu || !vramlab::worker::CudaDeviceAvailable()) return;
+  char path[] = "/tmp/vramlab-worker-spec-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) throw std::runtime_error("cannot create a temporary spec file to re-execute with PYTORCH_CUDA_ALLOC_CONF");
+  const bool written = write(fd, spec_text.data(), spec_text.size()) == static_cast<ssize_t>(spec_text.size());
+  close(fd);
+  if (!written) throw std::runtime_error(std::string("cannot write ") + path);
+  vramlab::worker::SetAllocatorEnv(conf);
+  std::cerr << "vramlab-worker: re-executing with PYTORCH_CUDA_ALLOC_CONF=" << conf << std::endl;
+  const std::string events_fd = std::to_string(args.events_fd);
+  std::vector<const char*> new_argv = {argv[0], "--spec", path, "--events-fd", events_fd.c_str(), kTemporarySpecFlag,
+                                       nullptr};
+  execv("/proc/self/exe", const_cast<char* const*>(new_argv.data()));
+  unlink(path);
+  throw std::runtime_error("cannot re-execute /proc/self/exe to apply the allocator settings");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A reader that goes away must show up as a failed write, not kill the run with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  Args args;
+  std::string error;
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (!ParseArgs(argc, argv, &args, &error)) {
+    std::cerr << "vramlab-worker: " << error << "\n" << kUsage;
+    return vramlab::worker::kExitInvalidSpec;
+  }
+  EventSink sink(args.events_fd);
+  std::string spec_text;
+  if (!ReadSpecText(args.spec_path, &spec_text)) {
+    sink.Error({vramlab::worker::ErrorKind::kInvalidSpec, "cannot read spec file " + args.spec_path, ""});
+    std::cerr << "vramlab-worker: cannot read spec file " << args.spec_path << std::endl;
+    return vramlab::worker::kExitInvalidSpec;
+  }
+  if (args.spec_is_temporary) unlink(args.spec_path.c_str());
+
+  vramlab::worker::WorkerHooks hooks;
+  hooks.before_device = [&](const ExperimentSpec& spec) { ReexecWithAllocatorEnv(spec, spec_text, args, argv); };
+  return vramlab::worker::RunWorker(spec_text, sink, hooks);
+}

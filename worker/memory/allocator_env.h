@@ -1,0 +1,26 @@
+// The caching allocator's settings travel in the environment (PYTORCH_CUDA_ALLOC_CONF, and
+// PYTORCH_ALLOC_CONF on newer LibTorch), which CUDA reads once when it starts. The daemon sets
+// them before it starts a worker; a standalone worker whose spec asks for settings re-executes
+// itself with them set (see main.cc).
+#ifndef VRAMLAB_WORKER_MEMORY_ALLOCATOR_ENV_H_
+#define VRAMLAB_WORKER_MEMORY_ALLOCATOR_ENV_H_
+
+#include <string>
+
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+
+// "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,<extra>";
+// empty when the spec asks for the defaults.
+std::string AllocatorConfString(const SpecAllocator& allocator);
+
+// True when either environment variable is set (even to something else: the daemon's choice wins).
+bool AllocatorEnvPresent();
+
+// Sets both variables to `conf` in this process's environment.
+void SetAllocatorEnv(const std::string& conf);
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_MEMORY_ALLOCATOR_ENV_H_

@@ -1,0 +1,79 @@
+#include "worker/memory/memory_monitor.h"
+
+#include <algorithm>
+
+namespace vramlab::worker {
+namespace {
+
+void AtomicMax(std::atomic<int64_t>& target, int64_t value) {
+  int64_t seen = target.load(std::memory_order_relaxed);
+  while (value > seen && !target.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+double MemoryMonitor::SecondsSinceStart() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void MemoryMonitor::SetPosition(const LoopPosition& position) {
+  std::lock_guard<std::mutex> lock(position_mu_);
+  position_ = position;
+}
+
+LoopPosition MemoryMonitor::position() {
+  std::lock_guard<std::mutex> lock(position_mu_);
+  return position_;
+}
+
+void MemoryMonitor::FoldBackendPeak(const AllocatorStats& stats) {
+  AtomicMax(point_peak_allocated_, stats.peak_allocated);
+  AtomicMax(point_peak_reserved_, stats.peak_reserved);
+}
+
+void MemoryMonitor::BeginWindow() {
+  // Fold before resetting: a concurrent Read() then sees max(folded, new window) >= the truth.
+  FoldBackendPeak(backend_->Stats());
+  backend_->ResetPeak();
+}
+
+void MemoryMonitor::StartPoint() {
+  backend_->ResetPeak();
+  const AllocatorStats stats = backend_->Stats();
+  point_peak_allocated_.store(stats.allocated, std::memory_order_relaxed);
+  point_peak_reserved_.store(stats.reserved, std::memory_order_relaxed);
+}
+
+MemorySample MemoryMonitor::Read(bool free_blocks) {
+  MemorySample s;
+  s.position = position();
+  const AllocatorStats stats = backend_->Stats();
+  const DeviceUsage usage = backend_->Usage();
+  s.time_seconds = SecondsSinceStart();
+  s.allocated_bytes = stats.allocated;
+  s.reserved_bytes = stats.reserved;
+  s.active_bytes = stats.active;
+  s.inactive_split_bytes = stats.inactive_split;
+  s.requested_bytes = stats.requested;
+  s.peak_allocated_bytes = std::max(stats.peak_allocated, point_peak_allocated_.load(std::memory_order_relaxed));
+  s.peak_reserved_bytes = std::max(stats.peak_reserved, point_peak_reserved_.load(std::memory_order_relaxed));
+  s.alloc_retries = stats.alloc_retries;
+  s.oom_count = stats.oom_count;
+  s.device_used_bytes = usage.used;
+  s.device_total_bytes = usage.total;
+  s.fragmentation_ratio =
+      stats.reserved > 0 ? 1.0 - static_cast<double>(stats.allocated) / static_cast<double>(stats.reserved) : 0.0;
+  if (free_blocks) {
+    const FreeBlocks blocks = backend_->ReadFreeBlocks();
+    s.has_free_block_fragmentation = true;
+    s.largest_free_block_bytes = blocks.largest_free_block;
+    s.free_block_fragmentation_ratio =
+        blocks.free_inside_reserved > 0
+            ? 1.0 - static_cast<double>(blocks.largest_free_block) / static_cast<double>(blocks.free_inside_reserved)
+            : 0.0;
+  }
+  return s;
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,153 @@
+// The worker's view of vramlab.v1.ExperimentSpec (proto/vramlab/v1/experiment.proto).
+//
+// The worker links no Protobuf, so the spec is mirrored here as plain structs. After
+// ParseExperimentSpec() every "0 means X" default of the proto has been applied, so the rest of
+// the worker reads resolved values only (e.g. `training.seq_len` is never 0).
+#ifndef VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_
+#define VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vramlab::worker {
+
+// Enumerators carry the proto numbers so that integer enum values in JSON map directly.
+enum class SpecDType { kUnspecified = 0, kBfloat16 = 1, kFloat32 = 2, kFloat16 = 3 };
+enum class SpecOptimizerKind { kUnspecified = 0, kAdamW = 1, kAdamWFp32Master = 2, kSgd = 3, kAdamW8bit = 4 };
+enum class SpecAttention { kUnspecified = 0, kEager = 1, kSdpa = 2 };
+enum class SpecLoss { kUnspecified = 0, kFull = 1, kChunked = 2 };
+enum class SweepVariable { kUnspecified = 0, kSeqLen = 1, kMicroBatchSize = 2 };
+enum class SweepMode { kUnspecified = 0, kList = 1, kSearchMax = 2 };
+enum class SpecDevice { kUnspecified = 0, kCuda = 1, kCpu = 2 };
+enum class Fault {
+  kNone = 0,
+  kSegfault = 1,
+  kAbort = 2,
+  kHang = 3,
+  kExitMidStream = 4,
+  kFloodOutput = 5,
+  kInvalidJson = 6,
+  kHugeLine = 7,
+};
+
+// ModelConfig: all zero means "not given" (the preset or weights_dir's config.json decides).
+struct SpecModelConfig {
+  int32_t vocab_size = 0;
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_hidden_layers = 0;
+  int32_t num_attention_heads = 0;
+  int32_t num_key_value_heads = 0;
+  int32_t max_position_embeddings = 0;
+  double rope_theta = 0;
+  double rms_norm_eps = 0;
+  bool tie_word_embeddings = false;
+  double initializer_range = 0;
+  bool present = false;  // the JSON had a non-empty "config" object
+};
+
+struct SpecModel {
+  std::string preset;
+  SpecModelConfig config;
+  std::string weights_dir;
+  uint32_t init_seed = 0;
+};
+
+struct SpecOptimizer {
+  SpecOptimizerKind kind = SpecOptimizerKind::kAdamW;
+  double learning_rate = 1e-5;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weight_decay = 0.01;
+  double momentum = 0.9;
+  bool offload_to_cpu = false;
+  bool in_backward = false;
+};
+
+struct SpecData {
+  uint32_t seed = 0;
+  // 0 until resolved against the model's vocabulary: the default is min(1000, vocab_size).
+  int32_t token_id_bound = 0;
+  std::string token_ids_file;
+};
+
+struct SpecTraining {
+  int32_t micro_batch_size = 1;
+  int32_t grad_accum_steps = 1;
+  int32_t seq_len = 512;
+  int32_t steps = 1;
+  SpecDType dtype = SpecDType::kBfloat16;
+  SpecOptimizer optimizer;
+  int32_t checkpoint_every_k_layers = 0;
+  SpecAttention attention = SpecAttention::kEager;
+  SpecLoss loss = SpecLoss::kFull;
+  int32_t loss_chunk_tokens = 1024;
+  SpecData data;
+};
+
+struct SpecAllocator {
+  bool expandable_segments = false;
+  int32_t max_split_size_mb = 0;
+  double garbage_collection_threshold = 0;
+  std::string extra;
+};
+
+struct SpecMemory {
+  int64_t device_memory_limit_bytes = 0;
+  SpecAllocator allocator;
+  int32_t sample_interval_ms = 10;
+  bool record_history = false;
+  std::string snapshot_path;
+};
+
+struct SpecSweep {
+  SweepVariable variable = SweepVariable::kUnspecified;
+  SweepMode mode = SweepMode::kList;
+  std::vector<int32_t> values;
+  int32_t search_min = 0;
+  int32_t search_max = 0;
+  int32_t search_granularity = 1;
+
+  // A sweep is asked for when it has values or SEARCH_MAX; otherwise the run is a single point.
+  bool active() const { return !values.empty() || mode == SweepMode::kSearchMax; }
+};
+
+struct ExperimentSpec {
+  std::string name;
+  SpecModel model;
+  SpecTraining training;
+  SpecMemory memory;
+  SpecSweep sweep;
+  int32_t priority = 0;
+  int32_t time_limit_seconds = 0;
+  SpecDevice device = SpecDevice::kUnspecified;
+  Fault fault = Fault::kNone;
+};
+
+// A spec the worker cannot run. `field` is the proto field path in snake_case
+// ("training.seq_len"); empty when the document as a whole is at fault.
+class SpecError : public std::runtime_error {
+ public:
+  SpecError(std::string field, const std::string& message)
+      : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Parses protobuf canonical JSON of an ExperimentSpec (lowerCamelCase or original snake_case
+// names, int64 as string or number, enums by name or number), rejects unknown fields, applies the
+// proto's documented defaults and validates ranges and combinations. Throws SpecError.
+ExperimentSpec ParseExperimentSpec(const std::string& json_text);
+
+// Checks that need the model's shape (vocabulary, layer count); called once the config is known.
+// Resolves data.token_id_bound's default. Throws SpecError.
+void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size);
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_

@@ -1,0 +1,207 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+namespace {
+
+// The field path of the SpecError that parsing `json` throws; "" if it parses.
+std::string ErrorField(const std::string& json) {
+  try {
+    ParseExperimentSpec(json);
+  } catch (const SpecError& e) {
+    return e.field().empty() ? "<document>" : e.field();
+  }
+  return "";
+}
+
+TEST(SpecParserTest, AppliesProtoDefaults) {
+  const ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
+  EXPECT_EQ(spec.model.preset, "tiny");
+  EXPECT_EQ(spec.training.micro_batch_size, 1);
+  EXPECT_EQ(spec.training.grad_accum_steps, 1);
+  EXPECT_EQ(spec.training.seq_len, 512);
+  EXPECT_EQ(spec.training.steps, 1);
+  EXPECT_EQ(spec.training.dtype, SpecDType::kBfloat16);
+  EXPECT_EQ(spec.training.attention, SpecAttention::kEager);
+  EXPECT_EQ(spec.training.loss, SpecLoss::kFull);
+  EXPECT_EQ(spec.training.loss_chunk_tokens, 1024);
+  EXPECT_EQ(spec.training.optimizer.kind, SpecOptimizerKind::kAdamW);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.learning_rate, 1e-5);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta2, 0.999);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.epsilon, 1e-8);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.momentum, 0.9);
+  EXPECT_EQ(spec.memory.sample_interval_ms, 10);
+  EXPECT_FALSE(spec.sweep.active());
+}
+
+TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
+  const ExperimentSpec camel = ParseExperimentSpec(R"({
+    "name": "sad path",
+    "model": {"preset": "qwen2.5-1.5b", "initSeed": 7},
+    "training": {"microBatchSize": 4, "gradAccumSteps": 1, "seqLen": 512, "dtype": "FLOAT32",
+                 "optimizer": {"kind": "ADAMW_FP32_MASTER", "learningRate": 0.001, "weightDecay": 0},
+                 "attention": "SDPA", "loss": "CHUNKED", "lossChunkTokens": 256,
+                 "data": {"seed": 3, "tokenIdBound": 100}},
+    "memory": {"deviceMemoryLimitBytes": "25769803776", "sampleIntervalMs": 5,
+               "allocator": {"expandableSegments": true}},
+    "device": "CPU"})");
+  EXPECT_EQ(camel.name, "sad path");
+  EXPECT_EQ(camel.model.init_seed, 7u);
+  EXPECT_EQ(camel.training.micro_batch_size, 4);
+  EXPECT_EQ(camel.training.dtype, SpecDType::kFloat32);
+  EXPECT_EQ(camel.training.optimizer.kind, SpecOptimizerKind::kAdamWFp32Master);
+  EXPECT_DOUBLE_EQ(camel.training.optimizer.learning_rate, 1e-3);
+  EXPECT_DOUBLE_EQ(camel.training.optimizer.weight_decay, 0.0) << "an explicit 0 must not become the default";
+  EXPECT_EQ(camel.training.attention, SpecAttention::kSdpa);
+  EXPECT_EQ(camel.training.loss, SpecLoss::kChunked);
+  EXPECT_EQ(camel.training.loss_chunk_tokens, 256);
+  EXPECT_EQ(camel.training.data.token_id_bound, 100);
+  EXPECT_EQ(camel.memory.device_memory_limit_bytes, 25769803776LL);
+  EXPECT_TRUE(camel.memory.allocator.expandable_segments);
+  EXPECT_EQ(camel.device, SpecDevice::kCpu);
+
+  const ExperimentSpec snake = ParseExperimentSpec(R"({
+    "model": {"preset": "tiny", "init_seed": 7},
+    "training": {"micro_batch_size": "4", "dtype": 2, "optimizer": {"kind": 3}},
+    "memory": {"device_memory_limit_bytes": 1000000, "sample_interval_ms": 1e1}})");
+  EXPECT_EQ(snake.model.init_seed, 7u);
+  EXPECT_EQ(snake.training.micro_batch_size, 4);
+  EXPECT_EQ(snake.training.dtype, SpecDType::kFloat32);
+  EXPECT_EQ(snake.training.optimizer.kind, SpecOptimizerKind::kSgd);
+  EXPECT_EQ(snake.memory.device_memory_limit_bytes, 1000000);
+  EXPECT_EQ(snake.memory.sample_interval_ms, 10);
+}
+
+TEST(SpecParserTest, NullMeansDefault) {
+  const ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": null,
+                                                      "memory": {"sampleIntervalMs": null}})");
+  EXPECT_EQ(spec.training.seq_len, 512);
+  EXPECT_EQ(spec.memory.sample_interval_ms, 10);
+}
+
+TEST(SpecParserTest, ReadsExplicitConfigAndSweeps) {
+  const ExperimentSpec spec = ParseExperimentSpec(R"({
+    "model": {"config": {"vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176, "numHiddenLayers": 2,
+                         "numAttentionHeads": 4, "numKeyValueHeads": 2, "tieWordEmbeddings": true}},
+    "sweep": {"variable": "SEQ_LEN", "values": [16, 32, "64"]}})");
+  EXPECT_TRUE(spec.model.config.present);
+  EXPECT_EQ(spec.model.config.num_key_value_heads, 2);
+  EXPECT_DOUBLE_EQ(spec.model.config.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(spec.model.config.initializer_range, 0.02);
+  EXPECT_TRUE(spec.sweep.active());
+  EXPECT_EQ(spec.sweep.mode, SweepMode::kList);
+  EXPECT_EQ(spec.sweep.values, (std::vector<int32_t>{16, 32, 64}));
+
+  const ExperimentSpec search = ParseExperimentSpec(R"({"model": {"preset": "tiny"},
+    "sweep": {"variable": "MICRO_BATCH_SIZE", "mode": "SEARCH_MAX", "searchMin": 1, "searchMax": 64}})");
+  EXPECT_TRUE(search.sweep.active());
+  EXPECT_EQ(search.sweep.search_granularity, 1);
+}
+
+TEST(SpecParserTest, RejectsMalformedDocuments) {
+  EXPECT_EQ(ErrorField("not json"), "<document>");
+  EXPECT_EQ(ErrorField("[1, 2]"), "<document>");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}} trailing)"), "<document>");
+}
+
+TEST(SpecParserTest, RejectsUnknownFieldsWithTheirPath) {
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "bogus": 1})"), "bogus");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLength": 1}})"), "training.seqLength");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"lr": 1}}})"),
+            "training.optimizer.lr");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny", "config": {"hidden": 3}}})"), "model.config.hidden");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "seq_len": 8}})"),
+            "training.seq_len");
+}
+
+TEST(SpecParserTest, RejectsWrongTypesAndUnknownEnumValues) {
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": 5}})"), "model.preset");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1.5}})"), "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": "12x"}})"), "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 3000000000}})"), "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": "FLOAT64"}})"), "training.dtype");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": 9}})"), "training.dtype");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"recordHistory": "yes"}})"),
+            "memory.record_history");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny", "initSeed": -1}})"), "model.init_seed");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, "x"]}})"),
+            "sweep.values[1]");
+}
+
+TEST(SpecParserTest, RejectsOutOfRangeValues) {
+  EXPECT_EQ(ErrorField(R"({})"), "model");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "gpt-5"}})"), "model.preset");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"microBatchSize": -1}})"),
+            "training.micro_batch_size");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1}})"), "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"beta1": 1.0}}})"),
+            "training.optimizer.beta1");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"learningRate": "NaN"}}})"),
+            "training.optimizer.learning_rate");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"weightDecay": -0.1}}})"),
+            "training.optimizer.weight_decay");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"deviceMemoryLimitBytes": "-5"}})"),
+            "memory.device_memory_limit_bytes");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"sampleIntervalMs": 100000}})"),
+            "memory.sample_interval_ms");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"maxSplitSizeMb": 8}}})"),
+            "memory.allocator.max_split_size_mb");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"},
+                           "memory": {"allocator": {"garbageCollectionThreshold": 1.5}}})"),
+            "memory.allocator.garbage_collection_threshold");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"extra": "a b"}}})"),
+            "memory.allocator.extra");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"vocabSize": 8, "hiddenSize": 10, "intermediateSize": 4,
+                                                "numHiddenLayers": 1, "numAttentionHeads": 3}}})"),
+            "model.config.hidden_size");
+}
+
+TEST(SpecParserTest, RejectsContradictoryCombinations) {
+  try {
+    ParseExperimentSpec(R"({"model": {"preset": "tiny"},
+                            "training": {"gradAccumSteps": 4, "optimizer": {"inBackward": true}}})");
+    FAIL() << "in_backward with accumulation must be rejected";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.optimizer.in_backward");
+    EXPECT_NE(std::string(e.what()).find("grad_accum_steps"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"values": [8, 16]}})"), "sweep.variable");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN"}})"), "sweep.values");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, 0]}})"),
+            "sweep.values[1]");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+                                                                  "searchMin": 64, "searchMax": 32}})"),
+            "sweep.search_max");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+                                                                  "searchMin": 65, "searchMax": 70,
+                                                                  "searchGranularity": 64}})"),
+            "sweep.search_granularity");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+                                                                  "values": [8], "searchMin": 8, "searchMax": 9}})"),
+            "sweep.values");
+}
+
+TEST(SpecParserTest, TokenBoundDefaultsToTheVocabularyWhenSmaller) {
+  ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
+  ValidateAgainstModel(spec, 512);
+  EXPECT_EQ(spec.training.data.token_id_bound, 512);
+  ExperimentSpec large = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
+  ValidateAgainstModel(large, 151936);
+  EXPECT_EQ(large.training.data.token_id_bound, 1000);
+  ExperimentSpec too_big = ParseExperimentSpec(R"({"model": {"preset": "tiny"},
+                                                   "training": {"data": {"tokenIdBound": 600}}})");
+  try {
+    ValidateAgainstModel(too_big, 512);
+    FAIL() << "a bound above the vocabulary must be rejected";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.data.token_id_bound");
+  }
+}
+
+}  // namespace
+}  // namespace vramlab::worker

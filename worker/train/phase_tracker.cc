@@ -1,0 +1,25 @@
+#include "worker/train/phase_tracker.h"
+
+namespace vramlab::worker {
+
+void PhaseTracker::Begin(Phase phase, int32_t step, int32_t micro_step) {
+  open_ = PhaseMeasurement{};
+  open_.position = LoopPosition{phase, step, micro_step, sweep_index_};
+  monitor_->SetPosition(open_.position);
+  open_.begin = monitor_->Read(/*free_blocks=*/true);
+  sink_->PhaseChange(PhaseEvent{phase, PhaseEdge::kBegin, open_.position, open_.begin});
+  monitor_->BeginWindow();
+}
+
+PhaseMeasurement PhaseTracker::End() {
+  const AllocatorStats window = monitor_->backend()->Stats();
+  open_.window_peak_allocated = window.peak_allocated;
+  open_.window_peak_reserved = window.peak_reserved;
+  open_.end = monitor_->Read(/*free_blocks=*/true);
+  open_.seconds = open_.end.time_seconds - open_.begin.time_seconds;
+  sink_->PhaseChange(PhaseEvent{open_.position.phase, PhaseEdge::kEnd, open_.position, open_.end});
+  if (observer_) observer_(open_);
+  return open_;
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,90 @@
+#include "worker/train/spec_conversions.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "worker/safetensors/load_error.h"
+
+namespace vramlab::worker {
+
+torch::Dtype ToTorchDtype(SpecDType dtype) {
+  switch (dtype) {
+    case SpecDType::kFloat32: return torch::kFloat32;
+    case SpecDType::kFloat16: return torch::kFloat16;
+    default: return torch::kBFloat16;
+  }
+}
+
+LossImpl ToLossImpl(SpecLoss loss) { return loss == SpecLoss::kChunked ? LossImpl::kChunked : LossImpl::kFull; }
+
+OptimizerOptions ToOptimizerOptions(const SpecOptimizer& o) {
+  OptimizerOptions options;
+  switch (o.kind) {
+    case SpecOptimizerKind::kAdamWFp32Master: options.kind = OptimizerKind::kAdamWFp32Master; break;
+    case SpecOptimizerKind::kSgd: options.kind = OptimizerKind::kSgd; break;
+    case SpecOptimizerKind::kAdamW8bit: options.kind = OptimizerKind::kAdamW8bit; break;
+    default: options.kind = OptimizerKind::kAdamW; break;
+  }
+  options.lr = o.learning_rate;
+  options.beta1 = o.beta1;
+  options.beta2 = o.beta2;
+  options.eps = o.epsilon;
+  options.weight_decay = o.weight_decay;
+  options.momentum = o.momentum;
+  options.offload_to_cpu = o.offload_to_cpu;
+  options.in_backward = o.in_backward;
+  return options;
+}
+
+ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device) {
+  ModelOptions options;
+  options.attention = training.attention == SpecAttention::kSdpa ? AttentionImpl::kSdpa : AttentionImpl::kEager;
+  options.checkpoint_every_k_layers = training.checkpoint_every_k_layers;
+  options.dtype = ToTorchDtype(training.dtype);
+  options.device = device;
+  return options;
+}
+
+Qwen2Config ResolveModelConfig(const SpecModel& model) {
+  if (model.config.present) {
+    const SpecModelConfig& c = model.config;
+    Qwen2Config config;
+    config.vocab_size = c.vocab_size;
+    config.hidden_size = c.hidden_size;
+    config.intermediate_size = c.intermediate_size;
+    config.num_hidden_layers = c.num_hidden_layers;
+    config.num_attention_heads = c.num_attention_heads;
+    config.num_key_value_heads = c.num_key_value_heads;
+    config.max_position_embeddings = c.max_position_embeddings;
+    config.rope_theta = c.rope_theta;
+    config.rms_norm_eps = c.rms_norm_eps;
+    config.initializer_range = c.initializer_range;
+    config.tie_word_embeddings = c.tie_word_embeddings;
+    try {
+      ValidateConfig(config);
+    } catch (const std::invalid_argument& e) {
+      throw SpecError("model.config", e.what());
+    }
+    return config;
+  }
+  if (!model.weights_dir.empty()) {
+    const std::filesystem::path config_json = std::filesystem::path(model.weights_dir) / "config.json";
+    if (std::filesystem::exists(config_json)) {
+      try {
+        return ConfigFromFile(config_json.string());
+      } catch (const std::exception& e) {  // unreadable, not JSON, or shapes the model rejects
+        throw LoadError(config_json.string() + ": " + e.what());
+      }
+    }
+    if (model.preset.empty()) {
+      throw LoadError(config_json.string() + " not found and no model.preset or model.config gives the shapes");
+    }
+  }
+  try {
+    return PresetConfig(model.preset);
+  } catch (const std::invalid_argument& e) {
+    throw SpecError("model.preset", e.what());
+  }
+}
+
+}  // namespace vramlab::worker

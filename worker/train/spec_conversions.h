@@ -1,0 +1,28 @@
+// From the spec's vocabulary to the model's and the optimizers' (worker/model, worker/optim).
+#ifndef VRAMLAB_WORKER_TRAIN_SPEC_CONVERSIONS_H_
+#define VRAMLAB_WORKER_TRAIN_SPEC_CONVERSIONS_H_
+
+#include <string>
+
+#include <torch/torch.h>
+
+#include "worker/model/loss.h"
+#include "worker/model/qwen2_config.h"
+#include "worker/model/qwen2_model.h"
+#include "worker/optim/optimizer.h"
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+
+torch::Dtype ToTorchDtype(SpecDType dtype);
+LossImpl ToLossImpl(SpecLoss loss);
+OptimizerOptions ToOptimizerOptions(const SpecOptimizer& optimizer);
+ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device);
+
+// The model's shapes: spec.model.config when given, else weights_dir/config.json when present,
+// else the preset. Throws SpecError (bad config or preset) or LoadError (unreadable config.json).
+Qwen2Config ResolveModelConfig(const SpecModel& model);
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_TRAIN_SPEC_CONVERSIONS_H_

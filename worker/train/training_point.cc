@@ -1,0 +1,216 @@
+#include "worker/train/training_point.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+#include <torch/cuda.h>
+
+#include "worker/memory/oom.h"
+#include "worker/model/init.h"
+#include "worker/model/loss.h"
+#include "worker/model/qwen2_model.h"
+#include "worker/optim/optimizer.h"
+#include "worker/safetensors/loader.h"
+#include "worker/train/phase_tracker.h"
+#include "worker/train/spec_conversions.h"
+#include "worker/train/throughput.h"
+#include "worker/train/token_source.h"
+
+namespace vramlab::worker {
+namespace {
+
+// Everything a point allocates on the device, destroyed together in TEARDOWN.
+struct LiveModel {
+  Qwen2ForCausalLM model{nullptr};
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(Qwen2ForCausalLM& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+TokenSource MakeTokenSource(const SpecData& data, int64_t vocab_size) {
+  if (!data.token_ids_file.empty()) return TokenSource::FromFile(data.token_ids_file, vocab_size);
+  return TokenSource::Synthetic(data.seed, data.token_id_bound);
+}
+
+class PointRunner {
+ public:
+  PointRunner(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+              const WorkerContext& context)
+      : spec_(spec),
+        config_(config),
+        shape_(shape),
+        context_(context),
+        tracker_(context.monitor, context.sink, [this](const PhaseMeasurement& m) { context_.anatomy->OnPhase(m); }) {
+    tracker_.set_sweep_index(shape.sweep_index);
+  }
+
+  PointOutcome Run() {
+    context_.monitor->StartPoint();
+    context_.anatomy->Reset();
+    LiveModel live;
+    try {
+      Load(live);
+      Train(live);
+    } catch (const std::exception& e) {
+      if (!IsOutOfMemory(e)) throw;
+      // Still inside the point: the model and optimizer state are alive for the reading.
+      RecordOom(e);
+    }
+    if (live.model) outcome_.attention_backend = live.model->attention_backend();
+    outcome_.anatomy = context_.anatomy->Build(context_.monitor->Read());
+    Summarize();
+    Teardown(live);
+    return std::move(outcome_);
+  }
+
+ private:
+  void Load(LiveModel& live) {
+    tracker_.Begin(Phase::kLoad, 0, 0);
+    live.model = Qwen2ForCausalLM(config_, ToModelOptions(spec_.training, context_.backend->device()));
+    if (!spec_.model.weights_dir.empty()) {
+      LoadSafetensorsDir(*live.model, spec_.model.weights_dir);
+    } else {
+      InitializeWeights(*live.model, spec_.model.init_seed, config_.initializer_range);
+    }
+    tracker_.End();
+    try {
+      live.optimizer = MakeOptimizer(NamedParameters(live.model), ToOptimizerOptions(spec_.training.optimizer));
+    } catch (const std::invalid_argument& e) {
+      throw SpecError("training.optimizer", e.what());
+    }
+  }
+
+  void Train(LiveModel& live) {
+    const SpecTraining& t = spec_.training;
+    const int32_t accum = t.grad_accum_steps;
+    const LossImpl loss_impl = ToLossImpl(t.loss);
+    const double flops_per_token = TrainingFlopsPerToken(config_, shape_.seq_len);
+    const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len * accum;
+    TokenSource tokens = MakeTokenSource(t.data, config_.vocab_size);
+    const torch::Device device = context_.backend->device();
+
+    for (int32_t step = 0; step < t.steps; ++step) {
+      const auto step_start = std::chrono::steady_clock::now();
+      double loss_sum = 0;
+      for (int32_t micro = 0; micro < accum; ++micro) {
+        // Inputs exist before FORWARD begins and after BACKWARD ends, so they cancel out of the
+        // gradient and activation arithmetic (anatomy_builder.h).
+        torch::Tensor ids = tokens.Next(shape_.micro_batch_size, shape_.seq_len).to(device);
+        tracker_.Begin(Phase::kForward, step, micro);
+        torch::Tensor loss = CausalLmLoss(live.model, ids, ids, loss_impl, t.loss_chunk_tokens);
+        // One optimizer step per cycle must see the mean over the cycle's micro-batches.
+        if (accum > 1) loss = loss / static_cast<double>(accum);
+        tracker_.End();
+
+        tracker_.Begin(Phase::kBackward, step, micro);
+        loss.backward();
+        loss_sum += loss.item<double>() * accum;
+        loss = torch::Tensor();
+        if (t.optimizer.in_backward && step == 0 && micro == 0) {
+          context_.anatomy->SetInBackwardStateBytes(live.optimizer->DeviceStateBytes());
+        }
+        tracker_.End();
+      }
+
+      tracker_.Begin(Phase::kOptimizerStep, step, accum - 1);
+      live.optimizer->Step();
+      const PhaseMeasurement optimizer_phase = tracker_.End();
+      if (step == 0) CrossCheckOptimizerState(*live.optimizer, optimizer_phase);
+
+      tracker_.Begin(Phase::kZeroGrad, step, accum - 1);
+      live.optimizer->ZeroGrad();
+      tracker_.End();
+      if (device.is_cuda()) torch::cuda::synchronize();
+
+      StepResult result;
+      result.step = step;
+      result.sweep_index = shape_.sweep_index;
+      result.loss = loss_sum / accum;
+      result.step_time_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      result.tokens_per_second = result.step_time_seconds > 0 ? tokens_per_step / result.step_time_seconds : 0;
+      result.mfu = ModelFlopsUtilization(result.tokens_per_second, flops_per_token,
+                                         context_.backend->peak_bf16_flops());
+      const MemorySample now = context_.monitor->Read();
+      result.peak_allocated_bytes = now.peak_allocated_bytes;
+      result.peak_reserved_bytes = now.peak_reserved_bytes;
+      context_.sink->Step(result);
+      outcome_.steps.push_back(result);
+    }
+  }
+
+  // The allocator's growth over the first step is the state; the optimizer's own count must agree
+  // (both are exact on the CPU). A disagreement is worth a person's attention, not a failure.
+  void CrossCheckOptimizerState(const Optimizer& optimizer, const PhaseMeasurement& phase) {
+    if (spec_.training.optimizer.in_backward) return;
+    const int64_t measured = phase.end.allocated_bytes - phase.begin.allocated_bytes;
+    const int64_t reported = optimizer.DeviceStateBytes();
+    const int64_t difference = measured > reported ? measured - reported : reported - measured;
+    if (difference > reported / 100 + 4096) {
+      context_.sink->Notice(NoticeLevel::kWarning,
+                            "optimizer state: the allocator grew by " + std::to_string(measured) +
+                                " bytes over the first step, the optimizer reports " + std::to_string(reported) +
+                                " device bytes (" + optimizer.Describe() + ")");
+    }
+  }
+
+  void RecordOom(const std::exception& e) {
+    OomReport& report = outcome_.oom_report;
+    outcome_.oom = true;
+    report.position = context_.monitor->position();
+    report.message = FirstLinesOfError(e.what());
+    const OomDetails details = context_.backend->LastOom();
+    report.requested_bytes = details.known && details.requested > 0 ? details.requested
+                                                                     : RequestedBytesFromMessage(report.message);
+    report.free_bytes = details.free;
+    report.memory = context_.monitor->Read(/*free_blocks=*/true);
+    context_.sink->Oom(report);
+    if (context_.on_oom) context_.on_oom();
+  }
+
+  void Summarize() {
+    std::vector<double> times;
+    for (const StepResult& s : outcome_.steps) times.push_back(s.step_time_seconds);
+    outcome_.median_step_time_seconds = Median(times);
+    if (outcome_.steps.empty()) return;
+    const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len *
+                                   spec_.training.grad_accum_steps;
+    outcome_.tokens_per_second =
+        outcome_.median_step_time_seconds > 0 ? tokens_per_step / outcome_.median_step_time_seconds : 0;
+    outcome_.mfu = ModelFlopsUtilization(outcome_.tokens_per_second, TrainingFlopsPerToken(config_, shape_.seq_len),
+                                         context_.backend->peak_bf16_flops());
+    outcome_.final_loss = outcome_.steps.back().loss;
+  }
+
+  void Teardown(LiveModel& live) {
+    const int32_t last_step = outcome_.steps.empty() ? 0 : outcome_.steps.back().step;
+    tracker_.Begin(Phase::kTeardown, last_step, 0);
+    live.optimizer.reset();
+    live.model = Qwen2ForCausalLM(nullptr);
+    context_.backend->EmptyCache();
+    tracker_.End();
+  }
+
+  const ExperimentSpec& spec_;
+  const Qwen2Config& config_;
+  const PointShape shape_;
+  const WorkerContext context_;
+  PhaseTracker tracker_;
+  PointOutcome outcome_;
+};
+
+}  // namespace
+
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+                              const WorkerContext& context) {
+  return PointRunner(spec, config, shape, context).Run();
+}
+
+}  // namespace vramlab::worker

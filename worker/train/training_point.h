@@ -1,0 +1,61 @@
+// One measured training run at fixed shapes: a single experiment, or one point of a sweep.
+//
+// Builds the model (LOAD), runs `steps` optimizer steps of `grad_accum_steps` micro-batches each
+// (FORWARD, BACKWARD per micro-batch; OPTIMIZER_STEP and ZERO_GRAD per step), emits phase and
+// step events, and frees everything again (TEARDOWN: model, optimizer state, allocator cache),
+// so that the next point starts from an empty allocator. An out-of-memory error anywhere is
+// caught, reported as an `oom` event and returned as the outcome; any other error propagates.
+#ifndef VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
+#define VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "worker/events/event_sink.h"
+#include "worker/events/worker_events.h"
+#include "worker/memory/device_backend.h"
+#include "worker/memory/memory_monitor.h"
+#include "worker/model/qwen2_config.h"
+#include "worker/spec/experiment_spec.h"
+#include "worker/train/anatomy_builder.h"
+
+namespace vramlab::worker {
+
+// What a point needs from the process around it; all pointers outlive the point.
+struct WorkerContext {
+  EventSink* sink = nullptr;
+  DeviceBackend* backend = nullptr;
+  MemoryMonitor* monitor = nullptr;
+  // Shared with the sampler thread, which feeds it samples (it is thread-safe).
+  AnatomyBuilder* anatomy = nullptr;
+  // Called after an OOM was reported, while the point's model and optimizer still exist (the
+  // moment an allocator snapshot shows what filled the memory). May be empty.
+  std::function<void()> on_oom;
+};
+
+struct PointShape {
+  int32_t seq_len = 0;
+  int32_t micro_batch_size = 0;
+  int32_t sweep_index = 0;
+};
+
+struct PointOutcome {
+  bool oom = false;
+  OomReport oom_report;  // when oom
+  MemoryAnatomy anatomy;  // of the part that ran
+  std::vector<StepResult> steps;
+  double median_step_time_seconds = 0;
+  double tokens_per_second = 0;  // at the median step time
+  double mfu = 0;
+  double final_loss = 0;
+  std::string attention_backend;
+};
+
+// Runs one point. `config` is the resolved model shape (ResolveModelConfig).
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+                              const WorkerContext& context);
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
