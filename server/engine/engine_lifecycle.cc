@@ -114,6 +114,7 @@ void Engine::PublishState(const Experiment& experiment) {
 }
 
 void Engine::PublishQueuePositionsLocked() {
+  if (hub_.watchers() == 0) return;
   for (const auto& [id, position] : queue_.Positions()) {
     auto it = active_.find(id);
     if (it == active_.end() || it->second.published_position == position) continue;

@@ -74,4 +74,9 @@ void EventHub::AddWatcher(EventChannel* channel, int delta) {
   if (on_watchers_) on_watchers_(watchers_);
 }
 
+int EventHub::watchers() const {
+  absl::MutexLock lock(&mu_);
+  return watchers_;
+}
+
 }  // namespace vramlab::server

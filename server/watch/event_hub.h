@@ -49,6 +49,7 @@ class EventHub {
   // Connected watchers, all experiments together. `on_change` is told the new total.
   void SetWatcherListener(std::function<void(int)> on_change);
   void AddWatcher(EventChannel* channel, int delta);
+  int watchers() const;
 
  private:
   void OnPersisted(const std::string& experiment_id, int64_t sequence);
