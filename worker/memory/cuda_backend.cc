@@ -41,7 +41,11 @@ class CudaBackend final : public DeviceBackend {
       throw std::runtime_error("cudaGetDeviceProperties failed for device 0");
     }
     name_ = prop.name;
-    // Touch the allocator so that it is initialized before stats are read from another thread.
+    // The caching allocator is created lazily with the first CUDA tensor (getDeviceStats before
+    // that fails with "Invalid device argument"), so allocate one, release it, and only then read
+    // stats — also from the sampler thread.
+    (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, kDevice));
+    cca::emptyCache();
     (void)cca::getDeviceStats(kDevice);
 #if TORCH_VERSION_MAJOR >= 2
     // Called by the allocator (its lock released) just before it throws OutOfMemoryError, with
