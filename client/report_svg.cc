@@ -253,6 +253,13 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
   if (limit > 0 && limit <= y_max) {
     out += ReferenceLine("limit-line", limit, absl::StrCat("limit ", FormatBytes(limit)), "#c00000",
                          scale);
+  } else if (limit > 0) {
+    // Far above the data: named in a corner rather than squashing the lines flat.
+    absl::StrAppendFormat(&out,
+                          "<text id=\"limit-note\" data-bytes=\"%d\" x=\"%.1f\" y=\"%.1f\" "
+                          "font-size=\"11\" text-anchor=\"end\" fill=\"#c00000\">limit %s (above "
+                          "the chart)</text>\n",
+                          limit, kChartLeft + kChartWidth, kChartTop - 6, XmlEscape(FormatBytes(limit)));
   }
   if (predicted > 0 && predicted <= y_max) {
     out += ReferenceLine("predicted-peak-line", predicted,

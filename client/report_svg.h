@@ -14,7 +14,8 @@ namespace vramlab::client {
 
 // Stable identifiers for tests and styling: polyline#series-allocated and #series-reserved
 // (data-points = vertex count), rect.phase-band[data-phase], circle#peak-marker[data-bytes],
-// line#limit-line, line#predicted-peak-line, g#anatomy-bar > rect.anatomy-segment[data-category]
+// line#limit-line (or text#limit-note when the limit is far above the data),
+// line#predicted-peak-line, g#anatomy-bar > rect.anatomy-segment[data-category]
 // [data-bytes].
 std::string RenderSvg(const vramlab::v1::Experiment& experiment, const Timeline& timeline);
 
