@@ -62,85 +62,91 @@ bool ProcessGone(int pid) {
   return false;
 }
 
-TEST(DaemonRestartTest, KillDuringRunInterruptsAndTheWorkerDiesWithTheDaemon) {
-  auto daemon = DaemonHarness::Start({.extra_flags = kFlags});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = (*daemon)->NewStub();
-  auto running = Submit(*stub, Hanging());
-  ASSERT_TRUE(running.ok());
-  ASSERT_TRUE(WaitForState(*stub, running->id(), Experiment::RUNNING).ok());
-  int pid = WorkerPid(*stub, running->id());
+// Every test starts a daemon whose only slot is held by a hanging experiment.
+class DaemonRestartTest : public ::testing::Test {
+ protected:
+  void StartWithHangingRun(const std::vector<std::string>& extra_flags = {}) {
+    std::vector<std::string> flags = kFlags;
+    flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+    auto daemon = DaemonHarness::Start({.extra_flags = flags});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    stub_ = daemon_->NewStub();
+    auto running = Submit(*stub_, Hanging());
+    ASSERT_TRUE(running.ok()) << running.status();
+    ASSERT_TRUE(WaitForState(*stub_, running->id(), Experiment::RUNNING).ok());
+    hanging_ = running->id();
+  }
+  void Restart(const std::vector<std::string>& flags) {
+    ASSERT_TRUE(daemon_->Restart(flags).ok()) << daemon_->ReadLog();
+    stub_ = daemon_->NewStub();
+  }
+
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
+  std::string hanging_;
+};
+
+TEST_F(DaemonRestartTest, KillDuringRunInterruptsAndTheWorkerDiesWithTheDaemon) {
+  StartWithHangingRun();
+  int pid = WorkerPid(*stub_, hanging_);
   ASSERT_GT(pid, 0);
-  auto queued = Submit(*stub, TinySpec());
+  auto queued = Submit(*stub_, TinySpec());
   ASSERT_TRUE(queued.ok());
 
-  ASSERT_TRUE((*daemon)->Kill().ok());
+  ASSERT_TRUE(daemon_->Kill().ok());
   EXPECT_TRUE(ProcessGone(pid)) << "worker " << pid << " outlived the daemon";
 
-  ASSERT_TRUE((*daemon)->Restart().ok()) << (*daemon)->ReadLog();
-  stub = (*daemon)->NewStub();
-  auto interrupted = WaitForFinalState(*stub, running->id(), absl::Seconds(10));
+  Restart(kFlags);
+  auto interrupted = WaitForFinalState(*stub_, hanging_, absl::Seconds(10));
   ASSERT_TRUE(interrupted.ok());
   EXPECT_EQ(interrupted->state(), Experiment::INTERRUPTED);
   EXPECT_THAT(interrupted->state_reason(), HasSubstr("daemon stopped"));
-  auto next = WaitForFinalState(*stub, queued->id());
+  auto next = WaitForFinalState(*stub_, queued->id());
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->state(), Experiment::SUCCEEDED) << next->state_reason();
   // The history survived too, ending with the interruption.
-  auto events = WatchAll(*stub, running->id(), 0, absl::Seconds(10));
+  auto events = WatchAll(*stub_, hanging_, 0, absl::Seconds(10));
   ASSERT_TRUE(events.ok());
   ASSERT_FALSE(events->empty());
   EXPECT_EQ(events->back().state_change().state(), Experiment::INTERRUPTED);
 }
 
-TEST(DaemonRestartTest, RequeueInterruptedRunsItAgain) {
-  auto daemon = DaemonHarness::Start({.extra_flags = kFlags});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = (*daemon)->NewStub();
-  auto running = Submit(*stub, Hanging());
-  ASSERT_TRUE(running.ok());
-  ASSERT_TRUE(WaitForState(*stub, running->id(), Experiment::RUNNING).ok());
-  ASSERT_TRUE((*daemon)->Kill().ok());
+TEST_F(DaemonRestartTest, RequeueInterruptedRunsItAgain) {
+  StartWithHangingRun();
+  ASSERT_TRUE(daemon_->Kill().ok());
   std::vector<std::string> flags = kFlags;
   flags.push_back("--requeue-interrupted");
-  ASSERT_TRUE((*daemon)->Restart(flags).ok());
-  stub = (*daemon)->NewStub();
+  Restart(flags);
   // Requeued and started again, as a second attempt.
-  auto again = WaitForState(*stub, running->id(), Experiment::RUNNING);
+  auto again = WaitForState(*stub_, hanging_, Experiment::RUNNING);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->attempts(), 1);
-  // A second restart does not requeue it again once it has ended.
   grpc::ClientContext context;
   vramlab::v1::CancelExperimentRequest cancel;
-  cancel.set_id(running->id());
+  cancel.set_id(hanging_);
   Experiment ignored;
-  ASSERT_TRUE(stub->CancelExperiment(&context, cancel, &ignored).ok());
-  EXPECT_EQ(WaitForFinalState(*stub, running->id())->state(), Experiment::CANCELLED);
+  ASSERT_TRUE(stub_->CancelExperiment(&context, cancel, &ignored).ok());
+  EXPECT_EQ(WaitForFinalState(*stub_, hanging_)->state(), Experiment::CANCELLED);
 }
 
-TEST(DaemonRestartTest, KillInTheMiddleOfAQueueOfTwentyLosesNothing) {
-  auto daemon = DaemonHarness::Start({.extra_flags = kFlags});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = (*daemon)->NewStub();
-  auto blocker = Submit(*stub, Hanging());
-  ASSERT_TRUE(blocker.ok());
-  ASSERT_TRUE(WaitForState(*stub, blocker->id(), Experiment::RUNNING).ok());
+TEST_F(DaemonRestartTest, KillInTheMiddleOfAQueueOfTwentyLosesNothing) {
+  StartWithHangingRun();
   std::vector<std::string> queued;
   for (int i = 0; i < 20; ++i) {
-    auto e = Submit(*stub, TinySpec());
+    auto e = Submit(*stub_, TinySpec());
     ASSERT_TRUE(e.ok()) << e.status();
     EXPECT_EQ(e->queue_position(), i + 1);
     queued.push_back(e->id());
   }
-  ASSERT_TRUE((*daemon)->Kill().ok());
-  ASSERT_TRUE((*daemon)->Restart({"--cpu-slots=2", "--enable-fault-injection"}).ok());
-  stub = (*daemon)->NewStub();
+  ASSERT_TRUE(daemon_->Kill().ok());
+  Restart({"--cpu-slots=2", "--enable-fault-injection"});
 
-  EXPECT_EQ(WaitForFinalState(*stub, blocker->id(), absl::Seconds(10))->state(),
+  EXPECT_EQ(WaitForFinalState(*stub_, hanging_, absl::Seconds(10))->state(),
             Experiment::INTERRUPTED);
   std::vector<std::pair<int64_t, std::string>> starts;
   for (const std::string& id : queued) {
-    auto done = WaitForFinalState(*stub, id, absl::Seconds(300));
+    auto done = WaitForFinalState(*stub_, id, absl::Seconds(300));
     ASSERT_TRUE(done.ok()) << id << ": " << done.status();
     EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << id << ": " << done->state_reason();
     EXPECT_EQ(done->attempts(), 0);
@@ -152,28 +158,20 @@ TEST(DaemonRestartTest, KillInTheMiddleOfAQueueOfTwentyLosesNothing) {
   EXPECT_EQ(order, queued) << "queued experiments ran in submission order after the restart";
 }
 
-TEST(DaemonRestartTest, GracefulShutdownInterruptsWhatStillRuns) {
-  std::vector<std::string> flags = kFlags;
-  flags.push_back("--shutdown-grace-period=500ms");
-  auto daemon = DaemonHarness::Start({.extra_flags = flags});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = (*daemon)->NewStub();
-  auto running = Submit(*stub, Hanging());
-  ASSERT_TRUE(running.ok());
-  ASSERT_TRUE(WaitForState(*stub, running->id(), Experiment::RUNNING).ok());
-  auto queued = Submit(*stub, TinySpec());
+TEST_F(DaemonRestartTest, GracefulShutdownInterruptsWhatStillRuns) {
+  StartWithHangingRun({"--shutdown-grace-period=500ms"});
+  auto queued = Submit(*stub_, TinySpec());
   ASSERT_TRUE(queued.ok());
-  auto status = (*daemon)->Stop(absl::Seconds(20));
+  auto status = daemon_->Stop(absl::Seconds(20));
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << (*daemon)->ReadLog();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << daemon_->ReadLog();
 
-  ASSERT_TRUE((*daemon)->Restart().ok());
-  stub = (*daemon)->NewStub();
-  auto interrupted = WaitForFinalState(*stub, running->id(), absl::Seconds(10));
+  Restart(kFlags);
+  auto interrupted = WaitForFinalState(*stub_, hanging_, absl::Seconds(10));
   ASSERT_TRUE(interrupted.ok());
   EXPECT_EQ(interrupted->state(), Experiment::INTERRUPTED);
   EXPECT_THAT(interrupted->state_reason(), HasSubstr("shut down"));
-  EXPECT_EQ(WaitForFinalState(*stub, queued->id())->state(), Experiment::SUCCEEDED);
+  EXPECT_EQ(WaitForFinalState(*stub_, queued->id())->state(), Experiment::SUCCEEDED);
 }
 
 }  // namespace

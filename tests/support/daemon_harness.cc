@@ -7,12 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <thread>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -228,6 +232,37 @@ absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLin
   }
   if (chmod(path.c_str(), 0600) != 0) return absl::InternalError("chmod " + path);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                                         const std::string& method,
+                                         const std::string& request_bytes) {
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_all();
+                    });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+  if (!status.ok()) return ToAbsl(status);
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable response");
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
 }
 
 absl::Status ToAbsl(const grpc::Status& status) {

@@ -128,6 +128,12 @@ struct TokenLine {
 // Writes an --auth-tokens file (mode 0600) at `path`.
 absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLine>& lines);
 
+// Calls `method` ("/package.Service/Method") with raw request bytes, as a client with a broken or
+// foreign protobuf would; the response bytes or the call's status.
+absl::StatusOr<std::string> RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                                         const std::string& method,
+                                         const std::string& request_bytes);
+
 // Converts a gRPC status to an absl::Status with the same code and message.
 absl::Status ToAbsl(const grpc::Status& status);
 
