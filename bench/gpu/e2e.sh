@@ -1,0 +1,62 @@
+#!/bin/bash
+# End to end on a GPU host: vramlabd on every GPU, the real worker, the CLI, and a real Prometheus
+# scraping the daemon every second. Submits one experiment of each kind from experiments/seed/
+# (several at once, so with two GPUs two run side by side), waits for all, then saves the CLI's
+# views and Prometheus's answers.
+#   bench/gpu/e2e.sh OUTDIR [BIN_DIR] [PROMETHEUS_BINARY]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${1:?usage: e2e.sh OUTDIR [BIN_DIR] [PROMETHEUS_BINARY]}
+bin=${2:-$root/build-gpu/bin}
+prometheus=${3:-prometheus}
+mkdir -p "$out"
+work=$(mktemp -d)
+export VRAMLAB_ADDR=127.0.0.1:7433
+cli="$bin/vramlab"
+
+"$bin/vramlabd" --listen "$VRAMLAB_ADDR" --data-dir "$work/data" --metrics-listen 127.0.0.1:9464 \
+  --device cuda > "$out/daemon.log" 2>&1 &
+daemon=$!
+cat > "$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: vramlab
+    static_configs: [{targets: ['127.0.0.1:9464']}]
+YAML
+"$prometheus" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address=127.0.0.1:9090 > "$work/prometheus.log" 2>&1 &
+prom=$!
+for _ in $(seq 50); do "$cli" server > /dev/null 2>&1 && break; sleep 0.2; done
+"$cli" server | tee "$out/server.txt"
+
+ids=()
+submit() {  # name spec-file [flags...]
+  local name=$1 file=$2; shift 2
+  ids+=("$("$cli" submit --spec "$root/experiments/seed/$file" --name "$name" "$@")")
+}
+submit basic-sad 01-basic-sad-path.json
+submit basic-happy 02-basic-happy-path.json
+submit torture-sdpa 04-seq-torture-sdpa.json
+submit torture-sdpa-ckpt-chunked 06-seq-torture-sdpa-checkpointing-chunked.json
+for mode in 13-switch-adamw-fp32-master 14-switch-adamw-8bit 15-switch-offload 16-switch-optimizer-in-backward; do
+  submit "opt-${mode#*-switch-}-s2048" "$mode.json" --seq-len 2048 --micro-batch 1 --accum 1 --steps 4
+done
+submit opt-adamw-s2048 02-basic-happy-path.json --seq-len 2048 --micro-batch 1 --accum 1 --steps 4 \
+  --attention sdpa --checkpointing all --loss chunked
+"$cli" ls | tee "$out/ls-queued.txt"
+for id in "${ids[@]}"; do "$cli" watch "$id" > "$out/watch-$id.txt" 2>&1; echo "$id exit $?"; done
+"$cli" ls | tee "$out/ls-done.txt"
+"$cli" compare "${ids[@]:4}" | tee "$out/compare-optimizers.txt"
+"$cli" compare "${ids[0]}" "${ids[1]}" | tee "$out/compare-basic.txt"
+"$cli" ls --json > "$out/ls.json"
+"$cli" report "${ids[2]}" --format html -o "$out/report-torture-sdpa.html"
+query() { curl -s "http://127.0.0.1:9090/api/v1/query" --data-urlencode "query=$1"; echo; }
+{
+  query 'max_over_time(vramlab_gpu_allocated_bytes[30m])'
+  query 'max_over_time(vramlab_gpu_reserved_bytes[30m])'
+  query 'vramlab_experiments_total'
+  query 'count_over_time(vramlab_experiment_running_info[30m])'
+  query 'vramlab_experiment_running_info'
+} | tee "$out/prometheus.txt"
+kill "$daemon" "$prom"; wait
