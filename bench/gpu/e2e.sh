@@ -51,7 +51,11 @@ for id in "${ids[@]}"; do "$cli" watch "$id" > "$out/watch-$id.txt" 2>&1; echo "
 "$cli" compare "${ids[0]}" "${ids[1]}" | tee "$out/compare-basic.txt"
 "$cli" ls --json > "$out/ls.json"
 "$cli" report "${ids[2]}" --format html -o "$out/report-torture-sdpa.html"
-query() { curl -s "http://127.0.0.1:9090/api/v1/query" --data-urlencode "query=$1"; echo; }
+query() {
+  python3 -c 'import sys, urllib.parse, urllib.request
+url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[1]})
+print(sys.argv[1], urllib.request.urlopen(url).read().decode())' "$1"
+}
 {
   query 'max_over_time(vramlab_gpu_allocated_bytes[30m])'
   query 'max_over_time(vramlab_gpu_reserved_bytes[30m])'
