@@ -34,7 +34,9 @@ class Metrics {
   virtual void OnStepResult(int slot, const vramlab::v1::StepResult& step) = 0;
   // Adds vramlab_experiment_running_info{gpu, experiment, owner, name} 1 and the slot's limit.
   virtual void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) = 0;
-  // Removes the _info series and counts vramlab_experiments_total{outcome}.
+  // Counts vramlab_experiments_total{outcome} and, if `experiment` is the one running on `slot`,
+  // removes its _info series and zeroes the slot's allocator gauges. Call it for every
+  // experiment that reaches a final state, also one cancelled while queued (any slot, e.g. -1).
   virtual void OnExperimentFinished(int slot, const vramlab::v1::Experiment& experiment) = 0;
   virtual void SetQueueDepth(vramlab::v1::Priority priority, int depth) = 0;
   virtual void SetWatchers(int watchers) = 0;
