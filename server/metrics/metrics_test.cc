@@ -14,29 +14,18 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/metrics/exposition_text.h"
 
 namespace vramlab::server {
 namespace {
 
 using vramlab::v1::Experiment;
+using vramlab::testing::SeriesValue;
 using vramlab::v1::MemorySample;
-
-// The value of the series whose text-format line starts with `series` ("name{labels}" exactly as
-// the serializer writes it), or nullopt when no such line exists.
-std::optional<double> ValueOf(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-  }
-  return std::nullopt;
-}
 
 MemorySample Sample(int64_t allocated, int64_t reserved) {
   MemorySample s;
@@ -65,17 +54,17 @@ TEST(MetricsTest, FreshExporterHasDaemonSeriesAtZero) {
   auto metrics = Metrics::CreateUnexposed();
   const std::string text = metrics->Serialize();
   EXPECT_EQ(metrics->port(), 0);
-  EXPECT_EQ(ValueOf(text, absl::StrCat("vramlab_build_info{version=\"", VRAMLAB_VERSION, "\"}")), 1);
+  EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_build_info{version=\"", VRAMLAB_VERSION, "\"}")), 1);
   for (const char* priority : {"low", "normal", "high"}) {
-    EXPECT_EQ(ValueOf(text, absl::StrCat("vramlab_queue_depth{priority=\"", priority, "\"}")), 0)
+    EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_queue_depth{priority=\"", priority, "\"}")), 0)
         << priority;
   }
   for (const char* outcome : {"succeeded", "oom", "failed", "cancelled", "interrupted"}) {
-    EXPECT_EQ(ValueOf(text, absl::StrCat("vramlab_experiments_total{outcome=\"", outcome, "\"}")), 0)
+    EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_experiments_total{outcome=\"", outcome, "\"}")), 0)
         << outcome;
   }
-  EXPECT_EQ(ValueOf(text, "vramlab_worker_abnormal_exits_total"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_watchers"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_worker_abnormal_exits_total"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_watchers"), 0);
   EXPECT_TRUE(absl::StrContains(text, "# TYPE vramlab_experiments_total counter"));
   EXPECT_TRUE(absl::StrContains(text, "# TYPE vramlab_step_duration_seconds histogram"));
 }
@@ -91,29 +80,29 @@ TEST(MetricsTest, SampleOfRunningExperimentIsExportedPerSlot) {
   metrics->OnSample(1, sample);
 
   const std::string text = metrics->Serialize();
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_allocated_bytes{gpu=\"1\"}"), 3000);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_reserved_bytes{gpu=\"1\"}"), 4000);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_active_bytes{gpu=\"1\"}"), 3512);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_peak_allocated_bytes{gpu=\"1\"}"), 6000);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_fragmentation_ratio{gpu=\"1\"}"), 0.25);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"1\"}"), 0.375);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_device_used_bytes{gpu=\"1\"}"), 4000 + (620 << 20));
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_device_total_bytes{gpu=\"1\"}"), double(int64_t{80} << 30));
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_memory_limit_bytes{gpu=\"1\"}"), double(int64_t{24} << 30));
-  EXPECT_EQ(ValueOf(text, "vramlab_experiment_running_info{gpu=\"1\",experiment=\"exp-000007\","
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"1\"}"), 3000);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_reserved_bytes{gpu=\"1\"}"), 4000);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_active_bytes{gpu=\"1\"}"), 3512);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_peak_allocated_bytes{gpu=\"1\"}"), 6000);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_fragmentation_ratio{gpu=\"1\"}"), 0.25);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"1\"}"), 0.375);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_used_bytes{gpu=\"1\"}"), 4000 + (620 << 20));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_total_bytes{gpu=\"1\"}"), double(int64_t{80} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"1\"}"), double(int64_t{24} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_experiment_running_info{gpu=\"1\",experiment=\"exp-000007\","
                           "owner=\"alice\",name=\"seq 4096\"}"),
             1);
   // The idle slot: nothing allocated, no driver reading yet, the whole device as its limit.
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_device_used_bytes{gpu=\"0\"}"), std::nullopt);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"), double(int64_t{80} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_used_bytes{gpu=\"0\"}"), std::nullopt);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"), double(int64_t{80} << 30));
   EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"0\""));
 }
 
 TEST(MetricsTest, FreeBlockFragmentationSurvivesSamplesWithoutSnapshot) {
   auto metrics = Metrics::CreateUnexposed();
   metrics->OnExperimentStarted(0, RunningExperiment("exp-1", "a"));
-  EXPECT_EQ(ValueOf(metrics->Serialize(), "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"),
+  EXPECT_EQ(SeriesValue(metrics->Serialize(), "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"),
             std::nullopt);
   MemorySample boundary = Sample(10, 20);
   boundary.set_has_free_block_fragmentation(true);
@@ -121,8 +110,8 @@ TEST(MetricsTest, FreeBlockFragmentationSurvivesSamplesWithoutSnapshot) {
   metrics->OnSample(0, boundary);
   metrics->OnSample(0, Sample(15, 20));  // periodic sample: no snapshot-based value
   const std::string text = metrics->Serialize();
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"), 0.5);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 15);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"), 0.5);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 15);
 }
 
 TEST(MetricsTest, FinishedExperimentLeavesNoInfoSeriesAndCountsOutcome) {
@@ -135,21 +124,21 @@ TEST(MetricsTest, FinishedExperimentLeavesNoInfoSeriesAndCountsOutcome) {
   step.set_step_time_seconds(0.2);
   step.set_tokens_per_second(1234.5);
   metrics->OnStepResult(0, step);
-  EXPECT_EQ(ValueOf(metrics->Serialize(), "vramlab_tokens_per_second{gpu=\"0\"}"), 1234.5);
+  EXPECT_EQ(SeriesValue(metrics->Serialize(), "vramlab_tokens_per_second{gpu=\"0\"}"), 1234.5);
 
   e.set_state(Experiment::OOM);
   metrics->OnExperimentFinished(0, e);
   const std::string text = metrics->Serialize();
   EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{"));
-  EXPECT_EQ(ValueOf(text, "vramlab_experiments_total{outcome=\"oom\"}"), 1);
-  EXPECT_EQ(ValueOf(text, "vramlab_experiments_total{outcome=\"succeeded\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_device_used_bytes{gpu=\"0\"}"), std::nullopt);
-  EXPECT_EQ(ValueOf(text, "vramlab_tokens_per_second{gpu=\"0\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"), 1000000);
+  EXPECT_EQ(SeriesValue(text, "vramlab_experiments_total{outcome=\"oom\"}"), 1);
+  EXPECT_EQ(SeriesValue(text, "vramlab_experiments_total{outcome=\"succeeded\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_used_bytes{gpu=\"0\"}"), std::nullopt);
+  EXPECT_EQ(SeriesValue(text, "vramlab_tokens_per_second{gpu=\"0\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"), 1000000);
   // The step history outlives the run: the histogram is cumulative.
-  EXPECT_EQ(ValueOf(text, "vramlab_step_duration_seconds_count{gpu=\"0\"}"), 1);
+  EXPECT_EQ(SeriesValue(text, "vramlab_step_duration_seconds_count{gpu=\"0\"}"), 1);
 }
 
 TEST(MetricsTest, QueuedCancellationDoesNotEndTheRunningExperiment) {
@@ -161,12 +150,12 @@ TEST(MetricsTest, QueuedCancellationDoesNotEndTheRunningExperiment) {
   metrics->OnExperimentFinished(0, queued);
   const std::string text = metrics->Serialize();
   EXPECT_TRUE(absl::StrContains(text, "experiment=\"exp-running\""));
-  EXPECT_EQ(ValueOf(text, "vramlab_experiments_total{outcome=\"cancelled\"}"), 1);
+  EXPECT_EQ(SeriesValue(text, "vramlab_experiments_total{outcome=\"cancelled\"}"), 1);
   // A queued experiment has no slot: -1 counts it and creates no slot.
   queued.set_id("exp-queued-2");
   metrics->OnExperimentFinished(-1, queued);
   const std::string after = metrics->Serialize();
-  EXPECT_EQ(ValueOf(after, "vramlab_experiments_total{outcome=\"cancelled\"}"), 2);
+  EXPECT_EQ(SeriesValue(after, "vramlab_experiments_total{outcome=\"cancelled\"}"), 2);
   EXPECT_FALSE(absl::StrContains(after, "gpu=\"-1\""));
 }
 
@@ -180,7 +169,7 @@ TEST(MetricsTest, StepDurationHistogramBucketsAreCumulative) {
   }
   const std::string text = metrics->Serialize();
   auto bucket = [&](const std::string& le) {
-    return ValueOf(text, absl::StrCat("vramlab_step_duration_seconds_bucket{gpu=\"0\",le=\"", le,
+    return SeriesValue(text, absl::StrCat("vramlab_step_duration_seconds_bucket{gpu=\"0\",le=\"", le,
                                       "\"}"));
   };
   EXPECT_EQ(bucket("0.005"), 1);
@@ -188,8 +177,8 @@ TEST(MetricsTest, StepDurationHistogramBucketsAreCumulative) {
   EXPECT_EQ(bucket("1"), 4);
   EXPECT_EQ(bucket("300"), 4);
   EXPECT_EQ(bucket("+Inf"), 5);
-  EXPECT_EQ(ValueOf(text, "vramlab_step_duration_seconds_count{gpu=\"0\"}"), 5);
-  EXPECT_NEAR(*ValueOf(text, "vramlab_step_duration_seconds_sum{gpu=\"0\"}"), 400.783, 1e-9);
+  EXPECT_EQ(SeriesValue(text, "vramlab_step_duration_seconds_count{gpu=\"0\"}"), 5);
+  EXPECT_NEAR(*SeriesValue(text, "vramlab_step_duration_seconds_sum{gpu=\"0\"}"), 400.783, 1e-9);
 }
 
 TEST(MetricsTest, DaemonGaugesAndCounters) {
@@ -200,11 +189,11 @@ TEST(MetricsTest, DaemonGaugesAndCounters) {
   metrics->OnWorkerAbnormalExit();
   metrics->OnWorkerAbnormalExit();
   const std::string text = metrics->Serialize();
-  EXPECT_EQ(ValueOf(text, "vramlab_queue_depth{priority=\"high\"}"), 3);
-  EXPECT_EQ(ValueOf(text, "vramlab_queue_depth{priority=\"normal\"}"), 5);
-  EXPECT_EQ(ValueOf(text, "vramlab_queue_depth{priority=\"low\"}"), 0);
-  EXPECT_EQ(ValueOf(text, "vramlab_watchers"), 2);
-  EXPECT_EQ(ValueOf(text, "vramlab_worker_abnormal_exits_total"), 2);
+  EXPECT_EQ(SeriesValue(text, "vramlab_queue_depth{priority=\"high\"}"), 3);
+  EXPECT_EQ(SeriesValue(text, "vramlab_queue_depth{priority=\"normal\"}"), 5);
+  EXPECT_EQ(SeriesValue(text, "vramlab_queue_depth{priority=\"low\"}"), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_watchers"), 2);
+  EXPECT_EQ(SeriesValue(text, "vramlab_worker_abnormal_exits_total"), 2);
 }
 
 TEST(MetricsTest, FreeFormNameIsEscapedAndBounded) {
@@ -247,10 +236,10 @@ TEST(MetricsTest, ScrapeIsOneConsistentSample) {
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   for (int scrape = 0; (scrape < 200 || distinct < 20) && absl::Now() < deadline; ++scrape) {
     const std::string text = metrics->Serialize();
-    const auto allocated = ValueOf(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}");
+    const auto allocated = SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}");
     ASSERT_TRUE(allocated.has_value());
-    ASSERT_EQ(allocated, ValueOf(text, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"));
-    ASSERT_EQ(allocated, ValueOf(text, "vramlab_gpu_active_bytes{gpu=\"0\"}"));
+    ASSERT_EQ(allocated, SeriesValue(text, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"));
+    ASSERT_EQ(allocated, SeriesValue(text, "vramlab_gpu_active_bytes{gpu=\"0\"}"));
     if (*allocated != previous) ++distinct;
     previous = *allocated;
   }
@@ -291,7 +280,7 @@ TEST(MetricsTest, ExposerServesTheSameSeriesOnAFreePort) {
   const std::string serialized = (*metrics)->Serialize();
   // The HTTP body is our serialization plus prometheus-cpp's own exposer_* families.
   EXPECT_TRUE(absl::StrContains(body, serialized)) << body;
-  EXPECT_EQ(ValueOf(body, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"), 2048);
+  EXPECT_EQ(SeriesValue(body, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"), 2048);
 }
 
 TEST(MetricsTest, BusyPortIsAnErrorNotACrash) {

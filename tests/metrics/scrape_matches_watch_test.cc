@@ -8,11 +8,10 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "tests/metrics/exposition_text.h"
 #include "tests/metrics/prometheus_process.h"
 #include "tests/support/daemon_harness.h"
 
@@ -40,18 +39,9 @@ bool SameReading(const Reading& a, const Reading& b) {
          std::fabs(a.fragmentation - b.fragmentation) <= 1e-12;
 }
 
-std::optional<double> ValueOf(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-  }
-  return std::nullopt;
-}
-
 std::optional<Reading> FromScrape(const std::string& text, int slot) {
   auto get = [&](const char* name) {
-    return ValueOf(text, absl::StrCat(name, "{gpu=\"", slot, "\"}"));
+    return SeriesValue(text, absl::StrCat(name, "{gpu=\"", slot, "\"}"));
   };
   auto allocated = get("vramlab_gpu_allocated_bytes"), reserved = get("vramlab_gpu_reserved_bytes"),
        active = get("vramlab_gpu_active_bytes"), peak = get("vramlab_gpu_peak_allocated_bytes"),
