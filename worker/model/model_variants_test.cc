@@ -153,7 +153,7 @@ TEST_F(ModelVariantsTest, ChunkedLossRejectsNonPositiveChunk) {
 
 TEST(InitializeWeightsTest, DeterministicPerSeedAndShapedLikeHf) {
   const Qwen2Config config = PresetConfig("tiny");
-  Qwen2ForCausalLM a(config, {}), b(config, {}), c(config, {});
+  Qwen2ForCausalLM a(config, ModelOptions{}), b(config, ModelOptions{}), c(config, ModelOptions{});
   InitializeWeights(*a, 42, 0.02);
   InitializeWeights(*b, 42, 0.02);
   InitializeWeights(*c, 43, 0.02);
@@ -178,7 +178,7 @@ TEST(InitializeWeightsTest, IndependentOfDtype) {
   const Qwen2Config config = PresetConfig("tiny");
   ModelOptions bf16_options;
   bf16_options.dtype = torch::kBFloat16;
-  Qwen2ForCausalLM fp32(config, {}), bf16(config, bf16_options);
+  Qwen2ForCausalLM fp32(config, ModelOptions{}), bf16(config, bf16_options);
   InitializeWeights(*fp32, 5, 0.02);
   InitializeWeights(*bf16, 5, 0.02);
   auto reference = fp32->named_parameters();
@@ -189,12 +189,12 @@ TEST(InitializeWeightsTest, IndependentOfDtype) {
 }
 
 TEST(ModelTest, TiedModelHasOneEmbeddingParameter) {
-  Qwen2ForCausalLM tied(PresetConfig("tiny"), {});
+  Qwen2ForCausalLM tied(PresetConfig("tiny"), ModelOptions{});
   EXPECT_FALSE(tied->named_parameters().contains("lm_head.weight"));
   EXPECT_TRUE(tied->LmHeadWeight().is_same(tied->named_parameters()["model.embed_tokens.weight"]));
   Qwen2Config untied_config = PresetConfig("tiny");
   untied_config.tie_word_embeddings = false;
-  Qwen2ForCausalLM untied(untied_config, {});
+  Qwen2ForCausalLM untied(untied_config, ModelOptions{});
   EXPECT_TRUE(untied->LmHeadWeight().is_same(untied->named_parameters()["lm_head.weight"]));
 }
 
@@ -207,7 +207,7 @@ TEST(ModelTest, RejectsBadOptions) {
   EXPECT_THROW(Qwen2ForCausalLM(PresetConfig("tiny"), options), std::invalid_argument);
   Qwen2Config bad = PresetConfig("tiny");
   bad.num_key_value_heads = 3;
-  EXPECT_THROW(Qwen2ForCausalLM(bad, {}), std::invalid_argument);
+  EXPECT_THROW(Qwen2ForCausalLM(bad, ModelOptions{}), std::invalid_argument);
 }
 
 }  // namespace

@@ -96,7 +96,9 @@ TEST_F(SafetensorsTest, ReadsUnalignedData) {
 }
 
 TEST_F(SafetensorsTest, RejectsTruncatedFile) {
-  ExpectOpenError(WriteRaw("short.safetensors", 0, "", "").substr(0), {"truncated"});
+  const std::string empty = (fs::path(dir_) / "empty.safetensors").string();
+  std::ofstream{empty};
+  ExpectOpenError(empty, {"truncated", "0 bytes"});
   const std::string path = (fs::path(dir_) / "three.safetensors").string();
   std::ofstream(path) << "abc";
   ExpectOpenError(path, {"truncated", "3 bytes"});
@@ -183,7 +185,7 @@ class LoaderTest : public SafetensorsTest {
     return config;
   }
   static std::vector<std::pair<std::string, torch::Tensor>> Weights(bool tied) {
-    Qwen2ForCausalLM source(TinyConfig(tied), {});
+    Qwen2ForCausalLM source(TinyConfig(tied), ModelOptions{});
     InitializeWeights(*source, 11, 0.5);
     std::vector<std::pair<std::string, torch::Tensor>> weights;
     for (const auto& item : source->named_parameters()) {
@@ -196,7 +198,7 @@ class LoaderTest : public SafetensorsTest {
   }
   std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
   void ExpectLoadFails(bool tied, const std::vector<std::string>& fragments) {
-    Qwen2ForCausalLM model(TinyConfig(tied), {});
+    Qwen2ForCausalLM model(TinyConfig(tied), ModelOptions{});
     ExpectLoadError([&] { LoadSafetensorsDir(*model, dir_); }, fragments);
   }
 };
@@ -204,7 +206,7 @@ class LoaderTest : public SafetensorsTest {
 TEST_F(LoaderTest, LoadsEveryParameter) {
   const auto weights = Weights(/*tied=*/false);
   WriteSingle(weights);
-  Qwen2ForCausalLM model(TinyConfig(false), {});
+  Qwen2ForCausalLM model(TinyConfig(false), ModelOptions{});
   LoadSafetensorsDir(*model, dir_);
   auto params = model->named_parameters();
   for (const auto& [name, value] : weights) EXPECT_TRUE(torch::equal(params[name], value)) << name;
