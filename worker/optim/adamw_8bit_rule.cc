@@ -32,6 +32,17 @@ class AdamW8bitRule final : public UpdateRule {
   }
   int64_t RangeAlignment() const override { return kQuantBlockSize; }
 
+  // The code books are state too: built on the first update, kept with the moments.
+  int64_t StateBytes() const override {
+    int64_t bytes = UpdateRule::StateBytes();
+    std::lock_guard<std::mutex> lock(maps_mutex_);
+    for (const auto& map : {signed_map_, unsigned_map_}) {
+      if (map == nullptr) continue;
+      bytes += (map->values().numel() + map->midpoints().numel()) * 4;
+    }
+    return bytes;
+  }
+
   void UpdateRange(size_t index, int64_t step, int64_t begin, const torch::Tensor& param_range,
                    const torch::Tensor& grad_range) override {
     const int64_t n = param_range.numel();
@@ -86,7 +97,7 @@ class AdamW8bitRule final : public UpdateRule {
 
   const AdamWHyper hyper_;
   std::vector<bool> quantized_;  // written only in CreateState (single-threaded)
-  std::mutex maps_mutex_;
+  mutable std::mutex maps_mutex_;
   std::shared_ptr<const QuantizationMap> signed_map_, unsigned_map_;
 };
 

@@ -75,7 +75,7 @@ class UpdateRule {
   virtual std::string MultiTensorPath(const torch::Device& /*device*/) const { return ""; }
 
   // Bytes of all state tensors allocated so far.
-  int64_t StateBytes() const;
+  virtual int64_t StateBytes() const;
 
  protected:
   virtual std::vector<torch::Tensor> CreateState(size_t index, const torch::Tensor& param,

@@ -1,0 +1,145 @@
+// The CUDA paths of the optimizers (fused AdamW, the grouped fp32-master update, foreach SGD,
+// 8-bit ranges, pinned-memory offload, in-backward hooks on the device thread) against the CPU
+// implementation, which the other optim tests check against HF and float64 references. Compiled
+// only when LibTorch has CUDA (the GPU host); a CPU-only build has no tests in this binary.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#if defined(VRAMLAB_WITH_CUDA)
+
+#include <torch/version.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "worker/optim/optim_test_util.h"
+#include "worker/optim/optimizer.h"
+
+namespace vramlab::worker {
+namespace {
+
+using optim_testing::NamedParams;
+
+NamedParams ToDevice(const NamedParams& params, const torch::Device& device) {
+  NamedParams out;
+  for (const auto& [name, p] : params) {
+    // clone(): a copy even when `p` is already on `device`.
+    out.emplace_back(name, p.detach().to(device).clone().set_requires_grad(true));
+  }
+  return out;
+}
+
+void CopyGradients(const NamedParams& from, const NamedParams& to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    to[i].second.mutable_grad() = from[i].second.grad().to(to[i].second.device());
+  }
+}
+
+// Runs `steps` steps of `options` on CPU and CUDA copies of the same parameters and gradients;
+// returns the largest difference of any parameter.
+double CpuVsCudaDifference(OptimizerOptions options, const std::vector<int64_t>& sizes,
+                           torch::ScalarType dtype, int steps) {
+  NamedParams cpu = optim_testing::SyntheticParams(sizes, dtype, 1);
+  NamedParams cuda = ToDevice(cpu, torch::kCUDA);
+  OptimizerOptions cpu_options = options;
+  cpu_options.offload_to_cpu = false;
+  auto cpu_optimizer = MakeOptimizer(cpu, cpu_options);
+  auto cuda_optimizer = MakeOptimizer(cuda, options);
+  for (int t = 0; t < steps; ++t) {
+    optim_testing::SetGradients(cpu, 10 + t);
+    CopyGradients(cpu, cuda);
+    cpu_optimizer->Step();
+    cuda_optimizer->Step();
+  }
+  double worst = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    worst = std::max(worst, optim_testing::MaxAbsDiff(cpu[i].second, cuda[i].second.cpu()));
+  }
+  return worst;
+}
+
+const std::vector<int64_t> kSizes = {4095, 5000, 70000, 3};
+
+TEST(CudaOptimizerTest, DeviceIsPresent) { ASSERT_TRUE(torch::cuda::is_available()); }
+
+TEST(CudaOptimizerTest, Fp32KindsMatchTheCpuImplementation) {
+  for (OptimizerKind kind : optim_testing::AllKinds()) {
+    const double tolerance = kind == OptimizerKind::kAdamW8bit ? 1e-4 : 1e-6;
+    EXPECT_LE(CpuVsCudaDifference(optim_testing::Options(kind), kSizes, torch::kFloat, 3),
+              tolerance)
+        << OptimizerKindName(kind);
+  }
+}
+
+TEST(CudaOptimizerTest, OffloadMatchesTheCpuImplementation) {
+  for (OptimizerKind kind : optim_testing::AllKinds()) {
+    OptimizerOptions options = optim_testing::Options(kind);
+    options.offload_to_cpu = true;
+    // 17 Mi elements: crosses a staging chunk boundary.
+    EXPECT_LE(CpuVsCudaDifference(options, {int64_t{17} << 20, 5000}, torch::kFloat, 2), 1e-6)
+        << OptimizerKindName(kind);
+  }
+}
+
+TEST(CudaOptimizerTest, Bf16AdamWStaysWithinBf16RoundingOfTheCpuResult) {
+  // The fused kernel computes in fp32 and rounds once; the CPU ops round after each op.
+  EXPECT_LE(CpuVsCudaDifference(optim_testing::Options(OptimizerKind::kAdamW), kSizes,
+                                torch::kBFloat16, 1),
+            0.05);
+  EXPECT_LE(CpuVsCudaDifference(optim_testing::Options(OptimizerKind::kAdamWFp32Master), kSizes,
+                                torch::kBFloat16, 3),
+            0.05);
+}
+
+TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
+  NamedParams params = ToDevice(optim_testing::SyntheticParams({1000, 3000}, torch::kBFloat16, 1),
+                                torch::kCUDA);
+  auto on_device = MakeOptimizer(params, optim_testing::Options(OptimizerKind::kAdamW));
+  OptimizerOptions offload = optim_testing::Options(OptimizerKind::kAdamWFp32Master);
+  offload.offload_to_cpu = true;
+  auto offloaded = MakeOptimizer(params, offload);
+  for (const auto& [name, p] : params) p.mutable_grad() = torch::ones_like(p);
+  on_device->Step();
+  offloaded->Step();
+  EXPECT_EQ(on_device->DeviceStateBytes(), 2 * 2 * 4000);
+  EXPECT_EQ(on_device->HostStateBytes(), 0);
+  EXPECT_EQ(offloaded->DeviceStateBytes(), 0);
+  // 12 bytes per element plus two pinned staging buffers of 16 Mi elements (bf16 gradient and
+  // parameter).
+  EXPECT_EQ(offloaded->HostStateBytes(), 12 * 4000 + 2 * 2 * (int64_t{16} << 20));
+#if TORCH_VERSION_MAJOR >= 2
+  EXPECT_NE(on_device->Describe().find("adamw fused"), std::string::npos) << on_device->Describe();
+#endif
+  EXPECT_NE(offloaded->Describe().find("pinned"), std::string::npos) << offloaded->Describe();
+}
+
+// The hook runs on the autograd device thread; a parameter used twice is updated once with the
+// sum of both contributions.
+TEST(CudaOptimizerTest, InBackwardMatchesANormalStep) {
+  NamedParams normal = ToDevice(optim_testing::SyntheticParams({4096, 300}, torch::kFloat, 1),
+                                torch::kCUDA);
+  NamedParams hooked = ToDevice(normal, torch::kCUDA);
+  OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW);
+  auto normal_optimizer = MakeOptimizer(normal, options);
+  options.in_backward = true;
+  auto hooked_optimizer = MakeOptimizer(hooked, options);
+  auto loss_of = [](const NamedParams& p) {
+    return (p[0].second.sin().sum() + (p[0].second * 3).cos().sum()) * p[1].second.sum();
+  };
+  for (int t = 0; t < 2; ++t) {
+    loss_of(normal).backward();
+    normal_optimizer->Step();
+    normal_optimizer->ZeroGrad();
+    loss_of(hooked).backward();
+    for (const auto& [name, p] : hooked) EXPECT_FALSE(p.grad().defined()) << name;
+  }
+  for (size_t i = 0; i < normal.size(); ++i) {
+    EXPECT_LE(optim_testing::MaxAbsDiff(normal[i].second, hooked[i].second), 1e-6) << i;
+  }
+}
+
+}  // namespace
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WITH_CUDA
