@@ -49,11 +49,18 @@ std::string AnatomyHtml(const Experiment& e) {
     for (size_t i = 1; i < cells.size(); ++i) absl::StrAppend(&out, "<td>", XmlEscape(cells[i]), "</td>");
     out += "</tr>\n";
   }
-  if (measured) {
-    out += Row({"peak allocated", FormatBytes(measured->peak_allocated_bytes())});
-    out += Row({"peak reserved", FormatBytes(measured->peak_reserved_bytes())});
-    out += Row({"fragmentation at peak", FormatPercent(measured->fragmentation_ratio())});
+  for (const auto& [label, bytes] :
+       {std::pair{"peak allocated", &MemoryAnatomy::peak_allocated_bytes},
+        std::pair{"peak reserved", &MemoryAnatomy::peak_reserved_bytes}}) {
+    std::vector<std::string> cells = {label};
+    if (measured) cells.push_back(FormatBytes((measured->*bytes)()));
+    if (predicted) cells.push_back(FormatBytes((predicted->*bytes)()));
+    if (measured && predicted) {
+      cells.push_back(FormatBytesDelta((measured->*bytes)() - (predicted->*bytes)()));
+    }
+    out += Row(cells);
   }
+  if (measured) out += Row({"fragmentation at peak", FormatPercent(measured->fragmentation_ratio())});
   out += "</table>\n";
   return out;
 }
