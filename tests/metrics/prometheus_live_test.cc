@@ -18,10 +18,11 @@ using vramlab::v1::Experiment;
 using vramlab::v1::ExperimentSpec;
 
 constexpr int64_t kMemoryLimitBytes = int64_t{2} << 30;
-// Optimizer steps of the tiny preset at seq_len 64 on the CPU; see LongTinySpec.
-constexpr int kSteps = 40;
+// More steps than any check needs: each test cancels its run once it has looked, so no check
+// depends on how fast the machine trains.
+constexpr int kSteps = 5000;
 
-// Long enough that several one-second scrapes, and the rate windows of the dashboard, see the run.
+// A run that outlasts the checks: several one-second scrapes and the dashboard's rate windows.
 ExperimentSpec LongTinySpec(const std::string& name) {
   ExperimentSpec spec = TinySpec(/*seq_len=*/64, /*steps=*/kSteps);
   spec.set_name(name);
@@ -73,6 +74,19 @@ class PrometheusLiveTest : public ::testing::Test {
     return *running;
   }
 
+  // Cancels a running experiment and waits for its final state.
+  void CancelAndWait(const std::string& id) {
+    grpc::ClientContext context;
+    vramlab::v1::CancelExperimentRequest request;
+    request.set_id(id);
+    Experiment cancelled;
+    const grpc::Status status = stub_->CancelExperiment(&context, request, &cancelled);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    auto done = WaitForFinalState(*stub_, id);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
+  }
+
   double ValueOrNan(const std::string& expr) {
     auto v = prometheus_->ScalarQuery(expr);
     EXPECT_TRUE(v.ok()) << v.status();
@@ -85,9 +99,8 @@ class PrometheusLiveTest : public ::testing::Test {
 };
 
 TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) {
-  const double succeeded_before =
-      ValueOrNan(absl::StrCat("vramlab_experiments_total{outcome=\"succeeded\"}"));
-  ASSERT_FALSE(std::isnan(succeeded_before));
+  const double cancelled_before = ValueOrNan("vramlab_experiments_total{outcome=\"cancelled\"}");
+  ASSERT_FALSE(std::isnan(cancelled_before));
   Experiment e = StartAndWaitForInfo(LongTinySpec("live series"));
   ASSERT_FALSE(e.id().empty());
   const std::string gpu = std::to_string(e.slot());
@@ -131,9 +144,7 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
   EXPECT_GE(ValueOrNan("vramlab_watchers"), 0);
   EXPECT_GE(ValueOrNan("vramlab_worker_abnormal_exits_total"), 0);
 
-  auto done = WaitForFinalState(*stub_, e.id());
-  ASSERT_TRUE(done.ok()) << done.status();
-  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  CancelAndWait(e.id());
   // The next scrape no longer has the series; Prometheus marks it stale at once.
   auto gone = prometheus_->WaitForValue(
       absl::StrCat("absent(vramlab_experiment_running_info{experiment=\"", e.id(), "\"})"),
@@ -142,7 +153,19 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
   auto idle = prometheus_->WaitForValue(Series("vramlab_gpu_allocated_bytes", gpu),
                                         [](double v) { return v == 0; }, absl::Seconds(15));
   EXPECT_TRUE(idle.ok()) << idle.status();
-  EXPECT_EQ(ValueOrNan("vramlab_experiments_total{outcome=\"succeeded\"}"), succeeded_before + 1);
+  EXPECT_EQ(ValueOrNan("vramlab_experiments_total{outcome=\"cancelled\"}"), cancelled_before + 1);
+
+  // A run that ends on its own is counted as succeeded.
+  const double succeeded_before = ValueOrNan("vramlab_experiments_total{outcome=\"succeeded\"}");
+  auto quick = Submit(*stub_, TinySpec(/*seq_len=*/32, /*steps=*/1));
+  ASSERT_TRUE(quick.ok()) << quick.status();
+  auto quick_done = WaitForFinalState(*stub_, quick->id());
+  ASSERT_TRUE(quick_done.ok()) << quick_done.status();
+  ASSERT_EQ(quick_done->state(), Experiment::SUCCEEDED) << quick_done->state_reason();
+  auto counted = prometheus_->WaitForValue("vramlab_experiments_total{outcome=\"succeeded\"}",
+                                           [&](double v) { return v == succeeded_before + 1; },
+                                           absl::Seconds(15));
+  EXPECT_TRUE(counted.ok()) << counted.status();
 }
 
 // Every PromQL expression of the shipped dashboard, with its variables set as Grafana would set
@@ -206,9 +229,7 @@ TEST_F(PrometheusLiveTest, EveryDashboardExpressionReturnsData) {
     ++variable_queries;
   }
   EXPECT_EQ(variable_queries, 2);  // instance and gpu
-
-  auto done = WaitForFinalState(*stub_, e.id());
-  ASSERT_TRUE(done.ok()) << done.status();
+  CancelAndWait(e.id());
 }
 
 // promtool's linter accepts a real scrape, which carries every family the exporter documents.

@@ -3,10 +3,12 @@
 // has received sample k, a scrape taken afterwards shows sample k or a later one, never an older
 // one and never a mixture of two.
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <optional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -76,18 +78,19 @@ TEST(ScrapeMatchesWatchTest, EveryScrapeIsTheLatestWatchedSampleOrNewer) {
   auto daemon = DaemonHarness::Start();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  vramlab::v1::ExperimentSpec spec = TinySpec(/*seq_len=*/64, /*steps=*/20);
+  // More steps than the comparisons need; the run is cancelled once enough scrapes were compared.
+  vramlab::v1::ExperimentSpec spec = TinySpec(/*seq_len=*/64, /*steps=*/5000);
   spec.mutable_memory()->set_sample_interval_ms(5);
   auto submitted = Submit(*stub, spec);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
 
   WatchedSamples watched;
   std::atomic<bool> stream_ended{false};
+  grpc::ClientContext watch_context;
   std::thread watcher([&] {
-    grpc::ClientContext context;
     vramlab::v1::WatchExperimentRequest request;
     request.set_id(submitted->id());
-    auto reader = stub->WatchExperiment(&context, request);
+    auto reader = stub->WatchExperiment(&watch_context, request);
     vramlab::v1::ExperimentEvent event;
     while (reader->Read(&event)) {
       if (!event.has_worker_event()) continue;
@@ -98,12 +101,18 @@ TEST(ScrapeMatchesWatchTest, EveryScrapeIsTheLatestWatchedSampleOrNewer) {
     reader->Finish();
     stream_ended = true;
   });
+  // However the test leaves (a failed ASSERT included), the watcher thread ends first.
+  absl::Cleanup stop_watcher = [&] {
+    watch_context.TryCancel();
+    watcher.join();
+  };
 
   auto running = WaitForState(*stub, submitted->id(), Experiment::RUNNING);
   ASSERT_TRUE(running.ok()) << running.status();
   const int slot = running->slot();
   int compared = 0, matched_latest = 0;
-  while (!stream_ended) {
+  constexpr int kScrapesToCompare = 20;
+  while (!stream_ended && compared < kScrapesToCompare) {
     // Everything the watcher holds now was exported before it was streamed.
     const size_t seen_before = watched.Count();
     auto scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
@@ -136,13 +145,21 @@ TEST(ScrapeMatchesWatchTest, EveryScrapeIsTheLatestWatchedSampleOrNewer) {
     ++compared;
     if (*match == seen_before - 1) ++matched_latest;
   }
-  watcher.join();
-  EXPECT_GE(compared, 5) << "the run was too short to compare scrapes";
+  EXPECT_EQ(compared, kScrapesToCompare) << "the run ended before enough scrapes were compared";
   RecordProperty("scrapes_compared", compared);
   RecordProperty("scrapes_equal_to_latest_watched", matched_latest);
+  std::printf("%d scrapes compared, %d equal to the latest watched sample, the others newer\n",
+              compared, matched_latest);
+
+  grpc::ClientContext cancel_context;
+  vramlab::v1::CancelExperimentRequest cancel;
+  cancel.set_id(submitted->id());
+  Experiment cancelled;
+  const grpc::Status status = stub->CancelExperiment(&cancel_context, cancel, &cancelled);
+  EXPECT_TRUE(status.ok()) << status.error_message();
   auto done = WaitForFinalState(*stub, submitted->id());
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
 }
 
 }  // namespace
