@@ -14,13 +14,16 @@
 namespace vramlab::testing {
 namespace {
 
+// These tests run no experiment, so any executable stands in for the worker.
+constexpr char kNoWorker[] = "--worker-path=/bin/true";
+
 CommandResult Probe(const std::string& address) {
   return RunCommand({"/usr/bin/python3", SourceDir() + "/deploy/docker/grpc-health-check.py",
                      address, "--timeout", "3"});
 }
 
 TEST(HealthCheckProbeTest, ServingDaemonPassesAndStoppedDaemonFails) {
-  auto daemon = DaemonHarness::Start({.enable_metrics = false});
+  auto daemon = DaemonHarness::Start({.extra_flags = {kNoWorker}, .enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const std::string address = (*daemon)->address();
   const CommandResult serving = Probe(address);
@@ -40,7 +43,7 @@ TEST(HealthCheckProbeTest, NeedsNoTokenWhenTheApiDoes) {
   std::ofstream(tokens) << "s3cret-admin-token alice admin\n";
   ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
   auto daemon = DaemonHarness::Start(
-      {.extra_flags = {"--auth-tokens=" + tokens}, .enable_metrics = false});
+      {.extra_flags = {kNoWorker, "--auth-tokens=" + tokens}, .enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
 
   // The API refuses a caller without a token...
