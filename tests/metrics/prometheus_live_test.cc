@@ -40,6 +40,9 @@ class PrometheusLiveTest : public ::testing::Test {
     auto prometheus = PrometheusProcess::Start(Instance());
     ASSERT_TRUE(prometheus.ok()) << prometheus.status();
     prometheus_ = prometheus->release();
+    // The first scrape has happened: every test starts with the daemon's series in Prometheus.
+    auto up = prometheus_->WaitForValue("up{job=\"vramlabd\"}", [](double v) { return v == 1; });
+    ASSERT_TRUE(up.ok()) << up.status() << prometheus_->ReadLog();
   }
   static void TearDownTestSuite() {
     delete prometheus_;
