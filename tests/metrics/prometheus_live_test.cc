@@ -90,6 +90,11 @@ class PrometheusLiveTest : public ::testing::Test {
     EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
   }
 
+  // Steps recorded on every slot so far (the histogram is cumulative across runs).
+  double StepsSoFar() {
+    return ValueOrNan("sum(vramlab_step_duration_seconds_count) or vector(0)");
+  }
+
   double ValueOrNan(const std::string& expr) {
     auto v = prometheus_->ScalarQuery(expr);
     EXPECT_TRUE(v.ok()) << v.status();
@@ -104,6 +109,7 @@ class PrometheusLiveTest : public ::testing::Test {
 TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) {
   const double cancelled_before = ValueOrNan("vramlab_experiments_total{outcome=\"cancelled\"}");
   ASSERT_FALSE(std::isnan(cancelled_before));
+  const double steps_before = StepsSoFar();
   Experiment e = StartAndWaitForInfo(LongTinySpec("live series"));
   ASSERT_FALSE(e.id().empty());
   const std::string gpu = std::to_string(e.slot());
@@ -136,7 +142,8 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
                                           [](double v) { return v > 0; });
   EXPECT_TRUE(tokens.ok()) << tokens.status();
   auto steps = prometheus_->WaitForValue(
-      Series("vramlab_step_duration_seconds_count", gpu), [](double v) { return v >= 1; });
+      Series("vramlab_step_duration_seconds_count", gpu),
+      [&](double v) { return v >= steps_before + 1; });
   EXPECT_TRUE(steps.ok()) << steps.status();
   EXPECT_GT(ValueOrNan(Series("vramlab_step_duration_seconds_sum", gpu)), 0);
   // Daemon-wide series.
@@ -174,12 +181,14 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
 // Every PromQL expression of the shipped dashboard, with its variables set as Grafana would set
 // them for this daemon and slot, evaluates on a real Prometheus and returns data.
 TEST_F(PrometheusLiveTest, EveryDashboardExpressionReturnsData) {
+  const double steps_before = StepsSoFar();
   Experiment e = StartAndWaitForInfo(LongTinySpec("dashboard"));
   ASSERT_FALSE(e.id().empty());
   const std::string gpu = std::to_string(e.slot());
   // Let two steps land inside the rate window the step-time panel uses.
   auto steps = prometheus_->WaitForValue(
-      Series("vramlab_step_duration_seconds_count", gpu), [](double v) { return v >= 2; });
+      Series("vramlab_step_duration_seconds_count", gpu),
+      [&](double v) { return v >= steps_before + 2; });
   ASSERT_TRUE(steps.ok()) << steps.status();
 
   std::ifstream in(SourceDir() + "/deploy/grafana/dashboards/vramlab.json");
