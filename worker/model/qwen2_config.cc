@@ -101,71 +101,50 @@ void ValidateConfig(const Qwen2Config& c) {
   }
 }
 
+namespace {
+
+struct Preset {
+  const char* name;
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, max_positions;
+  bool tied;
+};
+
+// Shapes from each model's config.json on huggingface.co (Qwen/Qwen2.5-0.5B, -1.5B, -3B, -7B);
+// all use rope_theta 1e6, rms_norm_eps 1e-6, initializer_range 0.02. The parameter counts they
+// give (ParameterCount, checked in qwen2_config_test) are what HF's num_parameters() reports and
+// match the model cards: 494,032,768 (0.49B), 1,543,714,304 (1.54B), 3,085,938,688 (3.09B),
+// 7,615,616,512 (7.61B). "tiny" is shared/testdata/qwen2-tiny/config.json (125,504).
+constexpr Preset kPresets[] = {
+    {"qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, 32768, true},
+    {"qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, 131072, true},
+    {"qwen2.5-3b", 151936, 2048, 11008, 36, 16, 2, 32768, true},
+    {"qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, 131072, false},
+    {"tiny", 512, 64, 176, 2, 4, 2, 256, true},
+};
+
+}  // namespace
+
 Qwen2Config PresetConfig(const std::string& name) {
-  Qwen2Config c;
-  c.rope_theta = 1e6;
-  c.rms_norm_eps = 1e-6;
-  c.initializer_range = 0.02;
-  if (name == "qwen2.5-0.5b") {
-    // huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json; model card: 0.49B parameters
-    // (ParameterCount: 494,032,768).
-    c.vocab_size = 151936;
-    c.hidden_size = 896;
-    c.intermediate_size = 4864;
-    c.num_hidden_layers = 24;
-    c.num_attention_heads = 14;
-    c.num_key_value_heads = 2;
-    c.max_position_embeddings = 32768;
-    c.tie_word_embeddings = true;
-  } else if (name == "qwen2.5-1.5b") {
-    // huggingface.co/Qwen/Qwen2.5-1.5B/blob/main/config.json; model card: 1.54B parameters
-    // (ParameterCount: 1,543,714,304, what HF's model.num_parameters() reports).
-    c.vocab_size = 151936;
-    c.hidden_size = 1536;
-    c.intermediate_size = 8960;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 12;
-    c.num_key_value_heads = 2;
-    c.max_position_embeddings = 131072;
-    c.tie_word_embeddings = true;
-  } else if (name == "qwen2.5-3b") {
-    // huggingface.co/Qwen/Qwen2.5-3B/blob/main/config.json; model card: 3.09B parameters
-    // (ParameterCount: 3,085,938,688).
-    c.vocab_size = 151936;
-    c.hidden_size = 2048;
-    c.intermediate_size = 11008;
-    c.num_hidden_layers = 36;
-    c.num_attention_heads = 16;
-    c.num_key_value_heads = 2;
-    c.max_position_embeddings = 32768;
-    c.tie_word_embeddings = true;
-  } else if (name == "qwen2.5-7b") {
-    // huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json; model card: 7.61B parameters
-    // (ParameterCount: 7,615,616,512; untied lm_head, vocabulary 152,064).
-    c.vocab_size = 152064;
-    c.hidden_size = 3584;
-    c.intermediate_size = 18944;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 28;
-    c.num_key_value_heads = 4;
-    c.max_position_embeddings = 131072;
-    c.tie_word_embeddings = false;
-  } else if (name == "tiny") {
-    // shared/testdata/qwen2-tiny/config.json: 125,504 parameters.
-    c.vocab_size = 512;
-    c.hidden_size = 64;
-    c.intermediate_size = 176;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.max_position_embeddings = 256;
-    c.tie_word_embeddings = true;
-  } else {
-    throw std::invalid_argument("unknown model preset \"" + name +
-                                "\" (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, "
-                                "tiny)");
+  std::string known;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) {
+      Qwen2Config c;
+      c.vocab_size = p.vocab;
+      c.hidden_size = p.hidden;
+      c.intermediate_size = p.intermediate;
+      c.num_hidden_layers = p.layers;
+      c.num_attention_heads = p.heads;
+      c.num_key_value_heads = p.kv_heads;
+      c.max_position_embeddings = p.max_positions;
+      c.tie_word_embeddings = p.tied;
+      c.rope_theta = 1e6;
+      c.rms_norm_eps = 1e-6;
+      c.initializer_range = 0.02;
+      return c;
+    }
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
   }
-  return c;
+  throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " + known + ")");
 }
 
 Qwen2Config ConfigFromJson(const nlohmann::json& json) {
