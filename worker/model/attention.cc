@@ -5,9 +5,13 @@
 
 #include <torch/version.h>
 
-namespace vramlab::worker {
+// at::scaled_dot_product_attention and at::_fused_sdp_choice grew arguments over 2.x: `scale` in
+// 2.1, `enable_gqa` in 2.5. Defaults are equal to what this model passes when they are absent.
+#define VRAMLAB_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||           \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
-bool SdpaAvailable() { return TORCH_VERSION_MAJOR >= 2; }
+namespace vramlab::worker {
 
 torch::Tensor RepeatKv(const torch::Tensor& x, int64_t n_rep) {
   if (n_rep == 1) return x;
@@ -37,7 +41,11 @@ torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::matmul(probs, values).transpose(1, 2).contiguous();
 }
 
-#if TORCH_VERSION_MAJOR >= 2
+bool SdpaAvailable() { return VRAMLAB_TORCH_AT_LEAST(2, 0); }
+
+bool SdpaNativeGqaAvailable() { return VRAMLAB_TORCH_AT_LEAST(2, 5); }
+
+#if VRAMLAB_TORCH_AT_LEAST(2, 0)
 namespace {
 
 std::string SdpBackendName(int64_t choice) {
@@ -55,22 +63,35 @@ std::string SdpBackendName(int64_t choice) {
 #endif
 
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            double scaling, std::string* backend) {
-#if TORCH_VERSION_MAJOR >= 2
-  const int64_t n_rep = q.size(1) / k.size(1);
+                            double scaling, bool native_gqa, std::string* backend) {
+#if VRAMLAB_TORCH_AT_LEAST(2, 0)
+  const bool enable_gqa = native_gqa && SdpaNativeGqaAvailable();
+  const int64_t n_rep = enable_gqa ? 1 : q.size(1) / k.size(1);
   torch::Tensor keys = RepeatKv(k, n_rep);
   torch::Tensor values = RepeatKv(v, n_rep);
+#if VRAMLAB_TORCH_AT_LEAST(2, 5)
+#define VRAMLAB_SDPA_EXTRA_ARGS , scaling, enable_gqa
+#elif VRAMLAB_TORCH_AT_LEAST(2, 1)
+#define VRAMLAB_SDPA_EXTRA_ARGS , scaling
+#else
+#define VRAMLAB_SDPA_EXTRA_ARGS
+#endif
   if (backend != nullptr) {
-    *backend = SdpBackendName(at::_fused_sdp_choice(q, keys, values, /*attn_mask=*/{},
-                                                    /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                    /*scale=*/scaling));
+    try {
+      *backend = SdpBackendName(at::_fused_sdp_choice(q, keys, values, /*attn_mask=*/{},
+                                                      /*dropout_p=*/0.0,
+                                                      /*is_causal=*/true VRAMLAB_SDPA_EXTRA_ARGS));
+    } catch (const c10::Error&) {
+      *backend = "unknown";  // the attention call below reports the real problem
+    }
   }
-  torch::Tensor out = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{},
-                                                       /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                       /*scale=*/scaling);
+  torch::Tensor out = at::scaled_dot_product_attention(
+      q, keys, values, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true
+      VRAMLAB_SDPA_EXTRA_ARGS);
+#undef VRAMLAB_SDPA_EXTRA_ARGS
   return out.transpose(1, 2).contiguous();
 #else
-  (void)q, (void)k, (void)v, (void)scaling, (void)backend;
+  (void)q, (void)k, (void)v, (void)scaling, (void)native_gqa, (void)backend;
   throw std::logic_error("scaled_dot_product_attention needs LibTorch 2.x");
 #endif
 }

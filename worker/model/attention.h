@@ -23,12 +23,17 @@ torch::Tensor CausalMask(int64_t seq_len, torch::Dtype dtype, torch::Device devi
 torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& causal_mask, double scaling);
 
-// at::scaled_dot_product_attention with is_causal; kv heads repeated for GQA. Only on LibTorch 2.x
-// (throws std::logic_error elsewhere: callers fall back to EagerAttention). When `backend` is not
+// True when at::scaled_dot_product_attention takes enable_gqa (LibTorch >= 2.5).
+bool SdpaNativeGqaAvailable();
+
+// at::scaled_dot_product_attention with is_causal. Only on LibTorch 2.x (throws std::logic_error
+// elsewhere: callers fall back to EagerAttention). GQA: kv heads are repeated (as HF does before
+// torch 2.5), or with native_gqa and LibTorch >= 2.5 passed as they are with enable_gqa (as HF
+// does from torch 2.5 on; sdpa then keeps the un-repeated K/V for backward). When `backend` is not
 // null it receives the fused backend chosen for these inputs: "flash", "efficient", "cudnn",
 // "math", ... (asked of at::_fused_sdp_choice, which makes the same choice).
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            double scaling, std::string* backend = nullptr);
+                            double scaling, bool native_gqa, std::string* backend = nullptr);
 
 // [b, kv_heads, s, d] -> [b, kv_heads * n_rep, s, d], kv head j serving query heads
 // j*n_rep .. (j+1)*n_rep-1 (HF's repeat_kv). Returns x itself when n_rep == 1.

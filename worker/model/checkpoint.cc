@@ -22,6 +22,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["cos"] = in->cos;
     ctx->saved_data["sin"] = in->sin;
     ctx->saved_data["attention"] = static_cast<int64_t>(in->attention);
+    ctx->saved_data["sdpa_native_gqa"] = in->sdpa_native_gqa;
     if (in->causal_mask.defined()) ctx->saved_data["causal_mask"] = in->causal_mask;
     torch::NoGradGuard no_grad;
     return layer->forward(hidden, *in);
@@ -33,6 +34,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     in.cos = ctx->saved_data["cos"].toTensor();
     in.sin = ctx->saved_data["sin"].toTensor();
     in.attention = static_cast<AttentionImpl>(ctx->saved_data["attention"].toInt());
+    in.sdpa_native_gqa = ctx->saved_data["sdpa_native_gqa"].toBool();
     if (ctx->saved_data.count("causal_mask") != 0) {
       in.causal_mask = ctx->saved_data["causal_mask"].toTensor();
     }

@@ -1,5 +1,6 @@
 #include "worker/model/loss.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace vramlab::worker {
@@ -10,10 +11,19 @@ using torch::autograd::variable_list;
 
 namespace F = torch::nn::functional;
 
-torch::Tensor SummedCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return F::cross_entropy(
-      logits, targets,
-      F::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(kIgnoreIndex));
+// One chunk's logits as a fresh fp32 tensor the caller may overwrite: the param-dtype matmul
+// output lives only until the upcast.
+torch::Tensor ChunkLogitsFp32(const torch::Tensor& hidden, const torch::Tensor& weight) {
+  return torch::linear(hidden, weight).to(torch::kFloat32);
+}
+
+// Turns logits [c, v] into exp(logits - rowmax) in place and returns the row maxima [c, 1]. The
+// in-place softmax keeps one fp32 [c, v] buffer per chunk where at::softmax / log_softmax would
+// hold two (input and output).
+torch::Tensor ShiftedExpInPlace(torch::Tensor& logits) {
+  torch::Tensor row_max = logits.amax(/*dim=*/1, /*keepdim=*/true);
+  logits.sub_(row_max).exp_();
+  return row_max;
 }
 
 // Forward keeps hidden, weight and targets (which exist anyway) and a scalar; no logits survive a
@@ -26,14 +36,22 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
                                const torch::Tensor& weight, const torch::Tensor& targets,
                                int64_t chunk_tokens) {
     const int64_t n = hidden.size(0);
+    const torch::Tensor valid = targets.ne(kIgnoreIndex);
+    // Ignored rows read class 0 and are multiplied by 0 below.
+    const torch::Tensor safe_targets = targets.masked_fill(valid.logical_not(), 0);
     torch::Tensor loss_sum = torch::zeros({}, hidden.options().dtype(torch::kFloat32));
     for (int64_t start = 0; start < n; start += chunk_tokens) {
       const int64_t end = std::min(n, start + chunk_tokens);
-      torch::Tensor logits = torch::linear(hidden.slice(0, start, end), weight).to(torch::kFloat32);
-      loss_sum += SummedCrossEntropy(logits, targets.slice(0, start, end));
+      torch::Tensor logits = ChunkLogitsFp32(hidden.slice(0, start, end), weight);
+      const torch::Tensor target_logit =
+          logits.gather(1, safe_targets.slice(0, start, end).unsqueeze(1)).squeeze(1);
+      const torch::Tensor row_max = ShiftedExpInPlace(logits);
+      // -log softmax[target] = log(sum exp(x - max)) + max - x_target
+      const torch::Tensor nll = logits.sum(1).log_().add_(row_max.squeeze(1)).sub_(target_logit);
+      loss_sum += nll.mul_(valid.slice(0, start, end)).sum();
     }
     // A tensor, not .item(): no device synchronization inside the step.
-    torch::Tensor count = targets.ne(kIgnoreIndex).sum().to(torch::kFloat32);
+    torch::Tensor count = valid.sum().to(torch::kFloat32);
     ctx->save_for_backward({hidden, weight, targets, count});
     ctx->saved_data["chunk_tokens"] = chunk_tokens;
     return loss_sum / count;
@@ -46,23 +64,26 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     const torch::Tensor& targets = saved[2];
     const int64_t chunk_tokens = ctx->saved_data["chunk_tokens"].toInt();
     const torch::Tensor scale = grad_outputs[0].to(torch::kFloat32) / saved[3];
-    torch::Tensor grad_hidden = torch::empty_like(hidden);
+    torch::Tensor grad_hidden = torch::empty_like(hidden, torch::MemoryFormat::Contiguous);
     // Accumulated chunk by chunk in the parameter dtype (no fp32 copy of a vocab x hidden matrix).
-    torch::Tensor grad_weight = torch::zeros_like(weight);
+    torch::Tensor grad_weight = torch::zeros_like(weight, torch::MemoryFormat::Contiguous);
     const int64_t n = hidden.size(0);
     for (int64_t start = 0; start < n; start += chunk_tokens) {
       const int64_t end = std::min(n, start + chunk_tokens);
       const torch::Tensor h = hidden.slice(0, start, end);
       const torch::Tensor t = targets.slice(0, start, end);
-      torch::Tensor grad_logits =
-          torch::softmax(torch::linear(h, weight).to(torch::kFloat32), /*dim=*/-1);
       const torch::Tensor valid = t.ne(kIgnoreIndex);
+      torch::Tensor grad_logits = ChunkLogitsFp32(h, weight);
+      ShiftedExpInPlace(grad_logits);
+      grad_logits.div_(grad_logits.sum(1, /*keepdim=*/true));  // softmax
       grad_logits.scatter_add_(1, t.masked_fill(valid.logical_not(), 0).unsqueeze(1),
                                -torch::ones({end - start, 1}, grad_logits.options()));
       grad_logits.mul_((valid.to(torch::kFloat32) * scale).unsqueeze(1));
-      const torch::Tensor g = grad_logits.to(weight.scalar_type());
-      grad_logits = torch::Tensor();  // free the fp32 chunk before the matmuls allocate
-      grad_hidden.slice(0, start, end).copy_(torch::matmul(g, weight));
+      torch::Tensor g = grad_logits.to(weight.scalar_type());
+      grad_logits = torch::Tensor();  // frees the fp32 chunk unless g is the same tensor
+      // Rows start..end of a contiguous [n, h] tensor are contiguous: written in place.
+      torch::Tensor grad_rows = grad_hidden.slice(0, start, end);
+      torch::mm_out(grad_rows, g, weight);
       grad_weight.addmm_(g.t(), h);
     }
     return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor()};

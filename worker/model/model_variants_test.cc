@@ -137,6 +137,10 @@ TEST_F(ModelVariantsTest, SdpaMatchesEager) {
   EXPECT_EQ(eager->attention_backend(), "eager");
   ExpectSameResult(RunStep(eager, ids_, labels_, LossImpl::kFull, 0),
                    RunStep(sdpa, ids_, labels_, LossImpl::kFull, 0), 1e-5);
+  options.sdpa_native_gqa = true;
+  Qwen2ForCausalLM sdpa_gqa = LoadCheckpoint("qwen2-tiny", options);
+  ExpectSameResult(RunStep(eager, ids_, labels_, LossImpl::kFull, 0),
+                   RunStep(sdpa_gqa, ids_, labels_, LossImpl::kFull, 0), 1e-5);
   if (SdpaAvailable()) {
     EXPECT_EQ(sdpa->attention_backend().rfind("sdpa (", 0), 0u) << sdpa->attention_backend();
   } else {

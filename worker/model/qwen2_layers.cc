@@ -81,7 +81,7 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const DecoderI
   k = ApplyRotary(k, in.cos, in.sin);
   const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   torch::Tensor out = in.attention == AttentionImpl::kSdpa
-                          ? SdpaAttention(q, k, v, scaling, in.sdpa_backend)
+                          ? SdpaAttention(q, k, v, scaling, in.sdpa_native_gqa, in.sdpa_backend)
                           : EagerAttention(q, k, v, in.causal_mask, scaling);
   return o_proj(out.view({b, s, num_heads_ * head_dim_}));
 }

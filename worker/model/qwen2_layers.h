@@ -55,6 +55,7 @@ struct DecoderInputs {
   torch::Tensor sin;
   torch::Tensor causal_mask;  // undefined for sdpa
   AttentionImpl attention = AttentionImpl::kEager;
+  bool sdpa_native_gqa = false;  // see SdpaAttention
   std::string* sdpa_backend = nullptr;  // when set, the sdpa layer records its fused backend
 };
 

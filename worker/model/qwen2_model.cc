@@ -47,11 +47,12 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {
   const torch::Tensor& table = embed_tokens->weight;
   DecoderInputs in = MakeDecoderInputs(config_, input_ids.size(1), EffectiveAttention(),
                                        table.scalar_type(), table.device());
+  in.sdpa_native_gqa = options_.sdpa_native_gqa;
   torch::Tensor hidden = embed_tokens(input_ids);
   const int k = options_.checkpoint_every_k_layers;
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     in.sdpa_backend = i == 0 ? &sdpa_backend_ : nullptr;
-    if (k > 0 && i % k == 0) {
+    if (k > 0 && i % static_cast<size_t>(k) == 0) {
       hidden = CheckpointedLayerForward(*decoder_layers_[i], hidden, in);
     } else {
       hidden = decoder_layers_[i]->forward(hidden, in);

@@ -27,6 +27,9 @@ struct ModelOptions {
   AttentionImpl attention = AttentionImpl::kEager;
   // 0: no activation checkpointing; 1: every decoder layer; k: layers 0, k, 2k, ...
   int checkpoint_every_k_layers = 0;
+  // sdpa on LibTorch >= 2.5: hand K/V to the kernel un-repeated with enable_gqa (HF's choice on
+  // torch >= 2.5) instead of repeating the kv heads first. Ignored elsewhere.
+  bool sdpa_native_gqa = false;
   torch::Dtype dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
 };
@@ -34,7 +37,7 @@ struct ModelOptions {
 // Qwen2Model: embeddings, decoder layers, final norm.
 class Qwen2ModelImpl : public torch::nn::Module {
  public:
-  Qwen2ModelImpl(const Qwen2Config& config, const ModelOptions& options);
+  explicit Qwen2ModelImpl(const Qwen2Config& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [batch, seq, hidden] for input_ids [batch, seq] (int64).
   torch::Tensor forward(const torch::Tensor& input_ids);
@@ -59,7 +62,7 @@ TORCH_MODULE(Qwen2Model);
 class Qwen2ForCausalLMImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument for an invalid config or options.
-  Qwen2ForCausalLMImpl(const Qwen2Config& config, const ModelOptions& options);
+  explicit Qwen2ForCausalLMImpl(const Qwen2Config& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [batch, seq, hidden] in the parameter dtype.
   torch::Tensor Hidden(const torch::Tensor& input_ids);
