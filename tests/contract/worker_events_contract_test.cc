@@ -1,14 +1,6 @@
 // The worker protocol's contract: every line the real vramlab-worker prints must parse as a
 // vramlab.v1.WorkerEvent with protobuf's own JSON parser, unknown fields rejected (as the daemon
 // parses them), and the events must tell a coherent story.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +8,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "tests/contract/worker_process.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace {
@@ -30,52 +23,19 @@ struct WorkerRun {
   std::vector<std::string> lines;
 };
 
-std::string WorkerBinary() {
-  const char* dir = std::getenv("VRAMLAB_BIN_DIR");
-  return std::string(dir != nullptr ? dir : VRAMLAB_BIN_DIR) + "/vramlab-worker";
-}
-
-// Runs the worker on `spec_json` (through a file) and collects its stdout lines.
+// Runs the worker on `spec_json` and parses every stdout line as the daemon does.
 WorkerRun RunWorker(const std::string& spec_json) {
-  char spec_path[] = "/tmp/vramlab-contract-spec-XXXXXX";
-  const int spec_fd = mkstemp(spec_path);
-  EXPECT_GE(spec_fd, 0);
-  EXPECT_EQ(write(spec_fd, spec_json.data(), spec_json.size()), static_cast<ssize_t>(spec_json.size()));
-  close(spec_fd);
-
-  int out[2];
-  EXPECT_EQ(pipe(out), 0);
-  const std::string binary = WorkerBinary();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    const int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDERR_FILENO);
-    execl(binary.c_str(), binary.c_str(), "--spec", spec_path, static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  std::string output;
-  char buffer[1 << 16];
-  ssize_t n;
-  while ((n = read(out[0], buffer, sizeof(buffer))) > 0) output.append(buffer, static_cast<size_t>(n));
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  unlink(spec_path);
-
+  const vramlab::testing::WorkerProcess process = vramlab::testing::RunWorkerProcess(spec_json);
   WorkerRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  std::istringstream stream(output);
+  run.exit_code = process.exit_status;
+  std::istringstream stream(process.output);
   std::string line;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   while (std::getline(stream, line)) {
     WorkerEvent event;
-    const auto status_or = google::protobuf::util::JsonStringToMessage(line, &event, options);
-    EXPECT_TRUE(status_or.ok()) << status_or.ToString() << "\nline: " << line.substr(0, 500);
+    const auto status = google::protobuf::util::JsonStringToMessage(line, &event, options);
+    EXPECT_TRUE(status.ok()) << status.ToString() << "\nline: " << line.substr(0, 500);
     EXPECT_NE(event.payload_case(), WorkerEvent::PAYLOAD_NOT_SET) << line;
     run.lines.push_back(line);
     run.events.push_back(event);

@@ -13,7 +13,7 @@
 namespace vramlab::worker {
 
 // Bytes in the HUGE_LINE line: far above any sane event, so a reader must bound its line buffer.
-inline constexpr size_t kHugeLineBytes = 64u << 20;
+inline constexpr size_t kHugeLineBytes = 16u << 20;
 
 // Performs `fault`. SEGFAULT, ABORT, HANG, EXIT_MID_STREAM and FLOOD_OUTPUT never return
 // (FLOOD_OUTPUT exits once its reader is gone). INVALID_JSON and HUGE_LINE write their line and
