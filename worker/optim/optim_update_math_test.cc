@@ -38,10 +38,15 @@ struct Trajectory {
   std::vector<torch::Tensor> reference;
 };
 
+// Parameters are N(0, scale^2); with `same_gradient` every step sees the gradient of step 1 (a
+// steady drift instead of a random walk).
 Trajectory RunAgainstReference(const OptimizerOptions& options, torch::ScalarType dtype,
-                               int steps, const std::vector<int64_t>& sizes) {
+                               int steps, const std::vector<int64_t>& sizes, double scale = 1.0,
+                               bool same_gradient = false) {
   Trajectory out;
-  out.params = SyntheticParams(sizes, dtype, /*seed=*/7);
+  for (const auto& [name, p] : SyntheticParams(sizes, torch::kFloat, /*seed=*/7)) {
+    out.params.emplace_back(name, (p.detach() * scale).to(dtype).set_requires_grad(true));
+  }
   std::vector<torch::Tensor> m, v;
   for (const auto& [name, p] : out.params) {
     out.reference.push_back(p.detach().to(torch::kFloat64));
@@ -50,7 +55,7 @@ Trajectory RunAgainstReference(const OptimizerOptions& options, torch::ScalarTyp
   }
   auto optimizer = MakeOptimizer(out.params, options);
   for (int t = 1; t <= steps; ++t) {
-    SetGradients(out.params, /*seed=*/100 + t);
+    SetGradients(out.params, /*seed=*/same_gradient ? 100 : 100 + t);
     for (size_t i = 0; i < out.params.size(); ++i) {
       const torch::Tensor g = out.params[i].second.grad().to(torch::kFloat64);
       if (options.kind == OptimizerKind::kSgd) {
@@ -69,8 +74,9 @@ Trajectory RunAgainstReference(const OptimizerOptions& options, torch::ScalarTyp
 }
 
 TEST(UpdateMathTest, AdamWMatchesFloat64Reference) {
+  // Weights of the scale of real ones, so five steps of fp32 rounding stay well below 1e-6.
   Trajectory run = RunAgainstReference(Options(OptimizerKind::kAdamW), torch::kFloat, 5,
-                                       {1000, 70000, 3});
+                                       {1000, 70000, 3}, /*scale=*/0.1);
   for (size_t i = 0; i < run.params.size(); ++i) {
     EXPECT_LE(MaxAbsDiff(run.params[i].second, run.reference[i]), 1e-6) << i;
   }
@@ -79,27 +85,30 @@ TEST(UpdateMathTest, AdamWMatchesFloat64Reference) {
 TEST(UpdateMathTest, Fp32MasterMatchesFloat64Reference) {
   // fp32 parameters: the master is the parameter, so the fp32 error bound applies.
   Trajectory fp32 = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master), torch::kFloat,
-                                        5, {1000, 70000, 3});
+                                        5, {1000, 70000, 3}, /*scale=*/0.1);
   for (size_t i = 0; i < fp32.params.size(); ++i) {
     EXPECT_LE(MaxAbsDiff(fp32.params[i].second, fp32.reference[i]), 1e-6) << i;
   }
 }
 
-// 100 steps of lr 1e-4 on bf16 parameters: each update is below bf16's resolution near 1, so
-// AdamW with bf16 state loses them, while the fp32 master accumulates them and the bf16 parameter
-// stays within bf16 rounding (half an ulp: 2^-9 relative) of the float64 trajectory.
+// 100 steps of lr 2e-4 with a steady gradient on bf16 parameters: each update is below bf16's
+// resolution for most weights (8 significant bits), so AdamW with bf16 state loses them, while
+// the fp32 master accumulates the 2e-2 drift and the bf16 parameter stays within bf16 rounding
+// (half an ulp, at most 2^-8 relative) of the float64 trajectory.
 TEST(UpdateMathTest, Fp32MasterKeepsUpdatesThatBf16StateLoses) {
   const std::vector<int64_t> sizes = {4096};
-  Trajectory master = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master, 1e-4),
-                                          torch::kBFloat16, 100, sizes);
-  Trajectory bf16 =
-      RunAgainstReference(Options(OptimizerKind::kAdamW, 1e-4), torch::kBFloat16, 100, sizes);
+  Trajectory master = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master, 2e-4),
+                                          torch::kBFloat16, 100, sizes, 1.0, true);
+  Trajectory bf16 = RunAgainstReference(Options(OptimizerKind::kAdamW, 2e-4), torch::kBFloat16,
+                                        100, sizes, 1.0, true);
   const torch::Tensor reference = master.reference[0];
   const torch::Tensor master_error =
       (master.params[0].second.to(torch::kFloat64) - reference).abs();
   const torch::Tensor bf16_error = (bf16.params[0].second.to(torch::kFloat64) - reference).abs();
-  EXPECT_TRUE((master_error <= reference.abs() * std::pow(2.0, -9) + 1e-12).all().item<bool>());
-  EXPECT_LT(master_error.mean().item<double>() * 4, bf16_error.mean().item<double>());
+  EXPECT_TRUE((master_error <= reference.abs() * std::pow(2.0, -8) + 1e-6).all().item<bool>());
+  EXPECT_LT(master_error.mean().item<double>() * 4, bf16_error.mean().item<double>())
+      << "master " << master_error.mean().item<double>() << ", bf16 state "
+      << bf16_error.mean().item<double>();
 }
 
 TEST(UpdateMathTest, SgdMomentumMatchesTorchFormula) {
@@ -158,7 +167,7 @@ TEST(OptimizerContractTest, ParametersWithoutGradientAreSkipped) {
   EXPECT_EQ(optimizer->DeviceStateBytes(), 2 * 4 * 100);
   optimizer->ZeroGrad();
   SetGradients(params, 3);
-  params[1].second.mutable_grad() = fresh[0].second.grad().clone();
+  fresh[0].second.mutable_grad() = params[1].second.grad().clone();
   optimizer->Step();
   fresh_optimizer->Step();
   EXPECT_LE(MaxAbsDiff(params[1].second, fresh[0].second), 0.0);
