@@ -7,6 +7,7 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kInt64 = 8;
+constexpr int64_t kUnexplainedFp32HiddenPerLayer = 2;
 
 // Sizes of the tensors of one micro-batch (b sequences of s tokens), each rounded the way the
 // device's allocator accounts it.
@@ -78,7 +79,11 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   LayerActivations a;
   a.hidden = H;
   a.checkpoint_input = H;
-  a.kept = 2 * (norm + H) + attention + 4 * I;  // norms + their outputs, attention, SwiGLU
+  // Norms + their outputs, attention, SwiGLU, and two more fp32 hidden-size tensors that the
+  // worker keeps per decoder layer beyond the op walk above: measured on the CPU (LibTorch 1.13,
+  // counting allocator), 2·4·T·h per layer in bf16 and fp32 alike, independent of the kv heads
+  // and the vocabulary (docs/ESTIMATOR.md, "Accuracy").
+  a.kept = 2 * (norm + H) + attention + 4 * I + kUnexplainedFp32HiddenPerLayer * z.hidden32;
 
   // Forward with autograd; each moment is above what was live before (the input x included).
   const int64_t after_norm1 = norm + H;
@@ -124,8 +129,9 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   // SwiGLU: down_proj's input gradient, then the gradients of silu(gate) and up.
   const int64_t mlp_bwd = a.kept + H + 2 * I;
   const int64_t norm2_bwd = a.kept - 4 * I + 2 * H + NormBackwardTransient(z);
+  const int64_t extra = kUnexplainedFp32HiddenPerLayer * z.hidden32;
   // What of the layer is left when backward reaches attention: norm 1 and its output.
-  const int64_t left = norm + H;
+  const int64_t left = norm + H + extra;
   int64_t attention_bwd;
   if (run.eager_attention) {
     // softmax_backward: the saved fp32 output, the fp32 gradient of the probabilities and the
