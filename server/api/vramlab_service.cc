@@ -31,6 +31,14 @@ grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
 
 }  // namespace
 
+// The Engine's answer as the RPC's response or status.
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = std::move(*result);
+  return grpc::Status::OK;
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -48,40 +56,28 @@ grpc::Status VramlabServiceImpl::SubmitExperiment(
     grpc::ServerContext* context, const vramlab::v1::SubmitExperimentRequest* request,
     vramlab::v1::Experiment* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  auto experiment = engine_->Submit(*caller, *request);
-  if (!experiment.ok()) return ToGrpc(experiment.status());
-  *response = std::move(*experiment);
-  return grpc::Status::OK;
+  return Reply(engine_->Submit(*caller, *request), response);
 }
 
 grpc::Status VramlabServiceImpl::GetExperiment(grpc::ServerContext* context,
                                                const vramlab::v1::GetExperimentRequest* request,
                                                vramlab::v1::Experiment* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  auto experiment = engine_->Get(request->id());
-  if (!experiment.ok()) return ToGrpc(experiment.status());
-  *response = std::move(*experiment);
-  return grpc::Status::OK;
+  return Reply(engine_->Get(request->id()), response);
 }
 
 grpc::Status VramlabServiceImpl::ListExperiments(
     grpc::ServerContext* context, const vramlab::v1::ListExperimentsRequest* request,
     vramlab::v1::ListExperimentsResponse* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  auto list = engine_->List(*request);
-  if (!list.ok()) return ToGrpc(list.status());
-  *response = std::move(*list);
-  return grpc::Status::OK;
+  return Reply(engine_->List(*request), response);
 }
 
 grpc::Status VramlabServiceImpl::CancelExperiment(
     grpc::ServerContext* context, const vramlab::v1::CancelExperimentRequest* request,
     vramlab::v1::Experiment* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  auto experiment = engine_->Cancel(*caller, request->id());
-  if (!experiment.ok()) return ToGrpc(experiment.status());
-  *response = std::move(*experiment);
-  return grpc::Status::OK;
+  return Reply(engine_->Cancel(*caller, request->id()), response);
 }
 
 grpc::Status VramlabServiceImpl::WatchExperiment(
@@ -133,7 +129,11 @@ grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit_bytes: must be >= 0");
   }
   SpecLimits limits = engine_->options().spec_limits;
-  limits.allow_fault_injection = true;  // nothing runs: a fault field is irrelevant here
+  // Nothing runs: a fault is irrelevant, and a CPU daemon may predict for a GPU.
+  limits.allow_fault_injection = true;
+  if (request->spec().device() != vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
+    limits.device = request->spec().device();
+  }
   absl::Status valid = ValidateSpec(request->spec(), limits);
   if (!valid.ok()) return ToGrpc(valid);
   int64_t limit = request->limit_bytes();
@@ -141,10 +141,12 @@ grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
       engine_->options().device == vramlab::v1::CUDA && !engine_->options().slots.empty()) {
     limit = engine_->options().slots.front().total_memory_bytes;  // the server's GPU size
   }
-  auto estimate = vramlab::server::EstimateMemory(request->spec(), limit);
-  if (!estimate.ok()) return ToGrpc(estimate.status());
-  *response = std::move(*estimate);
-  return grpc::Status::OK;
+  // The prediction is for this daemon's device unless the request names one.
+  vramlab::v1::ExperimentSpec spec = request->spec();
+  if (spec.device() == vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
+    spec.set_device(engine_->options().device);
+  }
+  return Reply(vramlab::server::EstimateMemory(spec, limit), response);
 }
 
 grpc::Status VramlabServiceImpl::GetServerInfo(grpc::ServerContext* context,

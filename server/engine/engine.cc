@@ -42,7 +42,9 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   }
   // The estimate is pure arithmetic: made outside the lock. A spec the estimator cannot resolve
   // still runs (the worker is the authority); it just has no prediction.
-  auto prediction = EstimateMemory(request.spec(), 0);
+  vramlab::v1::ExperimentSpec on_this_device = request.spec();
+  on_this_device.set_device(options_.device);
+  auto prediction = EstimateMemory(on_this_device, 0);
 
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the daemon is shutting down");

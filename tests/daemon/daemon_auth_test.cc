@@ -39,16 +39,6 @@ class DaemonAuthTest : public ::testing::Test {
   std::string tokens_;
 };
 
-grpc::Status CancelAs(vramlab::v1::VramlabService::Stub& stub, const std::string& id,
-                      const std::string& token) {
-  grpc::ClientContext context;
-  if (!token.empty()) AddBearerToken(&context, token);
-  vramlab::v1::CancelExperimentRequest request;
-  request.set_id(id);
-  Experiment experiment;
-  return stub.CancelExperiment(&context, request, &experiment);
-}
-
 TEST_F(DaemonAuthTest, TokensOwnersAndAdmins) {
   auto daemon = DaemonHarness::Start(
       {.extra_flags = {"--cpu-slots=1", "--enable-fault-injection", "--auth-tokens=" + tokens_}});
@@ -79,13 +69,14 @@ TEST_F(DaemonAuthTest, TokensOwnersAndAdmins) {
                 .code(),
             absl::StatusCode::kUnauthenticated);
   // Bob may not cancel Alice's experiments, queued or running; Alice and an admin may.
-  grpc::Status denied = CancelAs(*stub, alices->id(), kBob);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(denied.error_message(), HasSubstr("bob may not modify an experiment of alice"));
-  EXPECT_EQ(CancelAs(*stub, queued->id(), kBob).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(CancelAs(*stub, queued->id(), "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(CancelAs(*stub, queued->id(), kAlice).ok());
-  EXPECT_TRUE(CancelAs(*stub, alices->id(), kAdmin).ok());
+  auto denied = Cancel(*stub, alices->id(), kBob);
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(denied.status().message(), HasSubstr("bob may not modify an experiment of alice"));
+  EXPECT_EQ(Cancel(*stub, queued->id(), kBob).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Cancel(*stub, queued->id(), "").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(Cancel(*stub, queued->id(), kAlice).ok());
+  EXPECT_TRUE(Cancel(*stub, alices->id(), kAdmin).ok());
   EXPECT_EQ(WaitForFinalState(*stub, alices->id(), absl::Seconds(30), kAlice)->state(),
             Experiment::CANCELLED);
 

@@ -54,16 +54,6 @@ class DaemonQueueTest : public ::testing::Test {
                     .ok());
     return blocker->id();
   }
-  absl::StatusOr<Experiment> Cancel(const std::string& id, const std::string& token) {
-    grpc::ClientContext context;
-    AddBearerToken(&context, token);
-    vramlab::v1::CancelExperimentRequest request;
-    request.set_id(id);
-    Experiment experiment;
-    grpc::Status status = stub_->CancelExperiment(&context, request, &experiment);
-    if (!status.ok()) return ToAbsl(status);
-    return experiment;
-  }
   Experiment Get(const std::string& id) {
     grpc::ClientContext context;
     AddBearerToken(&context, kAdmin);
@@ -96,7 +86,7 @@ TEST_F(DaemonQueueTest, FairShareAcrossOwnersAndPriorities) {
   EXPECT_EQ(Get(carol).queue_position(), 1);
   EXPECT_EQ(Get(bob).queue_position(), 3);
 
-  ASSERT_TRUE(Cancel(blocker, kAdmin).ok());
+  ASSERT_TRUE(Cancel(*stub_, blocker, kAdmin).ok());
   std::vector<std::pair<int64_t, std::string>> starts;
   for (const std::string& id : {carol, alice[0], bob, alice[1], alice[2]}) {
     auto done = WaitForFinalState(*stub_, id, absl::Seconds(120), kAdmin);
@@ -140,13 +130,13 @@ TEST_F(DaemonQueueTest, CancelQueuedThenRunningThenFinished) {
   std::string behind = Submit(*stub_, TinySpec(), kAlice)->id();
   EXPECT_EQ(Get(behind).queue_position(), 2);
 
-  auto cancelled = Cancel(queued, kAlice);
+  auto cancelled = Cancel(*stub_, queued, kAlice);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->state(), Experiment::CANCELLED);
   EXPECT_THAT(cancelled->state_reason(), HasSubstr("cancelled while queued by alice"));
   EXPECT_EQ(Get(behind).queue_position(), 1);
 
-  auto running = Cancel(blocker, kAdmin);
+  auto running = Cancel(*stub_, blocker, kAdmin);
   ASSERT_TRUE(running.ok());
   auto done = WaitForFinalState(*stub_, blocker, absl::Seconds(30), kAdmin);
   ASSERT_TRUE(done.ok());
@@ -156,8 +146,8 @@ TEST_F(DaemonQueueTest, CancelQueuedThenRunningThenFinished) {
   auto next = WaitForFinalState(*stub_, behind, absl::Seconds(120), kAdmin);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->state(), Experiment::SUCCEEDED) << next->state_reason();
-  EXPECT_EQ(Cancel(behind, kAlice).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(Cancel("exp-424242", kAdmin).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Cancel(*stub_, behind, kAlice).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Cancel(*stub_, "exp-424242", kAdmin).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

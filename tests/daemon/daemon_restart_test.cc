@@ -122,11 +122,7 @@ TEST_F(DaemonRestartTest, RequeueInterruptedRunsItAgain) {
   auto again = WaitForState(*stub_, hanging_, Experiment::RUNNING);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->attempts(), 1);
-  grpc::ClientContext context;
-  vramlab::v1::CancelExperimentRequest cancel;
-  cancel.set_id(hanging_);
-  Experiment ignored;
-  ASSERT_TRUE(stub_->CancelExperiment(&context, cancel, &ignored).ok());
+  ASSERT_TRUE(Cancel(*stub_, hanging_).ok());
   EXPECT_EQ(WaitForFinalState(*stub_, hanging_)->state(), Experiment::CANCELLED);
 }
 

@@ -330,6 +330,18 @@ absl::StatusOr<Experiment> Submit(vramlab::v1::VramlabService::Stub& stub,
   return experiment;
 }
 
+absl::StatusOr<Experiment> Cancel(vramlab::v1::VramlabService::Stub& stub, const std::string& id,
+                                  const std::string& token) {
+  grpc::ClientContext context;
+  if (!token.empty()) AddBearerToken(&context, token);
+  vramlab::v1::CancelExperimentRequest request;
+  request.set_id(id);
+  Experiment experiment;
+  grpc::Status status = stub.CancelExperiment(&context, request, &experiment);
+  if (!status.ok()) return ToAbsl(status);
+  return experiment;
+}
+
 absl::StatusOr<std::vector<vramlab::v1::ExperimentEvent>> WatchAll(
     vramlab::v1::VramlabService::Stub& stub, const std::string& id, int64_t after_sequence,
     absl::Duration timeout, const std::string& token) {

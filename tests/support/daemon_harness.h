@@ -115,6 +115,11 @@ absl::StatusOr<vramlab::v1::Experiment> Submit(vramlab::v1::VramlabService::Stub
                                                const std::string& token = "",
                                                const std::string& request_id = "");
 
+// Cancels `id`; the returned experiment or the RPC's status.
+absl::StatusOr<vramlab::v1::Experiment> Cancel(vramlab::v1::VramlabService::Stub& stub,
+                                               const std::string& id,
+                                               const std::string& token = "");
+
 // Reads a whole WatchExperiment stream (until the server ends it or `timeout`).
 absl::StatusOr<std::vector<vramlab::v1::ExperimentEvent>> WatchAll(
     vramlab::v1::VramlabService::Stub& stub, const std::string& id, int64_t after_sequence = 0,
