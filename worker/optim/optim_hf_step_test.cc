@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <iostream>
 #include <map>
 #include <string>
 #include <tuple>
@@ -58,14 +57,16 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
   options.in_backward = variant.in_backward;
   std::unique_ptr<Optimizer> optimizer = MakeOptimizer(NamedParameters(*model), options);
 
-  std::map<std::string, torch::Tensor> before;
-  for (const auto& item : model->named_parameters()) before[item.key()] = item.value().detach().clone();
+  // The gradients HF's step saw, as far as this model reproduces them (a plain backward on a
+  // second copy, since in-backward mode drops them).
+  std::map<std::string, torch::Tensor> grads;
+  {
+    Qwen2ForCausalLM copy = testing::LoadCheckpoint(checkpoint);
+    CausalLmLoss(copy, ids, ids, LossImpl::kFull, 0).backward();
+    for (const auto& item : copy->named_parameters()) grads[item.key()] = item.value().grad();
+  }
   torch::Tensor loss = CausalLmLoss(model, ids, ids, variant.loss, /*chunk_tokens=*/7);
   loss.backward();
-  std::map<std::string, torch::Tensor> grads;
-  if (!variant.in_backward) {
-    for (const auto& item : model->named_parameters()) grads[item.key()] = item.value().grad().clone();
-  }
   for (const auto& item : model->named_parameters()) {
     // In backward the update already happened and the gradient is gone.
     EXPECT_EQ(item.value().grad().defined(), !variant.in_backward) << item.key();
@@ -75,19 +76,26 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
   const std::map<std::string, torch::Tensor> hf = ReadAllTensors(
       testing::TestdataDir(checkpoint) + "/expected_after_adamw_step.safetensors");
   EXPECT_EQ(model->named_parameters().size(), hf.size());
+  // The first AdamW update is lr * g / (|g| + eps): for |g| >= 100 eps it depends on g only
+  // through its sign and a <= 1% term, and every such element must match within 1e-6. Below, it
+  // amplifies the last bits of the gradient (float32 rounding differs between this model and
+  // HF's); there the update can only be bounded by its range, 2 lr, and such elements must be
+  // rare (measured on qwen2-tiny: 244 of 125,504 elements, deviations up to 3.1e-5). Exactly
+  // zero gradients (embedding rows of absent tokens) are deterministic and checked at 1e-6.
+  const double lr = options.lr;
+  int64_t ill_conditioned = 0, elements = 0;
   for (const auto& item : model->named_parameters()) {
     ASSERT_EQ(hf.count(item.key()), 1u) << item.key();
-    EXPECT_LE(MaxAbsDiff(item.value(), hf.at(item.key())), 1e-6) << item.key();
-    if (!grads.empty()) {
-      const int64_t worst =
-          (item.value() - hf.at(item.key())).abs().view({-1}).argmax().item<int64_t>();
-      std::cout << item.key() << " worst " << worst << " g "
-                << grads[item.key()].view({-1})[worst].item<double>() << " p0 "
-                << before[item.key()].view({-1})[worst].item<double>() << " ours "
-                << item.value().view({-1})[worst].item<double>() << " hf "
-                << hf.at(item.key()).view({-1})[worst].item<double>() << "\n";
-    }
+    const torch::Tensor deviation = (item.value() - hf.at(item.key())).abs().to(torch::kFloat64);
+    const torch::Tensor g = grads.at(item.key());
+    const torch::Tensor sensitive = (g.abs() < 100 * options.eps).logical_and(g != 0);
+    EXPECT_LE(deviation.masked_fill(sensitive, 0).max().item<double>(), 1e-6) << item.key();
+    EXPECT_LE(deviation.max().item<double>(), 2 * lr) << item.key();
+    ill_conditioned += sensitive.sum().item<int64_t>();
+    elements += item.value().numel();
   }
+  EXPECT_LE(ill_conditioned * 100, elements) << ill_conditioned << " of " << elements;
+  RecordProperty("gradients_below_100_eps", std::to_string(ill_conditioned));
   if (variant.offload) {
     EXPECT_EQ(optimizer->DeviceStateBytes(), 0);
     EXPECT_EQ(optimizer->HostStateBytes(), 2 * 4 * expected.at("param_count").get<int64_t>());
