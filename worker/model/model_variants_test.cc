@@ -102,7 +102,9 @@ TEST_F(ModelVariantsTest, ChunkedLossGivesFullLossAndGradients) {
     // 7 does not divide the 32 positions; 1 and 1000 are the extremes.
     for (int64_t chunk : {1, 7, 1000}) {
       SCOPED_TRACE(chunk);
-      ExpectSameResult(full, RunStep(model, ids_, labels_, LossImpl::kChunked, chunk), 1e-6);
+      // Chunked sums reduce in another order than the full log-softmax: a few float32 ulps of the
+      // gradient scale (1.09e-6 measured on LibTorch 2.11, under 1e-6 on 1.13).
+      ExpectSameResult(full, RunStep(model, ids_, labels_, LossImpl::kChunked, chunk), 4e-6);
     }
   }
 }
