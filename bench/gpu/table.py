@@ -82,7 +82,7 @@ def main():
     gpu = json.load(open(os.path.join(folder, "gpu.json")))
     peak_flops = gpu["bf16_matmul_tflops_median"] * 1e12
     rows = [r.strip() for r in os.popen(f"python3 {os.path.dirname(__file__)}/specs.py list")]
-    print(f"GPU: {gpu['gpu']} ({gpu['nvidia_smi']}), PyTorch {gpu['torch']} (CUDA {gpu['cuda']}), "
+    print(f"GPU: {gpu['gpu']} ({gpu['nvidia_smi'].splitlines()[0]}), PyTorch {gpu['torch']} (CUDA {gpu['cuda']}), "
           f"transformers {gpu['transformers']}, measured bf16 matmul {gpu['bf16_matmul_tflops_median']:.0f} "
           f"TFLOP/s, {gpu['date']}.\n")
     print("| row | metric | vramlab | HF | vramlab / HF |")
@@ -105,7 +105,8 @@ def main():
             o_tps = o["tokens"] / o["median"] if o["median"] else None
             h_tps = o["tokens"] / h["median"] if h["median"] else None
             fmt = lambda t: f"{t:,.0f}" if t else ("OOM" if t is None else "—")
-            print(f"| {row} | median step (s) | {o['median'] or 'OOM'} | {h['median'] or 'OOM'} | "
+            sec = lambda t: f"{t:.3f}" if t else "OOM"
+            print(f"| {row} | median step (s) | {sec(o['median'])} | {sec(h['median'])} | "
                   f"{ratio(o['median'], h['median'])} |")
             print(f"| {row} | tokens/s | {fmt(o_tps)} | {fmt(h_tps)} | {ratio(o_tps, h_tps)} |")
             if o_tps or h_tps:
