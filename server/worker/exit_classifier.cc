@@ -33,7 +33,7 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
   verdict.exit_status = exited ? code : -signal;
 
   // A run that completed before a cancel or the deadline took effect keeps its result.
-  bool completed = exited && code == kWorkerExitSucceeded && facts.saw_final_report;
+  bool completed = exited && code == vramlab::worker::kExitSucceeded && facts.saw_final_report;
   if (completed && facts.protocol_violation.empty()) {
     verdict.state = Experiment::SUCCEEDED;
     return verdict;
@@ -66,21 +66,21 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
     return verdict;
   }
   switch (code) {
-    case kWorkerExitSucceeded:
+    case vramlab::worker::kExitSucceeded:
       verdict.reason = "worker exited without a final report";
       verdict.abnormal = true;
       break;
-    case kWorkerExitOom:
+    case vramlab::worker::kExitOutOfMemory:
       verdict.state = Experiment::OOM;
       verdict.reason = facts.saw_oom ? "out of memory" : "out of memory (no OOM report was sent)";
       break;
-    case kWorkerExitInvalidSpec:
+    case vramlab::worker::kExitInvalidSpec:
       verdict.reason = absl::StrCat("invalid spec", ErrorDetail(facts.error));
       break;
-    case kWorkerExitLoadFailed:
+    case vramlab::worker::kExitLoadFailed:
       verdict.reason = absl::StrCat("loading the model failed", ErrorDetail(facts.error));
       break;
-    case kWorkerExitInternal:
+    case vramlab::worker::kExitInternalError:
       verdict.reason = absl::StrCat("worker internal error", ErrorDetail(facts.error));
       break;
     default:

@@ -8,15 +8,9 @@
 
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
+#include "worker/exit_codes.h"
 
 namespace vramlab::server {
-
-// Exit codes of vramlab-worker (see worker/ and docs/DAEMON.md).
-inline constexpr int kWorkerExitSucceeded = 0;
-inline constexpr int kWorkerExitInternal = 1;
-inline constexpr int kWorkerExitInvalidSpec = 2;
-inline constexpr int kWorkerExitOom = 3;
-inline constexpr int kWorkerExitLoadFailed = 4;
 
 struct WorkerRunFacts {
   // Set when the process could not be started at all; the rest is then meaningless.

@@ -29,7 +29,7 @@ TEST(ExitClassifierTest, SucceededNeedsExitZeroAndFinalReport) {
 
 TEST(ExitClassifierTest, OomIsAnAnswer) {
   WorkerRunFacts facts;
-  facts.wait_status = Exited(kWorkerExitOom);
+  facts.wait_status = Exited(vramlab::worker::kExitOutOfMemory);
   facts.saw_oom = true;
   ExitVerdict verdict = ClassifyExit(facts);
   EXPECT_EQ(verdict.state, Experiment::OOM);
@@ -39,15 +39,15 @@ TEST(ExitClassifierTest, OomIsAnAnswer) {
 
 TEST(ExitClassifierTest, InvalidSpecAndLoadFailureCarryTheWorkersMessage) {
   WorkerRunFacts facts;
-  facts.wait_status = Exited(kWorkerExitInvalidSpec);
+  facts.wait_status = Exited(vramlab::worker::kExitInvalidSpec);
   vramlab::v1::WorkerError error;
   error.set_field("training.seq_len");
   error.set_message("must be positive");
   facts.error = error;
   EXPECT_EQ(ClassifyExit(facts).reason, "invalid spec: training.seq_len: must be positive");
-  facts.wait_status = Exited(kWorkerExitLoadFailed);
+  facts.wait_status = Exited(vramlab::worker::kExitLoadFailed);
   EXPECT_THAT(ClassifyExit(facts).reason, HasSubstr("loading the model failed"));
-  facts.wait_status = Exited(kWorkerExitInternal);
+  facts.wait_status = Exited(vramlab::worker::kExitInternalError);
   EXPECT_THAT(ClassifyExit(facts).reason, HasSubstr("worker internal error"));
   facts.wait_status = Exited(42);
   EXPECT_THAT(ClassifyExit(facts).reason, HasSubstr("worker exited with code 42"));

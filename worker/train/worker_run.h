@@ -7,16 +7,10 @@
 #include <string>
 
 #include "worker/events/event_sink.h"
+#include "worker/exit_codes.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {
-
-// Exit codes of vramlab-worker (documented in worker/README.md).
-inline constexpr int kExitSucceeded = 0;
-inline constexpr int kExitInternalError = 1;
-inline constexpr int kExitInvalidSpec = 2;
-inline constexpr int kExitOutOfMemory = 3;
-inline constexpr int kExitLoadFailed = 4;
 
 struct WorkerHooks {
   // Runs after the spec was parsed and before any device is touched; main() re-executes the
