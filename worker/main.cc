@@ -93,7 +93,7 @@ void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_
                             char** argv) {
   const std::string conf = vramlab::worker::AllocatorConfString(spec.memory.allocator);
   if (conf.empty() || vramlab::worker::AllocatorEnvPresent()) return;
-  if (spec.device == vramlab::worker::SpecDevice::kCpu || !vramlab::worker::CudaDeviceAvailable()) return;
+  if (spec.device == vramlab::worker::DeviceKind::kCpu || !vramlab::worker::CudaDeviceAvailable()) return;
   char path[] = "/tmp/vramlab-worker-spec-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error("cannot create a temporary spec file to re-execute with PYTORCH_CUDA_ALLOC_CONF");

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/events/worker_events.h"
+
 namespace vramlab::worker {
 
 // Enumerators carry the proto numbers so that integer enum values in JSON map directly.
@@ -20,7 +22,6 @@ enum class SpecAttention { kUnspecified = 0, kEager = 1, kSdpa = 2 };
 enum class SpecLoss { kUnspecified = 0, kFull = 1, kChunked = 2 };
 enum class SweepVariable { kUnspecified = 0, kSeqLen = 1, kMicroBatchSize = 2 };
 enum class SweepMode { kUnspecified = 0, kList = 1, kSearchMax = 2 };
-enum class SpecDevice { kUnspecified = 0, kCuda = 1, kCpu = 2 };
 enum class Fault {
   kNone = 0,
   kSegfault = 1,
@@ -123,7 +124,7 @@ struct ExperimentSpec {
   SpecSweep sweep;
   int32_t priority = 0;
   int32_t time_limit_seconds = 0;
-  SpecDevice device = SpecDevice::kUnspecified;
+  DeviceKind device = DeviceKind::kUnspecified;
   Fault fault = Fault::kNone;
 };
 

@@ -147,7 +147,7 @@ ExperimentSpec ParseExperimentSpec(const std::string& json_text) {
   spec.sweep = ReadSweep(r.Object("sweep"));
   spec.priority = r.Enum("priority", kPriorityNames);
   spec.time_limit_seconds = r.Int32("time_limit_seconds");
-  spec.device = static_cast<SpecDevice>(r.Enum("device", kDeviceNames));
+  spec.device = static_cast<DeviceKind>(r.Enum("device", kDeviceNames));
   spec.fault = static_cast<Fault>(r.Enum("fault", kFaultNames));
   ApplyDefaultsAndValidate(spec);
   return spec;

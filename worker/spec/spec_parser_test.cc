@@ -63,7 +63,7 @@ TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
   EXPECT_EQ(camel.training.data.token_id_bound, 100);
   EXPECT_EQ(camel.memory.device_memory_limit_bytes, 25769803776LL);
   EXPECT_TRUE(camel.memory.allocator.expandable_segments);
-  EXPECT_EQ(camel.device, SpecDevice::kCpu);
+  EXPECT_EQ(camel.device, DeviceKind::kCpu);
 
   const ExperimentSpec snake = ParseExperimentSpec(R"({
     "model": {"preset": "tiny", "init_seed": 7},

@@ -28,12 +28,12 @@
 namespace vramlab::worker {
 namespace {
 
-std::unique_ptr<DeviceBackend> MakeBackend(SpecDevice device) {
-  if (device == SpecDevice::kCuda) {
+std::unique_ptr<DeviceBackend> MakeBackend(DeviceKind device) {
+  if (device == DeviceKind::kCuda) {
     if (!CudaDeviceAvailable()) throw SpecError("device", "CUDA was asked for but no CUDA device is available");
     return MakeCudaBackend();
   }
-  if (device == SpecDevice::kUnspecified && CudaDeviceAvailable()) return MakeCudaBackend();
+  if (device == DeviceKind::kUnspecified && CudaDeviceAvailable()) return MakeCudaBackend();
   return MakeCpuBackend();
 }
 
