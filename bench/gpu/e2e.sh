@@ -1,8 +1,7 @@
 #!/bin/bash
 # End to end on a GPU host: vramlabd on every GPU, the real worker, the CLI, and a real Prometheus
-# scraping the daemon every second. Submits one experiment of each kind from experiments/seed/
-# (several at once, so with two GPUs two run side by side), waits for all, then saves the CLI's
-# views and Prometheus's answers.
+# scraping the daemon every second. Submits every experiment of experiments/seed/ at once (with two
+# GPUs two run side by side), waits for all, then saves the CLI's views and Prometheus's answers.
 #   bench/gpu/e2e.sh OUTDIR [BIN_DIR] [PROMETHEUS_BINARY]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,22 +34,18 @@ submit() {  # name spec-file [flags...]
   local name=$1 file=$2; shift 2
   ids+=("$("$cli" submit --spec "$root/experiments/seed/$file" --name "$name" "$@")")
 }
-submit basic-sad 01-basic-sad-path.json
-submit basic-happy 02-basic-happy-path.json
-submit torture-sdpa 04-seq-torture-sdpa.json
-submit torture-sdpa-ckpt-chunked 06-seq-torture-sdpa-checkpointing-chunked.json
-for mode in 13-switch-adamw-fp32-master 14-switch-adamw-8bit 15-switch-offload 16-switch-optimizer-in-backward; do
-  submit "opt-${mode#*-switch-}-s2048" "$mode.json" --seq-len 2048 --micro-batch 1 --accum 1 --steps 4
+for file in "$root"/experiments/seed/*.json; do
+  base=$(basename "$file" .json)
+  submit "${base#*-}" "$base.json"
 done
-submit opt-adamw-s2048 02-basic-happy-path.json --seq-len 2048 --micro-batch 1 --accum 1 --steps 4 \
-  --attention sdpa --checkpointing all --loss chunked
 "$cli" ls | tee "$out/ls-queued.txt"
 for id in "${ids[@]}"; do "$cli" watch "$id" > "$out/watch-$id.txt" 2>&1; echo "$id exit $?"; done
 "$cli" ls | tee "$out/ls-done.txt"
-"$cli" compare "${ids[@]:4}" | tee "$out/compare-optimizers.txt"
+"$cli" compare "${ids[0]}" "${ids[@]:7}" | tee "$out/compare-switches.txt"
 "$cli" compare "${ids[0]}" "${ids[1]}" | tee "$out/compare-basic.txt"
 "$cli" ls --json > "$out/ls.json"
-"$cli" report "${ids[2]}" --format html -o "$out/report-torture-sdpa.html"
+"$cli" report "${ids[3]}" --format html -o "$out/report-torture-sdpa.html"
+sleep 3  # two scrape intervals, so Prometheus has seen the last experiment end
 query() {
   python3 -c 'import sys, urllib.parse, urllib.request
 url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[1]})

@@ -49,11 +49,12 @@ int64_t NormBackwardTransient(const Sizes& z) { return 3 * z.hidden32; }
 // Attention's saved tensors. Eager: the contiguous copy of q that matmul makes (q is a transposed
 // view), k and v repeated to every head, the fp32 softmax output, its cast to the dtype (not in
 // fp32, where the cast is the same tensor), and the contiguous attention output o_proj saves.
-// Fused: q, repeated k and v, the output (already contiguous in [b, s, heads, d], so o_proj saves
-// the same tensor) and the fp32 log-sum-exp.
+// Fused: q, k and v as the kernel gets them (un-repeated: the worker passes enable_gqa on
+// LibTorch >= 2.5, as HF does), the output (already contiguous in [b, s, heads, d], so o_proj
+// saves the same tensor) and the fp32 log-sum-exp.
 int64_t AttentionSaved(const Sizes& z) {
   if (z.run.eager_attention) return 4 * z.hidden + z.scores32 + (z.upcast ? z.scores : 0);
-  return 4 * z.hidden + z.lse;
+  return 2 * z.hidden + 2 * z.kv + z.lse;
 }
 
 }  // namespace
@@ -90,8 +91,9 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   // q/k/v projections, then q's rotary embedding: x*cos, rotate_half(x), its product with sin
   // and their sum are live together (one C++ expression).
   const int64_t rotary = after_norm1 + 5 * H + 2 * KV;
-  // Inside attention: q after RoPE, k after RoPE, v, k and v repeated to every head.
-  const int64_t attention_base = after_norm1 + H + 2 * KV + 2 * H;
+  // Inside attention: q after RoPE, k after RoPE, v and, for eager, k and v repeated to every head.
+  const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
+  const int64_t attention_base = after_norm1 + H + 2 * KV + repeated_kv;
   int64_t attention_moment;
   if (run.eager_attention) {
     // softmax(scores, dtype=fp32): masked scores, their fp32 copy and the fp32 output live
@@ -112,7 +114,7 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
 
   // Forward without autograd: only what the expression being evaluated holds.
   const int64_t ng_norm = z.hidden32 + std::max(z.hidden32, 2 * H);
-  const int64_t ng_base = H /* norm output */ + H + 2 * KV + 2 * H;
+  const int64_t ng_base = H /* norm output */ + H + 2 * KV + repeated_kv;
   int64_t ng_attention;
   if (run.eager_attention) {
     const int64_t softmax = ng_base + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
@@ -139,11 +141,13 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
     attention_bwd = left + 2 * H + z.scores32 + 2 * H + 2 * z.scores32;
   } else {
     // Fused backward: saved q, k, v, output, lse; gradients of the residual and the output; dq,
-    // dk, dv; the fp32 dq accumulator and the softmax row sums of flash attention.
-    attention_bwd = left + 4 * H + z.lse + 2 * H + 3 * H + z.hidden32 + z.lse;
+    // dk and dv per query head, reduced to the kv heads; the fp32 dq accumulator and the softmax
+    // row sums of flash attention.
+    attention_bwd = left + AttentionSaved(z) + 2 * H + 3 * H + 2 * KV + z.hidden32 + z.lse;
   }
-  // Rotary and repeat-kv backward: gradients of q, repeated k and v and the rotary temporaries.
-  const int64_t rotary_bwd = left + 9 * H;
+  // Rotary (and, for eager, repeat-kv) backward: gradients of q, k and v and the rotary
+  // temporaries.
+  const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
   return a;

@@ -45,11 +45,38 @@ void MemoryMonitor::StartPoint() {
   point_peak_reserved_.store(stats.reserved, std::memory_order_relaxed);
 }
 
-MemorySample MemoryMonitor::Read(bool free_blocks) {
+DeviceUsage MemoryMonitor::DriverView(bool refresh, int64_t reserved_now, int64_t* driver_ns) {
+  using Clock = std::chrono::steady_clock;
+  std::lock_guard<std::mutex> lock(driver_mu_);
+  const Clock::time_point now = Clock::now();
+  if (refresh || !have_driver_view_ || now - driver_read_ >= kDriverRefresh) {
+    driver_view_ = backend_->Usage();
+    const Clock::time_point done = Clock::now();
+    *driver_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(done - now).count();
+    reserved_at_driver_view_ = reserved_now;
+    driver_read_ = now;
+    have_driver_view_ = true;
+    return driver_view_;
+  }
+  DeviceUsage usage = driver_view_;
+  usage.used = std::max<int64_t>(0, usage.used + (reserved_now - reserved_at_driver_view_));
+  if (usage.total > 0) usage.used = std::min(usage.used, usage.total);
+  return usage;
+}
+
+MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
+  using Clock = std::chrono::steady_clock;
   MemorySample s;
   s.position = position();
+  const Clock::time_point before_stats = Clock::now();
   const AllocatorStats stats = backend_->Stats();
-  const DeviceUsage usage = backend_->Usage();
+  int64_t driver_ns = 0;
+  const DeviceUsage usage = DriverView(/*refresh=*/free_blocks, stats.reserved, &driver_ns);
+  if (cost != nullptr) {
+    cost->driver_ns = driver_ns;
+    cost->allocator_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - before_stats).count() - driver_ns;
+  }
   s.time_seconds = SecondsSinceStart();
   s.allocated_bytes = stats.allocated;
   s.reserved_bytes = stats.reserved;

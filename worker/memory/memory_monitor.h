@@ -5,6 +5,12 @@
 // peak can be read at its end (PhaseWindow); the peak a sample reports must still be "since the
 // start of the sweep point", so the monitor folds every window's peak into `point_peak_*`.
 //
+// The driver's view (cudaMemGetInfo) costs far more than the allocator's counters and takes a
+// driver lock the training thread's launches also need, so a sampler reading refreshes it at most
+// every `kDriverRefresh`; in between, device-used is the last driver reading plus what the
+// allocator reserved since (the only fast-moving part of it). Phase-boundary readings
+// (`free_blocks`) always ask the driver.
+//
 // Thread-safety: Read() may run on the sampler thread concurrently with everything else.
 // SetPosition/BeginWindow/StartPoint are called by the training thread only.
 #ifndef VRAMLAB_WORKER_MEMORY_MEMORY_MONITOR_H_
@@ -20,15 +26,24 @@
 
 namespace vramlab::worker {
 
+// Where the time of one Read() went, for the sampler's cost report.
+struct ReadCost {
+  int64_t allocator_ns = 0;
+  int64_t driver_ns = 0;  // 0 when the driver view was extrapolated
+};
+
 class MemoryMonitor {
  public:
+  static constexpr std::chrono::milliseconds kDriverRefresh{100};
+
   MemoryMonitor(DeviceBackend* backend, std::chrono::steady_clock::time_point start)
       : backend_(backend), start_(start) {}
 
   DeviceBackend* backend() const { return backend_; }
 
   // A reading now; with `free_blocks` it also walks the allocator's free blocks (slow).
-  MemorySample Read(bool free_blocks = false);
+  // `cost`, when given, receives the time spent in the allocator and the driver.
+  MemorySample Read(bool free_blocks = false, ReadCost* cost = nullptr);
 
   void SetPosition(const LoopPosition& position);
   LoopPosition position();
@@ -42,6 +57,8 @@ class MemoryMonitor {
 
  private:
   void FoldBackendPeak(const AllocatorStats& stats);
+  // The driver's view now, or extrapolated from the last one (see the class comment).
+  DeviceUsage DriverView(bool refresh, int64_t reserved_now, int64_t* driver_ns);
 
   DeviceBackend* const backend_;
   const std::chrono::steady_clock::time_point start_;
@@ -49,6 +66,12 @@ class MemoryMonitor {
   LoopPosition position_;  // guarded by position_mu_
   std::atomic<int64_t> point_peak_allocated_{0};
   std::atomic<int64_t> point_peak_reserved_{0};
+
+  std::mutex driver_mu_;
+  bool have_driver_view_ = false;                     // guarded by driver_mu_
+  DeviceUsage driver_view_;                           // guarded by driver_mu_
+  int64_t reserved_at_driver_view_ = 0;               // guarded by driver_mu_
+  std::chrono::steady_clock::time_point driver_read_; // guarded by driver_mu_
 };
 
 }  // namespace vramlab::worker

@@ -1,5 +1,7 @@
 #include "worker/memory/sampler.h"
 
+#include <cstdio>
+
 namespace vramlab::worker {
 
 void Sampler::Start() {
@@ -28,6 +30,23 @@ double Sampler::overhead_ratio() const {
   return wall > 0 ? static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / static_cast<double>(wall) : 0.0;
 }
 
+std::string Sampler::CostSummary() const {
+  const int64_t n = samples_.load(std::memory_order_relaxed);
+  const int64_t driver_reads = driver_reads_.load(std::memory_order_relaxed);
+  auto mean_us = [](int64_t total_ns, int64_t count) {
+    return count > 0 ? static_cast<double>(total_ns) / static_cast<double>(count) / 1000.0 : 0.0;
+  };
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "%lld samples every %lld ms, per sample %.1f us allocator + %.1f us emit, "
+                "driver view read %lld times at %.1f us; busy %.3f%% of wall",
+                static_cast<long long>(n), static_cast<long long>(interval_.count()),
+                mean_us(allocator_ns_.load(std::memory_order_relaxed), n),
+                mean_us(emit_ns_.load(std::memory_order_relaxed), n), static_cast<long long>(driver_reads),
+                mean_us(driver_ns_.load(std::memory_order_relaxed), driver_reads), overhead_ratio() * 100);
+  return line;
+}
+
 void Sampler::Run() {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = Clock::now();
@@ -36,10 +55,17 @@ void Sampler::Run() {
   while (!stop_) {
     lock.unlock();
     const Clock::time_point begin = Clock::now();
-    const MemorySample sample = monitor_->Read();
+    ReadCost cost;
+    const MemorySample sample = monitor_->Read(/*free_blocks=*/false, &cost);
+    const Clock::time_point read = Clock::now();
     sink_->Sample(sample);
     if (observer_) observer_(sample);
     const Clock::time_point end = Clock::now();
+    allocator_ns_.fetch_add(cost.allocator_ns, std::memory_order_relaxed);
+    driver_ns_.fetch_add(cost.driver_ns, std::memory_order_relaxed);
+    if (cost.driver_ns > 0) driver_reads_.fetch_add(1, std::memory_order_relaxed);
+    emit_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - read).count(),
+                       std::memory_order_relaxed);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count(),
                        std::memory_order_relaxed);
     wall_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(end - started).count(),

@@ -135,6 +135,7 @@ TEST_F(ModelVariantsTest, SdpaMatchesEager) {
   Qwen2ForCausalLM eager = LoadCheckpoint("qwen2-tiny");
   ModelOptions options;
   options.attention = AttentionImpl::kSdpa;
+  options.sdpa_native_gqa = false;
   Qwen2ForCausalLM sdpa = LoadCheckpoint("qwen2-tiny", options);
   EXPECT_EQ(eager->attention_backend(), "eager");
   ExpectSameResult(RunStep(eager, ids_, labels_, LossImpl::kFull, 0),

@@ -27,9 +27,10 @@ struct ModelOptions {
   AttentionImpl attention = AttentionImpl::kEager;
   // 0: no activation checkpointing; 1: every decoder layer; k: layers 0, k, 2k, ...
   int checkpoint_every_k_layers = 0;
-  // sdpa on LibTorch >= 2.5: hand K/V to the kernel un-repeated with enable_gqa (HF's choice on
-  // torch >= 2.5) instead of repeating the kv heads first. Ignored elsewhere.
-  bool sdpa_native_gqa = false;
+  // sdpa on LibTorch >= 2.5: hand K/V to the kernel un-repeated with enable_gqa, as HF does on
+  // torch >= 2.5 when there is no padding mask, instead of repeating the kv heads first (which
+  // saves two [b, heads, s, d] copies per layer for backward). Ignored elsewhere.
+  bool sdpa_native_gqa = true;
   torch::Dtype dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
 };
@@ -74,8 +75,8 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
 
   const Qwen2Config& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
-  // "eager"; for sdpa the fused backend the last forward chose ("sdpa (flash)", ...) or
-  // "eager (sdpa unavailable on LibTorch <2)" where it fell back.
+  // "eager"; for sdpa the fused backend the last forward chose ("sdpa (flash)", "sdpa (cudnn,
+  // native GQA)", ...) or "eager (sdpa unavailable on LibTorch <2)" where it fell back.
   std::string attention_backend() const;
 
   Qwen2Model model{nullptr};

@@ -79,9 +79,8 @@ class Session {
       report.sampler_overhead_ratio = sampler.overhead_ratio();
       sink_.Report(report);
     }
-    Log(std::string("finished: ") + (result.oom ? "out of memory" : "succeeded") + ", " +
-        std::to_string(sampler.samples_taken()) + " samples, sampler overhead " +
-        std::to_string(sampler.overhead_ratio() * 100) + "%");
+    Log(std::string("finished: ") + (result.oom ? "out of memory" : "succeeded") + "; sampler: " +
+        sampler.CostSummary());
     return result.oom ? kExitOutOfMemory : kExitSucceeded;
   }
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""What the memory sampler costs training: the same spec run with sampling every 10 ms and every
+1000 ms (the slowest the spec allows, ~100x fewer readings), alternating A/B/A/B so that drift of
+the GPU's clocks hits both sides alike, and the median step times compared. Also collects the
+sampler's own accounting (time per reading, split into allocator / driver / event writing) from
+each worker's log.
+
+  sampler_overhead.py run OUTDIR [BIN_DIR] [PAIRS]    (PAIRS default 3)
+  sampler_overhead.py table OUTDIR
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+SHAPES = {  # name: (micro-batch, seq, attention, limit bytes)
+    "throughput-mb4-s2048-sdpa": (4, 2048, "SDPA", 0),
+    "basic-sad-mb4-s512-eager-24g": (4, 512, "EAGER", 24 * 2**30),
+}
+INTERVALS = (10, 1000)
+STEPS, WARMUP = 14, 2
+
+
+def spec(shape, interval):
+    mb, seq, attention, limit = SHAPES[shape]
+    return {
+        "name": f"{shape}-{interval}ms",
+        "model": {"preset": "qwen2.5-1.5b", "initSeed": 0},
+        "training": {"microBatchSize": mb, "gradAccumSteps": 1, "seqLen": seq, "steps": STEPS,
+                     "dtype": "BFLOAT16", "attention": attention, "optimizer": {"kind": "ADAMW"},
+                     "data": {"seed": 1234}},
+        "memory": {"deviceMemoryLimitBytes": str(limit), "sampleIntervalMs": interval},
+        "device": "CUDA",
+    }
+
+
+def run(out, binary, pairs):
+    for shape in SHAPES:
+        for pair in range(pairs):
+            for interval in INTERVALS:
+                name = f"{shape}-{interval}ms-{pair}"
+                path = os.path.join(out, f"{name}.spec.json")
+                with open(path, "w") as f:
+                    json.dump(spec(shape, interval), f)
+                with open(os.path.join(out, f"{name}.jsonl"), "w") as ev, \
+                        open(os.path.join(out, f"{name}.log"), "w") as log:
+                    rc = subprocess.call([binary, "--spec", path], stdout=ev, stderr=log)
+                print(f"{name}: exit {rc}", file=sys.stderr, flush=True)
+
+
+def summarize(out, name):
+    steps, ratio = [], None
+    with open(os.path.join(out, f"{name}.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if "step" in e and int(e["step"].get("step", 0)) >= WARMUP:
+                steps.append(float(e["step"]["stepTimeSeconds"]))
+            if "report" in e:
+                ratio = float(e["report"].get("samplerOverheadRatio", 0))
+    cost = ""
+    with open(os.path.join(out, f"{name}.log")) as f:
+        for line in f:
+            m = re.search(r"sampler: (.*)", line)
+            if m:
+                cost = m.group(1).strip()
+    return statistics.median(steps) if steps else None, ratio, cost
+
+
+def table(out):
+    lines = ["| shape | median step, 10 ms sampling (s) | median step, 1000 ms (s) | slowdown | "
+             "sampler busy / wall at 10 ms | per reading at 10 ms (one run) |", "|---|---|---|---|---|---|"]
+    for shape in SHAPES:
+        medians = {i: [] for i in INTERVALS}
+        ratios, cost = [], ""
+        pair = 0
+        while os.path.exists(os.path.join(out, f"{shape}-10ms-{pair}.jsonl")):
+            for interval in INTERVALS:
+                median, ratio, c = summarize(out, f"{shape}-{interval}ms-{pair}")
+                if median:
+                    medians[interval].append(median)
+                if interval == 10 and ratio is not None:
+                    ratios.append(ratio)
+                    cost = c
+            pair += 1
+        if not medians[10] or not medians[1000]:
+            continue
+        a, b = statistics.median(medians[10]), statistics.median(medians[1000])
+        lines.append(f"| {shape} ({pair} pairs) | {a:.4f} ({', '.join(f'{m:.4f}' for m in medians[10])}) | "
+                     f"{b:.4f} ({', '.join(f'{m:.4f}' for m in medians[1000])}) | {100 * (a - b) / b:+.2f}% | "
+                     f"{100 * statistics.median(ratios):.2f}% | {cost} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[1] not in ("run", "table"):
+        sys.exit(__doc__)
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    if sys.argv[1] == "run":
+        binary = os.path.join(sys.argv[3] if len(sys.argv) > 3 else "build-gpu/bin", "vramlab-worker")
+        run(out, binary, int(sys.argv[4]) if len(sys.argv) > 4 else 3)
+    text = table(out)
+    with open(os.path.join(out, "sampler-overhead.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
