@@ -3,7 +3,7 @@
 micro-batch 1 (sdpa, no memory limit) — the anatomy and the step time of each — and the longest
 sequence that fits a 24 GiB limit for the memory-saving combinations.
 
-  optimizer_modes.py run OUTDIR [BIN_DIR] [GROUP...]   run (groups: modes, longest; default both)
+  optimizer_modes.py run OUTDIR [BIN_DIR] [GROUP|ROW...]   run (groups: modes, longest; default both)
   optimizer_modes.py table OUTDIR                      the markdown tables from what OUTDIR holds
 
 Each run is one vramlab-worker process with a fresh allocator; OUTDIR gets NAME.spec.json,
@@ -138,11 +138,11 @@ def main():
     if sys.argv[1] == "run":
         binary = os.path.join(sys.argv[3] if len(sys.argv) > 3 else "build-gpu/bin", "vramlab-worker")
         groups = sys.argv[4:] or ["modes", "longest"]
-        if "modes" in groups:
-            for name, optimizer in MODES:
+        for name, optimizer in MODES:
+            if "modes" in groups or name in groups:
                 run_one(out, binary, name, spec(name, optimizer, 2048, steps=6))
-        if "longest" in groups:
-            for name, optimizer in LONGEST:
+        for name, optimizer in LONGEST:
+            if "longest" in groups or name in groups:
                 run_one(out, binary, name, spec(name, optimizer, LONG[0], steps=2, limit=LIMIT_24, sweep=LONG))
     text = ("qwen2.5-1.5b, bf16, sequence 2048, micro-batch 1, sdpa, no memory limit; 6 steps, median "
             "over steps 1-5; anatomy in GiB at the run's peak.\n\n" + modes_table(out) +
