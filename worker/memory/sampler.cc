@@ -1,6 +1,7 @@
 #include "worker/memory/sampler.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace vramlab::worker {
 
@@ -18,6 +19,7 @@ void Sampler::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  sink_->Flush();
 }
 
 void Sampler::WaitForFirstSample() {
@@ -30,25 +32,43 @@ double Sampler::overhead_ratio() const {
   return wall > 0 ? static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / static_cast<double>(wall) : 0.0;
 }
 
+double Sampler::cpu_ratio() const {
+  const int64_t wall = wall_ns_.load(std::memory_order_relaxed);
+  return wall > 0 ? static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) / static_cast<double>(wall) : 0.0;
+}
+
 std::string Sampler::CostSummary() const {
   const int64_t n = samples_.load(std::memory_order_relaxed);
   const int64_t driver_reads = driver_reads_.load(std::memory_order_relaxed);
   auto mean_us = [](int64_t total_ns, int64_t count) {
     return count > 0 ? static_cast<double>(total_ns) / static_cast<double>(count) / 1000.0 : 0.0;
   };
-  char line[256];
+  char line[384];
   std::snprintf(line, sizeof(line),
                 "%lld samples every %lld ms, per sample %.1f us allocator + %.1f us emit, "
-                "driver view read %lld times at %.1f us; busy %.3f%% of wall",
+                "driver view read %lld times at %.1f us; busy %.3f%% of wall, CPU %.3f%% of wall",
                 static_cast<long long>(n), static_cast<long long>(interval_.count()),
                 mean_us(allocator_ns_.load(std::memory_order_relaxed), n),
                 mean_us(emit_ns_.load(std::memory_order_relaxed), n), static_cast<long long>(driver_reads),
-                mean_us(driver_ns_.load(std::memory_order_relaxed), driver_reads), overhead_ratio() * 100);
+                mean_us(driver_ns_.load(std::memory_order_relaxed), driver_reads), overhead_ratio() * 100,
+                cpu_ratio() * 100);
   return line;
 }
 
+namespace {
+
+// CPU time this thread has used: its cost to the machine, without the time it waited on locks.
+int64_t ThreadCpuNanoseconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
 void Sampler::Run() {
   using Clock = std::chrono::steady_clock;
+  const int64_t cpu_started = ThreadCpuNanoseconds();
   const Clock::time_point started = Clock::now();
   Clock::time_point next = started;
   std::unique_lock<std::mutex> lock(mu_);
@@ -70,9 +90,11 @@ void Sampler::Run() {
                        std::memory_order_relaxed);
     wall_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(end - started).count(),
                    std::memory_order_relaxed);
+    cpu_ns_.store(ThreadCpuNanoseconds() - cpu_started, std::memory_order_relaxed);
     samples_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
     if (!first_written_) {
+      sink_->Flush();  // whoever waits for the first sample wants it out, not batched
       first_written_ = true;
       cv_.notify_all();
     }

@@ -46,6 +46,8 @@ class Sampler {
   int64_t samples_taken() const { return samples_.load(std::memory_order_relaxed); }
   // Time spent sampling / wall time the sampler ran; 0 before it ran.
   double overhead_ratio() const;
+  // CPU time of the sampler thread / wall time it ran (lock waits excluded).
+  double cpu_ratio() const;
   // One line for the log: samples, mean cost per part, busy ratio.
   std::string CostSummary() const;
 
@@ -68,6 +70,7 @@ class Sampler {
   std::atomic<int64_t> driver_ns_{0};
   std::atomic<int64_t> driver_reads_{0};
   std::atomic<int64_t> emit_ns_{0};
+  std::atomic<int64_t> cpu_ns_{0};
   std::atomic<int64_t> wall_ns_{0};
 };
 

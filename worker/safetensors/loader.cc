@@ -1,6 +1,5 @@
 #include "worker/safetensors/loader.h"
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -9,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/safetensors/safetensors_file.h"
+#include "worker/util/file_paths.h"
 
 namespace vramlab::worker {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr char kSingleFile[] = "model.safetensors";
 constexpr char kIndexFile[] = "model.safetensors.index.json";
@@ -25,8 +24,8 @@ std::string ShapeText(at::IntArrayRef shape) {
 }
 
 // shard file name -> tensor names the index assigns to it.
-std::map<std::string, std::set<std::string>> ReadIndex(const fs::path& index_path) {
-  const std::string where = index_path.string();
+std::map<std::string, std::set<std::string>> ReadIndex(const std::string& index_path) {
+  const std::string& where = index_path;
   std::ifstream in(index_path);
   if (!in) throw LoadError(where + ": cannot open");
   nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -44,7 +43,7 @@ std::map<std::string, std::set<std::string>> ReadIndex(const fs::path& index_pat
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
       throw LoadError(where + ": tensor \"" + tensor + "\": bad shard name \"" + file + "\"");
     }
-    if (!fs::exists(index_path.parent_path() / file)) {
+    if (!PathExists(JoinPath(DirName(index_path), file))) {
       throw LoadError(where + ": tensor \"" + tensor + "\" is in shard \"" + file +
                       "\", which does not exist");
     }
@@ -140,16 +139,15 @@ class ParameterLoader {
 }  // namespace
 
 void LoadSafetensorsDir(Qwen2ForCausalLMImpl& model, const std::string& dir) {
-  const fs::path root(dir);
   ParameterLoader loader(model);
   std::vector<std::string> files;
-  if (fs::exists(root / kIndexFile)) {
-    for (const auto& [shard, names] : ReadIndex(root / kIndexFile)) {
-      files.push_back((root / shard).string());
+  if (PathExists(JoinPath(dir, kIndexFile))) {
+    for (const auto& [shard, names] : ReadIndex(JoinPath(dir, kIndexFile))) {
+      files.push_back(JoinPath(dir, shard));
       loader.LoadFile(files.back(), &names);
     }
-  } else if (fs::exists(root / kSingleFile)) {
-    files.push_back((root / kSingleFile).string());
+  } else if (PathExists(JoinPath(dir, kSingleFile))) {
+    files.push_back(JoinPath(dir, kSingleFile));
     loader.LoadFile(files.back(), nullptr);
   } else {
     throw LoadError(dir + ": neither " + kSingleFile + " nor " + kIndexFile + " exists");

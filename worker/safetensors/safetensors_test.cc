@@ -1,7 +1,8 @@
 // The safetensors reader and the snapshot loader, on well-formed files and on every malformation
 // they must reject with a LoadError naming the file and tensor.
 #include <cstdlib>
-#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <fstream>
 #include <set>
 #include <string>
@@ -15,25 +16,24 @@
 #include "worker/safetensors/loader.h"
 #include "worker/safetensors/safetensors_file.h"
 #include "worker/safetensors/safetensors_writer.h"
+#include "worker/util/file_paths.h"
 
 namespace vramlab::worker {
 namespace {
 
-namespace fs = std::filesystem;
-
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = fs::temp_directory_path() / "safetensors_test_XXXXXX";
+    std::string pattern = "/tmp/safetensors_test_XXXXXX";
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // A file with exactly these bytes: length prefix, header text, data.
   std::string WriteRaw(const std::string& name, uint64_t header_length, const std::string& header,
                        const std::string& data) {
-    const std::string path = (fs::path(dir_) / name).string();
+    const std::string path = JoinPath(dir_, name);
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(&header_length), sizeof(header_length));
     out << header << data;
@@ -70,7 +70,7 @@ TEST_F(SafetensorsTest, RoundTripKeepsValuesDtypesAndMetadata) {
   const torch::Tensor bf16 = torch::randn({7}).to(torch::kBFloat16);
   const torch::Tensor i64 = torch::arange(6, torch::kInt64).view({2, 3});
   const torch::Tensor empty = torch::zeros({0, 4});
-  const std::string path = (fs::path(dir_) / "t.safetensors").string();
+  const std::string path = JoinPath(dir_, "t.safetensors");
   WriteSafetensors(path, {{"f32", f32}, {"bf16", bf16}, {"i64", i64}, {"empty", empty}},
                    {{"format", "pt"}});
   auto file = SafetensorsFile::Open(path);
@@ -96,10 +96,10 @@ TEST_F(SafetensorsTest, ReadsUnalignedData) {
 }
 
 TEST_F(SafetensorsTest, RejectsTruncatedFile) {
-  const std::string empty = (fs::path(dir_) / "empty.safetensors").string();
+  const std::string empty = JoinPath(dir_, "empty.safetensors");
   std::ofstream{empty};
   ExpectOpenError(empty, {"truncated", "0 bytes"});
-  const std::string path = (fs::path(dir_) / "three.safetensors").string();
+  const std::string path = JoinPath(dir_, "three.safetensors");
   std::ofstream(path) << "abc";
   ExpectOpenError(path, {"truncated", "3 bytes"});
 }
@@ -129,9 +129,11 @@ TEST_F(SafetensorsTest, RejectsOffsetsPastTheData) {
 }
 
 TEST_F(SafetensorsTest, RejectsTruncatedData) {
-  const std::string path = (fs::path(dir_) / "cut.safetensors").string();
+  const std::string path = JoinPath(dir_, "cut.safetensors");
   WriteSafetensors(path, {{"a", torch::ones({4})}, {"b", torch::ones({4})}});
-  fs::resize_file(path, fs::file_size(path) - 4);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  ASSERT_EQ(::truncate(path.c_str(), st.st_size - 4), 0);
   ExpectOpenError(path, {"\"b\"", "past the end"});
 }
 
@@ -173,7 +175,7 @@ TEST_F(SafetensorsTest, RejectsSizeDisagreeingWithShape) {
 }
 
 TEST_F(SafetensorsTest, MissingFileIsLoadError) {
-  ExpectOpenError((fs::path(dir_) / "absent.safetensors").string(), {"cannot open"});
+  ExpectOpenError(JoinPath(dir_, "absent.safetensors"), {"cannot open"});
 }
 
 // Loader tests: a tiny model's weights written as a snapshot directory.
@@ -194,9 +196,9 @@ class LoaderTest : public SafetensorsTest {
     return weights;
   }
   void WriteSingle(const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-    WriteSafetensors((fs::path(dir_) / "model.safetensors").string(), weights);
+    WriteSafetensors(JoinPath(dir_, "model.safetensors"), weights);
   }
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+  std::string Path(const std::string& name) const { return JoinPath(dir_, name); }
   void ExpectLoadFails(bool tied, const std::vector<std::string>& fragments) {
     Qwen2ForCausalLM model(TinyConfig(tied), ModelOptions{});
     ExpectLoadError([&] { LoadSafetensorsDir(*model, dir_); }, fragments);

@@ -1,9 +1,9 @@
 #include "worker/train/spec_conversions.h"
 
-#include <filesystem>
 #include <stdexcept>
 
 #include "worker/safetensors/load_error.h"
+#include "worker/util/file_paths.h"
 
 namespace vramlab::worker {
 
@@ -68,16 +68,16 @@ Qwen2Config ResolveModelConfig(const SpecModel& model) {
     return config;
   }
   if (!model.weights_dir.empty()) {
-    const std::filesystem::path config_json = std::filesystem::path(model.weights_dir) / "config.json";
-    if (std::filesystem::exists(config_json)) {
+    const std::string config_json = JoinPath(model.weights_dir, "config.json");
+    if (PathExists(config_json)) {
       try {
-        return ConfigFromFile(config_json.string());
+        return ConfigFromFile(config_json);
       } catch (const std::exception& e) {  // unreadable, not JSON, or shapes the model rejects
-        throw LoadError(config_json.string() + ": " + e.what());
+        throw LoadError(config_json + ": " + e.what());
       }
     }
     if (model.preset.empty()) {
-      throw LoadError(config_json.string() + " not found and no model.preset or model.config gives the shapes");
+      throw LoadError(config_json + " not found and no model.preset or model.config gives the shapes");
     }
   }
   try {
