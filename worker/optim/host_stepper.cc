@@ -1,7 +1,5 @@
 #include "worker/optim/host_stepper.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 
 namespace vramlab::worker::optim_internal {
@@ -12,7 +10,12 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
   torch::Tensor grad_flat = grad.reshape({-1});
   const int64_t n = param_flat.numel();
   if (param.device().is_cpu()) {
-    UpdateHostRange(rule, index, step, 0, param_flat, grad_flat.to(param.device()));
+    // In place, range by range, so the update's temporaries stay a few times one range.
+    const torch::Tensor grad_host = grad_flat.to(param.device());
+    for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
+      const int64_t len = std::min(kStagingChunkElements, n - begin);
+      UpdateHostRange(rule, index, step, begin, param_flat.narrow(0, begin, len), grad_host.narrow(0, begin, len));
+    }
     return;
   }
   // Synchronous copies: a chunk's gradient comes down, the host updates it, the new parameter
@@ -31,18 +34,11 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
 void HostStepper::UpdateHostRange(UpdateRule& rule, size_t index, int64_t step, int64_t begin,
                                   const torch::Tensor& param_range,
                                   const torch::Tensor& grad_range) {
-  const int64_t n = param_range.numel();
-  const int64_t tasks = (n + kThreadTaskElements - 1) / kThreadTaskElements;
-  // ATen ops inside a parallel region run single-threaded, so the threads split the tasks rather
-  // than each op.
-  at::parallel_for(0, tasks, /*grain_size=*/1, [&](int64_t first, int64_t last) {
-    for (int64_t task = first; task < last; ++task) {
-      const int64_t offset = task * kThreadTaskElements;
-      const int64_t len = std::min(kThreadTaskElements, n - offset);
-      rule.UpdateRange(index, step, begin + offset, param_range.narrow(0, offset, len),
-                       grad_range.narrow(0, offset, len));
-    }
-  });
+  // One call over the whole range: each ATen op inside spreads itself over the intra-op threads.
+  // Splitting the range over at::parallel_for tasks instead (each op then single-threaded) hung in
+  // libgomp on the GPU host (every OpenMP thread parked in a barrier, the caller in the next
+  // op's gomp_team_start; LibTorch 2.11+cu130 with pinned host tensors).
+  rule.UpdateRange(index, step, begin, param_range, grad_range);
 }
 
 torch::Tensor HostStepper::StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n) {

@@ -1,6 +1,6 @@
 // Runs an UpdateRule whose state lives in host memory: on CPU parameters directly, on parameters of
-// another device (CUDA) by staging chunks through pinned buffers. The work of each chunk is split
-// over at::get_num_threads() threads. Internal to worker/optim.
+// another device (CUDA) by staging chunks through pinned buffers. Each chunk's ops run on
+// LibTorch's intra-op threads. Internal to worker/optim.
 #ifndef VRAMLAB_WORKER_OPTIM_HOST_STEPPER_H_
 #define VRAMLAB_WORKER_OPTIM_HOST_STEPPER_H_
 
@@ -12,10 +12,9 @@
 
 namespace vramlab::worker::optim_internal {
 
-// Elements per staging chunk (per copy down / copy back) and per thread task. Both are multiples
-// of every rule's RangeAlignment().
+// Elements per staging chunk (per copy down / copy back); a multiple of every rule's
+// RangeAlignment().
 constexpr int64_t kStagingChunkElements = int64_t{16} << 20;
-constexpr int64_t kThreadTaskElements = int64_t{64} << 10;
 
 // Thread-compatible; owns the pinned staging buffers (allocated on first use, kept for reuse).
 class HostStepper {
@@ -29,7 +28,7 @@ class HostStepper {
   int64_t StagingBytes() const;
 
  private:
-  // Host views: ranges [begin, begin + n) of the flattened parameter, split over threads.
+  // Host views: ranges [begin, begin + n) of the flattened parameter.
   static void UpdateHostRange(UpdateRule& rule, size_t index, int64_t step, int64_t begin,
                               const torch::Tensor& param_range, const torch::Tensor& grad_range);
   // A pinned host view of `n` elements of `dtype`, growing `buffer` when needed.
