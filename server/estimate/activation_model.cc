@@ -80,11 +80,14 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   LayerActivations a;
   a.hidden = H;
   a.checkpoint_input = H;
-  // Norms + their outputs, attention, SwiGLU, and two more fp32 hidden-size tensors that the
-  // worker keeps per decoder layer beyond the op walk above: measured on the CPU (LibTorch 1.13,
-  // counting allocator), 2·4·T·h per layer in bf16 and fp32 alike, independent of the kv heads
-  // and the vocabulary (docs/ESTIMATOR.md, "Accuracy").
-  a.kept = 2 * (norm + H) + attention + 4 * I + kUnexplainedFp32HiddenPerLayer * z.hidden32;
+  // Norms + their outputs, attention, SwiGLU and, with eager attention, two more fp32 hidden-size
+  // tensors per decoder layer beyond the op walk above: measured on the CPU (LibTorch 1.13, where
+  // attention is always eager; counting allocator), 2·4·T·h per layer in bf16 and fp32 alike,
+  // independent of the kv heads and the vocabulary. sdpa on the GPU does not keep them: with
+  // them its peaks came out 4–6 % high at every size, without them within 1.5 %
+  // (docs/ESTIMATOR.md, "Accuracy").
+  const int64_t extra = run.eager_attention ? kUnexplainedFp32HiddenPerLayer * z.hidden32 : 0;
+  a.kept = 2 * (norm + H) + attention + 4 * I + extra;
 
   // Forward with autograd; each moment is above what was live before (the input x included).
   const int64_t after_norm1 = norm + H;
@@ -131,7 +134,6 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   // SwiGLU: down_proj's input gradient, then the gradients of silu(gate) and up.
   const int64_t mlp_bwd = a.kept + H + 2 * I;
   const int64_t norm2_bwd = a.kept - 4 * I + 2 * H + NormBackwardTransient(z);
-  const int64_t extra = kUnexplainedFp32HiddenPerLayer * z.hidden32;
   // What of the layer is left when backward reaches attention: norm 1 and its output.
   const int64_t left = norm + H + extra;
   int64_t attention_bwd;
