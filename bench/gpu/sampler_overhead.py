@@ -51,45 +51,47 @@ def run(out, binary, pairs):
 
 
 def summarize(out, name):
-    steps, ratio = [], None
+    steps = []
     with open(os.path.join(out, f"{name}.jsonl")) as f:
         for line in f:
             e = json.loads(line)
             if "step" in e and int(e["step"].get("step", 0)) >= WARMUP:
                 steps.append(float(e["step"]["stepTimeSeconds"]))
-            if "report" in e:
-                ratio = float(e["report"].get("samplerOverheadRatio", 0))
     cost = ""
     with open(os.path.join(out, f"{name}.log")) as f:
         for line in f:
             m = re.search(r"sampler: (.*)", line)
             if m:
                 cost = m.group(1).strip()
-    return statistics.median(steps) if steps else None, ratio, cost
+    return (statistics.median(steps) if steps else None), (min(steps) if steps else None), cost
 
 
 def table(out):
     lines = ["| shape | median step, 10 ms sampling (s) | median step, 1000 ms (s) | slowdown | "
-             "sampler busy / wall at 10 ms | per reading at 10 ms (one run) |", "|---|---|---|---|---|---|"]
+             "fastest step 10 ms / 1000 ms (s) | sampler at 10 ms, each run: busy / CPU of wall |",
+             "|---|---|---|---|---|---|"]
     for shape in SHAPES:
         medians = {i: [] for i in INTERVALS}
-        ratios, cost = [], ""
+        fastest = {i: [] for i in INTERVALS}
+        costs = []
         pair = 0
         while os.path.exists(os.path.join(out, f"{shape}-10ms-{pair}.jsonl")):
             for interval in INTERVALS:
-                median, ratio, c = summarize(out, f"{shape}-{interval}ms-{pair}")
+                median, low, c = summarize(out, f"{shape}-{interval}ms-{pair}")
                 if median:
                     medians[interval].append(median)
-                if interval == 10 and ratio is not None:
-                    ratios.append(ratio)
-                    cost = c
+                    fastest[interval].append(low)
+                if interval == 10:
+                    m = re.search(r"busy ([0-9.]+)% of wall, CPU ([0-9.]+)%", c)
+                    if m:
+                        costs.append(f"{float(m.group(1)):.2f}% / {float(m.group(2)):.2f}%")
             pair += 1
         if not medians[10] or not medians[1000]:
             continue
         a, b = statistics.median(medians[10]), statistics.median(medians[1000])
         lines.append(f"| {shape} ({pair} pairs) | {a:.4f} ({', '.join(f'{m:.4f}' for m in medians[10])}) | "
                      f"{b:.4f} ({', '.join(f'{m:.4f}' for m in medians[1000])}) | {100 * (a - b) / b:+.2f}% | "
-                     f"{100 * statistics.median(ratios):.2f}% | {cost} |")
+                     f"{min(fastest[10]):.4f} / {min(fastest[1000]):.4f} | {'; '.join(costs)} |")
     return "\n".join(lines) + "\n"
 
 
