@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+from table import read_jsonl  # bench/gpu/table.py
+
 GIB = 2**30
 LIMIT_24 = 24 * GIB
 LONG = [32768, 49152, 65536, 81920, 98304, 114688, 131072, 163840, 196608]
@@ -68,17 +70,7 @@ def run_one(out, binary, name, body):
 
 
 def events(out, name):
-    path = os.path.join(out, f"{name}.jsonl")
-    if not os.path.exists(path):
-        return []
-    result = []
-    with open(path) as f:
-        for line in f:
-            try:
-                result.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return result
+    return read_jsonl(os.path.join(out, f"{name}.jsonl"))
 
 
 def num(v):
