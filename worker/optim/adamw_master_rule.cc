@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "worker/optim/adamw_math.h"
+#include "worker/optim/host_adamw.h"
 #include "worker/optim/multi_tensor_ops.h"
 #include "worker/optim/rules.h"
 
@@ -32,8 +33,14 @@ class AdamWMasterRule final : public UpdateRule {
     const int64_t n = param_range.numel();
     const auto& s = state(index);
     torch::Tensor master = s[0].narrow(0, begin, n);
-    AdamWUpdate(hyper_, step, master, grad_range.to(torch::kFloat), s[1].narrow(0, begin, n),
-                s[2].narrow(0, begin, n));
+    const torch::Tensor grad = grad_range.to(torch::kFloat);
+    const torch::Tensor m = s[1].narrow(0, begin, n), v = s[2].narrow(0, begin, n);
+    // Pinned state: offloaded for a GPU run, where the host's speed is the step's speed.
+    if (master.is_pinned() && HostAdamWSupported(master, grad, m, v)) {
+      HostAdamW(hyper_, step, master, grad, m, v);
+    } else {
+      AdamWUpdate(hyper_, step, master, grad, m, v);
+    }
     param_range.copy_(master);
   }
 

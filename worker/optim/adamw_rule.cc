@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "worker/optim/adamw_math.h"
+#include "worker/optim/host_adamw.h"
 #include "worker/optim/multi_tensor_ops.h"
 #include "worker/optim/rules.h"
 
@@ -24,8 +25,14 @@ class AdamWRule final : public UpdateRule {
                    const torch::Tensor& grad_range) override {
     const int64_t n = param_range.numel();
     const auto& s = state(index);
-    AdamWUpdate(hyper_, step, param_range, grad_range.to(param_range.scalar_type()),
-                s[0].narrow(0, begin, n), s[1].narrow(0, begin, n));
+    const torch::Tensor grad = grad_range.to(param_range.scalar_type());
+    const torch::Tensor m = s[0].narrow(0, begin, n), v = s[1].narrow(0, begin, n);
+    // Pinned state: offloaded for a GPU run, where the host's speed is the step's speed.
+    if (m.is_pinned() && HostAdamWSupported(param_range, grad, m, v)) {
+      HostAdamW(hyper_, step, param_range, grad, m, v);
+    } else {
+      AdamWUpdate(hyper_, step, param_range, grad, m, v);
+    }
   }
 
   bool UpdateWhole(const std::vector<size_t>& indices, const std::vector<torch::Tensor>& params,

@@ -1,0 +1,53 @@
+// The host AdamW step of CPU offload: AdamWUpdate's ATen ops against the one-pass loop
+// (worker/optim/host_adamw.h), per element count and dtype, median of repeats.
+//   vramlab-host-adamw-bench [MILLIONS_OF_ELEMENTS] [REPEATS]     (default 64, 5)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/optim/adamw_math.h"
+#include "worker/optim/host_adamw.h"
+
+namespace {
+
+using vramlab::worker::optim_internal::AdamWHyper;
+
+template <typename Fn>
+double MedianSeconds(int repeats, Fn fn) {
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn(r + 1);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = (argc > 1 ? std::atoll(argv[1]) : 64) * 1000000;
+  const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  std::printf("%lld elements, %d threads, median of %d\n", static_cast<long long>(n), at::get_num_threads(),
+              repeats);
+  std::printf("| dtype | ATen ops (s) | one pass (s) | speed-up |\n|---|---|---|---|\n");
+  for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+    torch::Tensor p = torch::randn({n}).to(dtype), g = (torch::randn({n}) * 1e-2).to(dtype);
+    torch::Tensor m = torch::zeros({n}, dtype), v = torch::zeros({n}, dtype);
+    const AdamWHyper hyper;
+    const double aten = MedianSeconds(repeats, [&](int step) {
+      vramlab::worker::optim_internal::AdamWUpdate(hyper, step, p, g, m, v);
+    });
+    const double fused = MedianSeconds(repeats, [&](int step) {
+      vramlab::worker::optim_internal::HostAdamW(hyper, step, p, g, m, v);
+    });
+    std::printf("| %s | %.3f | %.3f | %.1fx |\n", dtype == torch::kFloat ? "fp32" : "bf16", aten, fused,
+                aten / fused);
+  }
+  return 0;
+}

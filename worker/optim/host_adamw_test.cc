@@ -1,0 +1,73 @@
+// The one-pass host AdamW against AdamWUpdate's ATen ops: the same rounding, op by op.
+#include "worker/optim/host_adamw.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <iostream>
+
+namespace vramlab::worker::optim_internal {
+namespace {
+
+struct State {
+  torch::Tensor p, g, m, v;
+  State Clone() const { return {p.clone(), g.clone(), m.clone(), v.clone()}; }
+};
+
+// Parameters, a gradient, and moments as they look a few steps into training.
+State RandomState(int64_t n, torch::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({n}).to(dtype), (torch::randn({n}) * 1e-2).to(dtype),
+          (torch::randn({n}) * 1e-3).to(dtype), (torch::rand({n}) * 1e-5).to(dtype)};
+}
+
+AdamWHyper Hyper() {
+  AdamWHyper h;
+  h.lr = 1e-3;  // large enough that every element moves
+  return h;
+}
+
+// Three steps each way from the same state; returns the largest difference over the three
+// tensors relative to each tensor's largest value, and the fraction of bit-identical elements.
+std::pair<double, double> Compare(int64_t n, torch::ScalarType dtype) {
+  State a = RandomState(n, dtype, 5), b = a.Clone();
+  for (int64_t step = 1; step <= 3; ++step) {
+    AdamWUpdate(Hyper(), step, a.p, a.g, a.m, a.v);
+    HostAdamW(Hyper(), step, b.p, b.g, b.m, b.v);
+  }
+  double worst = 0, identical = 0;
+  for (auto [x, y] : {std::pair{a.p, b.p}, {a.m, b.m}, {a.v, b.v}}) {
+    const torch::Tensor x64 = x.to(torch::kDouble), y64 = y.to(torch::kDouble);
+    worst = std::max(worst, ((x64 - y64).abs().max() / x64.abs().max()).item<double>());
+    identical += x.eq(y).to(torch::kDouble).mean().item<double>() / 3;
+  }
+  return {worst, identical};
+}
+
+TEST(HostAdamWTest, Fp32MatchesTheAtenOps) {
+  const auto [worst, identical] = Compare((int64_t{3} << 18) + 5, torch::kFloat);  // several threads
+  std::cout << "fp32: worst relative difference " << worst << ", identical " << identical << "\n";
+  EXPECT_LT(worst, 1e-6);
+}
+
+TEST(HostAdamWTest, Bf16MatchesTheAtenOpsWithinOneRounding) {
+  const auto [worst, identical] = Compare((int64_t{3} << 18) + 5, torch::kBFloat16);
+  std::cout << "bf16: worst relative difference " << worst << ", identical " << identical << "\n";
+  EXPECT_LT(worst, 1.0 / 128);  // bf16 has 8 significant bits
+  EXPECT_GT(identical, 0.99);
+}
+
+TEST(HostAdamWTest, SupportsOnlyOneContiguousFloatOrBf16Layout) {
+  const State s = RandomState(64, torch::kFloat, 1);
+  EXPECT_TRUE(HostAdamWSupported(s.p, s.g, s.m, s.v));
+  EXPECT_FALSE(HostAdamWSupported(s.p, s.g.to(torch::kBFloat16), s.m, s.v));
+  EXPECT_FALSE(HostAdamWSupported(s.p, s.g, s.m, s.v.narrow(0, 0, 32)));
+  const torch::Tensor strided = torch::zeros({128}).slice(0, 0, 128, 2);
+  EXPECT_FALSE(HostAdamWSupported(strided, s.g, s.m, s.v));
+  const State d = RandomState(64, torch::kDouble, 1);
+  EXPECT_FALSE(HostAdamWSupported(d.p, d.g, d.m, d.v));
+  EXPECT_THROW(HostAdamW(Hyper(), 1, d.p, d.g, d.m, d.v), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace vramlab::worker::optim_internal
