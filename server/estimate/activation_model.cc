@@ -84,7 +84,7 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   // tensors per decoder layer beyond the op walk above: measured on the CPU (LibTorch 1.13, where
   // attention is always eager; counting allocator), 2·4·T·h per layer in bf16 and fp32 alike,
   // independent of the kv heads and the vocabulary. sdpa on the GPU does not keep them: with
-  // them its peaks came out 4–6 % high at every size, without them within 1.5 %
+  // them its peaks came out 4–6 % high at every size, without them −0.9 % … 0.0 %
   // (docs/ESTIMATOR.md, "Accuracy").
   const int64_t extra = run.eager_attention ? kUnexplainedFp32HiddenPerLayer * z.hidden32 : 0;
   a.kept = 2 * (norm + H) + attention + 4 * I + extra;
