@@ -43,7 +43,7 @@ void EventSink::Append(const std::string& line, bool is_sample) {
   if (pending_.empty()) pending_since_ = now;
   pending_ += line;
   pending_ += '\n';
-  lines_written_.fetch_add(1, std::memory_order_relaxed);
+  lines_accepted_.fetch_add(1, std::memory_order_relaxed);
   if (is_sample && now - pending_since_ < kSampleBatchWindow && pending_.size() < kSampleBatchBytes) return;
   WriteAll(pending_);
   pending_.clear();

@@ -52,7 +52,8 @@ class EventSink {
   // Writes the batched samples now.
   void Flush();
 
-  int64_t lines_written() const { return lines_written_.load(std::memory_order_relaxed); }
+  // Lines handed to the sink: written, or (samples) batched to be written.
+  int64_t lines_accepted() const { return lines_accepted_.load(std::memory_order_relaxed); }
   // False once a write failed (the reader went away); later events are dropped silently.
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
 
@@ -65,7 +66,7 @@ class EventSink {
   std::mutex mu_;  // serializes whole lines
   std::string pending_;                                 // guarded by mu_: whole sample lines
   std::chrono::steady_clock::time_point pending_since_; // guarded by mu_
-  std::atomic<int64_t> lines_written_{0};
+  std::atomic<int64_t> lines_accepted_{0};
   std::atomic<bool> healthy_{true};
 };
 

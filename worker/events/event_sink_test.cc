@@ -55,7 +55,7 @@ TEST_F(EventSinkTest, SamplesWaitAndGoOutBeforeTheNextOtherEvent) {
   EXPECT_LT(first, second);
   EXPECT_LT(second, notice);
   EXPECT_EQ(out.back(), '\n');
-  EXPECT_EQ(sink.lines_written(), 3);
+  EXPECT_EQ(sink.lines_accepted(), 3);
 }
 
 TEST_F(EventSinkTest, ASampleAfterTheWindowWritesTheBatch) {

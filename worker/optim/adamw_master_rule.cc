@@ -34,13 +34,8 @@ class AdamWMasterRule final : public UpdateRule {
     const auto& s = state(index);
     torch::Tensor master = s[0].narrow(0, begin, n);
     const torch::Tensor grad = grad_range.to(torch::kFloat);
-    const torch::Tensor m = s[1].narrow(0, begin, n), v = s[2].narrow(0, begin, n);
-    // Pinned state: offloaded for a GPU run, where the host's speed is the step's speed.
-    if (master.is_pinned() && HostAdamWSupported(master, grad, m, v)) {
-      HostAdamW(hyper_, step, master, grad, m, v);
-    } else {
-      AdamWUpdate(hyper_, step, master, grad, m, v);
-    }
+    AdamWUpdateForState(hyper_, step, master, grad, s[1].narrow(0, begin, n),
+                        s[2].narrow(0, begin, n));
     param_range.copy_(master);
   }
 

@@ -26,13 +26,8 @@ class AdamWRule final : public UpdateRule {
     const int64_t n = param_range.numel();
     const auto& s = state(index);
     const torch::Tensor grad = grad_range.to(param_range.scalar_type());
-    const torch::Tensor m = s[0].narrow(0, begin, n), v = s[1].narrow(0, begin, n);
-    // Pinned state: offloaded for a GPU run, where the host's speed is the step's speed.
-    if (m.is_pinned() && HostAdamWSupported(param_range, grad, m, v)) {
-      HostAdamW(hyper_, step, param_range, grad, m, v);
-    } else {
-      AdamWUpdate(hyper_, step, param_range, grad, m, v);
-    }
+    AdamWUpdateForState(hyper_, step, param_range, grad, s[0].narrow(0, begin, n),
+                        s[1].narrow(0, begin, n));
   }
 
   bool UpdateWhole(const std::vector<size_t>& indices, const std::vector<torch::Tensor>& params,

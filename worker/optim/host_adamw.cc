@@ -159,4 +159,14 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
   }
 }
 
+void AdamWUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
+                         const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                         const torch::Tensor& exp_avg_sq) {
+  if (exp_avg.is_pinned() && HostAdamWSupported(param, grad, exp_avg, exp_avg_sq)) {
+    HostAdamW(hyper, step, param, grad, exp_avg, exp_avg_sq);
+  } else {
+    AdamWUpdate(hyper, step, param, grad, exp_avg, exp_avg_sq);
+  }
+}
+
 }  // namespace vramlab::worker::optim_internal

@@ -29,6 +29,13 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
                const torch::Tensor& grad, const torch::Tensor& exp_avg,
                const torch::Tensor& exp_avg_sq);
 
+// HostAdamW where the state is pinned host memory (offloaded for a GPU run, where the host's speed
+// is the step's speed) and the layout allows it; AdamWUpdate otherwise, so CPU-device runs keep
+// the ATen ops whose temporaries the anatomy tests and the estimator count.
+void AdamWUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
+                         const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                         const torch::Tensor& exp_avg_sq);
+
 }  // namespace vramlab::worker::optim_internal
 
 #endif  // VRAMLAB_WORKER_OPTIM_HOST_ADAMW_H_
