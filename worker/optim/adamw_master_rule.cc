@@ -32,11 +32,8 @@ class AdamWMasterRule final : public UpdateRule {
                    const torch::Tensor& grad_range) override {
     const int64_t n = param_range.numel();
     const auto& s = state(index);
-    torch::Tensor master = s[0].narrow(0, begin, n);
-    const torch::Tensor grad = grad_range.to(torch::kFloat);
-    AdamWUpdateForState(hyper_, step, master, grad, s[1].narrow(0, begin, n),
-                        s[2].narrow(0, begin, n));
-    param_range.copy_(master);
+    AdamWMasterUpdateForState(hyper_, step, s[0].narrow(0, begin, n), grad_range,
+                              s[1].narrow(0, begin, n), s[2].narrow(0, begin, n), param_range);
   }
 
   bool UpdateWhole(const std::vector<size_t>& indices, const std::vector<torch::Tensor>& params,

@@ -49,99 +49,98 @@ struct Coefficients {
   float decay, lerp_weight, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
 };
 
+// The values one element holds after the step: avg and sq rounded to D as their tensors store
+// them, param before its store's rounding.
+struct Element {
+  float param, avg, sq;
+};
+
+template <typename D>
+inline Element Step(const Coefficients& c, float param, float grad, float avg, float sq) {
+  Element out;
+  // p.mul_(1 - lr * wd)
+  const float decayed = D::Round(param * c.decay);
+  // m.lerp_(g, 1 - beta1): ATen's formula for a weight below 0.5
+  out.avg = D::Round(avg + c.lerp_weight * (grad - avg));
+  // v.mul_(beta2).addcmul_(g, g, 1 - beta2)
+  out.sq = D::Round(D::Round(sq * c.beta2) + c.one_minus_beta2 * grad * grad);
+  // denom = v.sqrt().div_(sqrt(bc2)).add_(eps)
+  float denom = D::Round(std::sqrt(out.sq));
+  denom = D::Round(denom / c.sqrt_bias_correction2);
+  denom = D::Round(denom + c.eps);
+  // p.addcdiv_(m, denom, -step_size)
+  out.param = decayed + c.neg_step_size * out.avg / denom;
+  return out;
+}
+
 template <typename D>
 inline void UpdateRange(const Coefficients& c, typename D::Stored* p, const typename D::Stored* g,
-                 typename D::Stored* m, typename D::Stored* v, int64_t begin, int64_t end) {
+                        typename D::Stored* m, typename D::Stored* v, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
-    const float grad = D::Load(g, i);
-    // p.mul_(1 - lr * wd)
-    const float param = D::Round(D::Load(p, i) * c.decay);
-    // m.lerp_(g, 1 - beta1): ATen's formula for a weight below 0.5
-    const float avg = D::Load(m, i);
-    const float new_avg = D::Round(avg + c.lerp_weight * (grad - avg));
-    // v.mul_(beta2).addcmul_(g, g, 1 - beta2)
-    const float sq = D::Round(D::Load(v, i) * c.beta2);
-    const float new_sq = D::Round(sq + c.one_minus_beta2 * grad * grad);
-    // denom = v.sqrt().div_(sqrt(bc2)).add_(eps)
-    float denom = D::Round(std::sqrt(new_sq));
-    denom = D::Round(denom / c.sqrt_bias_correction2);
-    denom = D::Round(denom + c.eps);
-    // p.addcdiv_(m, denom, -step_size)
-    D::Store(p, i, param + c.neg_step_size * new_avg / denom);
-    D::Store(m, i, new_avg);
-    D::Store(v, i, new_sq);
+    const Element e = Step<D>(c, D::Load(p, i), D::Load(g, i), D::Load(m, i), D::Load(v, i));
+    D::Store(p, i, e.param);
+    D::Store(m, i, e.avg);
+    D::Store(v, i, e.sq);
+  }
+}
+
+// fp32 master, moments and update; the gradient comes in, and the parameter goes out, as P.
+// Upcasting a gradient is exact and P::Store rounds as ATen's copy_ does, so this is the fp32
+// update followed by param.copy_(master), in one pass.
+template <typename P>
+inline void UpdateMasterRange(const Coefficients& c, float* master, const typename P::Stored* g,
+                              float* m, float* v, typename P::Stored* param, int64_t begin,
+                              int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const Element e = Step<Fp32>(c, master[i], P::Load(g, i), m[i], v[i]);
+    master[i] = e.param;
+    m[i] = e.avg;
+    v[i] = e.sq;
+    P::Store(param, i, e.param);
   }
 }
 
 // One clone per instruction set, picked at load time: AVX2 where the CPU has it (8 lanes and
 // blends for the bf16 rounding), SSE2 otherwise.
-__attribute__((target_clones("avx2", "default"))) void UpdateRangeFp32(
-    const Coefficients& c, float* p, const float* g, float* m, float* v, int64_t begin, int64_t end) {
+#define VRAMLAB_HOST_LOOP __attribute__((target_clones("avx2", "default")))
+VRAMLAB_HOST_LOOP void UpdateRangeFp32(const Coefficients& c, float* p, const float* g, float* m,
+                                       float* v, int64_t begin, int64_t end) {
   UpdateRange<Fp32>(c, p, g, m, v, begin, end);
 }
-__attribute__((target_clones("avx2", "default"))) void UpdateRangeBf16(
-    const Coefficients& c, uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t begin,
-    int64_t end) {
+VRAMLAB_HOST_LOOP void UpdateRangeBf16(const Coefficients& c, uint16_t* p, const uint16_t* g,
+                                       uint16_t* m, uint16_t* v, int64_t begin, int64_t end) {
   UpdateRange<Bf16>(c, p, g, m, v, begin, end);
 }
-
-template <typename D>
-void Update(const Coefficients& c, typename D::Stored* p, const typename D::Stored* g,
-            typename D::Stored* m, typename D::Stored* v, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<D, Fp32>) {
-    UpdateRangeFp32(c, p, g, m, v, begin, end);
-  } else {
-    UpdateRangeBf16(c, p, g, m, v, begin, end);
-  }
+VRAMLAB_HOST_LOOP void UpdateMasterRangeFp32(const Coefficients& c, float* master, const float* g,
+                                             float* m, float* v, float* param, int64_t begin,
+                                             int64_t end) {
+  UpdateMasterRange<Fp32>(c, master, g, m, v, param, begin, end);
 }
+VRAMLAB_HOST_LOOP void UpdateMasterRangeBf16(const Coefficients& c, float* master, const uint16_t* g,
+                                             float* m, float* v, uint16_t* param, int64_t begin,
+                                             int64_t end) {
+  UpdateMasterRange<Bf16>(c, master, g, m, v, param, begin, end);
+}
+#undef VRAMLAB_HOST_LOOP
 
-template <typename D>
-void RunThreads(const Coefficients& c, const torch::Tensor& param, const torch::Tensor& grad,
-                const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq) {
-  using S = typename D::Stored;
-  S* p = static_cast<S*>(param.data_ptr());
-  const S* g = static_cast<const S*>(grad.data_ptr());
-  S* m = static_cast<S*>(exp_avg.data_ptr());
-  S* v = static_cast<S*>(exp_avg_sq.data_ptr());
-  const int64_t n = param.numel();
+// Runs body(begin, end) over [0, n) split evenly across up to LibTorch's intra-op thread count,
+// on the calling thread and fresh std::threads.
+template <typename Body>
+void ParallelRanges(int64_t n, const Body& body) {
   const int64_t by_size = std::max<int64_t>(1, n / kMinElementsPerThread);
   const int64_t threads = std::min<int64_t>(by_size, std::max(1, at::get_num_threads()));
-  if (threads == 1) {
-    Update<D>(c, p, g, m, v, 0, n);
-    return;
-  }
+  const int64_t per_thread = (n + threads - 1) / threads;
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads - 1));
-  const int64_t per_thread = (n + threads - 1) / threads;
   for (int64_t t = 1; t < threads; ++t) {
     const int64_t begin = std::min(n, t * per_thread), end = std::min(n, begin + per_thread);
-    pool.emplace_back([&c, p, g, m, v, begin, end] { Update<D>(c, p, g, m, v, begin, end); });
+    pool.emplace_back([&body, begin, end] { body(begin, end); });
   }
-  Update<D>(c, p, g, m, v, 0, std::min(n, per_thread));
+  body(0, std::min(n, per_thread));
   for (std::thread& thread : pool) thread.join();
 }
 
-}  // namespace
-
-bool HostAdamWSupported(const torch::Tensor& param, const torch::Tensor& grad,
-                        const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq) {
-  const torch::ScalarType dtype = param.scalar_type();
-  if (dtype != torch::kFloat && dtype != torch::kBFloat16) return false;
-  for (const torch::Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
-    if (!t->device().is_cpu() || t->scalar_type() != dtype || !t->is_contiguous() ||
-        t->numel() != param.numel()) {
-      return false;
-    }
-  }
-  return true;
-}
-
-void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
-               const torch::Tensor& grad, const torch::Tensor& exp_avg,
-               const torch::Tensor& exp_avg_sq) {
-  if (!HostAdamWSupported(param, grad, exp_avg, exp_avg_sq)) {
-    throw std::invalid_argument("HostAdamW needs contiguous CPU tensors of one dtype, float or bf16");
-  }
+Coefficients CoefficientsAt(const AdamWHyper& hyper, int64_t step) {
   const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
   const double bias_correction2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
   Coefficients c;
@@ -152,10 +151,45 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
   c.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
   c.eps = static_cast<float>(hyper.eps);
   c.neg_step_size = static_cast<float>(-(hyper.lr / bias_correction1));
+  return c;
+}
+
+bool ContiguousCpu(const torch::Tensor& t, torch::ScalarType dtype, int64_t numel) {
+  return t.device().is_cpu() && t.scalar_type() == dtype && t.is_contiguous() && t.numel() == numel;
+}
+
+template <typename T>
+T* Data(const torch::Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+}  // namespace
+
+bool HostAdamWSupported(const torch::Tensor& param, const torch::Tensor& grad,
+                        const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq) {
+  const torch::ScalarType dtype = param.scalar_type();
+  if (dtype != torch::kFloat && dtype != torch::kBFloat16) return false;
+  const int64_t n = param.numel();
+  for (const torch::Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
+    if (!ContiguousCpu(*t, dtype, n)) return false;
+  }
+  return true;
+}
+
+void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
+               const torch::Tensor& grad, const torch::Tensor& exp_avg,
+               const torch::Tensor& exp_avg_sq) {
+  if (!HostAdamWSupported(param, grad, exp_avg, exp_avg_sq)) {
+    throw std::invalid_argument("HostAdamW needs contiguous CPU tensors of one dtype, float or bf16");
+  }
+  const Coefficients c = CoefficientsAt(hyper, step);
   if (param.scalar_type() == torch::kFloat) {
-    RunThreads<Fp32>(c, param, grad, exp_avg, exp_avg_sq);
+    float *p = Data<float>(param), *g = Data<float>(grad), *m = Data<float>(exp_avg), *v = Data<float>(exp_avg_sq);
+    ParallelRanges(param.numel(), [&](int64_t b, int64_t e) { UpdateRangeFp32(c, p, g, m, v, b, e); });
   } else {
-    RunThreads<Bf16>(c, param, grad, exp_avg, exp_avg_sq);
+    uint16_t *p = Data<uint16_t>(param), *g = Data<uint16_t>(grad), *m = Data<uint16_t>(exp_avg),
+             *v = Data<uint16_t>(exp_avg_sq);
+    ParallelRanges(param.numel(), [&](int64_t b, int64_t e) { UpdateRangeBf16(c, p, g, m, v, b, e); });
   }
 }
 
@@ -167,6 +201,47 @@ void AdamWUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Ten
   } else {
     AdamWUpdate(hyper, step, param, grad, exp_avg, exp_avg_sq);
   }
+}
+
+bool HostAdamWMasterSupported(const torch::Tensor& master, const torch::Tensor& grad,
+                              const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
+                              const torch::Tensor& param) {
+  const torch::ScalarType dtype = param.scalar_type();
+  if (dtype != torch::kFloat && dtype != torch::kBFloat16) return false;
+  const int64_t n = master.numel();
+  return ContiguousCpu(master, torch::kFloat, n) && ContiguousCpu(exp_avg, torch::kFloat, n) &&
+         ContiguousCpu(exp_avg_sq, torch::kFloat, n) && ContiguousCpu(grad, dtype, n) &&
+         ContiguousCpu(param, dtype, n);
+}
+
+void HostAdamWMaster(const AdamWHyper& hyper, int64_t step, const torch::Tensor& master,
+                     const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                     const torch::Tensor& exp_avg_sq, const torch::Tensor& param) {
+  if (!HostAdamWMasterSupported(master, grad, exp_avg, exp_avg_sq, param)) {
+    throw std::invalid_argument(
+        "HostAdamWMaster needs contiguous CPU tensors: fp32 master and moments, gradient and "
+        "parameter of one dtype, float or bf16");
+  }
+  const Coefficients c = CoefficientsAt(hyper, step);
+  float *w = Data<float>(master), *m = Data<float>(exp_avg), *v = Data<float>(exp_avg_sq);
+  if (param.scalar_type() == torch::kFloat) {
+    float *g = Data<float>(grad), *p = Data<float>(param);
+    ParallelRanges(master.numel(), [&](int64_t b, int64_t e) { UpdateMasterRangeFp32(c, w, g, m, v, p, b, e); });
+  } else {
+    uint16_t *g = Data<uint16_t>(grad), *p = Data<uint16_t>(param);
+    ParallelRanges(master.numel(), [&](int64_t b, int64_t e) { UpdateMasterRangeBf16(c, w, g, m, v, p, b, e); });
+  }
+}
+
+void AdamWMasterUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Tensor& master,
+                               const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                               const torch::Tensor& exp_avg_sq, const torch::Tensor& param) {
+  if (exp_avg.is_pinned() && HostAdamWMasterSupported(master, grad, exp_avg, exp_avg_sq, param)) {
+    HostAdamWMaster(hyper, step, master, grad, exp_avg, exp_avg_sq, param);
+    return;
+  }
+  AdamWUpdate(hyper, step, master, grad.to(torch::kFloat), exp_avg, exp_avg_sq);
+  param.copy_(master);
 }
 
 }  // namespace vramlab::worker::optim_internal

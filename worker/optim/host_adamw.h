@@ -4,7 +4,8 @@
 // offloaded step of qwen2.5-1.5b take 13.7 s on an H200 host. This loop reproduces each op's
 // rounding to the tensor dtype (bf16 rounds after every op, as ATen stores each result): the two
 // agree within 2e-7 relative in fp32 (ATen's vector kernels use fused multiply-adds) and within
-// one bf16 rounding in bf16, 99.96 % of elements bit-identical (host_adamw_test).
+// one bf16 rounding in bf16, 99.96 % of elements bit-identical (host_adamw_test). The fp32-master
+// form reads the bf16 gradient and writes the bf16 parameter in the same pass.
 //
 // Threads are std::threads, not at::parallel_for: OpenMP regions of LibTorch hung in libgomp on
 // the GPU host once the host step ran inside them (worker/optim/host_stepper.cc).
@@ -35,6 +36,26 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
 void AdamWUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
                          const torch::Tensor& grad, const torch::Tensor& exp_avg,
                          const torch::Tensor& exp_avg_sq);
+
+// The fp32-master form: `master`, `exp_avg` and `exp_avg_sq` fp32, `grad` and `param` of the
+// parameter's dtype (float or bf16) with as many elements. True when all are contiguous CPU
+// tensors.
+bool HostAdamWMasterSupported(const torch::Tensor& master, const torch::Tensor& grad,
+                              const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
+                              const torch::Tensor& param);
+
+// AdamWUpdate of `master` with the upcast gradient, then `param` = master rounded to its dtype,
+// in one pass (bit-identical to HostAdamW on the upcast gradient followed by param.copy_(master));
+// requires HostAdamWMasterSupported.
+void HostAdamWMaster(const AdamWHyper& hyper, int64_t step, const torch::Tensor& master,
+                     const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                     const torch::Tensor& exp_avg_sq, const torch::Tensor& param);
+
+// HostAdamWMaster for pinned state, as AdamWUpdateForState decides; otherwise the ATen ops on an
+// fp32 copy of the gradient, then param.copy_(master).
+void AdamWMasterUpdateForState(const AdamWHyper& hyper, int64_t step, const torch::Tensor& master,
+                               const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                               const torch::Tensor& exp_avg_sq, const torch::Tensor& param);
 
 }  // namespace vramlab::worker::optim_internal
 

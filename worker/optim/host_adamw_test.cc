@@ -69,6 +69,56 @@ TEST(HostAdamWTest, UnpinnedStateKeepsTheAtenOps) {
   EXPECT_TRUE(torch::equal(a.v, b.v));
 }
 
+// fp32 master with its moments, and the parameter (master rounded) and gradient in `dtype`.
+struct MasterState {
+  torch::Tensor master, g, m, v, p;
+  MasterState Clone() const { return {master.clone(), g.clone(), m.clone(), v.clone(), p.clone()}; }
+};
+
+MasterState RandomMasterState(int64_t n, torch::ScalarType dtype, uint64_t seed) {
+  const State s = RandomState(n, torch::kFloat, seed);
+  return {s.p, s.g.to(dtype), s.m, s.v, s.p.to(dtype)};
+}
+
+TEST(HostAdamWTest, MasterFormIsTheFp32LoopThenARoundingCopy) {
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat}) {
+    MasterState a = RandomMasterState((int64_t{3} << 18) + 7, dtype, 11), b = a.Clone();
+    for (int64_t step = 1; step <= 3; ++step) {
+      HostAdamW(Hyper(), step, a.master, a.g.to(torch::kFloat), a.m, a.v);
+      a.p.copy_(a.master);
+      HostAdamWMaster(Hyper(), step, b.master, b.g, b.m, b.v, b.p);
+    }
+    EXPECT_TRUE(torch::equal(a.master, b.master)) << dtype;
+    EXPECT_TRUE(torch::equal(a.m, b.m)) << dtype;
+    EXPECT_TRUE(torch::equal(a.v, b.v)) << dtype;
+    EXPECT_TRUE(torch::equal(a.p, b.p)) << dtype;
+    // The step moved every parameter, so equality above is not the untouched start.
+    EXPECT_FALSE(torch::equal(a.p, RandomMasterState((int64_t{3} << 18) + 7, dtype, 11).p)) << dtype;
+  }
+}
+
+TEST(HostAdamWTest, UnpinnedMasterStateKeepsTheAtenOps) {
+  MasterState a = RandomMasterState((int64_t{1} << 18) + 3, torch::kBFloat16, 13), b = a.Clone();
+  for (int64_t step = 1; step <= 2; ++step) {
+    AdamWUpdate(Hyper(), step, a.master, a.g.to(torch::kFloat), a.m, a.v);
+    a.p.copy_(a.master);
+    AdamWMasterUpdateForState(Hyper(), step, b.master, b.g, b.m, b.v, b.p);
+  }
+  EXPECT_TRUE(torch::equal(a.master, b.master));
+  EXPECT_TRUE(torch::equal(a.p, b.p));
+  EXPECT_TRUE(torch::equal(a.v, b.v));
+}
+
+TEST(HostAdamWTest, MasterFormNeedsFp32StateAndOneParameterDtype) {
+  const MasterState s = RandomMasterState(64, torch::kBFloat16, 1);
+  EXPECT_TRUE(HostAdamWMasterSupported(s.master, s.g, s.m, s.v, s.p));
+  EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g.to(torch::kFloat), s.m, s.v, s.p));
+  EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g, s.m.to(torch::kBFloat16), s.v, s.p));
+  EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g, s.m, s.v, s.p.narrow(0, 0, 32)));
+  EXPECT_THROW(HostAdamWMaster(Hyper(), 1, s.master, s.g.to(torch::kHalf), s.m, s.v, s.p.to(torch::kHalf)),
+               std::invalid_argument);
+}
+
 TEST(HostAdamWTest, SupportsOnlyOneContiguousFloatOrBf16Layout) {
   const State s = RandomState(64, torch::kFloat, 1);
   EXPECT_TRUE(HostAdamWSupported(s.p, s.g, s.m, s.v));
