@@ -4,11 +4,13 @@
     compare.py --events DIR [--specs DIR] [--estimator PATH] [--format text|markdown|csv]
 
 DIR holds worker event logs, one JSON WorkerEvent per line (what `vramlab-worker --spec S.json`
-prints), named NAME.jsonl (or .events / .log). The spec of NAME.jsonl is NAME.json, looked up in
---specs (default: DIR). Each log's final `report` (and each `sweepPoint` of a sweep) is compared
+prints), named NAME.jsonl (or .events / .log; where several share a NAME, the first of these is the
+log and NAME.log is taken as the worker's stderr). The spec of NAME.jsonl is NAME.json or
+NAME.spec.json (as bench/gpu/optimizer_modes.py writes them), looked up in --specs (default: DIR). Each log's final `report` (and each `sweepPoint` of a sweep) is compared
 with `vramlab-estimate --spec` for the same spec (for a sweep point: the swept field set to the
 point's value). Prints, per run and sweep point, predicted / measured / error for every anatomy
-category and the peaks, then a summary with the first out-of-memory point of each sweep, predicted
+category and the peaks, then a summary with, for each sweep, the largest point that fits and the smallest
+that runs out of memory among the points it ran (bisected sweeps run them out of order), predicted
 and measured.
 
 Python 3 standard library only. Exit status: 0 printed, 2 bad input.
@@ -166,11 +168,11 @@ def category_table(row):
     return lines
 
 
-def first_oom(rows, key):
-    for row in rows:
-        if key(row):
-            return row["value"]
-    return None
+def boundary(rows, oom):
+    """(largest value that fits, smallest value that runs out of memory) by `oom(row)`."""
+    fits = [row["value"] for row in rows if not oom(row)]
+    ooms = [row["value"] for row in rows if oom(row)]
+    return (max(fits) if fits else None), (min(ooms) if ooms else None)
 
 
 def summary(rows_by_log):
@@ -195,9 +197,9 @@ def sweep_summary(rows_by_log):
     for name, rows in rows_by_log:
         if rows[0]["value"] is None:
             continue
-        lines.append([name,
-                      str(first_oom(rows, lambda r: not r["estimate"].get("fits", False))),
-                      str(first_oom(rows, lambda r: r["oom"]))])
+        predicted = boundary(rows, lambda r: not r["estimate"].get("fits", False))
+        measured = boundary(rows, lambda r: r["oom"])
+        lines.append([name, str(predicted[0]), str(measured[0]), str(predicted[1]), str(measured[1])])
     return lines
 
 
@@ -221,16 +223,29 @@ def render(fmt, title, header, lines, out):
 
 
 def find_logs(directory):
-    logs = sorted(f for f in os.listdir(directory) if f.endswith(LOG_SUFFIXES))
-    if not logs:
+    """One log per NAME: the first suffix of LOG_SUFFIXES present."""
+    by_name = {}
+    for suffix in reversed(LOG_SUFFIXES):
+        for f in os.listdir(directory):
+            if f.endswith(suffix) and not f.endswith(".spec.json"):
+                by_name[f[: -len(suffix)]] = f
+    if not by_name:
         raise InputError(f"{directory}: no event logs ({', '.join(LOG_SUFFIXES)})")
-    return logs
+    return sorted(by_name.values())
+
+
+def find_spec(directory, name):
+    for candidate in (name + ".json", name + ".spec.json"):
+        path = os.path.join(directory, candidate)
+        if os.path.exists(path):
+            return path
+    return None
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", required=True, help="directory of worker event logs")
-    parser.add_argument("--specs", help="directory of NAME.json specs (default: --events)")
+    parser.add_argument("--specs", help="directory of NAME.json / NAME.spec.json specs (default: --events)")
     parser.add_argument("--estimator", default=os.path.join("build", "bin", "vramlab-estimate"),
                         help="path of vramlab-estimate (default: build/bin/vramlab-estimate)")
     parser.add_argument("--format", choices=["text", "markdown", "csv"], default="text")
@@ -240,9 +255,9 @@ def main(argv):
         rows_by_log = []
         for log in find_logs(args.events):
             name = os.path.splitext(log)[0]
-            spec_path = os.path.join(specs, name + ".json")
-            if not os.path.exists(spec_path):
-                raise InputError(f"{log}: no spec {spec_path}")
+            spec_path = find_spec(specs, name)
+            if spec_path is None:
+                raise InputError(f"{log}: no spec {os.path.join(specs, name + '.json')} (or .spec.json)")
             rows_by_log.append(
                 (name, compare_log(name, os.path.join(args.events, log), spec_path, args.estimator)))
     except (InputError, OSError, ValueError) as e:
@@ -260,8 +275,9 @@ def main(argv):
             "measured fit", "predicted peak phase"], summary(rows_by_log), out)
     sweeps = sweep_summary(rows_by_log)
     if sweeps:
-        render(args.format, "First out-of-memory point of each sweep",
-               ["experiment", "predicted", "measured"], sweeps, out)
+        render(args.format, "Fitting boundary of each sweep, over the points it ran",
+               ["experiment", "largest fit predicted", "largest fit measured", "smallest OOM predicted",
+                "smallest OOM measured"], sweeps, out)
     sys.stdout.write(out.getvalue())
     return 0
 

@@ -33,11 +33,22 @@ for category in weights gradients optimizer_state; do
   [[ "$rows" == 3 ]] || fail "$category: expected 3 exact rows, got $rows"
 done
 grep -q "^Peak allocated: predicted vs measured$" <<<"$out" || fail "no peak summary"
-grep -q "^First out-of-memory point of each sweep$" <<<"$out" || fail "no sweep summary"
+grep -q "^Fitting boundary of each sweep, over the points it ran$" <<<"$out" || fail "no sweep summary"
+# Both points fit on the CPU (no limit): largest fit 96 predicted and measured, no OOM either way.
+grep -Eq "^sweep +96 +96 +None +None$" <<<"$out" || fail "sweep boundary row"
 
 # Markdown output has a table header per run.
 md="$(python3 "$src/bench/estimator/compare.py" --events "$work" --estimator "$bin/vramlab-estimate" --format markdown)"
 [[ "$(grep -c '^| category | predicted | measured | error |$' <<<"$md")" == 3 ]] || fail "markdown tables"
+
+# The layout bench/gpu/optimizer_modes.py writes: NAME.spec.json beside NAME.jsonl and the
+# worker's stderr as NAME.log, which is not taken for a second event log.
+mkdir "$work/modes"
+cp "$work/single.json" "$work/modes/single.spec.json"
+cp "$work/single.jsonl" "$work/modes/single.jsonl"
+cp "$work/single.stderr" "$work/modes/single.log"
+modes="$(python3 "$src/bench/estimator/compare.py" --events "$work/modes" --estimator "$bin/vramlab-estimate")"
+[[ "$(grep -c '^single$' <<<"$modes")" == 1 ]] || fail "modes layout: $modes"
 
 # A log without its spec is refused with exit status 2 and a message naming it.
 cp "$work/single.jsonl" "$work/orphan.jsonl"
