@@ -2,43 +2,7 @@
 
 #include <algorithm>
 
-#if defined(VRAMLAB_WITH_CUDA)
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
-#endif
-
 namespace vramlab::worker::optim_internal {
-
-#if defined(VRAMLAB_WITH_CUDA)
-namespace {
-
-// A CUDA event without timing, created on the current device at its first Record. Synchronize
-// before any Record returns at once.
-class StreamEvent {
- public:
-  StreamEvent() = default;
-  StreamEvent(const StreamEvent&) = delete;
-  StreamEvent& operator=(const StreamEvent&) = delete;
-  ~StreamEvent() {
-    if (event_ != nullptr) cudaEventDestroy(event_);
-  }
-
-  void Record(cudaStream_t stream) {
-    if (event_ == nullptr) C10_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    C10_CUDA_CHECK(cudaEventRecord(event_, stream));
-  }
-  void Synchronize() const {
-    if (event_ != nullptr) C10_CUDA_CHECK(cudaEventSynchronize(event_));
-  }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-}  // namespace
-#endif
 
 void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const torch::Tensor& param,
                          const torch::Tensor& grad) {
@@ -54,66 +18,16 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
     }
     return;
   }
-  UpdateStaged(rule, index, step, param_flat, grad_flat);
-}
-
-void HostStepper::UpdateStaged(UpdateRule& rule, size_t index, int64_t step,
-                               const torch::Tensor& param_flat, const torch::Tensor& grad_flat) {
-  const int64_t n = param_flat.numel();
-  const int64_t chunks = (n + kStagingChunkElements - 1) / kStagingChunkElements;
-  auto chunk_begin = [](int64_t k) { return k * kStagingChunkElements; };
-  auto chunk_len = [&](int64_t k) { return std::min(kStagingChunkElements, n - chunk_begin(k)); };
-  auto grad_host = [&](int64_t k) {
-    return StagingView(grad_staging_[k % kSlots], grad_flat.scalar_type(), chunk_len(k));
-  };
-  auto param_host = [&](int64_t k) {
-    return StagingView(param_staging_[k % kSlots], param_flat.scalar_type(), chunk_len(k));
-  };
-#if defined(VRAMLAB_WITH_CUDA)
-  if (param_flat.is_cuda()) {
-    // All copies go on the current stream, so they run after backward produced the gradients and
-    // in issue order: down(k+1), up(k), down(k+2), ... A slot's parameter buffer is therefore
-    // uploaded (up(k-2)) before the next download into it (down(k)) starts. The host must wait
-    // for down(k) before reading chunk k, and for up(k-2) before writing the slot when nothing
-    // was downloaded into it (rules that do not read the parameter).
-    const c10::cuda::CUDAGuard device_guard(param_flat.device());
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(param_flat.device().index()).stream();
-    StreamEvent down[kSlots], up[kSlots];
-    bool upload_pending[kSlots] = {false, false};
-    auto issue_download = [&](int64_t k) {
-      grad_host(k).copy_(grad_flat.narrow(0, chunk_begin(k), chunk_len(k)), /*non_blocking=*/true);
-      if (rule.ReadsParam()) {
-        param_host(k).copy_(param_flat.narrow(0, chunk_begin(k), chunk_len(k)), /*non_blocking=*/true);
-      }
-      down[k % kSlots].Record(stream);
-    };
-    issue_download(0);
-    for (int64_t k = 0; k < chunks; ++k) {
-      if (k + 1 < chunks) issue_download(k + 1);
-      const int slot = static_cast<int>(k % kSlots);
-      down[slot].Synchronize();
-      if (upload_pending[slot]) up[slot].Synchronize();
-      const torch::Tensor param_range = param_host(k);
-      UpdateHostRange(rule, index, step, chunk_begin(k), param_range, grad_host(k));
-      param_flat.narrow(0, chunk_begin(k), chunk_len(k)).copy_(param_range, /*non_blocking=*/true);
-      up[slot].Record(stream);
-      upload_pending[slot] = true;
-    }
-    // The parameter is final when Update returns, and the slots are free for the next one.
-    for (int slot = 0; slot < kSlots; ++slot) {
-      if (upload_pending[slot]) up[slot].Synchronize();
-    }
-    return;
-  }
-#endif
   // Synchronous copies: a chunk's gradient comes down, the host updates it, the new parameter
   // values go back up before the staging buffers are reused.
-  for (int64_t k = 0; k < chunks; ++k) {
-    const torch::Tensor grad_range = grad_host(k), param_range = param_host(k);
-    grad_range.copy_(grad_flat.narrow(0, chunk_begin(k), chunk_len(k)));
-    if (rule.ReadsParam()) param_range.copy_(param_flat.narrow(0, chunk_begin(k), chunk_len(k)));
-    UpdateHostRange(rule, index, step, chunk_begin(k), param_range, grad_range);
-    param_flat.narrow(0, chunk_begin(k), chunk_len(k)).copy_(param_range);
+  for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
+    const int64_t len = std::min(kStagingChunkElements, n - begin);
+    torch::Tensor grad_host = StagingView(grad_staging_, grad.scalar_type(), len);
+    grad_host.copy_(grad_flat.narrow(0, begin, len));
+    torch::Tensor param_host = StagingView(param_staging_, param.scalar_type(), len);
+    if (rule.ReadsParam()) param_host.copy_(param_flat.narrow(0, begin, len));
+    UpdateHostRange(rule, index, step, begin, param_host, grad_host);
+    param_flat.narrow(0, begin, len).copy_(param_host);
   }
 }
 
@@ -138,10 +52,8 @@ torch::Tensor HostStepper::StagingView(torch::Tensor& buffer, torch::ScalarType 
 
 int64_t HostStepper::StagingBytes() const {
   int64_t bytes = 0;
-  for (int slot = 0; slot < kSlots; ++slot) {
-    for (const torch::Tensor* t : {&param_staging_[slot], &grad_staging_[slot]}) {
-      if (t->defined()) bytes += t->numel() * static_cast<int64_t>(t->element_size());
-    }
+  for (const torch::Tensor* t : {&param_staging_, &grad_staging_}) {
+    if (t->defined()) bytes += t->numel() * static_cast<int64_t>(t->element_size());
   }
   return bytes;
 }

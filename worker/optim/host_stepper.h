@@ -1,7 +1,6 @@
 // Runs an UpdateRule whose state lives in host memory: on CPU parameters directly, on parameters of
-// another device (CUDA) by staging chunks through pinned buffers. On CUDA the staging is
-// double-buffered: while the host updates one chunk, the next chunk's gradient comes down and the
-// previous chunk's parameters go up. Internal to worker/optim.
+// another device (CUDA) by staging chunks through pinned buffers. Each chunk's ops run on
+// LibTorch's intra-op threads. Internal to worker/optim.
 #ifndef VRAMLAB_WORKER_OPTIM_HOST_STEPPER_H_
 #define VRAMLAB_WORKER_OPTIM_HOST_STEPPER_H_
 
@@ -28,21 +27,14 @@ class HostStepper {
   // Bytes of the pinned staging buffers (0 for CPU parameters).
   int64_t StagingBytes() const;
 
-  // Staging slots: chunk k of a parameter goes through slot k % kSlots.
-  static constexpr int kSlots = 2;
-
  private:
   // Host views: ranges [begin, begin + n) of the flattened parameter.
   static void UpdateHostRange(UpdateRule& rule, size_t index, int64_t step, int64_t begin,
                               const torch::Tensor& param_range, const torch::Tensor& grad_range);
-  // Chunks of a device parameter through the pinned slots, copies overlapped with the host update
-  // where the build has CUDA events; one chunk at a time, synchronously, otherwise.
-  void UpdateStaged(UpdateRule& rule, size_t index, int64_t step, const torch::Tensor& param_flat,
-                    const torch::Tensor& grad_flat);
   // A pinned host view of `n` elements of `dtype`, growing `buffer` when needed.
   static torch::Tensor StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n);
 
-  torch::Tensor param_staging_[kSlots], grad_staging_[kSlots];
+  torch::Tensor param_staging_, grad_staging_;
 };
 
 }  // namespace vramlab::worker::optim_internal
