@@ -5,7 +5,7 @@ the GPU's clocks hits both sides alike, and the median step times compared. Also
 sampler's own accounting (time per reading, split into allocator / driver / event writing) from
 each worker's log.
 
-  sampler_overhead.py run OUTDIR [BIN_DIR] [PAIRS]    (PAIRS default 3)
+  sampler_overhead.py run OUTDIR [BIN_DIR] [PAIRS] [SHAPE,...]    (PAIRS default 3; all shapes)
   sampler_overhead.py table OUTDIR
 """
 import json
@@ -15,29 +15,31 @@ import statistics
 import subprocess
 import sys
 
-SHAPES = {  # name: (micro-batch, seq, attention, limit bytes)
-    "throughput-mb4-s2048-sdpa": (4, 2048, "SDPA", 0),
-    "basic-sad-mb4-s512-eager-24g": (4, 512, "EAGER", 24 * 2**30),
+SHAPES = {  # name: (micro-batch, seq, attention, limit bytes, optimizer)
+    "throughput-mb4-s2048-sdpa": (4, 2048, "SDPA", 0, {"kind": "ADAMW"}),
+    "basic-sad-mb4-s512-eager-24g": (4, 512, "EAGER", 24 * 2**30, {"kind": "ADAMW"}),
+    # The host step's synchronous copies slow the driver's memory query down to milliseconds.
+    "offload-mb1-s2048-sdpa": (1, 2048, "SDPA", 0, {"kind": "ADAMW", "offloadToCpu": True}),
 }
 INTERVALS = (10, 1000)
 STEPS, WARMUP = 14, 2
 
 
 def spec(shape, interval):
-    mb, seq, attention, limit = SHAPES[shape]
+    mb, seq, attention, limit, optimizer = SHAPES[shape]
     return {
         "name": f"{shape}-{interval}ms",
         "model": {"preset": "qwen2.5-1.5b", "initSeed": 0},
         "training": {"microBatchSize": mb, "gradAccumSteps": 1, "seqLen": seq, "steps": STEPS,
-                     "dtype": "BFLOAT16", "attention": attention, "optimizer": {"kind": "ADAMW"},
+                     "dtype": "BFLOAT16", "attention": attention, "optimizer": optimizer,
                      "data": {"seed": 1234}},
         "memory": {"deviceMemoryLimitBytes": str(limit), "sampleIntervalMs": interval},
         "device": "CUDA",
     }
 
 
-def run(out, binary, pairs):
-    for shape in SHAPES:
+def run(out, binary, pairs, shapes):
+    for shape in shapes:
         for pair in range(pairs):
             for interval in INTERVALS:
                 name = f"{shape}-{interval}ms-{pair}"
@@ -102,7 +104,11 @@ def main():
     os.makedirs(out, exist_ok=True)
     if sys.argv[1] == "run":
         binary = os.path.join(sys.argv[3] if len(sys.argv) > 3 else "build-gpu/bin", "vramlab-worker")
-        run(out, binary, int(sys.argv[4]) if len(sys.argv) > 4 else 3)
+        shapes = sys.argv[5].split(",") if len(sys.argv) > 5 else list(SHAPES)
+        unknown = [s for s in shapes if s not in SHAPES]
+        if unknown:
+            sys.exit(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+        run(out, binary, int(sys.argv[4]) if len(sys.argv) > 4 else 3, shapes)
     text = table(out)
     with open(os.path.join(out, "sampler-overhead.md"), "w") as f:
         f.write(text)
