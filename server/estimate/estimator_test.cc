@@ -244,6 +244,35 @@ TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
   EXPECT_FALSE(overridden.notes().empty());
 }
 
+// The note of fragmentation under a limit, with the default allocator on CUDA only, and the
+// headroom named when the spec fits by less than the measured fragmentation.
+TEST(EstimatorTest, FragmentationNoteOnlyWhereTheDefaultAllocatorMeetsALimit) {
+  auto fragmentation_note = [](const MemoryEstimate& e) -> std::string {
+    for (const std::string& note : e.notes()) {
+      if (note.find("fragmentation is not modelled") != std::string::npos) return note;
+    }
+    return "";
+  };
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  EXPECT_EQ(fragmentation_note(MustEstimate(spec)), "") << "no limit";
+
+  const MemoryEstimate roomy = MustEstimate(spec, 80 * kGiB);
+  EXPECT_NE(fragmentation_note(roomy), "");
+  EXPECT_EQ(fragmentation_note(roomy).find("to spare"), std::string::npos) << fragmentation_note(roomy);
+
+  const int64_t tight_limit = roomy.anatomy().peak_reserved_bytes() + kGiB;
+  const MemoryEstimate tight = MustEstimate(spec, tight_limit);
+  ASSERT_TRUE(tight.fits());
+  EXPECT_EQ(fragmentation_note(tight).rfind("1.00 GiB to spare: ", 0), 0u) << fragmentation_note(tight);
+
+  ExperimentSpec expandable = spec;
+  expandable.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
+  EXPECT_EQ(fragmentation_note(MustEstimate(expandable, tight_limit)), "");
+  ExperimentSpec cpu = spec;
+  cpu.set_device(vramlab::v1::CPU);
+  EXPECT_EQ(fragmentation_note(MustEstimate(cpu, tight_limit)), "");
+}
+
 TEST(EstimatorTest, PeakIsTheLargestPhaseAndAtLeastTheStaticState) {
   for (const ExperimentSpec& spec : Variants("qwen2.5-1.5b")) {
     const MemoryEstimate e = MustEstimate(spec);
