@@ -102,7 +102,8 @@ std::string FragmentationNote(const vramlab::v1::ExperimentSpec& spec, const Run
       "The largest fitting sequence and micro-batch may come out smaller than predicted";
   const int64_t headroom = estimate.limit_bytes() - estimate.anatomy().peak_reserved_bytes();
   if (estimate.fits() && headroom < kMeasuredFragmentationBytes) {
-    note = absl::StrFormat("%.2f GiB to spare: ", static_cast<double>(headroom) / estimate::kGiB) + note;
+    note = absl::StrFormat("%.2f GiB to spare: ", static_cast<double>(headroom) / estimate::kGiB) +
+           note;
   }
   return note;
 }
@@ -142,7 +143,9 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
     }));
   }
   for (std::string& note : estimate::EstimateNotes(run, limit)) out.add_notes(std::move(note));
-  if (std::string note = FragmentationNote(spec, run, out); !note.empty()) out.add_notes(std::move(note));
+  if (std::string note = FragmentationNote(spec, run, out); !note.empty()) {
+    out.add_notes(std::move(note));
+  }
   return out;
 }
 

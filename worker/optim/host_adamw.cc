@@ -6,7 +6,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace vramlab::worker::optim_internal {
@@ -184,12 +183,15 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
   }
   const Coefficients c = CoefficientsAt(hyper, step);
   if (param.scalar_type() == torch::kFloat) {
-    float *p = Data<float>(param), *g = Data<float>(grad), *m = Data<float>(exp_avg), *v = Data<float>(exp_avg_sq);
-    ParallelRanges(param.numel(), [&](int64_t b, int64_t e) { UpdateRangeFp32(c, p, g, m, v, b, e); });
+    float *p = Data<float>(param), *g = Data<float>(grad), *m = Data<float>(exp_avg),
+          *v = Data<float>(exp_avg_sq);
+    ParallelRanges(param.numel(),
+                   [&](int64_t b, int64_t e) { UpdateRangeFp32(c, p, g, m, v, b, e); });
   } else {
     uint16_t *p = Data<uint16_t>(param), *g = Data<uint16_t>(grad), *m = Data<uint16_t>(exp_avg),
              *v = Data<uint16_t>(exp_avg_sq);
-    ParallelRanges(param.numel(), [&](int64_t b, int64_t e) { UpdateRangeBf16(c, p, g, m, v, b, e); });
+    ParallelRanges(param.numel(),
+                   [&](int64_t b, int64_t e) { UpdateRangeBf16(c, p, g, m, v, b, e); });
   }
 }
 
@@ -226,10 +228,12 @@ void HostAdamWMaster(const AdamWHyper& hyper, int64_t step, const torch::Tensor&
   float *w = Data<float>(master), *m = Data<float>(exp_avg), *v = Data<float>(exp_avg_sq);
   if (param.scalar_type() == torch::kFloat) {
     float *g = Data<float>(grad), *p = Data<float>(param);
-    ParallelRanges(master.numel(), [&](int64_t b, int64_t e) { UpdateMasterRangeFp32(c, w, g, m, v, p, b, e); });
+    ParallelRanges(master.numel(),
+                   [&](int64_t b, int64_t e) { UpdateMasterRangeFp32(c, w, g, m, v, p, b, e); });
   } else {
     uint16_t *g = Data<uint16_t>(grad), *p = Data<uint16_t>(param);
-    ParallelRanges(master.numel(), [&](int64_t b, int64_t e) { UpdateMasterRangeBf16(c, w, g, m, v, p, b, e); });
+    ParallelRanges(master.numel(),
+                   [&](int64_t b, int64_t e) { UpdateMasterRangeBf16(c, w, g, m, v, p, b, e); });
   }
 }
 
