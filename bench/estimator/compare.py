@@ -4,14 +4,15 @@
     compare.py --events DIR [--specs DIR] [--estimator PATH] [--format text|markdown|csv]
 
 DIR holds worker event logs, one JSON WorkerEvent per line (what `vramlab-worker --spec S.json`
-prints), named NAME.jsonl (or .events / .log; where several share a NAME, the first of these is the
-log and NAME.log is taken as the worker's stderr). The spec of NAME.jsonl is NAME.json or
-NAME.spec.json (as bench/gpu/optimizer_modes.py writes them), looked up in --specs (default: DIR). Each log's final `report` (and each `sweepPoint` of a sweep) is compared
-with `vramlab-estimate --spec` for the same spec (for a sweep point: the swept field set to the
+prints), named NAME.jsonl (or .events / .log; where several share a NAME, the first of these is
+the log and NAME.log is taken as the worker's stderr). The spec of NAME.jsonl is NAME.json or
+NAME.spec.json (as bench/gpu/optimizer_modes.py writes them), looked up in --specs (default:
+DIR). Each log's final `report` (and each `sweepPoint` of a sweep) is compared with
+`vramlab-estimate --spec` for the same spec (for a sweep point: the swept field set to the
 point's value). Prints, per run and sweep point, predicted / measured / error for every anatomy
-category and the peaks, then a summary with, for each sweep, the largest point that fits and the smallest
-that runs out of memory among the points it ran (bisected sweeps run them out of order), predicted
-and measured.
+category and the peaks, then a summary with, for each sweep, the largest point that fits and the
+smallest that runs out of memory among the points it ran (bisected sweeps run them out of
+order), predicted and measured.
 
 Python 3 standard library only. Exit status: 0 printed, 2 bad input.
 """
@@ -245,7 +246,8 @@ def find_spec(directory, name):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", required=True, help="directory of worker event logs")
-    parser.add_argument("--specs", help="directory of NAME.json / NAME.spec.json specs (default: --events)")
+    parser.add_argument("--specs",
+                        help="directory of NAME.json / NAME.spec.json specs (default: --events)")
     parser.add_argument("--estimator", default=os.path.join("build", "bin", "vramlab-estimate"),
                         help="path of vramlab-estimate (default: build/bin/vramlab-estimate)")
     parser.add_argument("--format", choices=["text", "markdown", "csv"], default="text")
@@ -257,7 +259,8 @@ def main(argv):
             name = os.path.splitext(log)[0]
             spec_path = find_spec(specs, name)
             if spec_path is None:
-                raise InputError(f"{log}: no spec {os.path.join(specs, name + '.json')} (or .spec.json)")
+                raise InputError(
+                    f"{log}: no spec {os.path.join(specs, name + '.json')} (or .spec.json)")
             rows_by_log.append(
                 (name, compare_log(name, os.path.join(args.events, log), spec_path, args.estimator)))
     except (InputError, OSError, ValueError) as e:

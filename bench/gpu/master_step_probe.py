@@ -64,12 +64,16 @@ def main():
         t0 = torch.cuda.Event(enable_timing=True); t0.record()
         for b, e in groups(params):
             g32 = [torch.empty_like(masters[k]) for k in range(b, e)]
-            timed(events, "upcast gradients (_foreach_copy_ bf16 -> fp32)", lambda: torch._foreach_copy_(g32, [grads[k].reshape(-1) for k in range(b, e)]))
-            timed(events, "_fused_adamw_ on fp32 masters", lambda: torch._fused_adamw_(masters[b:e], g32, m[b:e], v[b:e], [], [step] * (e - b), **hyper))
+            timed(events, "upcast gradients (_foreach_copy_ bf16 -> fp32)",
+                  lambda: torch._foreach_copy_(g32, [grads[k].reshape(-1) for k in range(b, e)]))
+            timed(events, "_fused_adamw_ on fp32 masters",
+                  lambda: torch._fused_adamw_(masters[b:e], g32, m[b:e], v[b:e], [], [step] * (e - b), **hyper))
             del g32
-            timed(events, "round into parameters (_foreach_copy_ fp32 -> bf16)", lambda: torch._foreach_copy_([params[k].view(-1) for k in range(b, e)], masters[b:e]))
+            timed(events, "round into parameters (_foreach_copy_ fp32 -> bf16)",
+                  lambda: torch._foreach_copy_([params[k].view(-1) for k in range(b, e)], masters[b:e]))
         t1 = torch.cuda.Event(enable_timing=True); t1.record()
-        timed(events, "bf16 AdamW: one _fused_adamw_ over all parameters", lambda: torch._fused_adamw_(params, grads, bm, bv, [], [step] * len(params), **hyper))
+        timed(events, "bf16 AdamW: one _fused_adamw_ over all parameters",
+              lambda: torch._fused_adamw_(params, grads, bm, bv, [], [step] * len(params), **hyper))
         torch.cuda.synchronize()
         if r == 0:
             continue  # warm-up: the caching allocator fills

@@ -45,7 +45,7 @@ LONGEST = [
     ("longest-24g-offload", {"kind": "ADAMW", "offloadToCpu": True}),
     ("longest-24g-offload-in-backward", {"kind": "ADAMW", "offloadToCpu": True, "inBackward": True}),
 ]
-# The ladder's OOMs came with 2.2-4.2 GiB cached in the allocator but no free block as large as the
+# The ladder's OOMs came with 1.9-4.2 GiB cached in the allocator but no free block as large as the
 # request (the MLP's seq x 8960 intermediate): expandable segments map memory where it is needed.
 SEARCHED = [(name.replace("longest-", "search-") + "-expandable", optimizer) for name, optimizer in LONGEST]
 
@@ -64,7 +64,8 @@ def spec(name, optimizer, seq, steps, limit=0, sweep=None, expandable=False):
         s["memory"]["allocator"] = {"expandableSegments": True}
     if sweep:
         s["training"].update({"checkpointEveryKLayers": 1, "loss": "CHUNKED"})
-        s["sweep"] = sweep if isinstance(sweep, dict) else {"variable": "SEQ_LEN", "mode": "LIST", "values": sweep}
+        ladder = {"variable": "SEQ_LEN", "mode": "LIST", "values": sweep}
+        s["sweep"] = sweep if isinstance(sweep, dict) else ladder
     return s
 
 
@@ -127,7 +128,8 @@ def longest_table(out):
         else:
             cells = ["none", "—", "—", "—"]
         tried = ", ".join(str(int(p["value"])) for p in points)
-        label = name.replace("longest-24g-", "").replace("search-24g-", "").replace("-expandable", " + expandable segments")
+        label = (name.replace("longest-24g-", "").replace("search-24g-", "")
+                 .replace("-expandable", " + expandable segments"))
         lines.append(f"| {label} | {tried} | " + " | ".join(cells) + f" | {first_oom} |")
     return "\n".join(lines)
 
