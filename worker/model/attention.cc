@@ -84,6 +84,7 @@ torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
     } catch (const c10::Error&) {
       *backend = "unknown";  // the attention call below reports the real problem
     }
+    if (enable_gqa && q.size(1) != k.size(1)) *backend += ", native GQA";
   }
   torch::Tensor out = at::scaled_dot_product_attention(
       q, keys, values, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true

@@ -31,7 +31,8 @@ bool SdpaNativeGqaAvailable();
 // torch 2.5), or with native_gqa and LibTorch >= 2.5 passed as they are with enable_gqa (as HF
 // does from torch 2.5 on; sdpa then keeps the un-repeated K/V for backward). When `backend` is not
 // null it receives the fused backend chosen for these inputs: "flash", "efficient", "cudnn",
-// "math", ... (asked of at::_fused_sdp_choice, which makes the same choice).
+// "math", ... (asked of at::_fused_sdp_choice, which makes the same choice), followed by
+// ", native GQA" where K/V went in un-repeated.
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             double scaling, bool native_gqa, std::string* backend = nullptr);
 

@@ -87,12 +87,8 @@ std::string Qwen2ForCausalLMImpl::attention_backend() const {
   if (model->EffectiveAttention() == AttentionImpl::kEager) {
     return "eager (sdpa unavailable on LibTorch <2)";
   }
-  std::string details = model->sdpa_backend();
-  if (options_.sdpa_native_gqa && SdpaNativeGqaAvailable() &&
-      config_.num_key_value_heads != config_.num_attention_heads) {
-    details += details.empty() ? "native GQA" : ", native GQA";
-  }
-  return details.empty() ? "sdpa" : "sdpa (" + details + ")";
+  const std::string& backend = model->sdpa_backend();
+  return backend.empty() ? "sdpa" : "sdpa (" + backend + ")";
 }
 
 }  // namespace vramlab::worker
