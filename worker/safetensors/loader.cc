@@ -13,7 +13,6 @@
 namespace vramlab::worker {
 namespace {
 
-
 constexpr char kSingleFile[] = "model.safetensors";
 constexpr char kIndexFile[] = "model.safetensors.index.json";
 
@@ -25,31 +24,30 @@ std::string ShapeText(at::IntArrayRef shape) {
 
 // shard file name -> tensor names the index assigns to it.
 std::map<std::string, std::set<std::string>> ReadIndex(const std::string& index_path) {
-  const std::string& where = index_path;
   std::ifstream in(index_path);
-  if (!in) throw LoadError(where + ": cannot open");
+  if (!in) throw LoadError(index_path + ": cannot open");
   nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded()) throw LoadError(where + ": not valid JSON");
+  if (index.is_discarded()) throw LoadError(index_path + ": not valid JSON");
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    throw LoadError(where + ": no \"weight_map\" object");
+    throw LoadError(index_path + ": no \"weight_map\" object");
   }
   std::map<std::string, std::set<std::string>> shards;
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
-      throw LoadError(where + ": tensor \"" + tensor + "\": shard name is not a string");
+      throw LoadError(index_path + ": tensor \"" + tensor + "\": shard name is not a string");
     }
     const std::string file = shard.get<std::string>();
     // Shards live next to the index; a path would let the index reach outside the snapshot.
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
-      throw LoadError(where + ": tensor \"" + tensor + "\": bad shard name \"" + file + "\"");
+      throw LoadError(index_path + ": tensor \"" + tensor + "\": bad shard name \"" + file + "\"");
     }
     if (!PathExists(JoinPath(DirName(index_path), file))) {
-      throw LoadError(where + ": tensor \"" + tensor + "\" is in shard \"" + file +
+      throw LoadError(index_path + ": tensor \"" + tensor + "\" is in shard \"" + file +
                       "\", which does not exist");
     }
     shards[file].insert(tensor);
   }
-  if (shards.empty()) throw LoadError(where + ": weight_map is empty");
+  if (shards.empty()) throw LoadError(index_path + ": weight_map is empty");
   return shards;
 }
 

@@ -1,8 +1,9 @@
 // The safetensors reader and the snapshot loader, on well-formed files and on every malformation
 // they must reject with a LoadError naming the file and tensor.
-#include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
