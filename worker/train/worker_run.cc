@@ -107,14 +107,15 @@ class Session {
     if (on_cpu && !AllocatorConfString(spec_.memory.allocator).empty()) {
       sink_.Notice(NoticeLevel::kInfo, "memory.allocator configures the CUDA caching allocator; ignored on the CPU");
     }
-    // The lab report's scripts run one optimizer step: the state it creates is then never held
-    // through a forward or backward, as every later step of training holds it.
-    // Every optimizer kind keeps state (SGD's momentum 0 means 0.9); offload keeps it off the device.
+    // The lab report's scripts run one optimizer step: the state it creates (after backward, or
+    // during it with in_backward) is never held whole through a forward and backward, as every
+    // later step of training holds it. Every optimizer kind keeps state (SGD's momentum 0 means
+    // 0.9); offload keeps it off the device.
     if (spec_.training.steps == 1 && !spec_.training.optimizer.offload_to_cpu) {
       sink_.Notice(NoticeLevel::kInfo,
-                   "training.steps = 1: the optimizer state is created after the only backward, so no "
-                   "forward or backward runs with it; training holds it from the second step on "
-                   "(steps >= 2 measures that peak)");
+                   "training.steps = 1: the optimizer state comes into being with the only update, so "
+                   "this run's forward and backward never hold all of it, as every later step of "
+                   "training does (steps >= 2 measures that peak)");
     }
     if (on_cpu && spec_.memory.device_memory_limit_bytes > 0) {
       sink_.Notice(NoticeLevel::kInfo, "the counting CPU allocator enforces memory.device_memory_limit_bytes = " +
