@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from cli_args import known_or_exit, run_or_table  # bench/gpu/cli_args.py
 from table import read_jsonl  # bench/gpu/table.py
 
 GIB = 2**30
@@ -135,13 +136,11 @@ def longest_table(out):
 
 
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("run", "table"):
-        sys.exit(__doc__)
-    out = sys.argv[2]
-    os.makedirs(out, exist_ok=True)
-    if sys.argv[1] == "run":
-        binary = os.path.join(sys.argv[3] if len(sys.argv) > 3 else "build-gpu/bin", "vramlab-worker")
-        groups = sys.argv[4:] or ["modes", "longest", "search"]
+    command, out, binary, rest = run_or_table(__doc__)
+    if command == "run":
+        groups = rest or ["modes", "longest", "search"]
+        known_or_exit("group or row", groups,
+                      ["modes", "longest", "search"] + [name for name, _ in MODES + LONGEST + SEARCHED])
         for name, optimizer in MODES:
             if "modes" in groups or name in groups:
                 run_one(out, binary, name, spec(name, optimizer, 2048, steps=6))

@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 
+from cli_args import known_or_exit, run_or_table  # bench/gpu/cli_args.py
+
 SHAPES = {  # name: (micro-batch, seq, attention, limit bytes, optimizer)
     "throughput-mb4-s2048-sdpa": (4, 2048, "SDPA", 0, {"kind": "ADAMW"}),
     "basic-sad-mb4-s512-eager-24g": (4, 512, "EAGER", 24 * 2**30, {"kind": "ADAMW"}),
@@ -98,17 +100,11 @@ def table(out):
 
 
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("run", "table"):
-        sys.exit(__doc__)
-    out = sys.argv[2]
-    os.makedirs(out, exist_ok=True)
-    if sys.argv[1] == "run":
-        binary = os.path.join(sys.argv[3] if len(sys.argv) > 3 else "build-gpu/bin", "vramlab-worker")
-        shapes = sys.argv[5].split(",") if len(sys.argv) > 5 else list(SHAPES)
-        unknown = [s for s in shapes if s not in SHAPES]
-        if unknown:
-            sys.exit(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
-        run(out, binary, int(sys.argv[4]) if len(sys.argv) > 4 else 3, shapes)
+    command, out, binary, rest = run_or_table(__doc__)
+    if command == "run":
+        shapes = rest[1].split(",") if len(rest) > 1 else list(SHAPES)
+        known_or_exit("shape", shapes, list(SHAPES))
+        run(out, binary, int(rest[0]) if rest else 3, shapes)
     text = table(out)
     with open(os.path.join(out, "sampler-overhead.md"), "w") as f:
         f.write(text)
