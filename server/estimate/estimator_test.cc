@@ -32,7 +32,7 @@ MemoryEstimate MustEstimate(const ExperimentSpec& spec, int64_t limit = 0) {
 }
 
 TEST(EstimatorTest, ParameterCountOfEveryPresetMatchesThePublishedModel) {
-  // Qwen2.5 model cards / HF num_parameters(); tiny: shared/testdata/README.md (HF-counted).
+  // Qwen2.5 model cards / HF num_parameters(); tiny: testdata/README.md (HF-counted).
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"qwen2.5-0.5b", 494032768},  {"qwen2.5-1.5b", 1543714304}, {"qwen2.5-3b", 3085938688},
       {"qwen2.5-7b", 7615616512},   {"tiny", 125504}};
@@ -52,7 +52,7 @@ TEST(EstimatorTest, ExplicitConfigOverridesPresetAndCountsUntiedHead) {
   c->set_num_attention_heads(4);
   c->set_num_key_value_heads(2);
   c->set_tie_word_embeddings(false);
-  // qwen2-tiny-untied in shared/testdata: 158,272 parameters.
+  // qwen2-tiny-untied in testdata: 158,272 parameters.
   EXPECT_EQ(MustEstimate(spec).parameter_count(), 158272);
 }
 

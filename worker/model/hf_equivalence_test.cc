@@ -1,4 +1,4 @@
-// The proof that this is the model HF trains: every float32 checkpoint of shared/testdata gives
+// The proof that this is the model HF trains: every float32 checkpoint of testdata gives
 // HF's logits, loss and gradient norms on the CPU.
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Helpers shared by the model tests: building the testdata checkpoints and reading what HF
-// computed for them (shared/testdata/README.md).
+// computed for them (testdata/README.md).
 #ifndef VRAMLAB_WORKER_MODEL_MODEL_TEST_UTIL_H_
 #define VRAMLAB_WORKER_MODEL_MODEL_TEST_UTIL_H_
 

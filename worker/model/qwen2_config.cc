@@ -113,7 +113,7 @@ struct Preset {
 // all use rope_theta 1e6, rms_norm_eps 1e-6, initializer_range 0.02. The parameter counts they
 // give (ParameterCount, checked in qwen2_config_test) are what HF's num_parameters() reports and
 // match the model cards: 494,032,768 (0.49B), 1,543,714,304 (1.54B), 3,085,938,688 (3.09B),
-// 7,615,616,512 (7.61B). "tiny" is shared/testdata/qwen2-tiny/config.json (125,504).
+// 7,615,616,512 (7.61B). "tiny" is testdata/qwen2-tiny/config.json (125,504).
 constexpr Preset kPresets[] = {
     {"qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, 32768, true},
     {"qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, 131072, true},

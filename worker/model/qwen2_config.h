@@ -32,7 +32,7 @@ struct Qwen2Config {
 void ValidateConfig(const Qwen2Config& config);
 
 // "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b" (the published HF shapes) and "tiny"
-// (the CPU test shape of shared/testdata). Throws std::invalid_argument for an unknown name.
+// (the CPU test shape of testdata). Throws std::invalid_argument for an unknown name.
 Qwen2Config PresetConfig(const std::string& name);
 
 // Reads an HF config.json object. Accepts both the transformers 4.x layout (top-level rope_theta)

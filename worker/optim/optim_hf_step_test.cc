@@ -1,5 +1,5 @@
 // One AdamW step on every float32 testdata checkpoint gives the parameters torch.optim.AdamW gave
-// HF (shared/testdata/*/expected_after_adamw_step.safetensors) within 1e-6, whether the step runs
+// HF (testdata/*/expected_after_adamw_step.safetensors) within 1e-6, whether the step runs
 // normally, on offloaded host state, from inside backward, or both; also with activation
 // checkpointing and chunked loss underneath, and for the tied embedding, whose gradient has two
 // contributions.

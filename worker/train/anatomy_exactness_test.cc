@@ -14,7 +14,7 @@ using testing::CapturedRun;
 using testing::Int64;
 using testing::RunCaptured;
 
-constexpr int64_t kTinyParameters = 125504;  // shared/testdata/README.md
+constexpr int64_t kTinyParameters = 125504;  // testdata/README.md
 
 nlohmann::json AnatomyOf(const std::string& dtype, const std::string& optimizer) {
   const CapturedRun run = RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",
