@@ -9,7 +9,7 @@
 #include "client/experiment_details.h"
 #include "client/flag_values.h"
 #include "client/text_table.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {

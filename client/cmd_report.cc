@@ -11,7 +11,7 @@
 #include "client/report_formats.h"
 #include "client/report_svg.h"
 #include "client/timeline.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 

@@ -10,7 +10,7 @@
 #include "client/exit_codes.h"
 #include "client/follow_view.h"
 #include "client/spec_builder.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {

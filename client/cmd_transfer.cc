@@ -6,7 +6,7 @@
 #include "client/exit_codes.h"
 #include "client/file_io.h"
 #include "google/protobuf/struct.pb.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "vramlab/v1/service.pb.h"
 
 namespace vramlab::client {

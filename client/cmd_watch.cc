@@ -1,7 +1,7 @@
 // vramlab watch ID: follow an experiment to its end.
 #include "client/commands.h"
 #include "client/follow_view.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "client/file_io.h"
 #include "client/flag_values.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "client/file_io.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/byte_size.h"
+#include "common/spec/spec_rules.h"
 
 namespace vramlab::client {
 
@@ -82,9 +83,17 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   } else if (!spec.model().weights_dir().empty()) {
     parts.push_back("weights-dir");
   }
-  parts.push_back(absl::StrCat("mb", OrDefault(t.micro_batch_size(), 1)));
-  parts.push_back(absl::StrCat("acc", OrDefault(t.grad_accum_steps(), 1)));
-  parts.push_back(absl::StrCat("seq", OrDefault(t.seq_len(), 512)));
+  // A sweep replaces the field it varies: its summary (at the end) stands for it.
+  const bool sweeps = !SweepSummary(spec.sweep()).empty();
+  const bool sweeps_batch = sweeps && spec.sweep().variable() == MICRO_BATCH_SIZE;
+  const bool sweeps_seq = sweeps && spec.sweep().variable() == SEQ_LEN;
+  if (!sweeps_batch) {
+    parts.push_back(absl::StrCat("mb", OrDefault(t.micro_batch_size(), spec_rules::kDefaultMicroBatchSize)));
+  }
+  parts.push_back(absl::StrCat("acc", OrDefault(t.grad_accum_steps(), spec_rules::kDefaultGradAccumSteps)));
+  if (!sweeps_seq) {
+    parts.push_back(absl::StrCat("seq", OrDefault(t.seq_len(), spec_rules::kDefaultSeqLen)));
+  }
   if (t.dtype() == FLOAT32 || t.dtype() == FLOAT16) parts.push_back(DTypeName(t.dtype()));
   parts.push_back(AttentionName(t.attention()));
   parts.push_back(OptimizerName(t.optimizer().kind()));

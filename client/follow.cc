@@ -2,7 +2,7 @@
 
 #include "absl/time/clock.h"
 #include "client/exit_codes.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 

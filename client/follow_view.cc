@@ -10,7 +10,7 @@
 #include "client/experiment_details.h"
 #include "client/follow.h"
 #include "client/watch_state.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {

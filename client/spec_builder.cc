@@ -12,10 +12,11 @@
 #include "client/byte_size.h"
 #include "client/file_io.h"
 #include "client/flag_values.h"
+#include "common/spec/model_presets.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {
@@ -225,7 +226,7 @@ absl::Status ApplyRunFlags(const ParsedArgs& args, ExperimentSpec& spec) {
 void AddSpecFlags(FlagSet& flags) {
   flags.Value("spec", "FILE", "start from this spec (protobuf text or JSON; - for stdin)")
       .Value("name", "NAME", "label shown in lists and dashboards")
-      .Value("preset", "MODEL", "qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-3b|qwen2.5-7b|tiny")
+      .Value("preset", "MODEL", spec_rules::ModelPresetNames())
       .Value("weights-dir", "DIR", "HF snapshot directory on the daemon's host (else random init)")
       .Value("init-seed", "N", "seed of the random init")
       .Value("micro-batch", "N", "micro-batch size")

@@ -1,16 +1,21 @@
 // vramlabd: the vramlab daemon. Flags and operations: docs/DAEMON.md.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/api/grpc_server.h"
 #include "server/api/vramlab_service.h"
@@ -18,6 +23,7 @@
 #include "server/config/gpu_discovery.h"
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
+#include "server/spec/host_paths.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7433", "gRPC address, HOST:PORT (port 0 picks one)");
 ABSL_FLAG(std::string, data_dir, "", "directory of the database, logs and snapshots (required)");
@@ -40,6 +46,9 @@ ABSL_FLAG(bool, enable_fault_injection, false, "accept spec.fault (tests only)")
 ABSL_FLAG(absl::Duration, cancel_grace_period, absl::Seconds(10), "SIGTERM to SIGKILL");
 ABSL_FLAG(absl::Duration, shutdown_grace_period, absl::Seconds(10),
           "how long running experiments may go on after SIGTERM before they are interrupted");
+ABSL_FLAG(std::vector<std::string>, allowed_dir, {},
+          "directory under which specs may name host files (model.weights_dir, "
+          "training.data.token_ids_file); repeatable; none: specs may name no host path");
 ABSL_FLAG(int, max_seq_len, 131072, "largest training.seq_len accepted");
 ABSL_FLAG(int, max_steps, 10000, "largest training.steps accepted");
 ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
@@ -108,6 +117,11 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.spec_limits.max_sweep_points = absl::GetFlag(FLAGS_max_sweep_points);
   options.spec_limits.allow_fault_injection = absl::GetFlag(FLAGS_enable_fault_injection);
   options.spec_limits.device = options.device;
+  auto host_paths = HostPathPolicy::Create(
+      absl::GetFlag(FLAGS_allowed_dir),
+      {options.data_dir, absl::GetFlag(FLAGS_auth_tokens), absl::GetFlag(FLAGS_tls_key)});
+  if (!host_paths.ok()) return host_paths.status();
+  options.host_paths = *std::move(host_paths);
   options.worker_limits.max_log_bytes = absl::GetFlag(FLAGS_max_log_bytes);
   options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
   options.worker_limits.cancel_grace_period =
@@ -124,6 +138,9 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // The store, logs, specs and snapshots are the users' data: readable by the daemon's user
+  // alone (files 0600, directories 0700), whatever umask the daemon was started with.
+  umask(0077);
 
   std::string listen = absl::GetFlag(FLAGS_listen);
   std::string tokens_path = absl::GetFlag(FLAGS_auth_tokens);
@@ -204,6 +221,34 @@ int Run() {
   return 0;
 }
 
+// `--allowed-dir` may be given several times; Abseil keeps only the last value of a flag, so the
+// occurrences are joined into one comma-separated list first. Returns the new argument vector
+// (its strings point into `argv` or `storage`).
+std::vector<char*> JoinRepeatedAllowedDirs(int argc, char** argv, std::string* storage) {
+  constexpr absl::string_view kFlag = "--allowed_dir";
+  std::vector<char*> args = {argv[0]};
+  std::vector<std::string> dirs;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      args.insert(args.end(), argv + i, argv + argc);
+      break;
+    }
+    if (arg == kFlag && i + 1 < argc) {
+      dirs.push_back(argv[++i]);
+    } else if (absl::StartsWith(arg, absl::StrCat(kFlag, "="))) {
+      dirs.push_back(std::string(arg.substr(kFlag.size() + 1)));
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  if (!dirs.empty()) {
+    *storage = absl::StrCat(kFlag, "=", absl::StrJoin(dirs, ","));
+    args.insert(args.begin() + 1, storage->data());
+  }
+  return args;
+}
+
 // Flags are documented with dashes (--data-dir); Abseil names them with underscores.
 void DashesToUnderscores(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -221,6 +266,9 @@ void DashesToUnderscores(int argc, char** argv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("vramlabd --data-dir DIR [--listen HOST:PORT] [flags]");
   vramlab::server::DashesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  std::string allowed_dirs;
+  std::vector<char*> args = vramlab::server::JoinRepeatedAllowedDirs(argc, argv, &allowed_dirs);
+  args.push_back(nullptr);
+  absl::ParseCommandLine(static_cast<int>(args.size()) - 1, args.data());
   return vramlab::server::Run();
 }

@@ -1,6 +1,7 @@
 // vramlab-worker: runs one experiment and writes its events as JSON lines.
 //
 //   vramlab-worker --spec FILE|- [--events-fd N]
+//                  [--confine-host-paths [--allowed-dir DIR]... [--denied-path PATH]...]
 //
 // See worker/README.md for the protocol and the exit codes.
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include "worker/memory/allocator_env.h"
 #include "worker/memory/device_backend.h"
 #include "worker/train/worker_run.h"
+#include "worker/util/host_files.h"
 
 namespace {
 
@@ -30,6 +32,8 @@ constexpr char kUsage[] =
     "usage: vramlab-worker --spec FILE|- [--events-fd N]\n"
     "  --spec FILE     ExperimentSpec as protobuf JSON ('-' reads stdin)\n"
     "  --events-fd N   write WorkerEvent JSON lines to fd N instead of stdout\n"
+    "  --confine-host-paths  read a spec's host files (weights, token ids) only under the\n"
+    "                  --allowed-dir directories (repeatable) and never a --denied-path\n"
     "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";
 
 // Internal: set on the re-executed process; the spec file is a temporary to delete after reading.
@@ -39,6 +43,7 @@ struct Args {
   std::string spec_path;
   int events_fd = STDOUT_FILENO;
   bool spec_is_temporary = false;
+  vramlab::worker::HostFileConfinement confinement;
 };
 
 bool Fail(std::string* error, const std::string& message) {
@@ -65,6 +70,14 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
         return Fail(error, "--events-fd " + text + " is not an open file descriptor");
       }
       args->events_fd = static_cast<int>(fd);
+    } else if (arg == "--confine-host-paths") {
+      args->confinement.confined = true;
+    } else if (arg == "--allowed-dir") {
+      if (!value(&text)) return Fail(error, "--allowed-dir needs a value");
+      args->confinement.allowed_dirs.push_back(text);
+    } else if (arg == "--denied-path") {
+      if (!value(&text)) return Fail(error, "--denied-path needs a value");
+      args->confinement.denied_paths.push_back(text);
     } else if (arg == kTemporarySpecFlag) {
       args->spec_is_temporary = true;
     } else {
@@ -103,8 +116,12 @@ void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_
   vramlab::worker::SetAllocatorEnv(conf);
   std::cerr << "vramlab-worker: re-executing with PYTORCH_CUDA_ALLOC_CONF=" << conf << std::endl;
   const std::string events_fd = std::to_string(args.events_fd);
-  std::vector<const char*> new_argv = {argv[0], "--spec", path, "--events-fd", events_fd.c_str(), kTemporarySpecFlag,
-                                       nullptr};
+  std::vector<const char*> new_argv = {argv[0], "--spec", path, "--events-fd", events_fd.c_str(), kTemporarySpecFlag};
+  // The confinement travels with the run: the new image reads the same host files.
+  if (args.confinement.confined) new_argv.push_back("--confine-host-paths");
+  for (const std::string& dir : args.confinement.allowed_dirs) new_argv.insert(new_argv.end(), {"--allowed-dir", dir.c_str()});
+  for (const std::string& path : args.confinement.denied_paths) new_argv.insert(new_argv.end(), {"--denied-path", path.c_str()});
+  new_argv.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(new_argv.data()));
   unlink(path);
   throw std::runtime_error("cannot re-execute /proc/self/exe to apply the allocator settings");
@@ -126,6 +143,13 @@ int main(int argc, char** argv) {
     return vramlab::worker::kExitInvalidSpec;
   }
   EventSink sink(args.events_fd);
+  try {
+    vramlab::worker::ConfineHostFiles(args.confinement);
+  } catch (const std::invalid_argument& e) {
+    sink.Error({vramlab::worker::ErrorKind::kInvalidSpec, e.what(), ""});
+    std::cerr << "vramlab-worker: " << e.what() << std::endl;
+    return vramlab::worker::kExitInvalidSpec;
+  }
   std::string spec_text;
   if (!ReadSpecText(args.spec_path, &spec_text)) {
     sink.Error({vramlab::worker::ErrorKind::kInvalidSpec, "cannot read spec file " + args.spec_path, ""});

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/auth/authenticator.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"
@@ -37,12 +37,14 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
                                           const vramlab::v1::SubmitExperimentRequest& request) {
   if (!request.has_spec()) return absl::InvalidArgumentError("spec: required");
   RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
+  vramlab::v1::ExperimentSpec spec = request.spec();
+  RETURN_IF_ERROR(options_.host_paths.ResolveSpec(&spec));
   if (request.request_id().size() > 128) {
     return absl::InvalidArgumentError("request_id: at most 128 bytes");
   }
   // The estimate is pure arithmetic: made outside the lock. A spec the estimator cannot resolve
   // still runs (the worker is the authority); it just has no prediction.
-  vramlab::v1::ExperimentSpec on_this_device = request.spec();
+  vramlab::v1::ExperimentSpec on_this_device = spec;
   on_this_device.set_device(options_.device);
   auto prediction = EstimateMemory(on_this_device, 0);
 
@@ -64,7 +66,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   int64_t seq = next_seq_;
   Experiment experiment;
   experiment.set_id(absl::StrFormat("exp-%06d", seq));
-  *experiment.mutable_spec() = EffectiveSpec(experiment.id(), request.spec());
+  *experiment.mutable_spec() = EffectiveSpec(experiment.id(), spec);
   experiment.set_owner(caller.user);
   experiment.set_state(Experiment::QUEUED);
   *experiment.mutable_create_time() = NowTimestamp();

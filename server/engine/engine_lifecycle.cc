@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/spec/alloc_conf.h"
@@ -175,6 +175,15 @@ void Engine::LaunchLocked(Active& active) {
   request.spawn.path = status.ok() ? options_.worker_path : "";
   request.spawn.args = {"--spec", files.spec_path(), "--events-fd",
                         std::to_string(kWorkerEventsFd)};
+  // The worker checks every host file it opens against the same policy (a link may change
+  // between submit and run): an empty list confines it to nothing.
+  request.spawn.args.push_back("--confine-host-paths");
+  for (const std::string& dir : options_.host_paths.dirs()) {
+    request.spawn.args.insert(request.spawn.args.end(), {"--allowed-dir", dir});
+  }
+  for (const std::string& path : options_.host_paths.never()) {
+    request.spawn.args.insert(request.spawn.args.end(), {"--denied-path", path});
+  }
   std::string alloc_conf = AllocatorConfString(experiment.spec().memory().allocator());
   std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices,
                                   "VRAMLAB_EXPERIMENT_ID=" + experiment.id()};

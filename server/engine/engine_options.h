@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
 #include "server/worker/worker_run.h"
 #include "vramlab/v1/memory.pb.h"
@@ -34,6 +35,8 @@ struct EngineOptions {
   // Running workers get this long to finish on their own at shutdown before they are stopped.
   absl::Duration shutdown_grace_period = absl::Seconds(10);
   SpecLimits spec_limits;
+  // Where a spec may name host paths; the worker is confined to the same directories.
+  HostPathPolicy host_paths;
   WorkerLimits worker_limits;
   bool auth_enabled = false;
 };

@@ -1,18 +1,13 @@
 #include "server/estimate/model_shape.h"
 
-#include <array>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spec/model_presets.h"
 
 namespace vramlab::server::estimate {
 namespace {
-
-struct Preset {
-  const char* name;
-  ModelShape shape;
-};
 
 ModelShape Shape(const char* name, int64_t vocab, int64_t hidden, int64_t intermediate,
                  int64_t layers, int64_t heads, int64_t kv_heads, bool tied) {
@@ -26,18 +21,6 @@ ModelShape Shape(const char* name, int64_t vocab, int64_t hidden, int64_t interm
   s.num_kv_heads = kv_heads;
   s.tie_word_embeddings = tied;
   return s;
-}
-
-// The published config.json of each Qwen2.5 base model, and the worker's CPU test model.
-const std::array<Preset, 5>& Presets() {
-  static const std::array<Preset, 5> presets = {{
-      {"qwen2.5-0.5b", Shape("qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, true)},
-      {"qwen2.5-1.5b", Shape("qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, true)},
-      {"qwen2.5-3b", Shape("qwen2.5-3b", 151936, 2048, 11008, 36, 16, 2, true)},
-      {"qwen2.5-7b", Shape("qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, false)},
-      {"tiny", Shape("tiny", 512, 64, 176, 2, 4, 2, true)},
-  }};
-  return presets;
 }
 
 bool ConfigIsSet(const vramlab::v1::ModelConfig& c) {
@@ -84,14 +67,16 @@ absl::StatusOr<ModelShape> FromConfig(const vramlab::v1::ModelConfig& c) {
 
 std::vector<std::string> PresetNames() {
   std::vector<std::string> names;
-  for (const Preset& p : Presets()) names.emplace_back(p.name);
+  for (const spec_rules::ModelPreset& p : spec_rules::ModelPresets()) names.emplace_back(p.name);
   return names;
 }
 
 absl::StatusOr<ModelShape> ResolveModelShape(const vramlab::v1::ModelSpec& spec) {
   if (spec.has_config() && ConfigIsSet(spec.config())) return FromConfig(spec.config());
-  for (const Preset& p : Presets()) {
-    if (spec.preset() == p.name) return p.shape;
+  if (const spec_rules::ModelPreset* p = spec_rules::FindModelPreset(spec.preset())) {
+    return Shape(p->name, p->vocab_size, p->hidden_size, p->intermediate_size,
+                 p->num_hidden_layers, p->num_attention_heads, p->num_key_value_heads,
+                 p->tie_word_embeddings);
   }
   if (spec.preset().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -1,8 +1,10 @@
 #include "server/estimate/run_settings.h"
 
+#include "common/spec/spec_rules.h"
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::server::estimate {
 namespace {
@@ -42,15 +44,15 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
   const TrainingSpec& t = spec.training();
   ASSIGN_OR_RETURN(r.dtype_bytes, DtypeBytes(t.dtype()));
   ASSIGN_OR_RETURN(r.micro_batch,
-                   CountOrDefault(t.micro_batch_size(), 1, "training.micro_batch_size"));
-  ASSIGN_OR_RETURN(r.seq_len, CountOrDefault(t.seq_len(), 512, "training.seq_len"));
+                   CountOrDefault(t.micro_batch_size(), spec_rules::kDefaultMicroBatchSize, "training.micro_batch_size"));
+  ASSIGN_OR_RETURN(r.seq_len, CountOrDefault(t.seq_len(), spec_rules::kDefaultSeqLen, "training.seq_len"));
   ASSIGN_OR_RETURN(r.grad_accum_steps,
-                   CountOrDefault(t.grad_accum_steps(), 1, "training.grad_accum_steps"));
-  ASSIGN_OR_RETURN(r.steps, CountOrDefault(t.steps(), 1, "training.steps"));
+                   CountOrDefault(t.grad_accum_steps(), spec_rules::kDefaultGradAccumSteps, "training.grad_accum_steps"));
+  ASSIGN_OR_RETURN(r.steps, CountOrDefault(t.steps(), spec_rules::kDefaultSteps, "training.steps"));
   ASSIGN_OR_RETURN(r.checkpoint_every_k, CountOrDefault(t.checkpoint_every_k_layers(), 0,
                                                         "training.checkpoint_every_k_layers"));
   ASSIGN_OR_RETURN(r.loss_chunk_tokens,
-                   CountOrDefault(t.loss_chunk_tokens(), 1024, "training.loss_chunk_tokens"));
+                   CountOrDefault(t.loss_chunk_tokens(), spec_rules::kDefaultLossChunkTokens, "training.loss_chunk_tokens"));
 
   switch (t.optimizer().kind()) {
     case vramlab::v1::OPTIMIZER_KIND_UNSPECIFIED:

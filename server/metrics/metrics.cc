@@ -1,6 +1,6 @@
 #include "server/metrics/metrics.h"
 
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/metrics/prometheus_metrics.h"
 
 namespace vramlab::server {

@@ -9,8 +9,8 @@
 
 namespace vramlab::server {
 
-// "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,<extra>";
-// empty when nothing is set. Expects a validated config.
+// common/spec/allocator_conf.h's string for the spec's allocator settings. Expects a validated
+// config.
 std::string AllocatorConfString(const vramlab::v1::AllocatorConfig& config);
 
 }  // namespace vramlab::server

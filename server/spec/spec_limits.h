@@ -4,18 +4,21 @@
 
 #include <cstdint>
 
+#include "common/spec/spec_rules.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
 
+// The operator's narrowing of common/spec/spec_rules.h: each limit here is at most that rule's
+// maximum (a larger one is cut to it).
 struct SpecLimits {
   int32_t max_seq_len = 131072;
   int32_t max_steps = 10000;
-  int32_t max_micro_batch_size = 1024;
-  int32_t max_grad_accum_steps = 1024;
-  int32_t max_sweep_points = 64;
+  int32_t max_micro_batch_size = static_cast<int32_t>(spec_rules::kMicroBatchSize.max);
+  int32_t max_grad_accum_steps = static_cast<int32_t>(spec_rules::kGradAccumSteps.max);
+  int32_t max_sweep_points = static_cast<int32_t>(spec_rules::kSweepPoints.max);
   // Serialized ExperimentSpec size.
-  int64_t max_spec_bytes = 64 * 1024;
+  int64_t max_spec_bytes = spec_rules::kMaxSpecBytes;
   // Spec.fault is accepted only when the daemon runs with --enable-fault-injection.
   bool allow_fault_injection = false;
   // The daemon's device: a spec may leave `device` unset or name this one.

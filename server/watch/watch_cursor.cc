@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::server {
 namespace {

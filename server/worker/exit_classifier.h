@@ -8,7 +8,7 @@
 
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
-#include "worker/exit_codes.h"
+#include "common/exit_codes.h"
 
 namespace vramlab::server {
 

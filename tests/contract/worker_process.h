@@ -13,6 +13,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace vramlab::testing {
 
@@ -30,8 +31,10 @@ inline std::string WorkerBinary() {
 
 // `kill_when` is asked after every read (and every 200 ms) with the output so far; true sends
 // SIGKILL. Stderr goes to /dev/null.
+// `extra_args` follow "--spec FILE" on the worker's command line.
 inline WorkerProcess RunWorkerProcess(const std::string& spec_json,
-                                      const std::function<bool(const std::string&)>& kill_when = nullptr) {
+                                      const std::function<bool(const std::string&)>& kill_when = nullptr,
+                                      const std::vector<std::string>& extra_args = {}) {
   char spec_path[] = "/tmp/vramlab-contract-spec-XXXXXX";
   const int spec_fd = mkstemp(spec_path);
   if (spec_fd < 0) throw std::runtime_error("mkstemp failed");
@@ -50,7 +53,10 @@ inline WorkerProcess RunWorkerProcess(const std::string& spec_json,
     close(out[1]);
     const int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, STDERR_FILENO);
-    execl(binary.c_str(), binary.c_str(), "--spec", spec_path, static_cast<char*>(nullptr));
+    std::vector<const char*> argv = {binary.c_str(), "--spec", spec_path};
+    for (const std::string& arg : extra_args) argv.push_back(arg.c_str());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
   }
   close(out[1]);

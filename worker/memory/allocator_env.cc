@@ -1,25 +1,18 @@
 #include "worker/memory/allocator_env.h"
 
 #include <cstdlib>
-#include <sstream>
+
+#include "common/spec/allocator_conf.h"
 
 namespace vramlab::worker {
 
 std::string AllocatorConfString(const SpecAllocator& a) {
-  std::ostringstream conf;
-  auto add = [&conf](const std::string& item) {
-    if (conf.tellp() > 0) conf << ',';
-    conf << item;
-  };
-  if (a.expandable_segments) add("expandable_segments:True");
-  if (a.max_split_size_mb > 0) add("max_split_size_mb:" + std::to_string(a.max_split_size_mb));
-  if (a.garbage_collection_threshold > 0) {
-    std::ostringstream threshold;
-    threshold << a.garbage_collection_threshold;
-    add("garbage_collection_threshold:" + threshold.str());
-  }
-  if (!a.extra.empty()) add(a.extra);
-  return conf.str();
+  spec_rules::AllocatorSettings settings;
+  settings.expandable_segments = a.expandable_segments;
+  settings.max_split_size_mb = a.max_split_size_mb;
+  settings.garbage_collection_threshold = a.garbage_collection_threshold;
+  settings.extra = a.extra;
+  return spec_rules::AllocatorConfString(settings);
 }
 
 bool AllocatorEnvPresent() {

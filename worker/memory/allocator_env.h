@@ -11,8 +11,8 @@
 
 namespace vramlab::worker {
 
-// "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,<extra>";
-// empty when the spec asks for the defaults.
+// common/spec/allocator_conf.h's string for the spec's allocator settings; empty when the spec
+// asks for the defaults.
 std::string AllocatorConfString(const SpecAllocator& allocator);
 
 // True when either environment variable is set (even to something else: the daemon's choice wins).

@@ -36,7 +36,7 @@ int64_t RequestedBytesFromMessage(const std::string& message) {
 }
 
 std::string FirstLinesOfError(const std::string& what) {
-  for (const char* marker : {"\nException raised from ", "Exception raised from "}) {
+  for (const char* marker : {"\nException raised from ", "Exception raised from ", "\nframe #"}) {
     const size_t at = what.find(marker);
     if (at != std::string::npos) return what.substr(0, at);
   }

@@ -1,15 +1,22 @@
 #include "worker/model/qwen2_config.h"
 
-#include <fstream>
 #include <stdexcept>
+
+#include "common/spec/model_presets.h"
+#include "common/spec/spec_rules.h"
+#include "worker/util/host_files.h"
+#include "worker/util/json_value_text.h"
 
 namespace vramlab::worker {
 namespace {
 
-void RequirePositive(int64_t value, const char* field) {
-  if (value <= 0) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + field + " must be positive, got " +
-                                std::to_string(value));
+// The spec's rule for the same field (common/spec/spec_rules.h), applied to a config.json too:
+// "qwen2 config: vocab_size must be between 1 and 1048576, got 1000000000000".
+void RequireInRange(int64_t value, const spec_rules::IntRule& rule) {
+  if (!rule.Accepts(value)) {
+    const std::string field = rule.field;
+    const std::string key = field.substr(field.rfind('.') + 1);
+    throw std::invalid_argument("qwen2 config: " + key + " " + spec_rules::RangeMessage(rule, value));
   }
 }
 
@@ -51,7 +58,7 @@ void RejectRopeScaling(const nlohmann::json& rope, const char* key) {
   if (type == rope.end()) type = rope.find("type");
   if (type != rope.end() && !(type->is_string() && type->get<std::string>() == "default")) {
     throw std::invalid_argument(std::string("qwen2 config: ") + key +
-                                ": only rope_type \"default\" is supported, got " + type->dump());
+                                ": only rope_type \"default\" is supported, got " + DescribeJsonValue(*type));
   }
 }
 
@@ -70,13 +77,13 @@ int64_t Qwen2Config::ParameterCount() const {
 }
 
 void ValidateConfig(const Qwen2Config& c) {
-  RequirePositive(c.vocab_size, "vocab_size");
-  RequirePositive(c.hidden_size, "hidden_size");
-  RequirePositive(c.intermediate_size, "intermediate_size");
-  RequirePositive(c.num_hidden_layers, "num_hidden_layers");
-  RequirePositive(c.num_attention_heads, "num_attention_heads");
-  RequirePositive(c.num_key_value_heads, "num_key_value_heads");
-  RequirePositive(c.max_position_embeddings, "max_position_embeddings");
+  RequireInRange(c.vocab_size, spec_rules::kVocabSize);
+  RequireInRange(c.hidden_size, spec_rules::kHiddenSize);
+  RequireInRange(c.intermediate_size, spec_rules::kIntermediateSize);
+  RequireInRange(c.num_hidden_layers, spec_rules::kNumHiddenLayers);
+  RequireInRange(c.num_attention_heads, spec_rules::kNumAttentionHeads);
+  RequireInRange(c.num_key_value_heads, spec_rules::kNumKeyValueHeads);
+  RequireInRange(c.max_position_embeddings, spec_rules::kMaxPositionEmbeddings);
   if (c.hidden_size % c.num_attention_heads != 0) {
     throw std::invalid_argument("qwen2 config: num_attention_heads (" +
                                 std::to_string(c.num_attention_heads) +
@@ -101,62 +108,37 @@ void ValidateConfig(const Qwen2Config& c) {
   }
 }
 
-namespace {
-
-struct Preset {
-  const char* name;
-  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, max_positions;
-  bool tied;
-};
-
-// Shapes from each model's config.json on huggingface.co (Qwen/Qwen2.5-0.5B, -1.5B, -3B, -7B);
-// all use rope_theta 1e6, rms_norm_eps 1e-6, initializer_range 0.02. The parameter counts they
-// give (ParameterCount, checked in qwen2_config_test) are what HF's num_parameters() reports and
-// match the model cards: 494,032,768 (0.49B), 1,543,714,304 (1.54B), 3,085,938,688 (3.09B),
-// 7,615,616,512 (7.61B). "tiny" is testdata/qwen2-tiny/config.json (125,504).
-constexpr Preset kPresets[] = {
-    {"qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, 32768, true},
-    {"qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, 131072, true},
-    {"qwen2.5-3b", 151936, 2048, 11008, 36, 16, 2, 32768, true},
-    {"qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, 131072, false},
-    {"tiny", 512, 64, 176, 2, 4, 2, 256, true},
-};
-
-}  // namespace
-
 Qwen2Config PresetConfig(const std::string& name) {
-  std::string known;
-  for (const Preset& p : kPresets) {
-    if (name == p.name) {
-      Qwen2Config c;
-      c.vocab_size = p.vocab;
-      c.hidden_size = p.hidden;
-      c.intermediate_size = p.intermediate;
-      c.num_hidden_layers = p.layers;
-      c.num_attention_heads = p.heads;
-      c.num_key_value_heads = p.kv_heads;
-      c.max_position_embeddings = p.max_positions;
-      c.tie_word_embeddings = p.tied;
-      c.rope_theta = 1e6;
-      c.rms_norm_eps = 1e-6;
-      c.initializer_range = 0.02;
-      return c;
-    }
-    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  const spec_rules::ModelPreset* p = spec_rules::FindModelPreset(name);
+  if (p == nullptr) {
+    throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " +
+                                spec_rules::ModelPresetNames() + ")");
   }
-  throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " + known + ")");
+  Qwen2Config c;
+  c.vocab_size = p->vocab_size;
+  c.hidden_size = p->hidden_size;
+  c.intermediate_size = p->intermediate_size;
+  c.num_hidden_layers = p->num_hidden_layers;
+  c.num_attention_heads = p->num_attention_heads;
+  c.num_key_value_heads = p->num_key_value_heads;
+  c.max_position_embeddings = p->max_position_embeddings;
+  c.tie_word_embeddings = p->tie_word_embeddings;
+  c.rope_theta = spec_rules::kDefaultRopeTheta;
+  c.rms_norm_eps = spec_rules::kDefaultRmsNormEps;
+  c.initializer_range = spec_rules::kDefaultInitializerRange;
+  return c;
 }
 
 Qwen2Config ConfigFromJson(const nlohmann::json& json) {
   if (!json.is_object()) throw std::invalid_argument("qwen2 config: expected a JSON object");
   if (auto type = json.find("model_type");
       type != json.end() && !(type->is_string() && type->get<std::string>() == "qwen2")) {
-    throw std::invalid_argument("qwen2 config: model_type must be \"qwen2\", got " + type->dump());
+    throw std::invalid_argument("qwen2 config: model_type must be \"qwen2\", got " + DescribeJsonValue(*type));
   }
   if (auto act = json.find("hidden_act");
       act != json.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
     throw std::invalid_argument("qwen2 config: only hidden_act \"silu\" is supported, got " +
-                                act->dump());
+                                DescribeJsonValue(*act));
   }
   if (OptionalBool(json, "use_sliding_window", false)) {
     throw std::invalid_argument("qwen2 config: use_sliding_window=true is not supported");
@@ -190,7 +172,7 @@ Qwen2Config ConfigFromJson(const nlohmann::json& json) {
   if (auto head_dim = json.find("head_dim");
       head_dim != json.end() && !head_dim->is_null() &&
       !(head_dim->is_number_integer() && head_dim->get<int64_t>() == c.head_dim())) {
-    throw std::invalid_argument("qwen2 config: head_dim " + head_dim->dump() +
+    throw std::invalid_argument("qwen2 config: head_dim " + DescribeJsonValue(*head_dim) +
                                 " differs from hidden_size / num_attention_heads = " +
                                 std::to_string(c.head_dim()));
   }
@@ -198,9 +180,15 @@ Qwen2Config ConfigFromJson(const nlohmann::json& json) {
 }
 
 Qwen2Config ConfigFromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot open model config " + path);
-  nlohmann::json json = nlohmann::json::parse(in, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  // An HF config.json is a few KiB; the bound keeps a wrong path from reading a weights file.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
+  std::string text;
+  try {
+    text = ReadHostFile(path, kMaxBytes);
+  } catch (const HostFileError& e) {
+    throw std::invalid_argument(std::string("model config ") + e.what());
+  }
+  nlohmann::json json = nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) throw std::invalid_argument("model config " + path + " is not JSON");
   try {
     return ConfigFromJson(json);

@@ -87,10 +87,14 @@ TEST(ConfigFromJsonTest, RejectsBadShapesNamingTheField) {
   ExpectInvalid(json, "must divide num_attention_heads");
   json = TinyJson();
   json["hidden_size"] = 0;
-  ExpectInvalid(json, "hidden_size must be positive");
+  ExpectInvalid(json, "hidden_size must be between 1 and 65536, got 0");
   json = TinyJson();
   json["vocab_size"] = -4;
-  ExpectInvalid(json, "vocab_size must be positive");
+  ExpectInvalid(json, "vocab_size must be between 1 and 1048576, got -4");
+  // A config.json past the spec's bounds is refused before any tensor is allocated.
+  json = TinyJson();
+  json["vocab_size"] = 1000000000000LL;
+  ExpectInvalid(json, "vocab_size must be between 1 and 1048576, got 1000000000000");
   json = TinyJson();
   json.erase("intermediate_size");
   ExpectInvalid(json, "missing intermediate_size");

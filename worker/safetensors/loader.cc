@@ -1,6 +1,5 @@
 #include "worker/safetensors/loader.h"
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
@@ -9,6 +8,7 @@
 
 #include "worker/safetensors/safetensors_file.h"
 #include "worker/util/file_paths.h"
+#include "worker/util/host_files.h"
 
 namespace vramlab::worker {
 namespace {
@@ -24,9 +24,15 @@ std::string ShapeText(at::IntArrayRef shape) {
 
 // shard file name -> tensor names the index assigns to it.
 std::map<std::string, std::set<std::string>> ReadIndex(const std::string& index_path) {
-  std::ifstream in(index_path);
-  if (!in) throw LoadError(index_path + ": cannot open");
-  nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // An index maps a few hundred names; the bound keeps a wrong file from being read whole.
+  constexpr size_t kMaxIndexBytes = size_t{64} << 20;
+  std::string text;
+  try {
+    text = ReadHostFile(index_path, kMaxIndexBytes);
+  } catch (const HostFileError& e) {
+    throw LoadError(e.what());
+  }
+  nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded()) throw LoadError(index_path + ": not valid JSON");
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     throw LoadError(index_path + ": no \"weight_map\" object");

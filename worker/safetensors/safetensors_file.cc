@@ -12,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/util/host_files.h"
+#include "worker/util/json_value_text.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; tensors are viewed in place");
 
@@ -43,7 +46,7 @@ uint64_t NonNegativeInteger(const std::string& path, const std::string& tensor,
                   (value.is_number_integer() && value.get<int64_t>() >= 0);
   if (!ok) {
     FailTensor(path, tensor,
-               std::string(field) + " must hold non-negative integers, got " + value.dump());
+               std::string(field) + " must hold non-negative integers, got " + DescribeJsonValue(value));
   }
   return value.get<uint64_t>();
 }
@@ -86,7 +89,7 @@ SafetensorsEntry ParseEntry(const std::string& path, const std::string& name,
   }
   if (bytes != entry.end - entry.begin) {
     FailTensor(path, name, range + " hold " + std::to_string(entry.end - entry.begin) +
-                               " bytes but dtype " + entry.dtype + " and shape " + shape->dump() +
+                               " bytes but dtype " + entry.dtype + " and shape " + DescribeJsonValue(*shape) +
                                " need " + std::to_string(static_cast<uint64_t>(bytes)));
   }
   return entry;
@@ -108,8 +111,12 @@ bool SafetensorsDtype(const std::string& name, torch::Dtype* dtype) {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) Fail(path, std::string("cannot open: ") + std::strerror(errno));
+  FileDescriptor file{-1};
+  try {
+    file.fd = OpenHostFile(path);
+  } catch (const HostFileError& e) {
+    throw LoadError(e.what());
+  }
   struct stat st;
   if (::fstat(file.fd, &st) != 0) Fail(path, std::string("cannot stat: ") + std::strerror(errno));
   const size_t size = static_cast<size_t>(st.st_size);
@@ -148,7 +155,8 @@ void SafetensorsFile::ParseHeader() {
   try {
     header = nlohmann::json::parse(text, text + header_length);
   } catch (const nlohmann::json::parse_error& e) {
-    Fail(path_, std::string("header is not valid JSON: ") + e.what());
+    // e.what() quotes the bytes it stopped at: only the position is reported.
+    Fail(path_, "header is not valid JSON (at byte " + std::to_string(e.byte) + " of the header)");
   }
   if (!header.is_object()) Fail(path_, "header is not a JSON object");
   for (const auto& [name, value] : header.items()) {

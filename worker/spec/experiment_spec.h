@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/spec_rules.h"
 #include "worker/events/worker_events.h"
 
 namespace vramlab::worker {
@@ -58,12 +59,12 @@ struct SpecModel {
 
 struct SpecOptimizer {
   SpecOptimizerKind kind = SpecOptimizerKind::kAdamW;
-  double learning_rate = 1e-5;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-8;
-  double weight_decay = 0.01;
-  double momentum = 0.9;
+  double learning_rate = spec_rules::kDefaultLearningRate;
+  double beta1 = spec_rules::kDefaultBeta1;
+  double beta2 = spec_rules::kDefaultBeta2;
+  double epsilon = spec_rules::kDefaultEpsilon;
+  double weight_decay = spec_rules::kDefaultWeightDecay;
+  double momentum = spec_rules::kDefaultMomentum;
   bool offload_to_cpu = false;
   bool in_backward = false;
 };
@@ -76,16 +77,16 @@ struct SpecData {
 };
 
 struct SpecTraining {
-  int32_t micro_batch_size = 1;
-  int32_t grad_accum_steps = 1;
-  int32_t seq_len = 512;
-  int32_t steps = 1;
+  int32_t micro_batch_size = spec_rules::kDefaultMicroBatchSize;
+  int32_t grad_accum_steps = spec_rules::kDefaultGradAccumSteps;
+  int32_t seq_len = spec_rules::kDefaultSeqLen;
+  int32_t steps = spec_rules::kDefaultSteps;
   SpecDType dtype = SpecDType::kBfloat16;
   SpecOptimizer optimizer;
   int32_t checkpoint_every_k_layers = 0;
   SpecAttention attention = SpecAttention::kEager;
   SpecLoss loss = SpecLoss::kFull;
-  int32_t loss_chunk_tokens = 1024;
+  int32_t loss_chunk_tokens = spec_rules::kDefaultLossChunkTokens;
   SpecData data;
 };
 
@@ -99,7 +100,7 @@ struct SpecAllocator {
 struct SpecMemory {
   int64_t device_memory_limit_bytes = 0;
   SpecAllocator allocator;
-  int32_t sample_interval_ms = 10;
+  int32_t sample_interval_ms = spec_rules::kDefaultSampleIntervalMs;
   bool record_history = false;
   std::string snapshot_path;
 };

@@ -67,7 +67,7 @@ SpecOptimizer ReadOptimizer(const nlohmann::json& json) {
   o.beta2 = r.Double("beta2");
   o.epsilon = r.Double("epsilon");
   // `optional double`: presence matters, an explicit 0 disables weight decay.
-  o.weight_decay = r.Has("weight_decay") ? r.Double("weight_decay") : kDefaultWeightDecay;
+  o.weight_decay = r.Has("weight_decay") ? r.Double("weight_decay") : spec_rules::kDefaultWeightDecay;
   o.momentum = r.Double("momentum");
   o.offload_to_cpu = r.Bool("offload_to_cpu");
   o.in_backward = r.Bool("in_backward");

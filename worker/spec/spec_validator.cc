@@ -6,15 +6,14 @@
 #include <string>
 #include <utility>
 
+#include "common/spec/model_presets.h"
+#include "common/spec/spec_rules.h"
+
 namespace vramlab::worker {
 namespace {
 
-// Upper bounds that catch typos (an extra zero) long before they would reach an allocator.
-constexpr int32_t kMaxMicroBatch = 1 << 16;
-constexpr int32_t kMaxAccumSteps = 1 << 20;
-constexpr int32_t kMaxSeqLen = 1 << 22;
-constexpr int32_t kMaxSteps = 1 << 20;
-constexpr int32_t kMaxSampleIntervalMs = 60'000;
+using spec_rules::IntRule;
+using spec_rules::RealRule;
 
 void Require(bool ok, const std::string& field, const std::string& message) {
   if (!ok) throw SpecError(field, message);
@@ -25,12 +24,11 @@ void DefaultIfZero(T& value, T fallback) {
   if (value == 0) value = fallback;
 }
 
-void CheckRange(int64_t value, int64_t min, int64_t max, const std::string& field) {
-  Require(value >= min && value <= max, field,
-          "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + std::to_string(value));
-}
+// The rules are common/spec/spec_rules.h's, shared with the daemon's validation: a value one
+// accepts the other accepts too, and the messages are the same.
+void Check(const IntRule& rule, int64_t value) { Require(rule.Accepts(value), rule.field, spec_rules::RangeMessage(rule, value)); }
 
-void CheckFinite(double value, const std::string& field) { Require(std::isfinite(value), field, "must be finite"); }
+void Check(const RealRule& rule, double value) { Require(rule.Accepts(value), rule.field, spec_rules::RangeMessage(rule, value)); }
 
 void ValidateModel(SpecModel& model) {
   SpecModelConfig& c = model.config;
@@ -38,92 +36,85 @@ void ValidateModel(SpecModel& model) {
           "one of model.preset, model.config or model.weights_dir is required");
   if (!model.preset.empty() && !c.present && model.weights_dir.empty()) {
     Require(IsKnownPreset(model.preset), "model.preset",
-            "unknown preset \"" + model.preset + "\" (one of qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, tiny)");
+            "unknown preset \"" + model.preset + "\"; known: " + spec_rules::ModelPresetNames());
   }
   if (!c.present) return;
   const std::string p = "model.config.";
-  Require(c.vocab_size > 0, p + "vocab_size", "must be positive");
-  Require(c.hidden_size > 0, p + "hidden_size", "must be positive");
-  Require(c.intermediate_size > 0, p + "intermediate_size", "must be positive");
-  Require(c.num_hidden_layers > 0, p + "num_hidden_layers", "must be positive");
-  Require(c.num_attention_heads > 0, p + "num_attention_heads", "must be positive");
+  Check(spec_rules::kVocabSize, c.vocab_size);
+  Check(spec_rules::kHiddenSize, c.hidden_size);
+  Check(spec_rules::kIntermediateSize, c.intermediate_size);
+  Check(spec_rules::kNumHiddenLayers, c.num_hidden_layers);
+  Check(spec_rules::kNumAttentionHeads, c.num_attention_heads);
   DefaultIfZero(c.num_key_value_heads, c.num_attention_heads);
-  Require(c.num_key_value_heads > 0, p + "num_key_value_heads", "must be positive");
+  IntRule kv_heads = spec_rules::kNumKeyValueHeads;
+  kv_heads.max = std::min<int64_t>(kv_heads.max, c.num_attention_heads);
+  Check(kv_heads, c.num_key_value_heads);
   Require(c.hidden_size % c.num_attention_heads == 0, p + "hidden_size",
           "must be a multiple of num_attention_heads");
   Require((c.hidden_size / c.num_attention_heads) % 2 == 0, p + "num_attention_heads",
           "head dimension (hidden_size / num_attention_heads) must be even for rotary embeddings");
-  Require(c.num_attention_heads % c.num_key_value_heads == 0, p + "num_key_value_heads",
-          "must divide num_attention_heads");
-  DefaultIfZero(c.max_position_embeddings, 32768);
-  Require(c.max_position_embeddings > 0, p + "max_position_embeddings", "must be positive");
-  DefaultIfZero(c.rope_theta, 1e6);
-  DefaultIfZero(c.rms_norm_eps, 1e-6);
-  DefaultIfZero(c.initializer_range, 0.02);
-  Require(std::isfinite(c.rope_theta) && c.rope_theta > 0, p + "rope_theta", "must be positive");
-  Require(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0, p + "rms_norm_eps", "must be positive");
-  Require(std::isfinite(c.initializer_range) && c.initializer_range > 0, p + "initializer_range",
-          "must be positive");
+  Require(c.num_attention_heads % c.num_key_value_heads == 0, p + "num_attention_heads",
+          "must be a multiple of num_key_value_heads");
+  DefaultIfZero(c.max_position_embeddings, spec_rules::kDefaultMaxPositionEmbeddings);
+  Check(spec_rules::kMaxPositionEmbeddings, c.max_position_embeddings);
+  DefaultIfZero(c.rope_theta, spec_rules::kDefaultRopeTheta);
+  DefaultIfZero(c.rms_norm_eps, spec_rules::kDefaultRmsNormEps);
+  DefaultIfZero(c.initializer_range, spec_rules::kDefaultInitializerRange);
+  Check(spec_rules::kRopeTheta, c.rope_theta);
+  Check(spec_rules::kRmsNormEps, c.rms_norm_eps);
+  Check(spec_rules::kInitializerRange, c.initializer_range);
 }
 
 void ValidateOptimizer(SpecOptimizer& o, int32_t grad_accum_steps) {
   const std::string p = "training.optimizer.";
   if (o.kind == SpecOptimizerKind::kUnspecified) o.kind = SpecOptimizerKind::kAdamW;
-  DefaultIfZero(o.learning_rate, 1e-5);
-  DefaultIfZero(o.beta1, 0.9);
-  DefaultIfZero(o.beta2, 0.999);
-  DefaultIfZero(o.epsilon, 1e-8);
-  DefaultIfZero(o.momentum, 0.9);
-  const std::pair<double, const char*> finite_fields[] = {
-      {o.learning_rate, "learning_rate"}, {o.beta1, "beta1"}, {o.beta2, "beta2"},
-      {o.epsilon, "epsilon"}, {o.weight_decay, "weight_decay"}, {o.momentum, "momentum"}};
-  for (const auto& [value, name] : finite_fields) CheckFinite(value, p + name);
-  Require(o.learning_rate > 0, p + "learning_rate", "must be positive");
-  Require(o.beta1 > 0 && o.beta1 < 1, p + "beta1", "must be in (0, 1)");
-  Require(o.beta2 > 0 && o.beta2 < 1, p + "beta2", "must be in (0, 1)");
-  Require(o.epsilon > 0, p + "epsilon", "must be positive");
-  Require(o.weight_decay >= 0, p + "weight_decay", "must not be negative");
-  Require(o.momentum > 0 && o.momentum < 1, p + "momentum", "must be in (0, 1)");
+  DefaultIfZero(o.learning_rate, spec_rules::kDefaultLearningRate);
+  DefaultIfZero(o.beta1, spec_rules::kDefaultBeta1);
+  DefaultIfZero(o.beta2, spec_rules::kDefaultBeta2);
+  DefaultIfZero(o.epsilon, spec_rules::kDefaultEpsilon);
+  DefaultIfZero(o.momentum, spec_rules::kDefaultMomentum);
+  Check(spec_rules::kLearningRate, o.learning_rate);
+  Check(spec_rules::kBeta1, o.beta1);
+  Check(spec_rules::kBeta2, o.beta2);
+  Check(spec_rules::kEpsilon, o.epsilon);
+  Check(spec_rules::kWeightDecay, o.weight_decay);
+  Check(spec_rules::kMomentum, o.momentum);
   Require(!(o.in_backward && grad_accum_steps > 1), p + "in_backward",
           "an in-backward update consumes each gradient at once, so it cannot accumulate over " +
               std::to_string(grad_accum_steps) + " micro-batches; set training.grad_accum_steps to 1");
 }
 
 void ValidateTraining(SpecTraining& t) {
-  DefaultIfZero(t.micro_batch_size, 1);
-  DefaultIfZero(t.grad_accum_steps, 1);
-  DefaultIfZero(t.seq_len, 512);
-  DefaultIfZero(t.steps, 1);
-  DefaultIfZero(t.loss_chunk_tokens, 1024);
+  DefaultIfZero(t.micro_batch_size, spec_rules::kDefaultMicroBatchSize);
+  DefaultIfZero(t.grad_accum_steps, spec_rules::kDefaultGradAccumSteps);
+  DefaultIfZero(t.seq_len, spec_rules::kDefaultSeqLen);
+  DefaultIfZero(t.steps, spec_rules::kDefaultSteps);
+  DefaultIfZero(t.loss_chunk_tokens, spec_rules::kDefaultLossChunkTokens);
   if (t.dtype == SpecDType::kUnspecified) t.dtype = SpecDType::kBfloat16;
   if (t.attention == SpecAttention::kUnspecified) t.attention = SpecAttention::kEager;
   if (t.loss == SpecLoss::kUnspecified) t.loss = SpecLoss::kFull;
-  CheckRange(t.micro_batch_size, 1, kMaxMicroBatch, "training.micro_batch_size");
-  CheckRange(t.grad_accum_steps, 1, kMaxAccumSteps, "training.grad_accum_steps");
-  // Two tokens at least: the loss predicts token t+1 from tokens up to t.
-  CheckRange(t.seq_len, 2, kMaxSeqLen, "training.seq_len");
-  CheckRange(t.steps, 1, kMaxSteps, "training.steps");
-  CheckRange(t.checkpoint_every_k_layers, 0, 1 << 16, "training.checkpoint_every_k_layers");
-  CheckRange(t.loss_chunk_tokens, 1, kMaxSeqLen, "training.loss_chunk_tokens");
-  CheckRange(t.data.token_id_bound, 0, 1 << 30, "training.data.token_id_bound");
+  Check(spec_rules::kMicroBatchSize, t.micro_batch_size);
+  Check(spec_rules::kGradAccumSteps, t.grad_accum_steps);
+  Check(spec_rules::kSeqLen, t.seq_len);
+  Check(spec_rules::kSteps, t.steps);
+  Check(spec_rules::kCheckpointEveryKLayers, t.checkpoint_every_k_layers);
+  Check(spec_rules::kLossChunkTokens, t.loss_chunk_tokens);
+  // 0: the default, which depends on the model's vocabulary (ValidateAgainstModel).
+  if (t.data.token_id_bound != 0) Check(spec_rules::kTokenIdBound, t.data.token_id_bound);
   ValidateOptimizer(t.optimizer, t.grad_accum_steps);
 }
 
 void ValidateMemory(SpecMemory& m) {
-  Require(m.device_memory_limit_bytes >= 0, "memory.device_memory_limit_bytes", "must not be negative");
-  DefaultIfZero(m.sample_interval_ms, 10);
-  CheckRange(m.sample_interval_ms, 1, kMaxSampleIntervalMs, "memory.sample_interval_ms");
+  Check(spec_rules::kDeviceMemoryLimitBytes, m.device_memory_limit_bytes);
+  DefaultIfZero(m.sample_interval_ms, spec_rules::kDefaultSampleIntervalMs);
+  Check(spec_rules::kSampleIntervalMs, m.sample_interval_ms);
   const SpecAllocator& a = m.allocator;
-  // PyTorch rejects max_split_size_mb <= 20 ("too small, must be > 20") when CUDA starts.
-  Require(a.max_split_size_mb == 0 || a.max_split_size_mb > 20, "memory.allocator.max_split_size_mb",
-          "must be 0 (unset) or greater than 20");
-  Require(std::isfinite(a.garbage_collection_threshold) && a.garbage_collection_threshold >= 0 &&
-              a.garbage_collection_threshold < 1,
-          "memory.allocator.garbage_collection_threshold", "must be 0 (unset) or in (0, 1)");
+  if (a.max_split_size_mb != 0) Check(spec_rules::kMaxSplitSizeMb, a.max_split_size_mb);
+  if (a.garbage_collection_threshold != 0) Check(spec_rules::kGarbageCollectionThreshold, a.garbage_collection_threshold);
+  Require(a.extra.size() <= spec_rules::kMaxAllocatorExtraBytes, "memory.allocator.extra",
+          "at most " + std::to_string(spec_rules::kMaxAllocatorExtraBytes) + " bytes");
   for (char c : a.extra) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':' || c == ',' || c == '.' ||
-              c == '-' || c == '[' || c == ']' || c == '>';
-    Require(ok, "memory.allocator.extra",
+    Require(spec_rules::IsAllocatorExtraChar(c), "memory.allocator.extra",
             std::string("character '") + c + "' is not allowed in an allocator setting list (key:value,...)");
   }
 }
@@ -136,18 +127,25 @@ void ValidateSweep(SpecSweep& s) {
     return;
   }
   Require(s.variable != SweepVariable::kUnspecified, "sweep.variable", "required for a sweep (SEQ_LEN or MICRO_BATCH_SIZE)");
-  const int32_t min_value = s.variable == SweepVariable::kSeqLen ? 2 : 1;
-  const int32_t max_value = s.variable == SweepVariable::kSeqLen ? kMaxSeqLen : kMaxMicroBatch;
+  // A sweep point takes the place of the training field it varies: the same rule applies.
+  const IntRule point = s.variable == SweepVariable::kSeqLen ? spec_rules::kSeqLen : spec_rules::kMicroBatchSize;
+  Require(spec_rules::kSweepPoints.Accepts(static_cast<int64_t>(s.values.size())), "sweep.values",
+          spec_rules::RangeMessage(spec_rules::kSweepPoints, static_cast<int64_t>(s.values.size())));
+  auto check_point = [&point](int64_t value, const std::string& field, int64_t min) {
+    IntRule rule = point;
+    rule.min = std::max(rule.min, min);
+    Require(rule.Accepts(value), field, spec_rules::RangeMessage(rule, value));
+  };
   if (s.mode == SweepMode::kList) {
     for (size_t i = 0; i < s.values.size(); ++i) {
-      CheckRange(s.values[i], min_value, max_value, "sweep.values[" + std::to_string(i) + "]");
+      check_point(s.values[i], "sweep.values[" + std::to_string(i) + "]", point.min);
     }
     return;
   }
   Require(s.values.empty(), "sweep.values", "not used with SEARCH_MAX (give search_min and search_max)");
-  CheckRange(s.search_granularity, 1, max_value, "sweep.search_granularity");
-  CheckRange(s.search_min, min_value, max_value, "sweep.search_min");
-  CheckRange(s.search_max, s.search_min, max_value, "sweep.search_max");
+  check_point(s.search_granularity, "sweep.search_granularity", 1);
+  check_point(s.search_min, "sweep.search_min", point.min);
+  check_point(s.search_max, "sweep.search_max", s.search_min);
   // The candidates are the multiples of the granularity in [search_min, search_max].
   int64_t first = (static_cast<int64_t>(s.search_min) + s.search_granularity - 1) / s.search_granularity;
   Require(first * s.search_granularity <= s.search_max, "sweep.search_granularity",
@@ -156,19 +154,14 @@ void ValidateSweep(SpecSweep& s) {
 
 }  // namespace
 
-bool IsKnownPreset(const std::string& preset) {
-  for (const char* known : {"qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny"}) {
-    if (preset == known) return true;
-  }
-  return false;
-}
+bool IsKnownPreset(const std::string& preset) { return spec_rules::FindModelPreset(preset) != nullptr; }
 
 void ApplyDefaultsAndValidate(ExperimentSpec& spec) {
   ValidateModel(spec.model);
   ValidateTraining(spec.training);
   ValidateMemory(spec.memory);
   ValidateSweep(spec.sweep);
-  Require(spec.time_limit_seconds >= 0, "time_limit_seconds", "must not be negative");
+  Check(spec_rules::kTimeLimitSeconds, spec.time_limit_seconds);
   Require(spec.memory.snapshot_path.empty() || spec.memory.snapshot_path.find('\0') == std::string::npos,
           "memory.snapshot_path", "must be a path");
 }
@@ -177,7 +170,7 @@ void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size) {
   SpecData& data = spec.training.data;
   if (data.token_id_bound == 0) {
     // The lab report's randint(0, 1000), narrowed for models with a smaller vocabulary (tiny: 512).
-    data.token_id_bound = static_cast<int32_t>(std::min<int64_t>(1000, vocab_size));
+    data.token_id_bound = static_cast<int32_t>(std::min<int64_t>(spec_rules::kDefaultTokenIdBound, vocab_size));
   }
   Require(data.token_id_bound <= vocab_size, "training.data.token_id_bound",
           "exceeds the model's vocabulary of " + std::to_string(vocab_size) + " tokens");

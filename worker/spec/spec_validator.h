@@ -6,9 +6,6 @@
 
 namespace vramlab::worker {
 
-// torch.optim.AdamW's default, used when `weight_decay` is absent.
-inline constexpr double kDefaultWeightDecay = 0.01;
-
 // Replaces every "0 means X" by X and checks ranges and combinations. Throws SpecError naming
 // the first offending field.
 void ApplyDefaultsAndValidate(ExperimentSpec& spec);

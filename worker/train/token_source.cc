@@ -1,10 +1,11 @@
 #include "worker/train/token_source.h"
 
-#include <fstream>
+#include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "worker/spec/experiment_spec.h"
+#include "worker/util/host_files.h"
 
 namespace vramlab::worker {
 
@@ -17,8 +18,15 @@ TokenSource TokenSource::Synthetic(uint64_t seed, int64_t bound) {
 
 TokenSource TokenSource::FromFile(const std::string& path, int64_t vocab_size) {
   const std::string field = "training.data.token_ids_file";
-  std::ifstream in(path);
-  if (!in) throw SpecError(field, "cannot open " + path);
+  // 1 GiB of text is some 10^8 ids, far more than any run consumes (the file is cycled).
+  constexpr size_t kMaxBytes = size_t{1} << 30;
+  std::string text;
+  try {
+    text = ReadHostFile(path, kMaxBytes);
+  } catch (const HostFileError& e) {
+    throw SpecError(field, e.what());
+  }
+  std::istringstream in(text);
   TokenSource source;
   std::string word;
   while (in >> word) {
@@ -30,8 +38,9 @@ TokenSource TokenSource::FromFile(const std::string& path, int64_t vocab_size) {
       used = 0;
     }
     if (used != word.size() || id < 0 || id >= vocab_size) {
-      throw SpecError(field, path + ": token " + std::to_string(source.file_ids_.size()) + " (\"" + word +
-                                 "\") is not an id in [0, " + std::to_string(vocab_size) + ")");
+      // The word itself is not quoted: an error must never carry a file's content.
+      throw SpecError(field, path + ": word " + std::to_string(source.file_ids_.size() + 1) +
+                                 " is not a token id in [0, " + std::to_string(vocab_size) + ")");
     }
     source.file_ids_.push_back(id);
   }

@@ -157,8 +157,10 @@ class Session {
   bool snapshot_failure_reported_ = false;
 };
 
+// The event (which becomes the experiment's state_reason) carries the message without a C++
+// backtrace; the worker log keeps the whole text for whoever debugs it.
 int ReportError(EventSink& sink, ErrorKind kind, const std::string& message, const std::string& field, int code) {
-  sink.Error(WorkerError{kind, message, field});
+  sink.Error(WorkerError{kind, FirstLinesOfError(message), field});
   Log("error: " + (field.empty() ? "" : field + ": ") + message);
   return code;
 }

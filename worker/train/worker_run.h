@@ -7,7 +7,7 @@
 #include <string>
 
 #include "worker/events/event_sink.h"
-#include "worker/exit_codes.h"
+#include "common/exit_codes.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {

@@ -1,6 +1,6 @@
-// The two status-propagation macros the daemon uses (Abseil 20220623 ships none).
-#ifndef VRAMLAB_SERVER_COMMON_STATUS_MACROS_H_
-#define VRAMLAB_SERVER_COMMON_STATUS_MACROS_H_
+// The status-propagation macros the daemon and the CLI use (Abseil 20220623 ships none).
+#ifndef VRAMLAB_COMMON_STATUS_MACROS_H_
+#define VRAMLAB_COMMON_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,4 +24,4 @@
   if (!statusor.ok()) return statusor.status();      \
   lhs = std::move(statusor).value()
 
-#endif  // VRAMLAB_SERVER_COMMON_STATUS_MACROS_H_
+#endif  // VRAMLAB_COMMON_STATUS_MACROS_H_

@@ -1,8 +1,8 @@
 // Exit codes of vramlab-worker: the half of the worker protocol that is not a WorkerEvent. The
 // worker returns them and the daemon classifies them (server/worker/exit_classifier.cc), so both
 // include this one header; it has no dependencies, and the daemon still links no LibTorch.
-#ifndef VRAMLAB_WORKER_EXIT_CODES_H_
-#define VRAMLAB_WORKER_EXIT_CODES_H_
+#ifndef VRAMLAB_COMMON_EXIT_CODES_H_
+#define VRAMLAB_COMMON_EXIT_CODES_H_
 
 namespace vramlab::worker {
 
@@ -14,4 +14,4 @@ inline constexpr int kExitLoadFailed = 4;
 
 }  // namespace vramlab::worker
 
-#endif  // VRAMLAB_WORKER_EXIT_CODES_H_
+#endif  // VRAMLAB_COMMON_EXIT_CODES_H_

@@ -1,0 +1,164 @@
+// One set of spec rules (common/spec/spec_rules.h), and every consumer applies it the same way:
+// for each range rule, values just outside it are refused by the real daemon (its validation,
+// through EstimateMemory, which runs nothing) and by the real worker (exit code 2), both naming
+// the field with the same message. The estimator and the CLI read their defaults from the same
+// header; the daemon and the worker are where a value is accepted or refused.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "common/spec/spec_rules.h"
+#include "tests/contract/worker_process.h"
+#include "tests/support/daemon_harness.h"
+
+namespace vramlab::testing {
+namespace {
+
+using nlohmann::json;
+
+// A valid spec for both sides; model.config.* rules get explicit tiny shapes instead of the preset.
+json BaseSpec(const std::string& field) {
+  json spec = {{"name", "rules"},
+               {"training", {{"dtype", "FLOAT32"}, {"seq_len", 8}, {"steps", 1}}},
+               {"device", "CPU"}};
+  if (field.rfind("model.config.", 0) == 0) {
+    spec["model"]["config"] = {{"vocab_size", 512},        {"hidden_size", 64},
+                               {"intermediate_size", 176}, {"num_hidden_layers", 2},
+                               {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+  } else {
+    spec["model"]["preset"] = "tiny";
+  }
+  return spec;
+}
+
+// `spec` with `field` ("a.b.c") set to `value`.
+template <typename T>
+json WithField(json spec, const std::string& field, T value) {
+  json* node = &spec;
+  size_t start = 0;
+  for (size_t dot = field.find('.'); dot != std::string::npos; dot = field.find('.', start)) {
+    node = &(*node)[field.substr(start, dot - start)];
+    start = dot + 1;
+  }
+  (*node)[field.substr(start)] = value;
+  return spec;
+}
+
+struct Verdicts {
+  std::string daemon;  // the daemon's INVALID_ARGUMENT message, "" if accepted
+  std::string worker;  // "spec." + the worker's error, "" if accepted
+};
+
+class SpecRulesAgreementTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto daemon = DaemonHarness::Start({.extra_flags = {"--cpu-slots=1"}, .enable_metrics = false});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+  static void TearDownTestSuite() { delete daemon_; }
+
+  // The daemon's INVALID_ARGUMENT message for `spec`, "" if it accepts it.
+  static std::string DaemonVerdict(const json& spec) {
+    vramlab::v1::EstimateMemoryRequest request;
+    auto parsed = google::protobuf::util::JsonStringToMessage(spec.dump(), request.mutable_spec());
+    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << " " << spec.dump();
+    grpc::ClientContext context;
+    vramlab::v1::MemoryEstimate estimate;
+    grpc::Status status = daemon_->NewStub()->EstimateMemory(&context, request, &estimate);
+    return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? status.error_message() : "";
+  }
+
+  // "spec." + the worker's error for `spec` when it exits as an invalid spec, else "". Only for
+  // specs the worker refuses: an accepted one would run.
+  static std::string WorkerVerdict(const json& spec) {
+    WorkerProcess worker = RunWorkerProcess(spec.dump());
+    std::string verdict;
+    for (size_t start = 0; start < worker.output.size();) {
+      size_t end = worker.output.find('\n', start);
+      if (end == std::string::npos) end = worker.output.size();
+      json line = json::parse(worker.output.substr(start, end - start), nullptr, false);
+      if (line.is_object() && line.contains("error")) {
+        verdict = "spec." + line["error"]["message"].get<std::string>();
+      }
+      start = end + 1;
+    }
+    return worker.exit_status == 2 ? verdict : "";
+  }
+
+  static Verdicts Judge(const json& spec) { return {DaemonVerdict(spec), WorkerVerdict(spec)}; }
+
+  static DaemonHarness* daemon_;
+};
+
+DaemonHarness* SpecRulesAgreementTest::daemon_ = nullptr;
+
+TEST_F(SpecRulesAgreementTest, EveryIntegerRuleIsEnforcedAlikeByDaemonAndWorker) {
+  int checked = 0;
+  for (const spec_rules::IntRule& rule : spec_rules::AllIntRules()) {
+    const std::string field = rule.field;
+    if (field == "sweep.values") continue;  // a count of points, checked in validate_spec_test
+    std::vector<int64_t> outside = {rule.max + 1};
+    if (rule.min - 1 != 0) outside.push_back(rule.min - 1);  // 0 is "unset" in proto3
+    for (int64_t value : outside) {
+      Verdicts verdicts = Judge(WithField(BaseSpec(field), field, value));
+      EXPECT_THAT(verdicts.daemon, ::testing::StartsWith("spec." + field + ": "))
+          << field << " = " << value;
+      EXPECT_THAT(verdicts.daemon, ::testing::HasSubstr("got " + std::to_string(value)));
+      EXPECT_EQ(verdicts.worker, verdicts.daemon) << field << " = " << value;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST_F(SpecRulesAgreementTest, EveryRealRuleIsEnforcedAlikeByDaemonAndWorker) {
+  int checked = 0;
+  for (const spec_rules::RealRule& rule : spec_rules::AllRealRules()) {
+    const std::string field = rule.field;
+    std::vector<double> outside = {rule.max_exclusive ? rule.max : rule.max * 2 + 1};
+    const double below = rule.min_exclusive && rule.min != 0 ? rule.min : rule.min - 1;
+    outside.push_back(below);
+    for (double value : outside) {
+      Verdicts verdicts = Judge(WithField(BaseSpec(field), field, value));
+      EXPECT_THAT(verdicts.daemon, ::testing::StartsWith("spec." + field + ": "))
+          << field << " = " << value;
+      EXPECT_EQ(verdicts.worker, verdicts.daemon) << field << " = " << value;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 20);
+}
+
+TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
+  // The worker would run them (some for hours): its acceptance of the defaults is in
+  // worker/spec/spec_parser_test.
+  for (const spec_rules::IntRule& rule : spec_rules::AllIntRules()) {
+    const std::string field = rule.field;
+    if (field == "sweep.values" || field == "model.config.num_key_value_heads") continue;
+    for (int64_t value : {rule.min, rule.max}) {
+      if (value == 0) continue;
+      json spec = WithField(BaseSpec(field), field, value);
+      if (field == "model.config.hidden_size") spec["model"]["config"]["num_attention_heads"] = 1;
+      if (field == "model.config.num_attention_heads") {
+        spec["model"]["config"]["num_key_value_heads"] = 1;
+        spec["model"]["config"]["hidden_size"] = value * 2;
+        if (value * 2 > spec_rules::kHiddenSize.max) continue;
+      }
+      if (field == "training.loss_chunk_tokens" || field == "training.seq_len") {
+        // Within the daemon's own (operator) limit of the sequence length.
+        if (value > 131072) continue;
+      }
+      if (field == "training.steps" && value > 10000) continue;  // --max-steps' default
+      EXPECT_EQ(DaemonVerdict(spec), "") << field << " = " << value;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vramlab::testing
