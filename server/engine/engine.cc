@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "server/auth/authenticator.h"
 #include "server/common/status_macros.h"
+#include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"
@@ -45,6 +46,10 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   vramlab::v1::ExperimentSpec on_this_device = request.spec();
   on_this_device.set_device(options_.device);
   auto prediction = EstimateMemory(on_this_device, 0);
+  if (prediction.ok() && !request.force()) {
+    RETURN_IF_ERROR(CheckFitsDevice(*prediction, request.spec(), options_.device,
+                                    LargestSlotBytes(options_.slots)));
+  }
 
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the daemon is shutting down");
