@@ -105,7 +105,9 @@ TEST_F(DaemonAuthTest, RefusesATokensFileOthersCanRead) {
 // After --auth-max-failures wrong tokens from one address within the window, that address is
 // refused (a right token too) until the window passes; each refusal is counted in metrics.
 TEST_F(DaemonAuthTest, RepeatedFailuresFromOneAddressAreThrottledAndCounted) {
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--auth-tokens=" + tokens_,
+  // No experiment runs: any executable stands in for the worker.
+  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true",
+                                                      "--auth-tokens=" + tokens_,
                                                       "--auth-max-failures=3",
                                                       "--auth-failure-window=1h"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -141,7 +143,8 @@ TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
   ASSERT_EQ(chmod(key.c_str(), 0640), 0);
   auto daemon = DaemonHarness::Start(
-      {.extra_flags = {"--tls-cert=" + cert, "--tls-key=" + key, "--auth-tokens=" + tokens_},
+      {.extra_flags = {"--worker-path=/bin/true", "--tls-cert=" + cert, "--tls-key=" + key,
+                       "--auth-tokens=" + tokens_},
        .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
   EXPECT_THAT(daemon.status().message(), HasSubstr("TLS key file " + key));
