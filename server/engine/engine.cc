@@ -7,7 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/auth/authenticator.h"
+<<<<<<< HEAD
 #include "common/status_macros.h"
+=======
+#include "common/status_macros.h"
+#include "server/engine/admission.h"
+>>>>>>> wt-ops
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"
@@ -47,6 +52,10 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   vramlab::v1::ExperimentSpec on_this_device = spec;
   on_this_device.set_device(options_.device);
   auto prediction = EstimateMemory(on_this_device, 0);
+  if (prediction.ok() && !request.force()) {
+    RETURN_IF_ERROR(CheckFitsDevice(*prediction, request.spec(), options_.device,
+                                    LargestSlotBytes(options_.slots)));
+  }
 
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the daemon is shutting down");

@@ -48,6 +48,8 @@ class Engine : public SupervisorListener {
   // then stops them (INTERRUPTED), ends every watch and commits every event.
   void Shutdown();
 
+  // Validates, admits by memory (server/engine/admission.h; FAILED_PRECONDITION unless
+  // request.force) and queues the spec.
   absl::StatusOr<vramlab::v1::Experiment> Submit(const Principal& caller,
                                                  const vramlab::v1::SubmitExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);

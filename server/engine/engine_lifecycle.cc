@@ -8,7 +8,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+<<<<<<< HEAD
 #include "common/status_macros.h"
+=======
+#include "common/status_macros.h"
+#include "server/config/gpu_discovery.h"
+#include "server/engine/admission.h"
+>>>>>>> wt-ops
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/spec/alloc_conf.h"
@@ -190,6 +196,10 @@ void Engine::LaunchLocked(Active& active) {
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     env.push_back(alloc_conf.empty() ? std::string(name) : absl::StrCat(name, "=", alloc_conf));
   }
+  // The most host memory the worker should let itself use (it sets its own limit from this):
+  // the host's RAM less the admission margin. 0 when the host's RAM is unknown.
+  env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                             UsableDeviceBytes(HostMemoryBytes())));
   if (options_.device == vramlab::v1::CPU && getenv("OMP_NUM_THREADS") == nullptr) {
     // Slots share the cores instead of each worker spawning a thread per core.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());

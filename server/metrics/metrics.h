@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/metrics/metrics_http_server.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
 
@@ -16,7 +17,9 @@ namespace vramlab::server {
 
 class Metrics {
  public:
-  // Starts the HTTP exposer on `listen_address` ("127.0.0.1:9464"; port 0 picks a free one).
+  // Starts serving /metrics on options.listen_address ("127.0.0.1:9464"; port 0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const MetricsHttpOptions& options);
+  // The same with the default threads and timeouts.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& listen_address);
   // A registry without an HTTP endpoint, for tests and for a daemon run without metrics.
   static std::unique_ptr<Metrics> CreateUnexposed();
@@ -42,6 +45,10 @@ class Metrics {
   virtual void SetWatchers(int watchers) = 0;
   // A worker process ended abnormally (signal, killed for output, time limit).
   virtual void OnWorkerAbnormalExit() = 0;
+  // A call refused for a missing, malformed or unknown token.
+  virtual void OnAuthFailure() = 0;
+  // A call refused because its address failed authentication too often (AuthThrottle).
+  virtual void OnAuthThrottled() = 0;
 };
 
 }  // namespace vramlab::server
