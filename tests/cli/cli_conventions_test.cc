@@ -148,7 +148,7 @@ TEST_F(CliConventionsDaemonTest, GlobalFlagsWorkBeforeAndAfterTheCommand) {
 std::string BashCompletions(const std::string& script_path, const std::string& line) {
   const std::string driver = absl::StrCat(
       "source ", ShellQuote(script_path), " && COMP_LINE=", ShellQuote(line),
-      " && COMP_POINT=${#COMP_LINE} && COMPREPLY=() && _vramlab && printf '%s\\n' \"${COMPREPLY[@]}\"");
+      " && COMP_POINT=${#COMP_LINE} && COMPREPLY=() && { _vramlab; printf '%s\\n' \"${COMPREPLY[@]}\"; }");
   const std::string path = absl::StrCat(vramlab::testing::DaemonHarness::BinDir(), ":/usr/bin:/bin");
   return RunShell("env -i PATH=" + ShellQuote(path) + " HOME=" + ShellQuote(TempPath("empty-home")) +
                   " bash -c " + ShellQuote(driver))
