@@ -10,7 +10,6 @@
 <<<<<<< HEAD
 #include "common/status_macros.h"
 =======
-#include "common/status_macros.h"
 #include "server/engine/admission.h"
 >>>>>>> wt-ops
 #include "server/engine/experiment_files.h"

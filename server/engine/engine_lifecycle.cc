@@ -11,7 +11,6 @@
 <<<<<<< HEAD
 #include "common/status_macros.h"
 =======
-#include "common/status_macros.h"
 #include "server/config/gpu_discovery.h"
 #include "server/engine/admission.h"
 >>>>>>> wt-ops
