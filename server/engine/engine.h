@@ -30,7 +30,7 @@
 #include "server/store/store.h"
 #include "server/watch/event_hub.h"
 #include "server/watch/watch_cursor.h"
-#include "server/worker/supervisor.h"
+#include "server/supervise/supervisor.h"
 #include "vramlab/v1/service.pb.h"
 
 namespace vramlab::server {

@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
-#include "server/worker/worker_run.h"
+#include "server/supervise/running_worker.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {

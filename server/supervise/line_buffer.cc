@@ -1,4 +1,4 @@
-#include "server/worker/line_buffer.h"
+#include "server/supervise/line_buffer.h"
 
 namespace vramlab::server {
 

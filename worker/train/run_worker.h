@@ -1,7 +1,7 @@
 // The worker's outermost boundary below main(): spec text in, events out, exit code back.
 // Exceptions never escape it; each becomes an `error` (or `oom`) event and an exit code.
-#ifndef VRAMLAB_WORKER_TRAIN_WORKER_RUN_H_
-#define VRAMLAB_WORKER_TRAIN_WORKER_RUN_H_
+#ifndef VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
+#define VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
 
 #include <functional>
 #include <string>
@@ -22,4 +22,4 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
 
 }  // namespace vramlab::worker
 
-#endif  // VRAMLAB_WORKER_TRAIN_WORKER_RUN_H_
+#endif  // VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_

@@ -1,4 +1,4 @@
-#include "server/worker/spawn.h"
+#include "server/supervise/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "worker/train/worker_run.h"
+#include "worker/train/run_worker.h"
 
 #include <chrono>
 #include <iostream>

@@ -1,7 +1,7 @@
 // The supervisor with real processes: /bin/sh scripts stand in for misbehaving workers, so every
 // failure mode is exercised without LibTorch (the real worker's faults are covered end to end in
 // tests/daemon/daemon_faults_test.cc).
-#include "server/worker/supervisor.h"
+#include "server/supervise/supervisor.h"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
 // One running worker process as the supervisor thread sees it: its pipes, its bounded line
 // buffer, its log file, its deadlines and what it has said so far. Owned and used only by the
 // supervisor thread, so it needs no locking.
-#ifndef VRAMLAB_SERVER_WORKER_WORKER_RUN_H_
-#define VRAMLAB_SERVER_WORKER_WORKER_RUN_H_
+#ifndef VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_
+#define VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "server/worker/exit_classifier.h"
-#include "server/worker/line_buffer.h"
-#include "server/worker/spawn.h"
+#include "server/supervise/exit_classifier.h"
+#include "server/supervise/line_buffer.h"
+#include "server/supervise/spawn.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
@@ -30,13 +30,13 @@ struct WorkerLimits {
   std::chrono::milliseconds cancel_grace_period{10000};
 };
 
-class WorkerRun {
+class RunningWorker {
  public:
-  WorkerRun(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
+  RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
             int time_limit_seconds, const WorkerLimits& limits, SteadyTime now);
-  ~WorkerRun();
-  WorkerRun(const WorkerRun&) = delete;
-  WorkerRun& operator=(const WorkerRun&) = delete;
+  ~RunningWorker();
+  RunningWorker(const RunningWorker&) = delete;
+  RunningWorker& operator=(const RunningWorker&) = delete;
 
   const std::string& experiment_id() const { return experiment_id_; }
   pid_t pid() const { return process_.pid; }
@@ -89,4 +89,4 @@ class WorkerRun {
 
 }  // namespace vramlab::server
 
-#endif  // VRAMLAB_SERVER_WORKER_WORKER_RUN_H_
+#endif  // VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_

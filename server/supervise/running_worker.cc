@@ -1,4 +1,4 @@
-#include "server/worker/worker_run.h"
+#include "server/supervise/running_worker.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@ constexpr std::chrono::seconds kDrainAfterExit{2};
 
 }  // namespace
 
-WorkerRun::WorkerRun(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
+RunningWorker::RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
                      int time_limit_seconds, const WorkerLimits& limits, SteadyTime now)
     : experiment_id_(std::move(experiment_id)),
       process_(process),
@@ -34,34 +34,34 @@ WorkerRun::WorkerRun(std::string experiment_id, SpawnedProcess process, const st
   log_file_fd_ = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 }
 
-WorkerRun::~WorkerRun() {
+RunningWorker::~RunningWorker() {
   CloseEvents();
   CloseLog();
   if (log_file_fd_ >= 0) close(log_file_fd_);
 }
 
-void WorkerRun::CloseEvents() {
+void RunningWorker::CloseEvents() {
   if (process_.events_fd >= 0) close(process_.events_fd);
   process_.events_fd = -1;
 }
 
-void WorkerRun::CloseLog() {
+void RunningWorker::CloseLog() {
   if (process_.log_fd >= 0) close(process_.log_fd);
   process_.log_fd = -1;
 }
 
-void WorkerRun::SignalGroup(int signal) {
+void RunningWorker::SignalGroup(int signal) {
   // The group outlives a reaped leader only through leftovers, which die with it too.
   kill(-process_.pid, signal);
 }
 
-void WorkerRun::Violation(const std::string& reason) {
+void RunningWorker::Violation(const std::string& reason) {
   if (facts_.protocol_violation.empty()) facts_.protocol_violation = reason;
   SignalGroup(SIGKILL);
   CloseEvents();  // whatever else it writes is not read
 }
 
-void WorkerRun::PumpEvents(SteadyTime now,
+void RunningWorker::PumpEvents(SteadyTime now,
                            const std::function<void(vramlab::v1::WorkerEvent)>& on_event) {
   char buffer[kReadChunk];
   std::vector<std::string> lines;
@@ -118,7 +118,7 @@ void WorkerRun::PumpEvents(SteadyTime now,
   }
 }
 
-void WorkerRun::PumpLog() {
+void RunningWorker::PumpLog() {
   char buffer[kReadChunk];
   for (int i = 0; i < kReadsPerPump && process_.log_fd >= 0; ++i) {
     ssize_t n = read(process_.log_fd, buffer, sizeof(buffer));
@@ -143,7 +143,7 @@ void WorkerRun::PumpLog() {
   }
 }
 
-void WorkerRun::RequestStop(StopReason reason, SteadyTime now) {
+void RunningWorker::RequestStop(StopReason reason, SteadyTime now) {
   if (stop_requested_ || reaped_) return;
   stop_requested_ = true;
   switch (reason) {
@@ -161,7 +161,7 @@ void WorkerRun::RequestStop(StopReason reason, SteadyTime now) {
   kill_at_ = now + limits_.cancel_grace_period;
 }
 
-void WorkerRun::CheckTimers(SteadyTime now) {
+void RunningWorker::CheckTimers(SteadyTime now) {
   if (reaped_) return;
   if (!stop_requested_ && now >= deadline_) RequestStop(StopReason::kTimeLimit, now);
   if (kill_at_.has_value() && now >= *kill_at_) {
@@ -170,7 +170,7 @@ void WorkerRun::CheckTimers(SteadyTime now) {
   }
 }
 
-bool WorkerRun::TryReap(SteadyTime now) {
+bool RunningWorker::TryReap(SteadyTime now) {
   if (reaped_) return true;
   int status = 0;
   pid_t r = waitpid(process_.pid, &status, WNOHANG);
@@ -182,7 +182,7 @@ bool WorkerRun::TryReap(SteadyTime now) {
   return true;
 }
 
-bool WorkerRun::Finished(SteadyTime now) {
+bool RunningWorker::Finished(SteadyTime now) {
   if (!reaped_) return false;
   if (process_.events_fd < 0 && process_.log_fd < 0) return true;
   if (now - reaped_at_ > kDrainAfterExit) {
@@ -193,7 +193,7 @@ bool WorkerRun::Finished(SteadyTime now) {
   return false;
 }
 
-void WorkerRun::KillAndReap() {
+void RunningWorker::KillAndReap() {
   if (!reaped_) {
     SignalGroup(SIGKILL);
     int status = 0;

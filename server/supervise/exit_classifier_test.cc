@@ -1,4 +1,4 @@
-#include "server/worker/exit_classifier.h"
+#include "server/supervise/exit_classifier.h"
 
 #include <signal.h>
 

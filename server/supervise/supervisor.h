@@ -5,8 +5,8 @@
 // Thread-safe: Launch/Cancel/InterruptAll may be called from any thread; they queue a command and
 // wake the supervisor thread. Listener callbacks run on the supervisor thread and must not block
 // for long or call back into the Supervisor synchronously waiting for it.
-#ifndef VRAMLAB_SERVER_WORKER_SUPERVISOR_H_
-#define VRAMLAB_SERVER_WORKER_SUPERVISOR_H_
+#ifndef VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_
+#define VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_
 
 #include <deque>
 #include <map>
@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/worker/exit_classifier.h"
-#include "server/worker/spawn.h"
-#include "server/worker/worker_run.h"
+#include "server/supervise/exit_classifier.h"
+#include "server/supervise/spawn.h"
+#include "server/supervise/running_worker.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
@@ -81,10 +81,10 @@ class Supervisor {
   int active_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Supervisor thread only.
-  std::map<std::string, std::unique_ptr<WorkerRun>> runs_;
+  std::map<std::string, std::unique_ptr<RunningWorker>> runs_;
   bool interrupting_ = false;
 };
 
 }  // namespace vramlab::server
 
-#endif  // VRAMLAB_SERVER_WORKER_SUPERVISOR_H_
+#endif  // VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_

@@ -1,4 +1,4 @@
-#include "server/worker/supervisor.h"
+#include "server/supervise/supervisor.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -98,7 +98,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     Finish(request.experiment_id, facts);
     return;
   }
-  auto run = std::make_unique<WorkerRun>(request.experiment_id, *process, request.log_path,
+  auto run = std::make_unique<RunningWorker>(request.experiment_id, *process, request.log_path,
                                          request.time_limit_seconds, limits_, now);
   listener_->OnWorkerStarted(request.experiment_id, process->pid);
   runs_[request.experiment_id] = std::move(run);
@@ -119,7 +119,7 @@ void Supervisor::ProcessCommands(SteadyTime now) {
   }
   if (interrupt && !interrupting_) {
     interrupting_ = true;
-    for (auto& [id, run] : runs_) run->RequestStop(WorkerRun::StopReason::kInterrupt, now);
+    for (auto& [id, run] : runs_) run->RequestStop(RunningWorker::StopReason::kInterrupt, now);
   }
   for (const std::string& id : cancels) {
     // A launch still in this batch is dropped before it ever starts.
@@ -136,14 +136,14 @@ void Supervisor::ProcessCommands(SteadyTime now) {
     }
     if (dropped) continue;
     auto it = runs_.find(id);
-    if (it != runs_.end()) it->second->RequestStop(WorkerRun::StopReason::kCancel, now);
+    if (it != runs_.end()) it->second->RequestStop(RunningWorker::StopReason::kCancel, now);
   }
   for (LaunchRequest& request : launches) StartWorker(std::move(request), now);
 }
 
 void Supervisor::Loop() {
   std::vector<pollfd> fds;
-  std::vector<std::pair<WorkerRun*, bool>> owners;  // (run, is_events) per fd after the first
+  std::vector<std::pair<RunningWorker*, bool>> owners;  // (run, is_events) per fd after the first
   while (true) {
     fds.clear();
     owners.clear();
@@ -178,7 +178,7 @@ void Supervisor::Loop() {
       }
     }
     for (auto it = runs_.begin(); it != runs_.end();) {
-      WorkerRun& run = *it->second;
+      RunningWorker& run = *it->second;
       run.CheckTimers(now);
       run.TryReap(now);
       if (run.Finished(now)) {

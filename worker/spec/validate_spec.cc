@@ -1,4 +1,4 @@
-#include "worker/spec/spec_validator.h"
+#include "worker/spec/validate_spec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Turns what the supervisor observed about one worker run into the experiment's final state and a
 // human-readable reason. Pure function: every exit path is unit-tested without processes.
-#ifndef VRAMLAB_SERVER_WORKER_EXIT_CLASSIFIER_H_
-#define VRAMLAB_SERVER_WORKER_EXIT_CLASSIFIER_H_
+#ifndef VRAMLAB_SERVER_SUPERVISE_EXIT_CLASSIFIER_H_
+#define VRAMLAB_SERVER_SUPERVISE_EXIT_CLASSIFIER_H_
 
 #include <optional>
 #include <string>
@@ -42,4 +42,4 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts);
 
 }  // namespace vramlab::server
 
-#endif  // VRAMLAB_SERVER_WORKER_EXIT_CLASSIFIER_H_
+#endif  // VRAMLAB_SERVER_SUPERVISE_EXIT_CLASSIFIER_H_

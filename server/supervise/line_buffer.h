@@ -1,8 +1,8 @@
 // Splits a byte stream into lines without ever holding more than `max_line_bytes` of an
 // unfinished line: a worker that writes a huge line (or no newline at all) cannot grow the
 // daemon's memory. Not thread-safe; one per worker pipe.
-#ifndef VRAMLAB_SERVER_WORKER_LINE_BUFFER_H_
-#define VRAMLAB_SERVER_WORKER_LINE_BUFFER_H_
+#ifndef VRAMLAB_SERVER_SUPERVISE_LINE_BUFFER_H_
+#define VRAMLAB_SERVER_SUPERVISE_LINE_BUFFER_H_
 
 #include <cstddef>
 #include <string>
@@ -32,4 +32,4 @@ class LineBuffer {
 
 }  // namespace vramlab::server
 
-#endif  // VRAMLAB_SERVER_WORKER_LINE_BUFFER_H_
+#endif  // VRAMLAB_SERVER_SUPERVISE_LINE_BUFFER_H_

@@ -2,8 +2,8 @@
 // fires when the *thread* that forked exits, so the forking thread must live as long as the
 // daemon. The child gets its own process group (so cancel signals reach anything it starts), dies
 // with the daemon, and sees: fd 0 /dev/null, fd 1 and 2 the log pipe, fd 3 the events pipe.
-#ifndef VRAMLAB_SERVER_WORKER_SPAWN_H_
-#define VRAMLAB_SERVER_WORKER_SPAWN_H_
+#ifndef VRAMLAB_SERVER_SUPERVISE_SPAWN_H_
+#define VRAMLAB_SERVER_SUPERVISE_SPAWN_H_
 
 #include <sys/types.h>
 
@@ -37,4 +37,4 @@ std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrid
 
 }  // namespace vramlab::server
 
-#endif  // VRAMLAB_SERVER_WORKER_SPAWN_H_
+#endif  // VRAMLAB_SERVER_SUPERVISE_SPAWN_H_

@@ -1,6 +1,6 @@
 // Defaults and validation of a parsed ExperimentSpec (the parser's second half).
-#ifndef VRAMLAB_WORKER_SPEC_SPEC_VALIDATOR_H_
-#define VRAMLAB_WORKER_SPEC_SPEC_VALIDATOR_H_
+#ifndef VRAMLAB_WORKER_SPEC_VALIDATE_SPEC_H_
+#define VRAMLAB_WORKER_SPEC_VALIDATE_SPEC_H_
 
 #include "worker/spec/experiment_spec.h"
 
@@ -15,4 +15,4 @@ bool IsKnownPreset(const std::string& preset);
 
 }  // namespace vramlab::worker
 
-#endif  // VRAMLAB_WORKER_SPEC_SPEC_VALIDATOR_H_
+#endif  // VRAMLAB_WORKER_SPEC_VALIDATE_SPEC_H_
