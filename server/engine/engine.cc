@@ -7,11 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/auth/authenticator.h"
-<<<<<<< HEAD
 #include "common/status_macros.h"
-=======
 #include "server/engine/admission.h"
->>>>>>> wt-ops
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"

@@ -8,12 +8,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-<<<<<<< HEAD
 #include "common/status_macros.h"
-=======
 #include "server/config/gpu_discovery.h"
 #include "server/engine/admission.h"
->>>>>>> wt-ops
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/spec/alloc_conf.h"
