@@ -8,7 +8,7 @@
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/struct.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {
