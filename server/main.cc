@@ -46,6 +46,12 @@ ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
 ABSL_FLAG(int64_t, max_log_bytes, 8 << 20, "size cap of each experiment's worker log");
 ABSL_FLAG(int, max_worker_events_per_second, 5000, "event rate above which a worker is killed");
 
+// Store checks and durability (docs/DAEMON.md, "Data directory and durability").
+ABSL_FLAG(absl::Duration, store_check_timeout, absl::Seconds(60),
+          "time bound of the database integrity check (PRAGMA quick_check) at start");
+ABSL_FLAG(std::string, fail_store_writes_while_exists, "",
+          "tests only: every store write fails as on a full disk while this file exists");
+
 namespace vramlab::server {
 namespace {
 
@@ -112,6 +118,8 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
   options.worker_limits.cancel_grace_period =
       absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_cancel_grace_period));
+  options.store.quick_check_limit = absl::GetFlag(FLAGS_store_check_timeout);
+  options.store.write_fault_file = absl::GetFlag(FLAGS_fail_store_writes_while_exists);
   return options;
 }
 

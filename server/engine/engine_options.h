@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "server/spec/spec_limits.h"
+#include "server/store/store.h"
 #include "server/worker/worker_run.h"
 #include "vramlab/v1/memory.pb.h"
 
@@ -36,6 +37,7 @@ struct EngineOptions {
   SpecLimits spec_limits;
   WorkerLimits worker_limits;
   bool auth_enabled = false;
+  StoreOptions store;
 };
 
 }  // namespace vramlab::server

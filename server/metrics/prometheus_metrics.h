@@ -44,6 +44,7 @@ class PrometheusMetrics : public Metrics, public prometheus::Collectable {
   void SetQueueDepth(vramlab::v1::Priority priority, int depth) override;
   void SetWatchers(int watchers) override;
   void OnWorkerAbnormalExit() override;
+  void SetStoreHealth(const StoreHealth& health) override;
 
   // prometheus::Collectable: one consistent snapshot of everything.
   std::vector<prometheus::MetricFamily> Collect() const override;
@@ -83,6 +84,7 @@ class PrometheusMetrics : public Metrics, public prometheus::Collectable {
   std::map<std::string, double> outcomes_ ABSL_GUARDED_BY(mutex_);
   int watchers_ ABSL_GUARDED_BY(mutex_) = 0;
   double worker_abnormal_exits_ ABSL_GUARDED_BY(mutex_) = 0;
+  StoreHealth store_health_ ABSL_GUARDED_BY(mutex_);
 
   // A non-owning handle the exposer holds (as a weak_ptr) to reach Collect(). Declared before
   // exposer_ so that the exposer, and its HTTP threads, are gone before the handle and the state.

@@ -49,6 +49,11 @@ EventChannel::ReadResult EventChannel::Read(int64_t next, size_t max_events, abs
   if (shutdown_) return ReadResult::kShutdown;
   if (next >= next_sequence_) return closed_ ? ReadResult::kEnded : ReadResult::kTimeout;
   int64_t ring_start = ring_.empty() ? next_sequence_ : ring_.front().sequence();
+  if (next < ring_start && next > persisted_sequence_ && closed_) {
+    // Evicted and not committed (the store fails) after the run ended: the watcher goes on from
+    // the ring, which ends with the final state, rather than waiting on the disk.
+    next = ring_start;
+  }
   if (next < ring_start) {
     if (next > persisted_sequence_) {
       // Evicted from the ring before the writer committed it: wait for the commit.
