@@ -50,7 +50,8 @@ class Daemon:
         self.proc = subprocess.Popen(
             [os.path.join(self.bin_dir, "vramlabd"), f"--data-dir={self.data_dir}",
              f"--listen=127.0.0.1:{self.port}", "--device=cpu", "--cpu-slots=2",
-             "--requeue-interrupted", "--shutdown-grace-period=1s"],
+             "--requeue-interrupted", "--shutdown-grace-period=1s",
+             f"--worker-path={os.path.join(self.bin_dir, 'vramlab-worker')}"],
             stdout=log, stderr=log)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -108,9 +109,9 @@ class Clients:
         self.threads = [threading.Thread(target=self.run, args=(i, random.Random(seed + i)))
                         for i in range(count)]
 
-    def vramlab(self, *args, timeout=20):
-        return subprocess.run([self.cli, f"--addr={self.address}", *args], capture_output=True,
-                              text=True, timeout=timeout)
+    def vramlab(self, command, *args, timeout=20):
+        return subprocess.run([self.cli, command, f"--addr={self.address}", *args],
+                              capture_output=True, text=True, timeout=timeout)
 
     def run(self, index, rng):
         serial = 0
@@ -145,9 +146,12 @@ class Clients:
             t.join()
 
 
-def show(clients, experiment_id):
-    out = clients.vramlab("show", experiment_id, "--json")
-    return json.loads(out.stdout) if out.returncode == 0 else None
+def list_all(clients):
+    """Every experiment the daemon knows (ls pages through them all with --limit=0)."""
+    out = clients.vramlab("ls", "--limit=0", "--json", timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"vramlab ls failed: {out.stderr}")
+    return json.loads(out.stdout).get("experiments", [])
 
 
 def main():
@@ -192,21 +196,19 @@ def main():
         clients.join()
 
         deadline = time.time() + 300
-        states = {}
-        while time.time() < deadline:
-            states = {rid: show(clients, eid) for rid, eid in clients.acked.items()}
-            if all(s is not None and s["state"] in FINAL for s in states.values()):
+        while True:
+            experiments = list_all(clients)
+            if all(e["state"] in FINAL for e in experiments) or time.time() > deadline:
                 break
             time.sleep(2)
-        lost = sum(1 for rid, s in states.items()
-                   if s is None or s.get("requestId", "") != rid or s["id"] != clients.acked[rid])
-        stuck = sum(1 for s in states.values() if s is not None and s["state"] not in FINAL)
-        listed = json.loads(clients.vramlab("ls", "--limit=1000", "--json").stdout or "{}")
-        experiments = listed.get("experiments", listed if isinstance(listed, list) else [])
         by_request = {}
         for e in experiments:
-            by_request.setdefault(e.get("requestId", ""), []).append(e["id"])
-        duplicated = sum(len(ids) - 1 for rid, ids in by_request.items() if rid and len(ids) > 1)
+            by_request.setdefault(e.get("requestId", ""), []).append(e)
+        lost = sum(1 for rid, eid in clients.acked.items()
+                   if eid not in [e["id"] for e in by_request.get(rid, [])])
+        duplicated = sum(len(found) - 1 for rid, found in by_request.items()
+                         if rid and len(found) > 1)
+        stuck = sum(1 for e in experiments if e["state"] not in FINAL)
         watch_hung = 0
         for eid in list(clients.acked.values())[:: max(1, len(clients.acked) // 50)]:
             try:
@@ -214,9 +216,8 @@ def main():
             except subprocess.TimeoutExpired:
                 watch_hung += 1
         outcome = {}
-        for s in states.values():
-            if s is not None:
-                outcome[s["state"]] = outcome.get(s["state"], 0) + 1
+        for e in experiments:
+            outcome[e["state"]] = outcome.get(e["state"], 0) + 1
         results = {
             "cycles": args.cycles, "clients": args.clients, "seed": args.seed,
             "acknowledged": len(clients.acked), "listed": len(experiments),

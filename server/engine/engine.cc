@@ -82,8 +82,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
   // Committed before anyone hears of it: an answered Submit survives kill -9.
   if (absl::Status inserted = store_->InsertExperiment(seq, experiment); !inserted.ok()) {
-    store_error_ = std::string(inserted.message());
-    UpdateStoreMetricsLocked();
+    NoteStoreFailureLocked(inserted);
     return StoreUnwritableError("not accepted", store_error_);
   }
   ++next_seq_;

@@ -117,6 +117,11 @@ class Engine : public SupervisorListener {
   // Stores the experiment's row; a failure marks the store unwritable (store_error_).
   absl::Status PersistLocked(const vramlab::v1::Experiment& experiment,
                              bool requeue_pending = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the data directory unwritable: no submission or launch until the storage thread's
+  // retries and probe succeed.
+  void NoteStoreFailureLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write to the store and a file write beside it.
+  absl::Status ProbeDataDirLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED naming the data directory's disk while the store cannot write; OK else.
   absl::Status CheckStoreWritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StoreUnwritableError(const std::string& what, const std::string& error) const;

@@ -158,6 +158,22 @@ void Engine::ScheduleLocked() {
 
 bool Engine::LaunchLocked(Active& active) {
   const Slot& slot = options_.slots[active.slot];
+  // The worker's files first: a disk that cannot take its spec keeps the experiment QUEUED
+  // (and stops launches until it can), rather than failing a run that never started.
+  ExperimentFiles files(options_.data_dir, active.experiment.id());
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  absl::Status prepared = files.CreateDir();
+  if (prepared.ok()) {
+    auto converted =
+        google::protobuf::util::MessageToJsonString(active.experiment.spec(), &json, print);
+    prepared = converted.ok() ? files.WriteSpec(json)
+                              : absl::InternalError(std::string(converted.message()));
+  }
+  if (!prepared.ok()) {
+    NoteStoreFailureLocked(prepared);
+    return false;
+  }
   Experiment running = active.experiment;
   running.set_state(Experiment::RUNNING);
   running.set_slot(slot.index);
@@ -170,20 +186,11 @@ bool Engine::LaunchLocked(Active& active) {
   PublishState(experiment);
   metrics_->OnExperimentStarted(slot.index, experiment);
 
-  ExperimentFiles files(options_.data_dir, experiment.id());
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  absl::Status status = files.CreateDir();
-  if (status.ok()) {
-    auto converted = google::protobuf::util::MessageToJsonString(experiment.spec(), &json, print);
-    status = converted.ok() ? files.WriteSpec(json)
-                            : absl::InternalError(std::string(converted.message()));
-  }
   LaunchRequest request;
   request.experiment_id = experiment.id();
   request.log_path = files.log_path();
   request.time_limit_seconds = experiment.spec().time_limit_seconds();
-  request.spawn.path = status.ok() ? options_.worker_path : "";
+  request.spawn.path = options_.worker_path;
   request.spawn.args = {"--spec", files.spec_path(), "--events-fd",
                         std::to_string(kWorkerEventsFd)};
   std::string alloc_conf = AllocatorConfString(experiment.spec().memory().allocator());
@@ -199,12 +206,6 @@ bool Engine::LaunchLocked(Active& active) {
     env.push_back(absl::StrCat("OMP_NUM_THREADS=", per_slot));
   }
   request.spawn.env = EnvironmentWith(env);
-  if (!status.ok()) {
-    std::fprintf(stderr, "vramlabd: preparing %s failed: %s\n", experiment.id().c_str(),
-                 std::string(status.message()).c_str());
-  }
-  // An empty path makes the spawn fail, which reports the experiment FAILED through the
-  // supervisor like any other launch failure.
   supervisor_.Launch(std::move(request));
   return true;
 }

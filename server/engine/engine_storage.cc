@@ -3,8 +3,10 @@
 #include <sys/statvfs.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/engine/engine.h"
 
 namespace vramlab::server {
@@ -27,16 +29,28 @@ std::string FreeSpace(const std::string& path) {
 
 absl::Status Engine::PersistLocked(const Experiment& experiment, bool requeue_pending) {
   absl::Status status = store_->UpdateExperiment(experiment, requeue_pending);
-  if (!status.ok()) {
-    ++state_write_failures_;
-    if (store_error_.empty()) {
-      std::fprintf(stderr, "vramlabd: the store cannot write (%s); holding state changes\n",
-                   std::string(status.message()).c_str());
-    }
-    store_error_ = std::string(status.message());
-    UpdateStoreMetricsLocked();
-  }
+  if (!status.ok()) NoteStoreFailureLocked(status);
   return status;
+}
+
+void Engine::NoteStoreFailureLocked(const absl::Status& status) {
+  ++state_write_failures_;
+  if (store_error_.empty()) {
+    std::fprintf(stderr, "vramlabd: the data directory cannot be written (%s); holding state "
+                 "changes, refusing new experiments\n", std::string(status.message()).c_str());
+  }
+  store_error_ = std::string(status.message());
+  UpdateStoreMetricsLocked();
+}
+
+absl::Status Engine::ProbeDataDirLocked() {
+  RETURN_IF_ERROR(store_->Probe());
+  // Worker files (spec, log) go beside the database: the disk must take a file too.
+  std::string path = options_.data_dir + "/.write-probe";
+  std::ofstream out(path, std::ios::trunc);
+  out << "vramlabd checks that the data directory can be written\n";
+  if (!out.flush()) return absl::ResourceExhaustedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 absl::Status Engine::StoreUnwritableError(const std::string& what,
@@ -83,7 +97,7 @@ bool Engine::RetryStorageLocked() {
                  held.attempts + 1);
     unstored_.erase(it++);
   }
-  if (absl::Status probe = store_->Probe(); !probe.ok()) {
+  if (absl::Status probe = ProbeDataDirLocked(); !probe.ok()) {
     store_error_ = std::string(probe.message());
     return false;
   }
