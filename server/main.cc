@@ -63,6 +63,12 @@ ABSL_FLAG(int, auth_max_failures, 10,
           "refused; 0: no limit");
 ABSL_FLAG(absl::Duration, auth_failure_window, absl::Minutes(1), "see --auth-max-failures");
 
+// Store checks and durability (docs/DAEMON.md, "Data directory and durability").
+ABSL_FLAG(absl::Duration, store_check_timeout, absl::Seconds(60),
+          "time bound of the database integrity check (PRAGMA quick_check) at start");
+ABSL_FLAG(std::string, fail_store_writes_while_exists, "",
+          "tests only: every store write fails as on a full disk while this file exists");
+
 namespace vramlab::server {
 namespace {
 
@@ -134,6 +140,8 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
   options.worker_limits.cancel_grace_period =
       absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_cancel_grace_period));
+  options.store.quick_check_limit = absl::GetFlag(FLAGS_store_check_timeout);
+  options.store.write_fault_file = absl::GetFlag(FLAGS_fail_store_writes_while_exists);
   return options;
 }
 

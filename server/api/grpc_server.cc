@@ -49,12 +49,16 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   RunningGrpcServer running;
+  // Without SO_REUSEPORT a port another process listens on is refused instead of shared: two
+  // daemons on one port would split the connections between them.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,
+                                               " (in use by another process?)"));
   }
   // "" is the whole server; per-service probes (Kubernetes grpc.service, grpc_health_probe
   // -service) ask for the service's full name.

@@ -15,6 +15,15 @@
 
 namespace vramlab::server {
 
+// What the daemon could not yet write to its store (see Engine: durability).
+struct StoreHealth {
+  bool writable = true;
+  int64_t pending_experiment_states = 0;  // final states held in memory, being retried
+  int64_t pending_events = 0;             // events held in memory, being retried
+  int64_t write_failures = 0;             // failed experiment-state writes since start
+  int64_t events_not_stored = 0;          // events given up since start
+};
+
 class Metrics {
  public:
   // Starts serving /metrics on options.listen_address ("127.0.0.1:9464"; port 0 picks a free one).
@@ -49,6 +58,9 @@ class Metrics {
   virtual void OnAuthFailure() = 0;
   // A call refused because its address failed authentication too often (AuthThrottle).
   virtual void OnAuthThrottled() = 0;
+  // vramlab_store_writable, vramlab_store_pending{kind}, vramlab_store_write_failures_total,
+  // vramlab_events_not_stored_total.
+  virtual void SetStoreHealth(const StoreHealth& health) = 0;
 };
 
 }  // namespace vramlab::server

@@ -158,6 +158,11 @@ void PrometheusMetrics::OnAuthThrottled() {
   auth_throttled_ += 1;
 }
 
+void PrometheusMetrics::SetStoreHealth(const StoreHealth& health) {
+  absl::MutexLock lock(&mutex_);
+  store_health_ = health;
+}
+
 std::vector<MetricFamily> PrometheusMetrics::Collect() const {
   std::vector<MetricFamily> out;
   {
@@ -248,6 +253,25 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
       "Worker processes that ended abnormally (signal, output violation, time limit).",
       MetricType::Counter);
   AddValue(exits, {}, worker_abnormal_exits_);
+  const StoreHealth& store = store_health_;
+  MetricFamily writable = MakeFamily(
+      "vramlab_store_writable", "1 while the data directory's store accepts writes, else 0.",
+      MetricType::Gauge);
+  AddValue(writable, {}, store.writable ? 1 : 0);
+  MetricFamily pending = MakeFamily(
+      "vramlab_store_pending", "Held in memory because the store could not write them; retried.",
+      MetricType::Gauge);
+  AddValue(pending, {{"kind", "experiment_states"}},
+           static_cast<double>(store.pending_experiment_states));
+  AddValue(pending, {{"kind", "events"}}, static_cast<double>(store.pending_events));
+  MetricFamily failures = MakeFamily("vramlab_store_write_failures_total",
+                                     "Experiment state writes the store refused.",
+                                     MetricType::Counter);
+  AddValue(failures, {}, static_cast<double>(store.write_failures));
+  MetricFamily lost = MakeFamily("vramlab_events_not_stored_total",
+                                 "Events given up after the store kept refusing them.",
+                                 MetricType::Counter);
+  AddValue(lost, {}, static_cast<double>(store.events_not_stored));
   MetricFamily watchers = MakeFamily("vramlab_watchers", "WatchExperiment streams open now.",
                                      MetricType::Gauge);
   AddValue(watchers, {}, watchers_);
@@ -264,7 +288,8 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
                                   MetricType::Gauge);
   AddValue(build, {{"version", VRAMLAB_VERSION}}, 1);
   for (MetricFamily* family :
-       {&queue, &outcomes, &exits, &watchers, &auth_failures, &auth_throttled, &build}) {
+       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &watchers,
+        &auth_failures, &auth_throttled, &build}) {
     out.push_back(std::move(*family));
   }
 }

@@ -46,6 +46,7 @@ class PrometheusMetrics : public Metrics {
   void OnWorkerAbnormalExit() override;
   void OnAuthFailure() override;
   void OnAuthThrottled() override;
+  void SetStoreHealth(const StoreHealth& health) override;
 
   // One consistent snapshot of the daemon's metrics, then the process_* metrics.
   std::vector<prometheus::MetricFamily> Collect() const;
@@ -87,6 +88,7 @@ class PrometheusMetrics : public Metrics {
   double worker_abnormal_exits_ ABSL_GUARDED_BY(mutex_) = 0;
   double auth_failures_ ABSL_GUARDED_BY(mutex_) = 0;
   double auth_throttled_ ABSL_GUARDED_BY(mutex_) = 0;
+  StoreHealth store_health_ ABSL_GUARDED_BY(mutex_);
 
   // Declared last: destroyed first, so its HTTP threads are gone before the state they read.
   std::unique_ptr<MetricsHttpServer> http_server_;
