@@ -46,6 +46,7 @@ grep -qF -- "--data-dir $data" "$tmp/demo.out" || fail "no command to start a da
 pgrep -f -- "--data-dir $data" >/dev/null && fail "the demo left its daemon running"
 
 # The suggested commands work on the kept data: a new daemon on it (a free port, not 7433).
+: >"$tmp/vramlabd.log"
 "$bin/vramlabd" --listen 127.0.0.1:0 --data-dir "$data" --device cpu --cpu-slots 1 \
   --worker-path "$bin/vramlab-worker" 2>"$tmp/vramlabd.log" &
 daemon=$!

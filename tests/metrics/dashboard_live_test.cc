@@ -103,13 +103,16 @@ TEST_F(DashboardLiveTest, EveryExpressionReturnsDataWhileAnExperimentRuns) {
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   auto running = WaitForState(*stub, submitted->id(), Experiment::RUNNING);
   ASSERT_TRUE(running.ok()) << running.status() << daemon_->ReadLog();
-  // Scraped while running, with two steps done, so the rate windows see the step counters move.
+  // Scraped while running, and the step counter moved between two scrapes inside the rate
+  // window: range functions (rate, increase) need two samples of a series in their window.
   auto info = prometheus_->WaitForValue(
       absl::StrCat("vramlab_experiment_running_info{experiment=\"", running->id(), "\"}"),
       [](double v) { return v == 1; });
   ASSERT_TRUE(info.ok()) << info.status() << prometheus_->ReadLog();
-  auto steps = prometheus_->WaitForValue("sum(vramlab_step_duration_seconds_count)",
-                                         [](double v) { return v >= 2; });
+  auto steps = prometheus_->WaitForValue(
+      absl::StrCat("sum(rate(vramlab_step_duration_seconds_count[",
+                   kBuiltins.at("__rate_interval"), "]))"),
+      [](double v) { return v > 0; }, absl::Seconds(60));
   ASSERT_TRUE(steps.ok()) << steps.status();
 
   std::set<std::string> checked_titles;
