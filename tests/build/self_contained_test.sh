@@ -33,12 +33,40 @@ def paths_in(text):
 
 problems = []
 
-# The CMake cache: KEY:TYPE=VALUE lines; comments (// and #) describe, they are not read.
+# The toolchain and the dependencies the build was pointed at (a compiler in /opt, the PyTorch
+# wheel's LibTorch, a prefix of unpacked packages on a GPU host) are not the project's inputs:
+# their installation roots are allowed. The project's own settings (VRAMLAB_*) never are.
+TOOL_KEY = re.compile(r"^(CMAKE_(C|CXX|CUDA)_COMPILER|CMAKE_MAKE_PROGRAM|CMAKE_(CPACK_|CTEST_)?COMMAND|"
+                      r"CMAKE_ROOT|CMAKE_PREFIX_PATH|CMAKE_(AR|RANLIB|NM|LINKER|OBJCOPY|OBJDUMP|STRIP|"
+                      r"ADDR2LINE|READELF|DLLTOOL|C_COMPILER_AR|CXX_COMPILER_AR|C_COMPILER_RANLIB|"
+                      r"CXX_COMPILER_RANLIB)|.*_DIR|.*_EXECUTABLE|.*_LIBRARY(_\w+)?|.*_INCLUDE_DIRS?)"
+                      r"(:\w+)?$")
+MARKERS = {"bin", "lib", "lib64", "share", "include"}
+
+def installation_root(path):
+    parts = path.rstrip("/").split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in MARKERS:
+            return "/".join(parts[:i]) or "/"
+    return os.path.dirname(path)
+
 cache = os.path.join(build, "CMakeCache.txt")
+entries = []
 for number, line in enumerate(open(cache), 1):
     if line.startswith(("//", "#")) or "=" not in line:
         continue
     key, value = line.rstrip("\n").split("=", 1)
+    entries.append((number, key, value))
+    name = key.split(":")[0]
+    if TOOL_KEY.match(name) and not name.startswith("VRAMLAB_"):
+        for path in paths_in(value):
+            root = installation_root(path)
+            if root not in ("/", "") and not inside(src, root):
+                allowed.append(root)
+                allowed.append(os.path.realpath(root))
+
+# The CMake cache: KEY:TYPE=VALUE lines; comments (// and #) describe, they are not read.
+for number, key, value in entries:
     for path in paths_in(value):
         if outside(path):
             problems.append(f"CMakeCache.txt:{number}: {key} = {path}")
