@@ -132,7 +132,7 @@ TEST_F(SpecRulesAgreementTest, EveryRealRuleIsEnforcedAlikeByDaemonAndWorker) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(checked, 24);
 }
 
 TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
