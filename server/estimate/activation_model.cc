@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/estimate/adapter_model.h"
+
 namespace vramlab::server::estimate {
 namespace {
 
@@ -152,6 +154,13 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
+  // Adapters: their saved tensors, and the largest transient of a wrapped projection on top of
+  // the layer's peak (an upper bound: it may fall at another moment than the peak).
+  const AdapterActivations adapters = EstimateAdapterActivations(run);
+  a.kept += adapters.kept;
+  a.forward_peak += adapters.kept + adapters.forward_transient;
+  a.no_grad_peak += adapters.forward_transient;
+  a.backward_peak += adapters.kept + adapters.backward_transient;
   return a;
 }
 
