@@ -1,6 +1,7 @@
 #include "client/anatomy_table.h"
 
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -93,7 +94,8 @@ std::string OutcomeSummary(const Experiment& experiment) {
     const auto& oom = experiment.oom();
     std::string where = absl::StrCat("OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
                                      ", micro-step ", oom.micro_step());
-    if (experiment.spec().has_sweep()) absl::StrAppend(&where, ", sweep point ", oom.sweep_index());
+    // Sweep points are numbered from 1 wherever a person reads them (watch, show, this table).
+    if (experiment.spec().has_sweep()) absl::StrAppend(&where, ", sweep point ", oom.sweep_index() + 1);
     absl::StrAppend(&where, ")");
     return where;
   }
@@ -123,18 +125,62 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   aligns[0] = Align::kLeft;
   TextTable table(headers, aligns);
   const auto has_report = [](const Experiment& e) { return e.has_report(); };
+  const auto oom_memory = [](const Experiment& e) -> const vramlab::v1::MemorySample* {
+    return !e.has_report() && e.has_oom() && e.oom().has_memory() ? &e.oom().memory() : nullptr;
+  };
+  // A byte row's cell for one experiment: the report's anatomy, or for a run that ended in OOM
+  // before any report, the peaks it reached up to the failure (the categories are unknown then).
+  const auto cell = [&](const Experiment& e, const std::string& label,
+                        const std::function<int64_t(const MemoryAnatomy&)>& bytes) -> std::optional<int64_t> {
+    if (has_report(e)) return bytes(e.report().anatomy());
+    if (const auto* at_oom = oom_memory(e)) {
+      if (label == "peak allocated") return at_oom->peak_allocated_bytes();
+      if (label == "peak reserved") return at_oom->peak_reserved_bytes();
+    }
+    return std::nullopt;
+  };
   for (const auto& [label, bytes] : ByteRows()) {
     std::vector<std::string> row = {label};
+    std::vector<std::optional<int64_t>> values;
     for (const auto& e : experiments) {
-      row.push_back(has_report(e) ? FormatBytes(bytes(e.report().anatomy())) : "-");
+      values.push_back(cell(e, label, bytes));
+      row.push_back(values.back() ? FormatBytes(*values.back()) : "-");
     }
     for (size_t i = 1; i < experiments.size(); ++i) {
-      const bool both = has_report(experiments[0]) && has_report(experiments[i]);
-      row.push_back(both ? FormatBytesDelta(bytes(experiments[i].report().anatomy()) -
-                                            bytes(experiments[0].report().anatomy()))
-                         : "-");
+      row.push_back(values[0] && values[i] ? FormatBytesDelta(*values[i] - *values[0]) : "-");
     }
     table.AddRow(row);
+  }
+  // What the estimator predicted before the run, next to what was measured.
+  const auto predicted_row = [&](const char* label, int64_t (*bytes)(const MemoryAnatomy&)) {
+    std::vector<std::string> row = {label};
+    for (const auto& e : experiments) {
+      row.push_back(e.has_prediction() ? FormatBytes(bytes(e.prediction().anatomy())) : "-");
+    }
+    row.resize(headers.size(), "");
+    table.AddRow(row);
+  };
+  predicted_row("predicted peak allocated", [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); });
+  predicted_row("predicted peak reserved", [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); });
+  // The failure itself, for runs that ran out of memory.
+  bool any_oom = false;
+  for (const auto& e : experiments) any_oom = any_oom || e.has_oom();
+  if (any_oom) {
+    const struct {
+      const char* label;
+      int64_t (*bytes)(const vramlab::v1::OomReport&);
+    } oom_rows[] = {
+        {"OOM: allocated", [](const vramlab::v1::OomReport& o) { return o.memory().allocated_bytes(); }},
+        {"OOM: reserved", [](const vramlab::v1::OomReport& o) { return o.memory().reserved_bytes(); }},
+        {"OOM: request", [](const vramlab::v1::OomReport& o) { return o.requested_bytes(); }},
+        {"OOM: free", [](const vramlab::v1::OomReport& o) { return o.free_bytes(); }},
+    };
+    for (const auto& oom_row : oom_rows) {
+      std::vector<std::string> row = {oom_row.label};
+      for (const auto& e : experiments) row.push_back(e.has_oom() ? FormatBytes(oom_row.bytes(e.oom())) : "-");
+      row.resize(headers.size(), "");
+      table.AddRow(row);
+    }
   }
   // Speed rows: what a switch costs in time. Ratios to the first experiment.
   const struct {

@@ -29,7 +29,8 @@ void DeclareSubmitFlags(FlagSet& flags) {
   flags.Bool("wait", "block until the experiment ends; exit code tells the outcome")
       .Bool("watch", "follow the experiment live (as 'vramlab watch')")
       .Value("request-id", "KEY", "idempotency key (default: random); resubmitting it is a no-op")
-      .Bool("dry-run", "print the spec that would be submitted and exit");
+      .Bool("dry-run", "print the spec that would be submitted and exit")
+      .Bool("force", "submit even if the estimated peak exceeds the daemon's device memory");
 }
 
 absl::StatusOr<int> RunSubmit(CommandEnv& env) {
@@ -50,6 +51,7 @@ absl::StatusOr<int> RunSubmit(CommandEnv& env) {
   vramlab::v1::SubmitExperimentRequest request;
   *request.mutable_spec() = spec;
   request.set_request_id(args.Get("request-id").value_or(NewRequestId()));
+  request.set_force(args.GetBool("force"));
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
   ASSIGN_OR_RETURN(vramlab::v1::Experiment experiment, client->Submit(request));
   if (args.GetBool("watch")) {

@@ -35,32 +35,74 @@ const std::vector<Command>& AllCommands() {
       {"server", "server [--health]",
        "Daemon version, GPUs (slots), queue and limits; exit 0 if it answers.",
        DeclareServerFlags, RunServer},
+      {"completion", "completion bash|zsh",
+       "Print a shell completion script (install: see 'vramlab help completion').",
+       DeclareNoFlags, RunCompletion, /*local=*/true,
+       "Completes commands, flags, flag values (files, fixed choices) and experiment ids (from\n"
+       "'vramlab ls' against the daemon the command line names). Install for bash:\n"
+       "  vramlab completion bash > ~/.local/share/bash-completion/completions/vramlab\n"
+       "or for zsh, into a directory of $fpath before compinit runs:\n"
+       "  vramlab completion zsh > ~/.zfunc/_vramlab   # with fpath=(~/.zfunc $fpath) in ~/.zshrc\n"
+       "or load it in the running shell: source <(vramlab completion bash)   (zsh: after compinit)\n"
+       "The deb package installs both system-wide."},
+      {"version", "version", "The client's version (with --json: as JSON).", DeclareNoFlags,
+       RunVersion, /*local=*/true},
   };
   return *commands;
 }
 
-FlagSet CommandFlags(const Command& command) {
-  FlagSet flags(command.usage, command.summary);
-  command.declare_flags(flags);
+std::vector<std::string> CommandNames() {
+  std::vector<std::string> names;
+  for (const Command& command : AllCommands()) names.push_back(command.name);
+  names.push_back("help");
+  return names;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : AllCommands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+void AddGlobalFlags(FlagSet& flags) {
   flags.Bool("json", "print protobuf JSON instead of text");
   AddConnectionFlags(flags);
   flags.Bool("help", "show this help").Alias('h', "help");
+}
+
+FlagSet CommandFlags(const Command& command) {
+  FlagSet flags(command.usage, command.details == nullptr
+                                   ? std::string(command.summary)
+                                   : absl::StrCat(command.summary, "\n\n", command.details));
+  command.declare_flags(flags);
+  AddGlobalFlags(flags);
+  return flags;
+}
+
+FlagSet LeadingFlags() {
+  FlagSet flags("[GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]",
+                "Global flags may come before the command as well as after it.");
+  AddGlobalFlags(flags);
+  flags.Bool("version", "print the client's version");
   return flags;
 }
 
 std::string TopLevelHelp() {
   std::string out =
       "vramlab: the client of vramlabd, the GPU-memory laboratory for LLM fine-tuning.\n\n"
-      "usage: vramlab COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
+      "usage: vramlab [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
   for (const auto& command : AllCommands()) {
-    absl::StrAppendFormat(&out, "  %-9s %s\n", command.name, command.summary);
+    absl::StrAppendFormat(&out, "  %-10s  %s\n", command.name, command.summary);
   }
+  absl::StrAppendFormat(&out, "  %-10s  %s\n", "help", "This help, or a command's: 'vramlab help COMMAND'.");
   absl::StrAppend(
       &out,
       "\nEvery command takes --json, --addr HOST:PORT (VRAMLAB_ADDR), --token (VRAMLAB_TOKEN),\n"
-      "--ca-cert FILE and --timeout; defaults may live in $XDG_CONFIG_HOME/vramlab/config.\n"
-      "Run 'vramlab COMMAND --help' for a command's flags. Exit codes: 0 ok/succeeded,\n"
-      "1 failed, 2 usage, 3 OOM, 4 cancelled, 5 interrupted, 6 daemon unreachable/RPC error.\n");
+      "--ca-cert FILE, --timeout and --config, before or after the command; defaults may live in\n"
+      "$XDG_CONFIG_HOME/vramlab/config. 'vramlab help COMMAND' (or 'vramlab COMMAND --help') shows\n"
+      "a command's flags. Exit codes: 0 ok/succeeded, 1 failed, 2 usage, 3 OOM, 4 cancelled,\n"
+      "5 interrupted, 6 daemon unreachable/RPC error.\n");
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/command_env.h"
 #include "client/flag_set.h"
 
@@ -20,13 +21,30 @@ struct Command {
   void (*declare_flags)(FlagSet& flags);
   // Runs with parsed flags; returns the exit code, or an error status to print as one line.
   absl::StatusOr<int> (*run)(CommandEnv& env);
+  // Runs without the daemon: the connection flags are accepted but not resolved (a broken config
+  // file does not stop `vramlab version`).
+  bool local = false;
+  // More lines for `vramlab help COMMAND`, after the summary; nullptr when the summary says it all.
+  const char* details = nullptr;
 };
 
 // Every command, in the order of `vramlab --help`.
 const std::vector<Command>& AllCommands();
 
-// The full flag set of `command`: its own flags plus --json, --help and the connection flags.
+// The names a command line may start with: every command's, then "help".
+std::vector<std::string> CommandNames();
+
+// The command called `name`, or nullptr.
+const Command* FindCommand(absl::string_view name);
+
+// Declares the flags every command takes: --json, the connection flags and --help/-h.
+void AddGlobalFlags(FlagSet& flags);
+
+// The full flag set of `command`: its own flags plus the global ones.
 FlagSet CommandFlags(const Command& command);
+
+// The flags accepted before the command: the global ones plus --version.
+FlagSet LeadingFlags();
 
 // The top-level help text.
 std::string TopLevelHelp();
@@ -50,6 +68,8 @@ absl::StatusOr<int> RunSnapshot(CommandEnv& env);
 absl::StatusOr<int> RunCompare(CommandEnv& env);
 void DeclareReportFlags(FlagSet& flags);
 absl::StatusOr<int> RunReport(CommandEnv& env);
+absl::StatusOr<int> RunVersion(CommandEnv& env);
+absl::StatusOr<int> RunCompletion(CommandEnv& env);
 // For commands without flags of their own.
 inline void DeclareNoFlags(FlagSet&) {}
 

@@ -29,8 +29,16 @@ std::string OomDetail(const Experiment& e) {
   absl::StrAppend(&out, "\n  requested ", FormatBytes(oom.requested_bytes()), ", free ",
                   FormatBytes(oom.free_bytes()));
   if (oom.has_memory()) {
+    // The allocator's state when it refused the request, then the highest it had been.
     absl::StrAppend(&out, ", allocated ", FormatBytes(oom.memory().allocated_bytes()),
                     ", reserved ", FormatBytes(oom.memory().reserved_bytes()));
+    absl::StrAppend(&out, "\n  peak allocated ", FormatBytes(oom.memory().peak_allocated_bytes()),
+                    ", peak reserved ", FormatBytes(oom.memory().peak_reserved_bytes()));
+    if (e.has_prediction()) {
+      absl::StrAppend(&out, "; predicted ",
+                      FormatBytes(e.prediction().anatomy().peak_allocated_bytes()), " and ",
+                      FormatBytes(e.prediction().anatomy().peak_reserved_bytes()));
+    }
   }
   absl::StrAppend(&out, "\n");
   if (!oom.message().empty()) absl::StrAppend(&out, "  ", oom.message(), "\n");

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/suggest.h"
 
 namespace vramlab::client {
 
@@ -47,10 +48,25 @@ const FlagSet::Flag* FlagSet::Find(absl::string_view name) const {
 
 absl::StatusOr<ParsedArgs> FlagSet::Parse(const std::vector<std::string>& args) const {
   ParsedArgs parsed;
+  auto consumed = ParseInto(args, /*stop_at_positional=*/false, parsed);
+  if (!consumed.ok()) return consumed.status();
+  return parsed;
+}
+
+absl::StatusOr<size_t> FlagSet::ParseLeading(const std::vector<std::string>& args,
+                                             ParsedArgs& parsed) const {
+  return ParseInto(args, /*stop_at_positional=*/true, parsed);
+}
+
+absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
+                                          bool stop_at_positional, ParsedArgs& parsed) const {
   bool flags_ended = false;
-  for (size_t i = 0; i < args.size(); ++i) {
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (flags_ended || arg == "-" || !absl::StartsWith(arg, "-")) {
+    const bool positional = flags_ended || arg == "-" || !absl::StartsWith(arg, "-");
+    if (stop_at_positional && (positional || arg == "--")) return i;
+    if (positional) {
       parsed.positionals_.push_back(arg);
       continue;
     }
@@ -75,8 +91,11 @@ absl::StatusOr<ParsedArgs> FlagSet::Parse(const std::vector<std::string>& args) 
     }
     const Flag* flag = Find(name);
     if (flag == nullptr) {
+      std::vector<std::string> names;
+      for (const Flag& known : flags_) names.push_back(known.name);
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for \"vramlab ",
-                                                     usage_, "\" (see --help)"));
+                                                     usage_, "\"", DidYouMean(name, names, "--"),
+                                                     " (see --help)"));
     }
     if (flag->value_name.empty()) {
       if (inline_value.has_value() && *inline_value != "true" && *inline_value != "false") {
@@ -96,7 +115,7 @@ absl::StatusOr<ParsedArgs> FlagSet::Parse(const std::vector<std::string>& args) 
           absl::StrCat("flag --", name, " needs a value (", flag->value_name, ")"));
     }
   }
-  return parsed;
+  return i;
 }
 
 std::string FlagSet::Help() const {

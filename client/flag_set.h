@@ -42,20 +42,37 @@ class FlagSet {
   // A one-letter alias such as -o for --output.
   FlagSet& Alias(char short_name, std::string name);
 
-  // Flags may come before, between or after positionals; "--" ends flag parsing. Unknown flags,
-  // missing values and values given to boolean flags are INVALID_ARGUMENT naming the flag.
+  // Flags may come before, between or after positionals; "--" ends flag parsing. Unknown flags
+  // (with the nearest known flag suggested), missing values and values given to boolean flags are
+  // INVALID_ARGUMENT naming the flag.
   absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args) const;
+
+  // Parses the flags at the front of `args` into `parsed`, stopping before the first positional or
+  // "--" (neither is consumed); returns how many arguments were consumed. Errors as Parse.
+  absl::StatusOr<size_t> ParseLeading(const std::vector<std::string>& args,
+                                      ParsedArgs& parsed) const;
 
   // The --help text: usage, summary and one line per flag, in declaration order.
   std::string Help() const;
 
- private:
   struct Flag {
     std::string name;
     std::string value_name;  // empty for boolean flags
     std::string help;
   };
+  // In declaration order.
+  const std::vector<Flag>& flags() const { return flags_; }
+  // One-letter alias -> long name.
+  const std::map<char, std::string>& aliases() const { return aliases_; }
+  const std::string& usage() const { return usage_; }
+  const std::string& summary() const { return summary_; }
+
+ private:
   const Flag* Find(absl::string_view name) const;
+  // Parses args[0..] into `parsed`; with `stop_at_positional`, returns at the first positional or
+  // "--" instead of collecting it. Returns the index where parsing stopped.
+  absl::StatusOr<size_t> ParseInto(const std::vector<std::string>& args, bool stop_at_positional,
+                                   ParsedArgs& parsed) const;
 
   std::string usage_;
   std::string summary_;

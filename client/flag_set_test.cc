@@ -8,6 +8,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 FlagSet TestFlags() {
   FlagSet flags("test ID", "A test command.");
@@ -41,6 +42,27 @@ TEST(FlagSetTest, RejectsUnknownFlagsMissingValuesAndValuedBools) {
   auto valued = TestFlags().Parse({"--wait=yes"});
   EXPECT_THAT(std::string(valued.status().message()), HasSubstr("takes no value"));
   EXPECT_FALSE(TestFlags().Parse({"-x"}).ok());
+}
+
+TEST(FlagSetTest, UnknownFlagSuggestsTheNearestOne) {
+  auto typo = TestFlags().Parse({"--outptu", "x"});
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("did you mean \"--output\"?"));
+  auto far = TestFlags().Parse({"--frobnicate"});
+  EXPECT_THAT(std::string(far.status().message()), Not(HasSubstr("did you mean")));
+}
+
+TEST(FlagSetTest, ParseLeadingStopsAtTheFirstPositional) {
+  ParsedArgs parsed;
+  auto consumed = TestFlags().ParseLeading({"-o", "a.svg", "--wait", "ls", "--output", "b"}, parsed);
+  ASSERT_TRUE(consumed.ok()) << consumed.status();
+  EXPECT_EQ(*consumed, 3u);
+  EXPECT_EQ(*parsed.Get("output"), "a.svg");
+  EXPECT_TRUE(parsed.GetBool("wait"));
+  EXPECT_TRUE(parsed.positionals().empty());
+  ParsedArgs until_dashes;
+  EXPECT_EQ(*TestFlags().ParseLeading({"--wait", "--", "x"}, until_dashes), 1u);
+  ParsedArgs bad;
+  EXPECT_FALSE(TestFlags().ParseLeading({"--nope", "ls"}, bad).ok());
 }
 
 TEST(FlagSetTest, HelpListsEveryFlagWithAliases) {

@@ -107,5 +107,36 @@ TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
       "step time (median)     100 ms    400 ms      -           x4.00               -\n"));
 }
 
+TEST(CompareTableTest, AnOomRunShowsItsFiguresAtTheFailureNextToThePrediction) {
+  Experiment oom;
+  oom.set_id("exp-2");
+  oom.set_state(Experiment::OOM);
+  oom.mutable_spec()->mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  oom.mutable_spec()->mutable_sweep()->add_values(64);
+  oom.mutable_spec()->mutable_sweep()->add_values(128);
+  auto* report = oom.mutable_oom();
+  report->set_phase(vramlab::v1::BACKWARD);
+  report->set_sweep_index(1);
+  report->set_requested_bytes(3 << 20);
+  report->set_free_bytes(1 << 20);
+  report->mutable_memory()->set_allocated_bytes(19 << 20);
+  report->mutable_memory()->set_reserved_bytes(19 << 20);
+  report->mutable_memory()->set_peak_allocated_bytes(19 << 20);
+  report->mutable_memory()->set_peak_reserved_bytes(20 << 20);
+  oom.mutable_prediction()->mutable_anatomy()->set_peak_allocated_bytes(22 << 20);
+  oom.mutable_prediction()->mutable_anatomy()->set_peak_reserved_bytes(22 << 20);
+  const std::string table = RenderCompareTable(
+      {Finished("exp-1", 1, Anatomy(1 << 20, 1 << 20, 2 << 20, 8 << 20), 0.1), oom});
+  // One sweep-point numbering everywhere a person reads it: from 1.
+  EXPECT_THAT(table, HasSubstr("OOM in backward (step 0, micro-step 0, sweep point 2)"));
+  EXPECT_THAT(table, HasSubstr("peak allocated           12.00 MiB  19.00 MiB         +7.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("peak reserved                    -  20.00 MiB                 -\n"));
+  EXPECT_THAT(table, HasSubstr("predicted peak allocated         -  22.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: request                     -   3.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: free                        -   1.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: allocated                   -  19.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("weights                   1.00 MiB          -                 -\n"));
+}
+
 }  // namespace
 }  // namespace vramlab::client

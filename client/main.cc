@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/command_line.h"
 #include "client/commands.h"
 #include "client/connection_options.h"
 #include "client/exit_codes.h"
@@ -34,36 +35,35 @@ int main(int argc, char** argv) {
     std::cerr << vramlab::client::TopLevelHelp();
     return kExitUsage;
   }
-  if (args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+  auto invocation = vramlab::client::ReadCommandLine(args);
+  if (!invocation.ok()) return Fail(invocation.status());
+  if (invocation->command == nullptr) {
     std::cout << vramlab::client::TopLevelHelp();
     return 0;
   }
-  if (args[0] == "version" || args[0] == "--version") {
-    std::cout << "vramlab " << VRAMLAB_VERSION << "\n";
+  const vramlab::client::Command& command = *invocation->command;
+  const vramlab::client::FlagSet flags = vramlab::client::CommandFlags(command);
+  if (invocation->help) {
+    std::cout << flags.Help();
     return 0;
   }
-  const vramlab::client::Command* command = nullptr;
-  for (const auto& candidate : vramlab::client::AllCommands()) {
-    if (args[0] == candidate.name) command = &candidate;
-  }
-  if (command == nullptr) {
-    return Fail(absl::InvalidArgumentError("unknown command \"" + args[0] +
-                                           "\" (run 'vramlab --help' for the list)"));
-  }
-  const vramlab::client::FlagSet flags = vramlab::client::CommandFlags(*command);
-  auto parsed = flags.Parse({args.begin() + 1, args.end()});
+  auto parsed = flags.Parse(invocation->args);
   if (!parsed.ok()) return Fail(parsed.status());
   if (parsed->GetBool("help")) {
     std::cout << flags.Help();
     return 0;
   }
-  auto connection = vramlab::client::ResolveConnectionOptions(
-      *parsed, [](const char* name) -> const char* { return std::getenv(name); });
-  if (!connection.ok()) return Fail(connection.status());
-  if (!connection->warning.empty()) std::cerr << connection->warning << "\n";
-  vramlab::client::CommandEnv env(*std::move(parsed), *std::move(connection), std::cout, std::cerr,
+  vramlab::client::ConnectionOptions connection;
+  if (!command.local) {
+    auto resolved = vramlab::client::ResolveConnectionOptions(
+        *parsed, [](const char* name) -> const char* { return std::getenv(name); });
+    if (!resolved.ok()) return Fail(resolved.status());
+    if (!resolved->warning.empty()) std::cerr << resolved->warning << "\n";
+    connection = *std::move(resolved);
+  }
+  vramlab::client::CommandEnv env(*std::move(parsed), std::move(connection), std::cout, std::cerr,
                                   isatty(STDOUT_FILENO) == 1);
-  auto exit_code = command->run(env);
+  auto exit_code = command.run(env);
   if (!exit_code.ok()) return Fail(exit_code.status());
   return *exit_code;
 }

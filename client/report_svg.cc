@@ -144,6 +144,38 @@ std::string Legend(const Timeline& timeline) {
   return out;
 }
 
+// `text` cut with an ellipsis to what fits `width` pixels at `char_width` pixels a character (an
+// average for the sans-serif fonts the SVG names; the cut is conservative).
+std::string FitToWidth(const std::string& text, double width, double char_width) {
+  const size_t fits = static_cast<size_t>(width / char_width);
+  if (text.size() <= fits || fits < 4) return text;
+  size_t cut = fits - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return text.substr(0, cut) + "...";
+}
+
+// For a run that ran out of memory: the refused request, drawn where it would have gone — from
+// what was allocated at the failure up by the request's size, at the failure's time.
+std::string OomMarker(const Experiment& e, const Scale& scale) {
+  if (!e.has_oom() || !e.oom().has_memory()) return "";
+  const auto& oom = e.oom();
+  const double x = scale.X(oom.memory().time_seconds());
+  const double base = static_cast<double>(oom.memory().allocated_bytes());
+  const double top_value = base + static_cast<double>(oom.requested_bytes());
+  const double y_base = scale.Y(base);
+  const double y_top = std::max(scale.Y(top_value), kChartTop);
+  const bool beyond = scale.Y(top_value) < kChartTop;
+  return absl::StrFormat(
+      "<g id=\"oom-request\" data-requested-bytes=\"%d\" data-allocated-bytes=\"%d\">\n"
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"%.1f\" fill=\"none\" stroke=\"#c00000\" "
+      "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>\n"
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\" fill=\"#c00000\" "
+      "text-anchor=\"end\">OOM: request of %s refused%s</text>\n</g>\n",
+      oom.requested_bytes(), oom.memory().allocated_bytes(), x - 5, y_top, std::max(y_base - y_top, 2.0),
+      x - 10, std::max(y_top + 12, kChartTop + 12), XmlEscape(FormatBytes(oom.requested_bytes())),
+      beyond ? " (beyond the chart)" : "");
+}
+
 std::string AnatomyBar(const Experiment& e) {
   const bool measured = e.has_report();
   if (!measured && !e.has_prediction()) {
@@ -153,11 +185,16 @@ std::string AnatomyBar(const Experiment& e) {
   const MemoryAnatomy& anatomy = measured ? e.report().anatomy() : e.prediction().anatomy();
   int64_t total = 0;
   for (const auto& c : AnatomyComponents()) total += std::max<int64_t>(c.bytes(anatomy), 0);
+  // The categories are each one's own maximum over the run (their peaks need not coincide), plus
+  // the allocator cache and the CUDA context: the sum is said to be that, next to the peaks.
   std::string out = absl::StrFormat(
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s anatomy: %s in all</text>\n"
+      "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s "
+      "anatomy: %s, the sum of each category's maximum; peak allocated %s, peak device used %s</text>\n"
       "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
       kChartLeft, kBarTop - 8, measured ? "measured" : "predicted", XmlEscape(FormatBytes(total)),
-      measured ? "measured" : "predicted", total);
+      XmlEscape(FormatBytes(anatomy.peak_allocated_bytes())),
+      XmlEscape(FormatBytes(anatomy.peak_device_used_bytes())), measured ? "measured" : "predicted",
+      total);
   double x = kChartLeft;
   int index = 0;
   for (const auto& c : AnatomyComponents()) {
@@ -236,14 +273,19 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
       "%.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
       kWidth, kHeight, kWidth, kHeight);
-  const std::string title = absl::StrCat(e.id(), e.spec().name().empty() ? "" : "  ", e.spec().name(),
-                                         "  ", OutcomeSummary(e));
+  const std::string title = absl::StrCat(e.id(), e.spec().name().empty() ? "" : "  ", e.spec().name());
+  // The outcome has a line of its own, and each line is cut to the width it is drawn in (the full
+  // text stays in the tooltip).
+  const std::string heading = FitToWidth(title, kWidth - kChartLeft - 20, 17 * 0.62);
+  const std::string outcome = FitToWidth(OutcomeSummary(e), kWidth - kChartLeft - 20, 12 * 0.56);
+  const std::string settings = FitToWidth(SpecSummary(e.spec()), kWidth - kChartLeft - 20, 11 * 0.56);
   absl::StrAppendFormat(&out,
-                        "<title>%s</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n"
-                        "<text x=\"%.1f\" y=\"28\" font-size=\"17\" font-weight=\"bold\">%s</text>\n"
-                        "<text x=\"%.1f\" y=\"48\" font-size=\"12\" fill=\"#555\">%s</text>\n",
-                        XmlEscape(title), kChartLeft, XmlEscape(title), kChartLeft,
-                        XmlEscape(SpecSummary(e.spec())));
+                        "<title>%s  %s</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n"
+                        "<text id=\"title\" x=\"%.1f\" y=\"24\" font-size=\"17\" font-weight=\"bold\">%s</text>\n"
+                        "<text id=\"outcome\" x=\"%.1f\" y=\"42\" font-size=\"12\">%s</text>\n"
+                        "<text id=\"settings\" x=\"%.1f\" y=\"57\" font-size=\"11\" fill=\"#555\">%s</text>\n",
+                        XmlEscape(title), XmlEscape(OutcomeSummary(e)), kChartLeft, XmlEscape(heading),
+                        kChartLeft, XmlEscape(outcome), kChartLeft, XmlEscape(settings));
   out += PhaseBands(timeline, scale);
   out += Axes(scale);
   out += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800),
@@ -283,6 +325,7 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
                           "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">no memory readings recorded</text>\n",
                           kChartLeft + 20, kChartTop + kChartHeight / 2);
   }
+  out += OomMarker(e, scale);
   out += Legend(timeline);
   out += AnatomyBar(e);
   out += "</svg>\n";

@@ -97,6 +97,35 @@ TEST(ReportSvgTest, NamedSeriesBandsPeakLimitAndAnatomyBarWithEscapedText) {
   EXPECT_THAT(svg, ::testing::EndsWith("</svg>\n"));
 }
 
+TEST(ReportSvgTest, AnOomRunMarksTheRefusedRequestAndLongTitlesAreCut) {
+  Experiment e;
+  e.set_id("exp-000002");
+  e.set_state(Experiment::OOM);
+  e.mutable_spec()->set_name(std::string(300, 'n'));
+  auto* oom = e.mutable_oom();
+  oom->set_phase(BACKWARD);
+  oom->set_requested_bytes(200 << 10);
+  oom->mutable_memory()->set_time_seconds(0.15);
+  oom->mutable_memory()->set_allocated_bytes(800 << 10);
+  const std::string svg = RenderSvg(e, BuildTimeline(History()));
+  EXPECT_THAT(svg, HasSubstr("<g id=\"oom-request\" data-requested-bytes=\"204800\" data-allocated-bytes=\"819200\">"));
+  EXPECT_THAT(svg, HasSubstr("OOM: request of 200.00 KiB refused"));
+  // The drawn title is cut to the chart's width; the tooltip keeps it whole.
+  const size_t title = svg.find("<text id=\"title\"");
+  ASSERT_NE(title, std::string::npos);
+  const std::string drawn = svg.substr(title, svg.find("</text>", title) - title);
+  EXPECT_THAT(drawn, HasSubstr("..."));
+  EXPECT_LT(drawn.size(), 150u);
+  EXPECT_THAT(svg, HasSubstr("<title>exp-000002  " + std::string(300, 'n')));
+  EXPECT_THAT(svg, HasSubstr("<text id=\"outcome\" x=\"90.0\" y=\"42\" font-size=\"12\">OOM in backward"));
+}
+
+TEST(ReportSvgTest, TheAnatomyBarSaysWhatItsTotalIs) {
+  const std::string svg = RenderSvg(Finished(), BuildTimeline(History()));
+  EXPECT_THAT(svg, HasSubstr("measured anatomy: 900.00 KiB, the sum of each category's maximum; peak "
+                             "allocated 900.00 KiB"));
+}
+
 TEST(ReportFormatsTest, CsvHasAHeaderAndARowPerReading) {
   const std::string csv = RenderCsvReport(BuildTimeline(History()));
   EXPECT_THAT(csv, ::testing::StartsWith("time_seconds,allocated_bytes,reserved_bytes,"));

@@ -96,10 +96,16 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
     }
     case WorkerEvent::kOom: {
       const OomReport& oom = event.oom();
-      return absl::StrCat(Prefix(), "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
-                          ", micro-step ", oom.micro_step(), "): tried to allocate ",
-                          FormatBytes(oom.requested_bytes()), ", ", FormatBytes(oom.free_bytes()),
-                          " free");
+      std::string line = absl::StrCat(Prefix(), "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
+                                       ", micro-step ", oom.micro_step(), "): tried to allocate ",
+                                       FormatBytes(oom.requested_bytes()), ", ",
+                                       FormatBytes(oom.free_bytes()), " free");
+      if (oom.has_memory()) {
+        absl::StrAppend(&line, "; allocated ", FormatBytes(oom.memory().allocated_bytes()),
+                        ", reserved ", FormatBytes(oom.memory().reserved_bytes()), " at the failure, peak ",
+                        FormatBytes(oom.memory().peak_allocated_bytes()), " allocated");
+      }
+      return line;
     }
     case WorkerEvent::kNotice:
       return absl::StrCat(Prefix(),

@@ -1,5 +1,5 @@
 // Exit codes of vramlab-worker: the half of the worker protocol that is not a WorkerEvent. The
-// worker returns them and the daemon classifies them (server/worker/exit_classifier.cc), so both
+// worker returns them and the daemon classifies them (server/supervise/exit_classifier.cc), so both
 // include this one header; it has no dependencies, and the daemon still links no LibTorch.
 #ifndef VRAMLAB_COMMON_EXIT_CODES_H_
 #define VRAMLAB_COMMON_EXIT_CODES_H_

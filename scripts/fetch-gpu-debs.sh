@@ -2,7 +2,7 @@
 # Downloads the Debian bookworm packages that a GPU host without package access needs to build and run
 # vramlab next to an installed PyTorch (the host's LibTorch is used, so libtorch is not among them).
 # Usage: scripts/fetch-gpu-debs.sh DIR (on a Debian bookworm machine with apt)    — then on the host: for f in DIR/*.deb; do dpkg -x "$f" PREFIX; done
-# and build with CMAKE_PREFIX_PATH including PREFIX/usr and LD_LIBRARY_PATH=PREFIX/usr/lib/x86_64-linux-gnu.
+# or let scripts/gpu-build.sh --debs DIR --prefix PREFIX do that and build against PREFIX/usr.
 set -euo pipefail
 dir=${1:?usage: fetch-gpu-debs.sh DIR}
 mkdir -p "$dir"

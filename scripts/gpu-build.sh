@@ -10,14 +10,26 @@
 # The wheel's LibTorch exports its own protobuf symbols and ships its own protobuf headers, so the
 # worker (LibTorch only) and the rest (system Protobuf) are configured as two build trees. The
 # binaries land together in BUILD/bin (default build-gpu/bin), where vramlabd finds the worker.
-# With a prefix, run them with LD_LIBRARY_PATH=P/usr/lib/x86_64-linux-gnu (printed at the end).
-# Other flags: --build-dir DIR, --tests (also build the test binaries), --jobs N.
+# Every binary carries the path of the libraries it was linked with (the prefix's lib directory,
+# the wheel's torch/lib): no LD_LIBRARY_PATH is needed to run them, from BUILD/bin or installed.
+# With a prefix that path is an RPATH rather than a RUNPATH, so that it also serves the prefix's
+# libraries' own dependencies (libgrpc++ -> libgrpc -> libabsl_*), which a RUNPATH would not.
+# Other flags:
+#   --install P   also install both trees into P (P/bin/vramlabd, vramlab, vramlab-worker, unit, docs)
+#   --package     also build BUILD/packages/vramlab_*.deb and .tar.gz from both trees (for this host:
+#                 the binaries point at this host's PyTorch and prefix)
+#   --test        build the tests and run both suites (worker, then daemon/CLI against this worker)
+#   --tests       only build the test binaries
+#   --build-dir DIR, --jobs N
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="$root/build-gpu"
 prefix=""
 debs=""
 tests=OFF
+run_tests=false
+install_prefix=""
+package=false
 jobs=$(nproc)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,6 +37,9 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --tests) tests=ON; shift ;;
+    --test) tests=ON; run_tests=true; shift ;;
+    --install) install_prefix=$2; shift 2 ;;
+    --package) package=true; shift ;;
     --jobs) jobs=$2; shift 2 ;;
     *) echo "gpu-build.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -39,29 +54,55 @@ fi
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 worker_prefix_path="$torch_prefix"
+# The wheel's libraries are not dpkg's: the .deb's Depends cannot come from dpkg-shlibdeps.
+common_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DVRAMLAB_BUILD_TESTS="$tests"
+             -DVRAMLAB_DEB_SHLIBDEPS=OFF)
 server_args=()
 if [ -n "$prefix" ]; then
   lib="$prefix/usr/lib/x86_64-linux-gnu"
-  export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+  # Only for this script's own processes: protoc and grpc_cpp_plugin from the prefix run during
+  # the build. The binaries built do not need it (their RPATH names $lib).
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$prefix/usr/bin:$PATH"
   worker_prefix_path="$torch_prefix;$prefix/usr"
   server_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr"
                 -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc"
-                -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib")
+                -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib -Wl,--disable-new-dtags"
+                -DCMAKE_BUILD_RPATH="$lib"
+                -DCMAKE_INSTALL_RPATH="\$ORIGIN/../lib;$lib")
 fi
 
-cmake -S "$root" -B "$build/worker" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DVRAMLAB_BUILD_SERVER=OFF -DVRAMLAB_BUILD_TESTS="$tests" \
-  -DCMAKE_PREFIX_PATH="$worker_prefix_path"
+cmake -S "$root" -B "$build/worker" "${common_args[@]}" \
+  -DVRAMLAB_BUILD_SERVER=OFF -DCMAKE_PREFIX_PATH="$worker_prefix_path"
 cmake --build "$build/worker" -j "$jobs"
 
-cmake -S "$root" -B "$build/server" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DVRAMLAB_BUILD_WORKER=OFF -DVRAMLAB_BUILD_TESTS="$tests" "${server_args[@]}"
+cmake -S "$root" -B "$build/server" "${common_args[@]}" -DVRAMLAB_BUILD_WORKER=OFF "${server_args[@]}"
 cmake --build "$build/server" -j "$jobs"
 
+# The daemon's and the CLI's tests run vramlabd from server/bin, which runs the worker next to it.
+ln -sf "$build/worker/bin/vramlab-worker" "$build/server/bin/vramlab-worker"
 mkdir -p "$build/bin"
 for b in "$build"/worker/bin/* "$build"/server/bin/*; do
-  [ -f "$b" ] && cp -f "$b" "$build/bin/"
+  [ -f "$b" ] && cp -fL "$b" "$build/bin/"
 done
 echo "built: $(ls "$build/bin" | tr '\n' ' ')"
-[ -z "$prefix" ] || echo "run with: export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:\$LD_LIBRARY_PATH"
+
+if $run_tests; then
+  # As a user runs them: no LD_LIBRARY_PATH from this script.
+  for tree in worker server; do
+    start=$(date +%s)
+    env -u LD_LIBRARY_PATH ctest --test-dir "$build/$tree" --output-on-failure -j "$jobs"
+    echo "$tree tests passed in $(( $(date +%s) - start )) s"
+  done
+fi
+if [ -n "$install_prefix" ]; then
+  cmake --install "$build/worker" --prefix "$install_prefix"
+  cmake --install "$build/server" --prefix "$install_prefix"
+  echo "installed into $install_prefix: start with $install_prefix/bin/vramlabd --data-dir DIR"
+fi
+if $package; then
+  # One package from both trees (cpack runs each tree's install into the staging area).
+  cpack --config "$build/server/CPackConfig.cmake" -B "$build/packages" \
+    -D "CPACK_INSTALL_CMAKE_PROJECTS=$build/worker;vramlab;ALL;/;$build/server;vramlab;ALL;/"
+  ls "$build"/packages/vramlab*.deb "$build"/packages/vramlab*.tar.gz
+fi

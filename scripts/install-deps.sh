@@ -7,7 +7,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev libgmock-dev
   libtorch-dev prometheus chromium curl python3 libxml2-utils python3-yaml python3-grpcio
-  openssl
+  openssl zsh
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -54,6 +54,20 @@ ABSL_FLAG(int, max_steps, 10000, "largest training.steps accepted");
 ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
 ABSL_FLAG(int64_t, max_log_bytes, 8 << 20, "size cap of each experiment's worker log");
 ABSL_FLAG(int, max_worker_events_per_second, 5000, "event rate above which a worker is killed");
+// Exporter and authentication hardening (docs/DAEMON.md, "Limits on clients").
+ABSL_FLAG(int, metrics_threads, 16, "metrics connections served at once");
+ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(5),
+          "a metrics client that has not sent its request by then is disconnected");
+ABSL_FLAG(int, auth_max_failures, 10,
+          "failed authentications from one address within --auth-failure-window before it is "
+          "refused; 0: no limit");
+ABSL_FLAG(absl::Duration, auth_failure_window, absl::Minutes(1), "see --auth-max-failures");
+
+// Store checks and durability (docs/DAEMON.md, "Data directory and durability").
+ABSL_FLAG(absl::Duration, store_check_timeout, absl::Seconds(60),
+          "time bound of the database integrity check (PRAGMA quick_check) at start");
+ABSL_FLAG(std::string, fail_store_writes_while_exists, "",
+          "tests only: every store write fails as on a full disk while this file exists");
 
 namespace vramlab::server {
 namespace {
@@ -126,6 +140,8 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
   options.worker_limits.cancel_grace_period =
       absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_cancel_grace_period));
+  options.store.quick_check_limit = absl::GetFlag(FLAGS_store_check_timeout);
+  options.store.write_fault_file = absl::GetFlag(FLAGS_fail_store_writes_while_exists);
   return options;
 }
 
@@ -172,7 +188,11 @@ int Run() {
   if (metrics_listen.empty()) {
     metrics = Metrics::CreateUnexposed();
   } else {
-    auto started = Metrics::Start(metrics_listen);
+    MetricsHttpOptions http;
+    http.listen_address = metrics_listen;
+    http.threads = absl::GetFlag(FLAGS_metrics_threads);
+    http.request_timeout = absl::GetFlag(FLAGS_metrics_request_timeout);
+    auto started = Metrics::Start(http);
     if (!started.ok()) {
       std::fprintf(stderr, "vramlabd: metrics: %s\n",
                    std::string(started.status().message()).c_str());
@@ -190,7 +210,9 @@ int Run() {
     std::fprintf(stderr, "vramlabd: %s\n", std::string(started.message()).c_str());
     return 1;
   }
-  VramlabServiceImpl service(engine->get(), &authenticator);
+  AuthThrottle auth_throttle({.max_failures = absl::GetFlag(FLAGS_auth_max_failures),
+                              .window = absl::GetFlag(FLAGS_auth_failure_window)});
+  VramlabServiceImpl service(engine->get(), &authenticator, &auth_throttle, metrics.get());
   GrpcServerOptions grpc_options;
   grpc_options.listen_address = listen;
   grpc_options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);

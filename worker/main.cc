@@ -20,7 +20,8 @@
 #include "worker/events/event_sink.h"
 #include "worker/memory/allocator_env.h"
 #include "worker/memory/device_backend.h"
-#include "worker/train/worker_run.h"
+#include "worker/memory/host_memory_limit.h"
+#include "worker/train/run_worker.h"
 #include "worker/util/host_files.h"
 
 namespace {
@@ -159,6 +160,13 @@ int main(int argc, char** argv) {
   if (args.spec_is_temporary) unlink(args.spec_path.c_str());
 
   vramlab::worker::WorkerHooks hooks;
-  hooks.before_device = [&](const ExperimentSpec& spec) { ReexecWithAllocatorEnv(spec, spec_text, args, argv); };
+  hooks.before_device = [&](const ExperimentSpec& spec) {
+    ReexecWithAllocatorEnv(spec, spec_text, args, argv);
+    const int64_t host_limit = vramlab::worker::HostMemoryLimitFromEnvironment();
+    if (host_limit > 0 && spec.device == vramlab::worker::DeviceKind::kCpu) {
+      std::string why;
+      if (!vramlab::worker::LimitDataSegment(host_limit, &why)) std::cerr << "vramlab-worker: " << why << std::endl;
+    }
+  };
   return vramlab::worker::RunWorker(spec_text, sink, hooks);
 }

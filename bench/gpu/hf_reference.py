@@ -10,6 +10,8 @@ time after warm-up). Writes one JSON object per configuration to stdout.
       --limit-gib 24 --steps 3
   --seq-lens 512,1024,... runs a sweep in one process, emptying the cache between points and
   stopping at the first OOM (the lab report's torture test).
+  --lora-rank 16 --lora-alpha 32 trains HF PEFT LoRA adapters on all seven projections instead,
+  as PEFT's documentation configures it (bf16 base, fp32 adapters, torch AdamW over the adapters).
 """
 import argparse
 import gc
@@ -43,6 +45,17 @@ def build_model(args, seq_len):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
     if args.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if args.lora_rank:
+        import peft
+        if args.checkpointing:
+            # The base is frozen: checkpointed blocks need inputs that require grad (PEFT's recipe).
+            model.enable_input_require_grads()
+        torch.manual_seed(0)
+        config = peft.LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=0.0,
+                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                 "up_proj", "down_proj"], task_type="CAUSAL_LM")
+        # autocast_adapter_dtype (PEFT's default) keeps the adapters in fp32 on a bf16 base.
+        model = peft.get_peft_model(model, config)
     model.train()
     return model
 
@@ -52,7 +65,7 @@ def run_point(args, value):
     micro_batch = value if args.sweep == "batch" else args.micro_batch
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    result = dict(side="hf", preset=args.preset, attention=args.attention, micro_batch=micro_batch,
+    result = dict(side="hf", preset=args.preset, lora_rank=args.lora_rank, attention=args.attention, micro_batch=micro_batch,
                   accum=args.accum, seq_len=seq_len, compile=args.compile, checkpointing=args.checkpointing,
                   limit_gib=args.limit_gib)
     model = optimizer = None
@@ -60,7 +73,8 @@ def run_point(args, value):
     try:
         model = build_model(args, seq_len)
         step_model = torch.compile(model) if args.compile else model
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=args.fused or None)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=1e-5, fused=args.fused or None)
         generator = torch.Generator(device="cpu").manual_seed(1234)
         times, losses = [], []
         for step in range(args.warmup + args.steps):
@@ -109,6 +123,8 @@ def main():
     p.add_argument("--compile", action="store_true")
     p.add_argument("--fused", action="store_true", help="torch.optim.AdamW(fused=True)")
     p.add_argument("--limit-gib", type=float, default=0)
+    p.add_argument("--lora-rank", type=int, default=0, help="HF PEFT LoRA of this rank; 0: full fine-tuning")
+    p.add_argument("--lora-alpha", type=float, default=32)
     p.add_argument("--steps", type=int, default=3, help="timed steps after warm-up")
     p.add_argument("--warmup", type=int, default=1)
     args = p.parse_args()

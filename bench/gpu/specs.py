@@ -15,10 +15,10 @@ LONG = [8192, 16384, 24576, 32768, 40960, 49152, 65536, 81920, 98304, 131072]
 
 
 def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=False, chunked=False,
-        optimizer="ADAMW", hf_extra=()):
+        optimizer="ADAMW", hf_extra=(), preset="qwen2.5-1.5b", lora=None):
     spec = {
         "name": name,
-        "model": {"preset": "qwen2.5-1.5b", "initSeed": 0},
+        "model": {"preset": preset, "initSeed": 0},
         "training": {"microBatchSize": mb, "gradAccumSteps": accum, "seqLen": seq,
                      # the worker's first step is the warm-up; the table takes the median of the rest
                      "steps": steps + warmup, "dtype": "BFLOAT16", "attention": attention.upper(),
@@ -29,7 +29,10 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
     }
     if sweep:
         spec["sweep"] = {"variable": "SEQ_LEN", "mode": "LIST", "values": sweep}
-    hf = ["--micro-batch", str(mb), "--accum", str(accum), "--seq-len", str(seq), "--attention", attention,
+    if lora:
+        # PEFT's defaults for the other fields: all seven targets, no dropout, fp32 adapters.
+        spec["training"]["adapter"] = {"kind": "LORA", "rank": lora[0], "alpha": lora[1]}
+    hf = ["--preset", preset, "--micro-batch", str(mb), "--accum", str(accum), "--seq-len", str(seq), "--attention", attention,
           "--steps", str(steps), "--warmup", str(warmup)]
     if limit:
         hf += ["--limit-gib", str(limit / GIB)]
@@ -37,6 +40,8 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
         hf += ["--seq-lens", ",".join(map(str, sweep))]
     if ckpt:
         hf += ["--checkpointing"]
+    if lora:
+        hf += ["--lora-rank", str(lora[0]), "--lora-alpha", str(lora[1])]
     hf += list(hf_extra)
     return name, spec, hf
 
@@ -50,6 +55,13 @@ ROWS = dict((r[0], r[1:]) for r in [
     row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
     row("longest-24g-all-switches", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True, chunked=True,
         optimizer="ADAMW_8BIT"),
+    # LoRA r=16, alpha=32 on all seven projections, side by side with HF PEFT (3 timed steps).
+    row("lora-1.5b-mb4-s512-eager-24g", 4, 1, 512, "eager", LIMIT_24, 3, 1, lora=(16, 32)),
+    row("lora-1.5b-s8192-sdpa-ckpt-24g", 1, 1, 8192, "sdpa", LIMIT_24, 3, 1, ckpt=True, lora=(16, 32)),
+    row("lora-7b-s2048-sdpa-ckpt-24g", 1, 1, 2048, "sdpa", LIMIT_24, 3, 1, ckpt=True, lora=(16, 32),
+        preset="qwen2.5-7b"),
+    row("lora-7b-mb2x2-s2048-sdpa-ckpt", 2, 2, 2048, "sdpa", 0, 3, 1, ckpt=True, lora=(16, 32),
+        preset="qwen2.5-7b"),
 ])
 
 

@@ -4,10 +4,11 @@
 The container's HEALTHCHECK. It calls the standard health service, which the daemon serves without
 authentication, so the probe needs no token (a token in a HEALTHCHECK would show in `docker
 inspect`). The messages are encoded by hand to need only grpcio (Debian/Ubuntu python3-grpcio):
-HealthCheckRequest{service: ""} is the empty message and HealthCheckResponse{status: SERVING} is
-field 1 = 1, bytes 08 01.
+HealthCheckRequest{service: NAME} is field 1 as a length-delimited string (the empty message for
+"", the whole server) and HealthCheckResponse{status: SERVING} is field 1 = 1, bytes 08 01.
 
-usage: grpc-health-check.py [HOST:PORT] [--timeout SECONDS]   (default 127.0.0.1:7433, 3 s)
+usage: grpc-health-check.py [HOST:PORT] [--timeout SECONDS] [--service NAME]
+       (default 127.0.0.1:7433, 3 s, service "")
 """
 import sys
 
@@ -16,14 +17,26 @@ import grpc
 SERVING = b"\x08\x01"
 
 
+def health_check_request(service):
+    name = service.encode()
+    if not name:
+        return b""
+    if len(name) >= 128:
+        raise ValueError("service name longer than 127 bytes")
+    return b"\x0a" + bytes([len(name)]) + name
+
+
 def main(argv):
     address = "127.0.0.1:7433"
     timeout = 3.0
+    service = ""
     args = list(argv)
     while args:
         arg = args.pop(0)
         if arg == "--timeout" and args:
             timeout = float(args.pop(0))
+        elif arg == "--service" and args:
+            service = args.pop(0)
         elif not arg.startswith("-"):
             address = arg
         else:
@@ -32,7 +45,7 @@ def main(argv):
     with grpc.insecure_channel(address) as channel:
         check = channel.unary_unary("/grpc.health.v1.Health/Check")
         try:
-            response = check(b"", timeout=timeout)
+            response = check(health_check_request(service), timeout=timeout)
         except grpc.RpcError as error:
             print(f"grpc-health-check: {address}: {error.code().name}: {error.details()}",
                   file=sys.stderr)

@@ -7,8 +7,11 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth/secret_file.h"
+#include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
+
 namespace {
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
@@ -29,7 +32,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   }
   auto cert = ReadWholeFile(options.tls_cert_path);
   if (!cert.ok()) return cert.status();
-  auto key = ReadWholeFile(options.tls_key_path);
+  auto key = ReadSecretFile(options.tls_key_path, "TLS key file");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
@@ -46,14 +49,22 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   RunningGrpcServer running;
+  // Without SO_REUSEPORT a port another process listens on is refused instead of shared: two
+  // daemons on one port would split the connections between them.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,
+                                               " (in use by another process?)"));
   }
+  // "" is the whole server; per-service probes (Kubernetes grpc.service, grpc_health_probe
+  // -service) ask for the service's full name.
   running.server->GetHealthCheckService()->SetServingStatus(true);
+  running.server->GetHealthCheckService()->SetServingStatus(
+      vramlab::v1::VramlabService::service_full_name(), true);
   return running;
 }
 

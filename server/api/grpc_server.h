@@ -1,5 +1,6 @@
-// Builds the daemon's gRPC server: the vramlab service, the standard grpc.health.v1 service and
-// server reflection (so grpcurl works), over TLS when a certificate and key are given.
+// Builds the daemon's gRPC server: the vramlab service, the standard grpc.health.v1 service (SERVING
+// for "" and for "vramlab.v1.VramlabService") and server reflection (so grpcurl works), over TLS
+// when a certificate and key are given.
 #ifndef VRAMLAB_SERVER_API_GRPC_SERVER_H_
 #define VRAMLAB_SERVER_API_GRPC_SERVER_H_
 
@@ -15,8 +16,10 @@ namespace vramlab::server {
 struct GrpcServerOptions {
   std::string listen_address;  // "127.0.0.1:0" picks a free port
   std::string tls_cert_path;   // both empty: plaintext
-  std::string tls_key_path;
-  int max_receive_message_bytes = 4 * 1024 * 1024;
+  std::string tls_key_path;    // refused when group or others may read it
+  // Well above SpecLimits::max_spec_bytes, so that an oversized spec reaches the spec checks and
+  // gets an error naming its field instead of a transport RESOURCE_EXHAUSTED.
+  int max_receive_message_bytes = 32 * 1024 * 1024;
 };
 
 struct RunningGrpcServer {

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"
 
@@ -45,7 +46,18 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }
 
 absl::StatusOr<Principal> VramlabServiceImpl::Caller(grpc::ServerContext* context) const {
-  return authenticator_->Authenticate(context->client_metadata());
+  if (!authenticator_->enabled()) return authenticator_->Authenticate(context->client_metadata());
+  const std::string peer = AuthThrottle::PeerAddress(context->peer());
+  if (absl::Status allowed = throttle_->Check(peer, absl::Now()); !allowed.ok()) {
+    metrics_->OnAuthThrottled();
+    return allowed;
+  }
+  auto caller = authenticator_->Authenticate(context->client_metadata());
+  if (!caller.ok()) {
+    throttle_->RecordFailure(peer, absl::Now());
+    metrics_->OnAuthFailure();
+  }
+  return caller;
 }
 
 #define VRAMLAB_AUTHENTICATE(context, caller)          \

@@ -3,16 +3,21 @@
 #ifndef VRAMLAB_SERVER_API_VRAMLAB_SERVICE_H_
 #define VRAMLAB_SERVER_API_VRAMLAB_SERVICE_H_
 
+#include "server/auth/auth_throttle.h"
 #include "server/auth/authenticator.h"
 #include "server/engine/engine.h"
+#include "server/metrics/metrics.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
 
 class VramlabServiceImpl final : public vramlab::v1::VramlabService::Service {
  public:
-  VramlabServiceImpl(Engine* engine, const Authenticator* authenticator)
-      : engine_(engine), authenticator_(authenticator) {}
+  // Every pointer must outlive the service. Failed authentications are counted in `metrics` and
+  // recorded in `throttle`, which refuses callers that fail too often.
+  VramlabServiceImpl(Engine* engine, const Authenticator* authenticator, AuthThrottle* throttle,
+                     Metrics* metrics)
+      : engine_(engine), authenticator_(authenticator), throttle_(throttle), metrics_(metrics) {}
 
   grpc::Status SubmitExperiment(grpc::ServerContext* context,
                                 const vramlab::v1::SubmitExperimentRequest* request,
@@ -47,6 +52,8 @@ class VramlabServiceImpl final : public vramlab::v1::VramlabService::Service {
 
   Engine* const engine_;
   const Authenticator* const authenticator_;
+  AuthThrottle* const throttle_;
+  Metrics* const metrics_;
 };
 
 // absl::Status to grpc::Status, code and message preserved.

@@ -1,14 +1,11 @@
 #include "server/auth/token_file.h"
 
-#include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/auth/secret_file.h"
 
 namespace vramlab::server {
 
@@ -43,20 +40,9 @@ absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content) {
 }
 
 absl::StatusOr<TokenTable> LoadTokenFile(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("auth tokens file ", path, " not found"));
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("auth tokens file ", path,
-                     " is accessible by group or others; chmod 600 it"));
-  }
-  std::ifstream in(path);
-  if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
-  std::stringstream content;
-  content << in.rdbuf();
-  return ParseTokenFile(content.str());
+  auto content = ReadSecretFile(path, "auth tokens file");
+  if (!content.ok()) return content.status();
+  return ParseTokenFile(*content);
 }
 
 }  // namespace vramlab::server

@@ -74,10 +74,14 @@ absl::StatusOr<std::vector<Slot>> SelectGpus(const std::vector<Slot>& gpus,
   return selected;
 }
 
-std::vector<Slot> CpuSlots(int count) {
+int64_t HostMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGE_SIZE);
-  int64_t memory = pages > 0 && page_size > 0 ? int64_t{pages} * page_size : 0;
+  return pages > 0 && page_size > 0 ? int64_t{pages} * page_size : 0;
+}
+
+std::vector<Slot> CpuSlots(int count) {
+  int64_t memory = HostMemoryBytes();
   std::vector<Slot> slots;
   for (int i = 0; i < count; ++i) slots.push_back({i, "cpu", memory, ""});
   return slots;

@@ -20,6 +20,8 @@ absl::StatusOr<std::vector<Slot>> DiscoverGpus();
 // that does not exist.
 absl::StatusOr<std::vector<Slot>> SelectGpus(const std::vector<Slot>& gpus,
                                              const std::string& gpus_flag);
+// The host's physical memory (RAM), 0 if unknown.
+int64_t HostMemoryBytes();
 // `count` CPU slots sharing the host's memory; the worker sees no GPU.
 std::vector<Slot> CpuSlots(int count);
 

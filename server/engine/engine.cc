@@ -3,11 +3,14 @@
 
 #include "server/common/timestamp.h"
 
+#include <filesystem>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/auth/authenticator.h"
 #include "common/status_macros.h"
+#include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/validate_spec.h"
@@ -20,6 +23,8 @@ namespace {
 
 constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
+
+std::string IdOf(int64_t seq) { return absl::StrFormat("exp-%06d", seq); }
 
 }  // namespace
 
@@ -47,6 +52,10 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   vramlab::v1::ExperimentSpec on_this_device = spec;
   on_this_device.set_device(options_.device);
   auto prediction = EstimateMemory(on_this_device, 0);
+  if (prediction.ok() && !request.force()) {
+    RETURN_IF_ERROR(CheckFitsDevice(*prediction, request.spec(), options_.device,
+                                    LargestSlotBytes(options_.slots)));
+  }
 
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the daemon is shutting down");
@@ -54,6 +63,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
     ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(caller.user, request.request_id()));
     if (existing.has_value()) return GetLocked(existing->id());
   }
+  RETURN_IF_ERROR(CheckStoreWritableLocked());
   if (queue_.CountOwner(caller.user) >= options_.max_queued_per_user) {
     return absl::ResourceExhaustedError(
         absl::StrCat("user ", caller.user, " already has ", queue_.CountOwner(caller.user),
@@ -63,9 +73,14 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
     return absl::ResourceExhaustedError(absl::StrCat("the queue is full (",
                                                      options_.max_queued_total, " experiments)"));
   }
+  // A directory left by an experiment the store does not know (e.g. a database restored from an
+  // older backup) is never reused: its id is skipped.
+  while (std::filesystem::exists(ExperimentFiles(options_.data_dir, IdOf(next_seq_)).dir())) {
+    ++next_seq_;
+  }
   int64_t seq = next_seq_;
   Experiment experiment;
-  experiment.set_id(absl::StrFormat("exp-%06d", seq));
+  experiment.set_id(IdOf(seq));
   *experiment.mutable_spec() = EffectiveSpec(experiment.id(), spec);
   experiment.set_owner(caller.user);
   experiment.set_state(Experiment::QUEUED);
@@ -73,7 +88,10 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   experiment.set_request_id(request.request_id());
   if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
   // Committed before anyone hears of it: an answered Submit survives kill -9.
-  RETURN_IF_ERROR(store_->InsertExperiment(seq, experiment));
+  if (absl::Status inserted = store_->InsertExperiment(seq, experiment); !inserted.ok()) {
+    NoteStoreFailureLocked(inserted);
+    return StoreUnwritableError("not accepted", store_error_);
+  }
   ++next_seq_;
   hub_.Open(experiment.id(), 0);
   queue_.Push({experiment.id(), caller.user, experiment.spec().priority()});
@@ -95,10 +113,12 @@ Experiment Engine::WithPositionLocked(Experiment experiment) const {
 }
 
 absl::StatusOr<Experiment> Engine::GetLocked(const std::string& id) {
+  auto held = unstored_.find(id);
+  if (held != unstored_.end()) return WithStorageLocked(held->second.experiment);
   auto it = active_.find(id);
-  if (it != active_.end()) return WithPositionLocked(it->second.experiment);
+  if (it != active_.end()) return WithStorageLocked(WithPositionLocked(it->second.experiment));
   ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));
-  return std::move(stored.experiment);
+  return WithStorageLocked(std::move(stored.experiment));
 }
 
 absl::StatusOr<Experiment> Engine::Get(const std::string& id) {
@@ -128,9 +148,13 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
   vramlab::v1::ListExperimentsResponse response;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < page_size; ++i) {
-    auto it = active_.find(rows[i].experiment.id());
-    *response.add_experiments() = WithPositionLocked(
-        it != active_.end() ? it->second.experiment : rows[i].experiment);
+    const std::string& id = rows[i].experiment.id();
+    auto held = unstored_.find(id);
+    auto it = active_.find(id);
+    const Experiment& latest = held != unstored_.end() ? held->second.experiment
+                               : it != active_.end()   ? it->second.experiment
+                                                       : rows[i].experiment;
+    *response.add_experiments() = WithStorageLocked(WithPositionLocked(latest));
   }
   if (static_cast<int>(rows.size()) > page_size) {
     response.set_next_page_token(absl::StrCat(rows[page_size - 1].seq));
@@ -150,9 +174,11 @@ absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::st
         "experiment ", id, " already ended (", Experiment::State_Name(experiment.state()), ")"));
   }
   if (experiment.state() == Experiment::QUEUED) {
+    // Not shown as cancelled unless stored: on a store that cannot write it stays QUEUED.
+    RETURN_IF_ERROR(FinishLocked(id, Experiment::CANCELLED,
+                                 absl::StrCat("cancelled while queued by ", caller.user),
+                                 /*requeue_pending=*/false, /*keep_if_unstored=*/false));
     queue_.Remove(id);
-    FinishLocked(id, Experiment::CANCELLED, absl::StrCat("cancelled while queued by ", caller.user),
-                 false);
     PublishQueuePositionsLocked();
     UpdateQueueMetricsLocked();
     ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));

@@ -7,6 +7,14 @@
 //  - a QUEUED experiment is in queue_; a RUNNING one holds exactly one slot;
 //  - the store is updated synchronously on every state change, so kill -9 loses no accepted
 //    experiment and no state transition.
+// Durability when the store cannot write (disk full, I/O error, see docs/DAEMON.md):
+//  - a change the daemon can decline (submit, cancel of a queued experiment, launch) is not made
+//    unless stored: the caller gets RESOURCE_EXHAUSTED naming the data directory's disk;
+//  - a change that already happened (a worker ended) is shown and published, and its experiment
+//    is kept in unstored_ with storage_pending set until the storage thread stores it, retrying
+//    with backoff; events are held and retried by the EventWriter likewise;
+//  - while store_error_ is set no submission is accepted and nothing is launched; it clears once
+//    everything held is stored and a probe write succeeds.
 // Lock order: Engine::mu_ before EventChannel/EventWriter locks; the Supervisor never calls into
 // the Engine while holding its own lock.
 //
@@ -17,6 +25,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -27,17 +36,22 @@
 #include "server/engine/engine_options.h"
 #include "server/metrics/metrics.h"
 #include "server/queue/fair_queue.h"
+#include "server/store/data_dir_lock.h"
 #include "server/store/store.h"
 #include "server/watch/event_hub.h"
 #include "server/watch/watch_cursor.h"
-#include "server/worker/supervisor.h"
+#include "server/supervise/supervisor.h"
 #include "vramlab/v1/service.pb.h"
 
 namespace vramlab::server {
 
 class Engine : public SupervisorListener {
  public:
-  // Opens the store under options.data_dir. `metrics` must outlive the Engine.
+  // How long Shutdown keeps retrying held states and events on a store that cannot write.
+  static constexpr absl::Duration kShutdownStorageTimeout = absl::Seconds(10);
+
+  // Locks options.data_dir (one daemon per data directory), then opens the store there.
+  // `metrics` must outlive the Engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options, Metrics* metrics);
   ~Engine() override;
 
@@ -48,6 +62,8 @@ class Engine : public SupervisorListener {
   // then stops them (INTERRUPTED), ends every watch and commits every event.
   void Shutdown();
 
+  // Validates, admits by memory (server/engine/admission.h; FAILED_PRECONDITION unless
+  // request.force) and queues the spec.
   absl::StatusOr<vramlab::v1::Experiment> Submit(const Principal& caller,
                                                  const vramlab::v1::SubmitExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);
@@ -76,19 +92,50 @@ class Engine : public SupervisorListener {
     int published_position = 0;  // last queue position sent to watchers
   };
 
-  Engine(EngineOptions options, std::unique_ptr<Store> store, Metrics* metrics);
+  // A final state that happened but could not be stored yet.
+  struct Unstored {
+    vramlab::v1::Experiment experiment;
+    bool requeue_pending = false;
+    int attempts = 1;
+  };
+
+  Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock, std::unique_ptr<Store> store,
+         Metrics* metrics);
 
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the experiment RUNNING (stored first) and starts its worker. False, with nothing
+  // changed, when the store refused the change.
+  bool LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
-  void FinishLocked(const std::string& id, vramlab::v1::Experiment::State state,
-                    const std::string& reason, bool requeue_pending)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and
+  // retried (the change already happened); without, nothing changes and the error is returned.
+  absl::Status FinishLocked(const std::string& id, vramlab::v1::Experiment::State state,
+                            const std::string& reason, bool requeue_pending,
+                            bool keep_if_unstored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishState(const vramlab::v1::Experiment& experiment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueuePositionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateQueueMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistLocked(const vramlab::v1::Experiment& experiment, bool requeue_pending = false)
+  // Stores the experiment's row; a failure marks the store unwritable (store_error_).
+  absl::Status PersistLocked(const vramlab::v1::Experiment& experiment,
+                             bool requeue_pending = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the data directory unwritable: no submission or launch until the storage thread's
+  // retries and probe succeed.
+  void NoteStoreFailureLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write to the store and a file write beside it.
+  absl::Status ProbeDataDirLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED naming the data directory's disk while the store cannot write; OK else.
+  absl::Status CheckStoreWritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StoreUnwritableError(const std::string& what, const std::string& error) const;
+  // The storage thread: retries unstored_ and probes the store while it fails.
+  void StorageLoop();
+  // Stores what unstored_ holds and probes; true when the store is writable again.
+  bool RetryStorageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateStoreMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At shutdown: retries unstored_ for up to kShutdownStorageTimeout, then logs each state lost.
+  void StoreHeldStatesBeforeExit();
+  // `experiment` with storage_pending, events_not_stored and a state_reason note filled in.
+  vramlab::v1::Experiment WithStorageLocked(vramlab::v1::Experiment experiment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   vramlab::v1::Experiment WithPositionLocked(vramlab::v1::Experiment experiment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -99,6 +146,7 @@ class Engine : public SupervisorListener {
                                             vramlab::v1::ExperimentSpec spec) const;
 
   const EngineOptions options_;
+  const std::unique_ptr<DataDirLock> lock_;  // held for the Engine's life
   const std::unique_ptr<Store> store_;
   Metrics* const metrics_;
   EventHub hub_;
@@ -112,6 +160,10 @@ class Engine : public SupervisorListener {
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bool accepting_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, Unstored> unstored_ ABSL_GUARDED_BY(mu_);
+  std::string store_error_ ABSL_GUARDED_BY(mu_);  // empty while the store writes
+  int64_t state_write_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread storage_thread_;
 };
 
 }  // namespace vramlab::server

@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/config/gpu_discovery.h"
+#include "server/engine/admission.h"
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/spec/alloc_conf.h"
@@ -19,12 +21,17 @@ using vramlab::v1::Experiment;
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options, Metrics* metrics) {
   if (options.slots.empty()) return absl::InvalidArgumentError("no slots to run experiments on");
-  ASSIGN_OR_RETURN(auto store, Store::Open(options.data_dir));
-  return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(store), metrics));
+  // Before anything in the directory is read: a second daemon must not even recover.
+  ASSIGN_OR_RETURN(auto lock, DataDirLock::Acquire(options.data_dir));
+  ASSIGN_OR_RETURN(auto store, Store::Open(options.data_dir, options.store));
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(options), std::move(lock), std::move(store), metrics));
 }
 
-Engine::Engine(EngineOptions options, std::unique_ptr<Store> store, Metrics* metrics)
+Engine::Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock,
+               std::unique_ptr<Store> store, Metrics* metrics)
     : options_(std::move(options)),
+      lock_(std::move(lock)),
       store_(std::move(store)),
       metrics_(metrics),
       hub_(store_.get(), EventHubOptions{}),
@@ -47,6 +54,8 @@ absl::Status Engine::Start() {
   ScheduleLocked();
   PublishQueuePositionsLocked();
   UpdateQueueMetricsLocked();
+  UpdateStoreMetricsLocked();
+  storage_thread_ = std::thread([this] { StorageLoop(); });
   return absl::OkStatus();
 }
 
@@ -77,7 +86,10 @@ absl::Status Engine::Recover() {
       experiment.clear_report();
       experiment.clear_oom();
     }
-    PersistLocked(experiment, /*requeue_pending=*/false);
+    if (absl::Status stored = PersistLocked(experiment, /*requeue_pending=*/false); !stored.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot write the store in ", options_.data_dir, ": ", stored.message()));
+    }
     if (experiment.state() != Experiment::QUEUED) {
       hub_.Close(experiment.id());
       continue;
@@ -93,14 +105,6 @@ absl::Status Engine::Recover() {
                  rows.size(), queue_.size());
   }
   return absl::OkStatus();
-}
-
-void Engine::PersistLocked(const Experiment& experiment, bool requeue_pending) {
-  absl::Status status = store_->UpdateExperiment(experiment, requeue_pending);
-  if (!status.ok()) {
-    std::fprintf(stderr, "vramlabd: storing %s failed: %s\n", experiment.id().c_str(),
-                 std::string(status.message()).c_str());
-  }
 }
 
 void Engine::PublishState(const Experiment& experiment) {
@@ -136,43 +140,59 @@ void Engine::UpdateQueueMetricsLocked() {
 
 void Engine::ScheduleLocked() {
   bool popped = false;
-  while (accepting_ && !free_slots_.empty() && !queue_.empty()) {
+  // Nothing starts while the store cannot write: its RUNNING state could not be recorded.
+  while (accepting_ && store_error_.empty() && !free_slots_.empty() && !queue_.empty()) {
     FairQueue::Entry entry = *queue_.Pop();
     popped = true;
     Active& active = active_[entry.id];
     active.slot = *free_slots_.begin();
     free_slots_.erase(free_slots_.begin());
-    LaunchLocked(active);
+    if (!LaunchLocked(active)) {
+      // Still QUEUED, at the back of its owner's line; launched once the store writes again.
+      free_slots_.insert(active.slot);
+      active.slot = -1;
+      queue_.Push(std::move(entry));
+      break;
+    }
   }
   if (popped) UpdateQueueMetricsLocked();
 }
 
-void Engine::LaunchLocked(Active& active) {
-  Experiment& experiment = active.experiment;
+bool Engine::LaunchLocked(Active& active) {
   const Slot& slot = options_.slots[active.slot];
-  experiment.set_state(Experiment::RUNNING);
-  experiment.set_slot(slot.index);
-  experiment.set_queue_position(0);
-  experiment.clear_state_reason();
-  *experiment.mutable_start_time() = NowTimestamp();
-  PersistLocked(experiment);
+  // The worker's files first: a disk that cannot take its spec keeps the experiment QUEUED
+  // (and stops launches until it can), rather than failing a run that never started.
+  ExperimentFiles files(options_.data_dir, active.experiment.id());
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  absl::Status prepared = files.CreateDir();
+  if (prepared.ok()) {
+    auto converted =
+        google::protobuf::util::MessageToJsonString(active.experiment.spec(), &json, print);
+    prepared = converted.ok() ? files.WriteSpec(json)
+                              : absl::InternalError(std::string(converted.message()));
+  }
+  if (!prepared.ok()) {
+    NoteStoreFailureLocked(prepared);
+    return false;
+  }
+  Experiment running = active.experiment;
+  running.set_state(Experiment::RUNNING);
+  running.set_slot(slot.index);
+  running.set_queue_position(0);
+  running.clear_state_reason();
+  *running.mutable_start_time() = NowTimestamp();
+  if (!PersistLocked(running).ok()) return false;
+  Experiment& experiment = active.experiment;
+  experiment = std::move(running);
   PublishState(experiment);
   metrics_->OnExperimentStarted(slot.index, experiment);
 
-  ExperimentFiles files(options_.data_dir, experiment.id());
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  absl::Status status = files.CreateDir();
-  if (status.ok()) {
-    auto converted = google::protobuf::util::MessageToJsonString(experiment.spec(), &json, print);
-    status = converted.ok() ? files.WriteSpec(json)
-                            : absl::InternalError(std::string(converted.message()));
-  }
   LaunchRequest request;
   request.experiment_id = experiment.id();
   request.log_path = files.log_path();
   request.time_limit_seconds = experiment.spec().time_limit_seconds();
-  request.spawn.path = status.ok() ? options_.worker_path : "";
+  request.spawn.path = options_.worker_path;
   request.spawn.args = {"--spec", files.spec_path(), "--events-fd",
                         std::to_string(kWorkerEventsFd)};
   // The worker checks every host file it opens against the same policy (a link may change
@@ -190,6 +210,10 @@ void Engine::LaunchLocked(Active& active) {
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     env.push_back(alloc_conf.empty() ? std::string(name) : absl::StrCat(name, "=", alloc_conf));
   }
+  // The most host memory the worker should let itself use (it sets its own limit from this):
+  // the host's RAM less the admission margin. 0 when the host's RAM is unknown.
+  env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                             UsableDeviceBytes(HostMemoryBytes())));
   if (options_.device == vramlab::v1::CPU && getenv("OMP_NUM_THREADS") == nullptr) {
     // Slots share the cores instead of each worker spawning a thread per core.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -197,13 +221,8 @@ void Engine::LaunchLocked(Active& active) {
     env.push_back(absl::StrCat("OMP_NUM_THREADS=", per_slot));
   }
   request.spawn.env = EnvironmentWith(env);
-  if (!status.ok()) {
-    std::fprintf(stderr, "vramlabd: preparing %s failed: %s\n", experiment.id().c_str(),
-                 std::string(status.message()).c_str());
-  }
-  // An empty path makes the spawn fail, which reports the experiment FAILED through the
-  // supervisor like any other launch failure.
   supervisor_.Launch(std::move(request));
+  return true;
 }
 
 void Engine::Shutdown() {
@@ -218,8 +237,10 @@ void Engine::Shutdown() {
     supervisor_.WaitIdle(absl::FromChrono(options_.worker_limits.cancel_grace_period) +
                          absl::Seconds(5));
   }
+  if (storage_thread_.joinable()) storage_thread_.join();
   supervisor_.Stop();
-  hub_.Flush();
+  StoreHeldStatesBeforeExit();
+  hub_.Flush(kShutdownStorageTimeout);
   hub_.Shutdown();
   hub_.Stop();
 }

@@ -9,7 +9,8 @@
 #include "absl/time/time.h"
 #include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
-#include "server/worker/worker_run.h"
+#include "server/store/store.h"
+#include "server/supervise/running_worker.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
@@ -39,6 +40,7 @@ struct EngineOptions {
   HostPathPolicy host_paths;
   WorkerLimits worker_limits;
   bool auth_enabled = false;
+  StoreOptions store;
 };
 
 }  // namespace vramlab::server

@@ -54,31 +54,44 @@ void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict&
   std::fprintf(stderr, "vramlabd: %s ended %s%s%s\n", experiment_id.c_str(),
                Experiment::State_Name(verdict.state).c_str(), verdict.reason.empty() ? "" : ": ",
                verdict.reason.c_str());
-  FinishLocked(experiment_id, verdict.state, verdict.reason,
-               /*requeue_pending=*/verdict.state == Experiment::INTERRUPTED);
+  // The worker is gone whatever the store says: kept and retried if it cannot be stored.
+  (void)FinishLocked(experiment_id, verdict.state, verdict.reason,
+                     /*requeue_pending=*/verdict.state == Experiment::INTERRUPTED,
+                     /*keep_if_unstored=*/true);
   ScheduleLocked();
   PublishQueuePositionsLocked();
 }
 
-void Engine::FinishLocked(const std::string& id, Experiment::State state,
-                          const std::string& reason, bool requeue_pending) {
+absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state,
+                                  const std::string& reason, bool requeue_pending,
+                                  bool keep_if_unstored) {
   auto it = active_.find(id);
-  if (it == active_.end()) return;
+  if (it == active_.end()) return absl::OkStatus();
   Active& active = it->second;
-  Experiment& experiment = active.experiment;
-  experiment.set_state(state);
-  experiment.set_state_reason(reason);
-  experiment.set_queue_position(0);
-  *experiment.mutable_end_time() = NowTimestamp();
-  experiment.set_has_snapshot(ExperimentFiles(options_.data_dir, id).HasSnapshot());
-  PersistLocked(experiment, requeue_pending);
-  PublishState(experiment);
+  Experiment final_state = active.experiment;
+  final_state.set_state(state);
+  final_state.set_state_reason(reason);
+  final_state.set_queue_position(0);
+  *final_state.mutable_end_time() = NowTimestamp();
+  final_state.set_has_snapshot(ExperimentFiles(options_.data_dir, id).HasSnapshot());
+  absl::Status stored = PersistLocked(final_state, requeue_pending);
+  if (!stored.ok()) {
+    if (!keep_if_unstored) {
+      return StoreUnwritableError(absl::StrCat(Experiment::State_Name(state), " not recorded"),
+                                  std::string(stored.message()));
+    }
+    unstored_[id] = Unstored{final_state, requeue_pending};
+    UpdateStoreMetricsLocked();
+  }
+  // Published (and the watch ended) also when unstored: the final state is known and kept.
+  PublishState(final_state);
   hub_.Close(id);
   if (active.slot >= 0) {
-    metrics_->OnExperimentFinished(options_.slots[active.slot].index, experiment);
+    metrics_->OnExperimentFinished(options_.slots[active.slot].index, final_state);
     free_slots_.insert(active.slot);
   }
   active_.erase(it);
+  return absl::OkStatus();
 }
 
 }  // namespace vramlab::server

@@ -23,9 +23,11 @@ constexpr int64_t kCudaMinLargeAllocBytes = 10 * kMiB;
 constexpr int64_t kCudaRoundLargeBytes = 2 * kMiB;
 
 // Device memory outside the caching allocator (context, kernel images, cuBLAS/cuDNN handles):
-// about 620 MiB was seen on an H200 with torch 2.11 + CUDA 13 (DESIGN.md). It is not subject to
-// setMemoryFraction, so it does not count against an emulated card's limit.
-constexpr int64_t kCudaContextBytes = 620 * kMiB;
+// the worker measured 804,061,184 B (767 MiB) in every sdpa run on the H200 with torch 2.11 +
+// CUDA 13, 751 MiB in eager runs and 781 MiB with CPU offload (DESIGN.md, "Figures and their
+// definitions"). It is not subject to setMemoryFraction, so it does not count against an emulated
+// card's limit.
+constexpr int64_t kCudaContextBytes = 804061184;
 
 // cuBLAS workspaces, handed out by the caching allocator on the first matmul of each thread
 // (ATen/cuda/CublasHandlePool.cpp: 32 MiB per handle and stream on Hopper, sm_90) and kept: one

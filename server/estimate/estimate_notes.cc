@@ -22,8 +22,8 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
   } else {
     notes.push_back(absl::StrFormat(
         "device cuda (also assumed when the spec leaves it unset): every tensor rounded up to "
-        "%d bytes; CUDA context %d MiB outside the allocator (seen on an H200, torch 2.11)",
-        kCudaMinBlockBytes, kCudaContextBytes / kMiB));
+        "%d bytes; CUDA context %.0f MiB outside the allocator (measured on an H200, torch 2.11)",
+        kCudaMinBlockBytes, static_cast<double>(kCudaContextBytes) / kMiB));
     notes.push_back(absl::StrFormat(
         "%d cuBLAS workspaces of %d MiB (training and autograd threads, Hopper default) held "
         "from the first matmul on",

@@ -71,7 +71,7 @@ TEST(EstimatorTest, WeightsGradientsAndStateOf15BInBf16OnCuda) {
     EXPECT_EQ(e.anatomy().weights_bytes(), 2 * p);
     EXPECT_EQ(e.anatomy().gradients_bytes(), 2 * p);
     EXPECT_EQ(e.anatomy().optimizer_state_bytes(), c.state) << c.kind;
-    EXPECT_EQ(e.anatomy().cuda_context_bytes(), 620 * (int64_t{1} << 20));
+    EXPECT_EQ(e.anatomy().cuda_context_bytes(), 804061184);  // measured, sdpa runs on the H200
   }
 }
 

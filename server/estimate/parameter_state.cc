@@ -110,8 +110,6 @@ int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int6
   return most;
 }
 
-}  // namespace
-
 // Adapter training: the base model frozen (no gradient, no state), the optimizer over the
 // adapters in their own dtype (worker/adapters/lora.h, qlora.h).
 ParameterState EstimateAdapterParameterState(const RunSettings& run) {
@@ -165,6 +163,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   }
   return s;
 }
+
+}  // namespace
 
 ParameterState EstimateParameterState(const RunSettings& run) {
   if (run.adapter.enabled()) return EstimateAdapterParameterState(run);

@@ -9,14 +9,26 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/metrics/metrics_http_server.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
 
+// What the daemon could not yet write to its store (see Engine: durability).
+struct StoreHealth {
+  bool writable = true;
+  int64_t pending_experiment_states = 0;  // final states held in memory, being retried
+  int64_t pending_events = 0;             // events held in memory, being retried
+  int64_t write_failures = 0;             // failed experiment-state writes since start
+  int64_t events_not_stored = 0;          // events given up since start
+};
+
 class Metrics {
  public:
-  // Starts the HTTP exposer on `listen_address` ("127.0.0.1:9464"; port 0 picks a free one).
+  // Starts serving /metrics on options.listen_address ("127.0.0.1:9464"; port 0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const MetricsHttpOptions& options);
+  // The same with the default threads and timeouts.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& listen_address);
   // A registry without an HTTP endpoint, for tests and for a daemon run without metrics.
   static std::unique_ptr<Metrics> CreateUnexposed();
@@ -42,6 +54,13 @@ class Metrics {
   virtual void SetWatchers(int watchers) = 0;
   // A worker process ended abnormally (signal, killed for output, time limit).
   virtual void OnWorkerAbnormalExit() = 0;
+  // A call refused for a missing, malformed or unknown token.
+  virtual void OnAuthFailure() = 0;
+  // A call refused because its address failed authentication too often (AuthThrottle).
+  virtual void OnAuthThrottled() = 0;
+  // vramlab_store_writable, vramlab_store_pending{kind}, vramlab_store_write_failures_total,
+  // vramlab_events_not_stored_total.
+  virtual void SetStoreHealth(const StoreHealth& health) = 0;
 };
 
 }  // namespace vramlab::server

@@ -12,9 +12,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -248,8 +250,8 @@ TEST(MetricsTest, ScrapeIsOneConsistentSample) {
   EXPECT_GE(distinct, 20);  // the scrapes really raced the writer
 }
 
-// Minimal HTTP/1.0 GET over loopback; returns the body.
-std::string HttpGet(int port, const std::string& path) {
+// Sends "<request_line> HTTP/1.0" over loopback; returns the whole response.
+std::string HttpResponse(int port, const std::string& request_line) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -259,14 +261,30 @@ std::string HttpGet(int port, const std::string& path) {
     close(fd);
     return "";
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request =
+      absl::StrCat(request_line, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   (void)!write(fd, request.data(), request.size());
   std::string response;
   char buffer[8192];
   for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) response.append(buffer, n);
   close(fd);
+  return response;
+}
+
+// The body of GET `path`.
+std::string HttpGet(int port, const std::string& path) {
+  const std::string response = HttpResponse(port, "GET " + path);
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// The lines of `text` about vramlab_* families (samples, HELP and TYPE).
+std::vector<std::string> VramlabLines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, "vramlab_")) lines.emplace_back(line);
+  }
+  return lines;
 }
 
 TEST(MetricsTest, ExposerServesTheSameSeriesOnAFreePort) {
@@ -278,9 +296,35 @@ TEST(MetricsTest, ExposerServesTheSameSeriesOnAFreePort) {
   (*metrics)->OnSample(0, Sample(1024, 2048));
   const std::string body = HttpGet((*metrics)->port(), "/metrics");
   const std::string serialized = (*metrics)->Serialize();
-  // The HTTP body is our serialization plus prometheus-cpp's own exposer_* families.
-  EXPECT_TRUE(absl::StrContains(body, serialized)) << body;
+  // The same vramlab_* series; the process_* values move between the two reads.
+  EXPECT_EQ(VramlabLines(body), VramlabLines(serialized)) << body;
+  EXPECT_FALSE(VramlabLines(body).empty());
   EXPECT_EQ(SeriesValue(body, "vramlab_gpu_reserved_bytes{gpu=\"0\"}"), 2048);
+  EXPECT_TRUE(absl::StrContains(body, "\nprocess_resident_memory_bytes ")) << body;
+  // No exporter-internal families beside ours and the standard process_* ones.
+  EXPECT_FALSE(absl::StrContains(body, "exposer_")) << body;
+}
+
+TEST(MetricsTest, OnlyGetMetricsIsServed) {
+  auto metrics = Metrics::Start("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_TRUE(absl::StrContains(HttpResponse((*metrics)->port(), "GET /other"), " 404 "));
+  EXPECT_TRUE(absl::StrContains(HttpResponse((*metrics)->port(), "POST /metrics"), " 405 "));
+  EXPECT_TRUE(absl::StrContains(HttpResponse((*metrics)->port(), "GET /metrics"), " 200 "));
+}
+
+TEST(MetricsTest, BadServerOptionsAreRefused) {
+  MetricsHttpOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.threads = 0;
+  auto no_threads = Metrics::Start(options);
+  ASSERT_FALSE(no_threads.ok());
+  EXPECT_TRUE(absl::StrContains(no_threads.status().message(), "--metrics-threads"));
+  options.threads = 4;
+  options.request_timeout = absl::ZeroDuration();
+  auto no_timeout = Metrics::Start(options);
+  ASSERT_FALSE(no_timeout.ok());
+  EXPECT_TRUE(absl::StrContains(no_timeout.status().message(), "--metrics-request-timeout"));
 }
 
 TEST(MetricsTest, BusyPortIsAnErrorNotACrash) {

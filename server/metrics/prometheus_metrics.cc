@@ -1,6 +1,5 @@
 #include "server/metrics/prometheus_metrics.h"
 
-#include <exception>
 #include <sstream>
 #include <utility>
 
@@ -8,6 +7,7 @@
 #include "prometheus/text_serializer.h"
 #include "server/metrics/metric_family_builder.h"
 #include "server/metrics/metric_labels.h"
+#include "server/metrics/process_metrics.h"
 
 namespace vramlab::server {
 namespace {
@@ -37,34 +37,20 @@ PrometheusMetrics::PrometheusMetrics() {
 
 PrometheusMetrics::~PrometheusMetrics() {
   // Stop the HTTP threads before any state they read goes away.
-  exposer_.reset();
+  http_server_.reset();
 }
 
-absl::Status PrometheusMetrics::Expose(const std::string& listen_address) {
-  if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics already exposed");
-  if (listen_address.empty()) return absl::InvalidArgumentError("--metrics-listen is empty");
-  // prometheus-cpp (civetweb) reports a bind failure by throwing; this is the only place the
-  // daemon lets a third-party exception reach it, and it turns it into a Status at once.
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen_address, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen_address, ": ", e.what()));
-  }
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  if (ports.empty()) {
-    exposer_.reset();
-    return absl::UnavailableError(absl::StrCat("metrics exposer on ", listen_address,
-                                               " listens on no port"));
-  }
-  port_ = ports.front();
-  // Non-owning: `this` outlives the exposer (see the member order in the header).
-  self_handle_ = std::shared_ptr<prometheus::Collectable>(this, [](prometheus::Collectable*) {});
-  exposer_->RegisterCollectable(self_handle_);
+absl::Status PrometheusMetrics::Expose(const MetricsHttpOptions& options) {
+  if (http_server_ != nullptr) return absl::FailedPreconditionError("metrics already exposed");
+  auto server = MetricsHttpServer::Start(options, [this] { return Serialize(); });
+  if (!server.ok()) return server.status();
+  http_server_ = std::move(*server);
   return absl::OkStatus();
 }
 
-int PrometheusMetrics::port() const { return port_; }
+int PrometheusMetrics::port() const {
+  return http_server_ != nullptr ? http_server_->port() : 0;
+}
 
 std::string PrometheusMetrics::Serialize() const {
   std::ostringstream out;
@@ -162,11 +148,29 @@ void PrometheusMetrics::OnWorkerAbnormalExit() {
   worker_abnormal_exits_ += 1;
 }
 
+void PrometheusMetrics::OnAuthFailure() {
+  absl::MutexLock lock(&mutex_);
+  auth_failures_ += 1;
+}
+
+void PrometheusMetrics::OnAuthThrottled() {
+  absl::MutexLock lock(&mutex_);
+  auth_throttled_ += 1;
+}
+
+void PrometheusMetrics::SetStoreHealth(const StoreHealth& health) {
+  absl::MutexLock lock(&mutex_);
+  store_health_ = health;
+}
+
 std::vector<MetricFamily> PrometheusMetrics::Collect() const {
   std::vector<MetricFamily> out;
-  absl::ReaderMutexLock lock(&mutex_);
-  CollectSlots(out);
-  CollectDaemon(out);
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    CollectSlots(out);
+    CollectDaemon(out);
+  }
+  CollectProcessMetrics(out);
   return out;
 }
 
@@ -249,13 +253,43 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
       "Worker processes that ended abnormally (signal, output violation, time limit).",
       MetricType::Counter);
   AddValue(exits, {}, worker_abnormal_exits_);
+  const StoreHealth& store = store_health_;
+  MetricFamily writable = MakeFamily(
+      "vramlab_store_writable", "1 while the data directory's store accepts writes, else 0.",
+      MetricType::Gauge);
+  AddValue(writable, {}, store.writable ? 1 : 0);
+  MetricFamily pending = MakeFamily(
+      "vramlab_store_pending", "Held in memory because the store could not write them; retried.",
+      MetricType::Gauge);
+  AddValue(pending, {{"kind", "experiment_states"}},
+           static_cast<double>(store.pending_experiment_states));
+  AddValue(pending, {{"kind", "events"}}, static_cast<double>(store.pending_events));
+  MetricFamily failures = MakeFamily("vramlab_store_write_failures_total",
+                                     "Experiment state writes the store refused.",
+                                     MetricType::Counter);
+  AddValue(failures, {}, static_cast<double>(store.write_failures));
+  MetricFamily lost = MakeFamily("vramlab_events_not_stored_total",
+                                 "Events given up after the store kept refusing them.",
+                                 MetricType::Counter);
+  AddValue(lost, {}, static_cast<double>(store.events_not_stored));
   MetricFamily watchers = MakeFamily("vramlab_watchers", "WatchExperiment streams open now.",
                                      MetricType::Gauge);
   AddValue(watchers, {}, watchers_);
+  MetricFamily auth_failures = MakeFamily(
+      "vramlab_auth_failures_total", "API calls refused for a missing, malformed or unknown token.",
+      MetricType::Counter);
+  AddValue(auth_failures, {}, auth_failures_);
+  MetricFamily auth_throttled = MakeFamily(
+      "vramlab_auth_throttled_total",
+      "API calls refused because their address failed authentication too often.",
+      MetricType::Counter);
+  AddValue(auth_throttled, {}, auth_throttled_);
   MetricFamily build = MakeFamily("vramlab_build_info", "The daemon's version; always 1.",
                                   MetricType::Gauge);
   AddValue(build, {{"version", VRAMLAB_VERSION}}, 1);
-  for (MetricFamily* family : {&queue, &outcomes, &exits, &watchers, &build}) {
+  for (MetricFamily* family :
+       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &watchers,
+        &auth_failures, &auth_throttled, &build}) {
     out.push_back(std::move(*family));
   }
 }

@@ -13,14 +13,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
 #include "server/metrics/metrics.h"
+#include "server/metrics/metrics_http_server.h"
 
 namespace vramlab::server {
 
-class PrometheusMetrics : public Metrics, public prometheus::Collectable {
+class PrometheusMetrics : public Metrics {
  public:
   // Upper bounds of vramlab_step_duration_seconds: a tiny CPU step (milliseconds) up to a large
   // model's accumulation cycle on a GPU (minutes).
@@ -31,8 +31,8 @@ class PrometheusMetrics : public Metrics, public prometheus::Collectable {
   PrometheusMetrics();
   ~PrometheusMetrics() override;
 
-  // Starts serving /metrics on `listen_address`. Called at most once, before any scrape matters.
-  absl::Status Expose(const std::string& listen_address);
+  // Starts serving /metrics. Called at most once, before any scrape matters.
+  absl::Status Expose(const MetricsHttpOptions& options);
 
   int port() const override;
   std::string Serialize() const override;
@@ -44,9 +44,12 @@ class PrometheusMetrics : public Metrics, public prometheus::Collectable {
   void SetQueueDepth(vramlab::v1::Priority priority, int depth) override;
   void SetWatchers(int watchers) override;
   void OnWorkerAbnormalExit() override;
+  void OnAuthFailure() override;
+  void OnAuthThrottled() override;
+  void SetStoreHealth(const StoreHealth& health) override;
 
-  // prometheus::Collectable: one consistent snapshot of everything.
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  // One consistent snapshot of the daemon's metrics, then the process_* metrics.
+  std::vector<prometheus::MetricFamily> Collect() const;
 
  private:
   struct RunningExperiment {
@@ -83,12 +86,12 @@ class PrometheusMetrics : public Metrics, public prometheus::Collectable {
   std::map<std::string, double> outcomes_ ABSL_GUARDED_BY(mutex_);
   int watchers_ ABSL_GUARDED_BY(mutex_) = 0;
   double worker_abnormal_exits_ ABSL_GUARDED_BY(mutex_) = 0;
+  double auth_failures_ ABSL_GUARDED_BY(mutex_) = 0;
+  double auth_throttled_ ABSL_GUARDED_BY(mutex_) = 0;
+  StoreHealth store_health_ ABSL_GUARDED_BY(mutex_);
 
-  // A non-owning handle the exposer holds (as a weak_ptr) to reach Collect(). Declared before
-  // exposer_ so that the exposer, and its HTTP threads, are gone before the handle and the state.
-  std::shared_ptr<prometheus::Collectable> self_handle_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
+  // Declared last: destroyed first, so its HTTP threads are gone before the state they read.
+  std::unique_ptr<MetricsHttpServer> http_server_;
 };
 
 }  // namespace vramlab::server

@@ -257,14 +257,15 @@ absl::Status ValidateSweep(const vramlab::v1::SweepSpec& s, const SpecLimits& li
 }  // namespace
 
 absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) {
+  // Field-sized checks first, so that one oversized field is named rather than the whole spec.
+  if (spec.name().size() > spec_rules::kMaxNameBytes) {
+    return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ",
+                                        spec.name().size()));
+  }
   int64_t bytes = static_cast<int64_t>(spec.ByteSizeLong());
   if (bytes > limits.max_spec_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("spec: ", bytes, " bytes, at most ",
                                                    limits.max_spec_bytes, " allowed"));
-  }
-  if (spec.name().size() > spec_rules::kMaxNameBytes) {
-    return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ",
-                                        spec.name().size()));
   }
   for (unsigned char c : spec.name()) {
     if (c < 0x20 || c == 0x7f) return Invalid("name", "contains a control character");

@@ -91,6 +91,40 @@ absl::StatusOr<std::unique_ptr<SqliteStatement>> SqliteDb::Prepare(absl::string_
   return std::make_unique<SqliteStatement>(db_, stmt);
 }
 
+bool SqliteDb::ReadOnly() const { return sqlite3_db_readonly(db_, "main") == 1; }
+
+absl::StatusOr<std::string> SqliteDb::QuickCheck(absl::Duration limit) {
+  struct Deadline {
+    absl::Time at;
+    bool expired = false;
+  } deadline{absl::Now() + limit};
+  // Called every 10,000 virtual machine instructions; non-zero interrupts the statement.
+  sqlite3_progress_handler(
+      db_, 10000,
+      [](void* arg) {
+        auto* d = static_cast<Deadline*>(arg);
+        d->expired = absl::Now() > d->at;
+        return d->expired ? 1 : 0;
+      },
+      &deadline);
+  std::string report;
+  auto statement = Prepare("PRAGMA quick_check(20)");
+  if (statement.ok()) {
+    while ((*statement)->Step()) {
+      if (!report.empty()) report += "; ";
+      report += (*statement)->Text(0);
+    }
+  }
+  sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+  if (deadline.expired) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("quick_check did not finish within ", absl::FormatDuration(limit)));
+  }
+  if (!statement.ok()) return statement.status();
+  if (!(*statement)->status().ok()) return (*statement)->status();
+  return report;
+}
+
 absl::Status SqliteDb::Error(absl::string_view what) const {
   return absl::InternalError(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
 }

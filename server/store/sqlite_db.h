@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace vramlab::server {
 
@@ -53,6 +54,12 @@ class SqliteDb {
   absl::Status Exec(absl::string_view sql);
   absl::StatusOr<std::unique_ptr<SqliteStatement>> Prepare(absl::string_view sql);
   absl::Status Error(absl::string_view what) const;
+  // True when SQLite opened the file read-only (it does when the file cannot be opened for
+  // writing, silently).
+  bool ReadOnly() const;
+  // PRAGMA quick_check, interrupted after `limit`. Its report: "ok" for a sound database;
+  // DEADLINE_EXCEEDED when it did not finish in time; an error when it could not run.
+  absl::StatusOr<std::string> QuickCheck(absl::Duration limit);
 
  private:
   explicit SqliteDb(sqlite3* db) : db_(db) {}

@@ -1,10 +1,14 @@
 #include "server/store/store.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/store/store_preflight.h"
 
 namespace vramlab::server {
 
@@ -32,22 +36,61 @@ CREATE TABLE IF NOT EXISTS events (
   event BLOB NOT NULL,
   PRIMARY KEY (experiment_id, sequence)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, time INTEGER NOT NULL);
 )sql";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
+                                                   StoreOptions options) {
   std::error_code error;
   std::filesystem::create_directories(data_dir, error);
   if (error) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create data dir ", data_dir, ": ", error.message()));
   }
-  ASSIGN_OR_RETURN(auto db, SqliteDb::Open(data_dir + "/vramlab.db"));
-  std::unique_ptr<Store> store(new Store(std::move(db)));
+  std::string db_path = data_dir + "/vramlab.db";
+  RETURN_IF_ERROR(CheckStoreWritable(data_dir, db_path));
+  RETURN_IF_ERROR(CheckDatabaseMatchesFiles(data_dir, db_path));
+  ASSIGN_OR_RETURN(auto db, SqliteDb::Open(db_path));
+  if (db->ReadOnly()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store is read-only: SQLite could open ", db_path,
+        " for reading only; make it and its directory writable and start again"));
+  }
+  auto report = db->QuickCheck(options.quick_check_limit);
+  if (absl::IsDeadlineExceeded(report.status())) {
+    std::fprintf(stderr, "vramlabd: warning: %s: %s; starting without it\n", db_path.c_str(),
+                 std::string(report.status().message()).c_str());
+  } else if (!report.ok()) {
+    return DamagedStoreError(data_dir, db_path, std::string(report.status().message()));
+  } else if (*report != "ok") {
+    return DamagedStoreError(data_dir, db_path, "quick_check: " + *report);
+  }
+  std::unique_ptr<Store> store(new Store(std::move(db), std::move(options.write_fault_file)));
   absl::MutexLock lock(&store->mu_);
-  RETURN_IF_ERROR(store->CreateSchema());
+  if (absl::Status schema = store->CreateSchema(); !schema.ok()) {
+    return DamagedStoreError(data_dir, db_path, std::string(schema.message()));
+  }
   return store;
+}
+
+absl::Status Store::InjectedWriteFault() const {
+  if (write_fault_file_.empty() || access(write_fault_file_.c_str(), F_OK) != 0) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("sqlite: database or disk is full (injected while ", write_fault_file_,
+                   " exists)"));
+}
+
+absl::Status Store::Probe() {
+  RETURN_IF_ERROR(InjectedWriteFault());
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(auto statement,
+                   db_->Prepare("INSERT OR REPLACE INTO write_probe (id, time) VALUES (1, ?)"));
+  statement->Bind(1, absl::ToUnixMicros(absl::Now()));
+  return statement->Run();
 }
 
 absl::Status Store::CreateSchema() {
@@ -66,6 +109,7 @@ absl::StatusOr<int64_t> Store::MaxSeq() {
 }
 
 absl::Status Store::InsertExperiment(int64_t seq, const Experiment& experiment) {
+  RETURN_IF_ERROR(InjectedWriteFault());
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto statement,
                    db_->Prepare("INSERT INTO experiments (seq, id, owner, state, request_id, "
@@ -80,6 +124,7 @@ absl::Status Store::InsertExperiment(int64_t seq, const Experiment& experiment) 
 }
 
 absl::Status Store::UpdateExperiment(const Experiment& experiment, bool requeue_pending) {
+  RETURN_IF_ERROR(InjectedWriteFault());
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto statement,
                    db_->Prepare("UPDATE experiments SET state = ?, requeue_pending = ?, "
@@ -160,6 +205,7 @@ absl::StatusOr<std::vector<StoredExperiment>> Store::LoadUnfinished() {
 absl::Status Store::AppendEvents(
     const std::vector<std::pair<std::string, ExperimentEvent>>& events) {
   if (events.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(InjectedWriteFault());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(db_->Exec("BEGIN"));
   auto statement_or = db_->Prepare(
@@ -178,7 +224,11 @@ absl::Status Store::AppendEvents(
       return s;
     }
   }
-  return db_->Exec("COMMIT");
+  absl::Status committed = db_->Exec("COMMIT");
+  // A COMMIT that fails (disk full) may leave the transaction open; end it so the next batch
+  // starts clean. Its events stay with the caller to retry.
+  if (!committed.ok()) (void)db_->Exec("ROLLBACK");
+  return committed;
 }
 
 absl::StatusOr<std::vector<ExperimentEvent>> Store::ReadEvents(const std::string& id,

@@ -6,6 +6,9 @@
 // survives the daemon being killed (kill -9) at any instant; only an OS crash or power loss may
 // drop the last commits.
 //
+// A write that fails (disk full, I/O error) returns its error and changes nothing; the caller
+// decides what to keep and retry (see Engine and EventWriter).
+//
 // Thread-safe: one connection, serialized by mu_.
 #ifndef VRAMLAB_SERVER_STORE_STORE_H_
 #define VRAMLAB_SERVER_STORE_STORE_H_
@@ -21,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/store/sqlite_db.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/service.pb.h"
@@ -41,10 +45,23 @@ struct ListFilter {
   int limit = 50;
 };
 
+struct StoreOptions {
+  // Bound on PRAGMA quick_check at open; a check that runs longer is abandoned with a warning.
+  absl::Duration quick_check_limit = absl::Seconds(60);
+  // Tests only: while this file exists every write fails as on a full disk.
+  std::string write_fault_file;
+};
+
 class Store {
  public:
-  // Creates the database file (data_dir/vramlab.db) and its tables if missing.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir);
+  // Creates the database file (data_dir/vramlab.db) and its tables if missing. Refuses (with
+  // what to do) a read-only store, a missing or empty database beside experiment directories,
+  // and a database that fails quick_check. See store_preflight.h.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
+                                                     StoreOptions options = {});
+
+  // A small write transaction: OK when the store can commit again.
+  absl::Status Probe();
 
   // Highest experiment seq stored (0 when empty).
   absl::StatusOr<int64_t> MaxSeq();
@@ -72,11 +89,15 @@ class Store {
   absl::StatusOr<int64_t> MaxEventSequence(const std::string& id);
 
  private:
-  explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  Store(std::unique_ptr<SqliteDb> db, std::string write_fault_file)
+      : write_fault_file_(std::move(write_fault_file)), db_(std::move(db)) {}
   absl::Status CreateSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The injected failure while the fault file exists; OK otherwise.
+  absl::Status InjectedWriteFault() const;
   absl::StatusOr<std::vector<StoredExperiment>> ReadExperimentRows(SqliteStatement& statement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string write_fault_file_;
   absl::Mutex mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,6 +1,7 @@
 #include "server/store/store.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -98,7 +99,7 @@ TEST_F(StoreTest, EventWriterBatchesAndReportsPersistedSequences) {
   absl::Mutex mu;
   std::map<std::string, int64_t> persisted;
   {
-    EventWriter writer(store_.get(), absl::Milliseconds(5),
+    EventWriter writer(store_.get(), {.flush_interval = absl::Milliseconds(5)},
                        [&](const std::string& id, int64_t sequence) {
                          absl::MutexLock lock(&mu);
                          persisted[id] = sequence;
@@ -120,6 +121,93 @@ TEST_F(StoreTest, EventWriterBatchesAndReportsPersistedSequences) {
   EXPECT_EQ((*events)[0].worker_event().sample().allocated_bytes(), 991);
   EXPECT_EQ(*store_->MaxEventSequence("b"), 1000);
   EXPECT_EQ(*store_->MaxEventSequence("none"), 0);
+}
+
+// A store whose writes fail while a fault file exists, as on a full disk.
+class FailingStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/store-fault-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = Store::Open(dir_ + "/data", {.write_fault_file = fault_file()});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string fault_file() const { return dir_ + "/full"; }
+  void FailWrites() { std::ofstream(fault_file()) << "full\n"; }
+  void AllowWrites() { std::filesystem::remove(fault_file()); }
+  static vramlab::v1::ExperimentEvent Event(int64_t sequence) {
+    vramlab::v1::ExperimentEvent event;
+    event.set_sequence(sequence);
+    return event;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(FailingStoreTest, EventWriterHoldsRefusedEventsAndStoresThemOnceWritesWork) {
+  FailWrites();
+  EventWriter writer(store_.get(), {.flush_interval = absl::Milliseconds(5)},
+                     [](const std::string&, int64_t) {});
+  for (int i = 1; i <= 100; ++i) writer.Enqueue("a", Event(i));
+  EXPECT_FALSE(writer.Flush(absl::Milliseconds(300)));
+  EXPECT_TRUE(writer.failing());
+  EXPECT_EQ(writer.Stats("a").held, 100);
+  EXPECT_EQ(*store_->MaxEventSequence("a"), 0);
+
+  AllowWrites();
+  EXPECT_TRUE(writer.Flush());
+  EXPECT_FALSE(writer.failing());
+  EXPECT_EQ(*store_->MaxEventSequence("a"), 100);
+  EXPECT_EQ(writer.Stats("a").held, 0);
+  EXPECT_EQ(writer.Totals().dropped, 0);
+}
+
+TEST_F(FailingStoreTest, EventWriterCountsWhatItGivesUpBeyondItsBound) {
+  FailWrites();
+  absl::Mutex mu;
+  int64_t reported = 0;
+  EventWriter writer(store_.get(), {.flush_interval = absl::Milliseconds(5), .max_held_events = 10},
+                     [&](const std::string&, int64_t sequence) {
+                       absl::MutexLock lock(&mu);
+                       reported = std::max(reported, sequence);
+                     });
+  for (int i = 1; i <= 25; ++i) writer.Enqueue("a", Event(i));
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (writer.Stats("a").dropped < 15 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(writer.Stats("a").dropped, 15);
+  EXPECT_EQ(writer.Totals().dropped, 15);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(reported, 15);  // readers skip what was given up
+  }
+  AllowWrites();
+  EXPECT_TRUE(writer.Flush());
+  auto events = store_->ReadEvents("a", 0, 100);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 10u);
+  EXPECT_EQ(events->front().sequence(), 16);
+}
+
+TEST_F(FailingStoreTest, FailedWriteChangesNothing) {
+  Experiment e;
+  e.set_id("exp-1");
+  e.set_state(Experiment::QUEUED);
+  ASSERT_TRUE(store_->InsertExperiment(1, e).ok());
+  FailWrites();
+  e.set_state(Experiment::SUCCEEDED);
+  EXPECT_FALSE(store_->UpdateExperiment(e).ok());
+  EXPECT_FALSE(store_->Probe().ok());
+  EXPECT_EQ(store_->GetExperiment("exp-1")->experiment.state(), Experiment::QUEUED);
+  AllowWrites();
+  EXPECT_TRUE(store_->Probe().ok());
 }
 
 }  // namespace

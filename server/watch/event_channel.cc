@@ -49,15 +49,19 @@ EventChannel::ReadResult EventChannel::Read(int64_t next, size_t max_events, abs
   if (shutdown_) return ReadResult::kShutdown;
   if (next >= next_sequence_) return closed_ ? ReadResult::kEnded : ReadResult::kTimeout;
   int64_t ring_start = ring_.empty() ? next_sequence_ : ring_.front().sequence();
+  if (next < ring_start && next > persisted_sequence_) {
+    // Evicted from the ring before the writer committed it: wait for the commit.
+    auto committed = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || persisted_sequence_ >= next;
+    };
+    bool stored = mu_.AwaitWithTimeout(absl::Condition(&committed), wait);
+    if (shutdown_) return ReadResult::kShutdown;
+    if (!stored && !closed_) return ReadResult::kTimeout;
+    // Still not stored after the run ended (the store fails): go on from the ring, which ends
+    // with the final state, rather than wait on the disk. The skipped events stay held.
+    if (!stored) next = ring_start;
+  }
   if (next < ring_start) {
-    if (next > persisted_sequence_) {
-      // Evicted from the ring before the writer committed it: wait for the commit.
-      auto committed = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutdown_ || persisted_sequence_ >= next;
-      };
-      if (!mu_.AwaitWithTimeout(absl::Condition(&committed), wait)) return ReadResult::kTimeout;
-      if (shutdown_) return ReadResult::kShutdown;
-    }
     *persisted = persisted_sequence_;
     return ReadResult::kFromStore;
   }

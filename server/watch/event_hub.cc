@@ -5,7 +5,7 @@ namespace vramlab::server {
 EventHub::EventHub(Store* store, EventHubOptions options)
     : store_(store),
       options_(options),
-      writer_(store, options.flush_interval,
+      writer_(store, EventWriterOptions{.flush_interval = options.flush_interval},
               [this](const std::string& id, int64_t sequence) { OnPersisted(id, sequence); }) {}
 
 EventHub::~EventHub() { Stop(); }
@@ -58,7 +58,7 @@ void EventHub::Shutdown() {
   for (auto& [id, channel] : channels_) channel->Shutdown();
 }
 
-void EventHub::Flush() { writer_.Flush(); }
+bool EventHub::Flush(absl::Duration timeout) { return writer_.Flush(timeout); }
 
 void EventHub::Stop() { writer_.Stop(); }
 

@@ -42,14 +42,22 @@ class EventHub {
   void Close(const std::string& experiment_id);
   // Ends every watch with UNAVAILABLE (daemon stopping).
   void Shutdown();
-  // Commits everything published so far.
-  void Flush();
+  // Commits everything published so far (or gives up after `timeout`; false then).
+  bool Flush(absl::Duration timeout = absl::InfiniteDuration());
   void Stop();
 
   // Connected watchers, all experiments together. `on_change` is told the new total.
   void SetWatcherListener(std::function<void(int)> on_change);
   void AddWatcher(EventChannel* channel, int delta);
   int watchers() const;
+
+  // Events of `experiment_id` not in the store yet (held for retry) or given up.
+  EventStorageStats StorageStats(const std::string& experiment_id) const {
+    return writer_.Stats(experiment_id);
+  }
+  EventStorageStats StorageTotals() const { return writer_.Totals(); }
+  // True while the store refuses event writes.
+  bool StoreFailing() const { return writer_.failing(); }
 
  private:
   void OnPersisted(const std::string& experiment_id, int64_t sequence);

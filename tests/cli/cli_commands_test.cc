@@ -20,20 +20,13 @@ using ::testing::StartsWith;
 using vramlab::v1::Experiment;
 
 // One daemon for the suite (two CPU slots), with fault injection for the FAILED exit code.
-class CliCommandsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto daemon = vramlab::testing::DaemonHarness::Start(
-        {.extra_flags = {"--cpu-slots=2", "--enable-fault-injection", "--cancel-grace-period=2s"}});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
+class CliCommandsTest : public SharedDaemonTest<CliCommandsTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() {
+    return {"--cpu-slots=2", "--enable-fault-injection", "--cancel-grace-period=2s"};
   }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(daemon_, nullptr); }
 
+ protected:
   // vramlab with --addr of the suite's daemon.
   static CliResult Run(std::vector<std::string> args,
                        const std::map<std::string, std::string>& env = {}) {
@@ -50,11 +43,7 @@ class CliCommandsTest : public ::testing::Test {
     auto lines = r.OutLines();
     return lines.empty() ? "" : lines[0];
   }
-
-  static vramlab::testing::DaemonHarness* daemon_;
 };
-
-vramlab::testing::DaemonHarness* CliCommandsTest::daemon_ = nullptr;
 
 TEST_F(CliCommandsTest, ServerAnswersInTextAndJson) {
   CliResult text = Run({"server"});

@@ -109,6 +109,25 @@ template <typename Message>
   return ::testing::AssertionFailure() << status.ToString() << " in: " << json.substr(0, 2000);
 }
 
+// A test suite sharing one daemon on the CPU, started before its first test with the extra flags
+// `Suite::DaemonFlags()` returns and stopped after its last.
+template <typename Suite>
+class SharedDaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto daemon = vramlab::testing::DaemonHarness::Start({.extra_flags = Suite::DaemonFlags()});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(daemon_, nullptr); }
+
+  static inline vramlab::testing::DaemonHarness* daemon_ = nullptr;
+};
+
 // Human-readable dump of a CLI run for assertion messages.
 inline std::string Describe(const CliResult& r) {
   return absl::StrCat("exit ", r.exit_code, "\n--- stdout:\n", r.out.substr(0, 4000),

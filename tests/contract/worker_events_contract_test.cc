@@ -17,16 +17,16 @@ using vramlab::v1::Phase;
 using vramlab::v1::PhaseEdge;
 using vramlab::v1::WorkerEvent;
 
-struct WorkerRun {
+struct RunningWorker {
   int exit_code = -1;
   std::vector<WorkerEvent> events;
   std::vector<std::string> lines;
 };
 
 // Runs the worker on `spec_json` and parses every stdout line as the daemon does.
-WorkerRun RunWorker(const std::string& spec_json) {
+RunningWorker RunWorker(const std::string& spec_json) {
   const vramlab::testing::WorkerProcess process = vramlab::testing::RunWorkerProcess(spec_json);
-  WorkerRun run;
+  RunningWorker run;
   run.exit_code = process.exit_status;
   std::istringstream stream(process.output);
   std::string line;
@@ -43,7 +43,7 @@ WorkerRun RunWorker(const std::string& spec_json) {
   return run;
 }
 
-int Count(const WorkerRun& run, WorkerEvent::PayloadCase payload) {
+int Count(const RunningWorker& run, WorkerEvent::PayloadCase payload) {
   int count = 0;
   for (const WorkerEvent& e : run.events) count += e.payload_case() == payload;
   return count;
@@ -51,7 +51,7 @@ int Count(const WorkerRun& run, WorkerEvent::PayloadCase payload) {
 
 // Every BEGIN is closed by an END of the same phase before the next BEGIN, except an interrupted
 // (OOM) phase, which may be followed by TEARDOWN.
-void ExpectPhasesNest(const WorkerRun& run) {
+void ExpectPhasesNest(const RunningWorker& run) {
   Phase open = vramlab::v1::PHASE_UNSPECIFIED;
   for (const WorkerEvent& e : run.events) {
     if (!e.has_phase()) continue;
@@ -74,7 +74,7 @@ void ExpectPhasesNest(const WorkerRun& run) {
 constexpr char kTinyCpu[] = R"("model": {"preset": "tiny", "initSeed": 1}, "device": "CPU")";
 
 TEST(WorkerEventsContractTest, SuccessfulRunTellsTheWholeStory) {
-  const WorkerRun run = RunWorker(std::string("{") + kTinyCpu + R"(,
+  const RunningWorker run = RunWorker(std::string("{") + kTinyCpu + R"(,
       "training": {"microBatchSize": 2, "gradAccumSteps": 2, "seqLen": 32, "steps": 2, "dtype": "FLOAT32"},
       "memory": {"sampleIntervalMs": 1}})");
   ASSERT_EQ(run.exit_code, 0);
@@ -118,7 +118,7 @@ TEST(WorkerEventsContractTest, SuccessfulRunTellsTheWholeStory) {
 
 TEST(WorkerEventsContractTest, OutOfMemoryEndsWithAnOomEventAndExitCode3) {
   // 1 MB holds the fp32 weights (502 KB) but not weights + gradients + AdamW state.
-  const WorkerRun run = RunWorker(std::string("{") + kTinyCpu + R"(,
+  const RunningWorker run = RunWorker(std::string("{") + kTinyCpu + R"(,
       "training": {"microBatchSize": 2, "seqLen": 32, "dtype": "FLOAT32"},
       "memory": {"deviceMemoryLimitBytes": "1000000"}})");
   EXPECT_EQ(run.exit_code, 3);
@@ -135,7 +135,7 @@ TEST(WorkerEventsContractTest, OutOfMemoryEndsWithAnOomEventAndExitCode3) {
 }
 
 TEST(WorkerEventsContractTest, InvalidSpecGivesOneErrorEventWithTheField) {
-  const WorkerRun run = RunWorker(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "bogusField": 1}})");
+  const RunningWorker run = RunWorker(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "bogusField": 1}})");
   EXPECT_EQ(run.exit_code, 2);
   ASSERT_EQ(run.events.size(), 1u);
   ASSERT_TRUE(run.events[0].has_error());
@@ -144,7 +144,7 @@ TEST(WorkerEventsContractTest, InvalidSpecGivesOneErrorEventWithTheField) {
 }
 
 TEST(WorkerEventsContractTest, MissingWeightsGiveLoadFailed) {
-  const WorkerRun run = RunWorker(std::string("{") + R"("model": {"weightsDir": "/nonexistent/weights"},
+  const RunningWorker run = RunWorker(std::string("{") + R"("model": {"weightsDir": "/nonexistent/weights"},
                                                          "device": "CPU"})");
   EXPECT_EQ(run.exit_code, 4);
   ASSERT_FALSE(run.events.empty());
@@ -155,7 +155,7 @@ TEST(WorkerEventsContractTest, MissingWeightsGiveLoadFailed) {
 TEST(WorkerEventsContractTest, SweepReportsEveryPointAndStopsAtTheFirstOom) {
   // Sequence 16 and 32 fit in 3 MB with fp32 SGD; 2048 needs far more (eager scores alone are
   // 4 heads x 2048^2 x 4 bytes = 64 MiB), and 4096 must never run.
-  const WorkerRun run = RunWorker(std::string("{") + kTinyCpu + R"(,
+  const RunningWorker run = RunWorker(std::string("{") + kTinyCpu + R"(,
       "training": {"dtype": "FLOAT32", "optimizer": {"kind": "SGD"}},
       "memory": {"deviceMemoryLimitBytes": "3000000"},
       "sweep": {"variable": "SEQ_LEN", "values": [16, 32, 2048, 4096]}})");

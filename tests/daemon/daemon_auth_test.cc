@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/metrics/exposition_text.h"
+#include "tests/metrics/prometheus_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::testing {
@@ -100,6 +102,56 @@ TEST_F(DaemonAuthTest, RefusesATokensFileOthersCanRead) {
   EXPECT_THAT(daemon.status().message(), Not(HasSubstr(kAlice)));
 }
 
+// After --auth-max-failures wrong tokens from one address within the window, that address is
+// refused (a right token too) until the window passes; each refusal is counted in metrics.
+TEST_F(DaemonAuthTest, RepeatedFailuresFromOneAddressAreThrottledAndCounted) {
+  // No experiment runs: any executable stands in for the worker.
+  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true",
+                                                      "--auth-tokens=" + tokens_,
+                                                      "--auth-max-failures=3",
+                                                      "--auth-failure-window=1h"}});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = (*daemon)->NewStub();
+  auto call = [&](const std::string& token) {
+    grpc::ClientContext context;
+    if (!token.empty()) AddBearerToken(&context, token);
+    vramlab::v1::ServerInfo info;
+    return stub->GetServerInfo(&context, {}, &info);
+  };
+  EXPECT_TRUE(call(kAlice).ok());
+  EXPECT_EQ(call("wrong-token-0000000001").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("wrong-token-0000000002").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status refused = call(kAlice);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("too many failed authentications"));
+  EXPECT_EQ(call("wrong-token-0000000003").error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  auto scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_EQ(SeriesValue(*scrape, "vramlab_auth_failures_total"), 3) << *scrape;
+  EXPECT_EQ(SeriesValue(*scrape, "vramlab_auth_throttled_total"), 2) << *scrape;
+  // The health service is not the API: it still answers the throttled address.
+  auto health = RawUnaryCall((*daemon)->channel(), "/grpc.health.v1.Health/Check", "");
+  EXPECT_TRUE(health.ok()) << health.status();
+}
+
+TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
+  const std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
+  const std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x "
+                              "-keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
+  ASSERT_EQ(chmod(key.c_str(), 0640), 0);
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--worker-path=/bin/true", "--tls-cert=" + cert, "--tls-key=" + key,
+                       "--auth-tokens=" + tokens_},
+       .start_timeout = absl::Seconds(10)});
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_THAT(daemon.status().message(), HasSubstr("TLS key file " + key));
+  EXPECT_THAT(daemon.status().message(), HasSubstr("accessible by group or others"));
+  EXPECT_THAT(daemon.status().message(), Not(HasSubstr("PRIVATE KEY")));
+}
+
 TEST_F(DaemonAuthTest, RefusesNonLoopbackWithoutTokens) {
   auto daemon = DaemonHarness::Start({.extra_flags = {"--listen=0.0.0.0:0"},
                                       .start_timeout = absl::Seconds(10)});
@@ -113,6 +165,7 @@ TEST_F(DaemonAuthTest, ServesTlsWithCertificateAndKey) {
                         "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key +
                         " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
+  ASSERT_EQ(chmod(key.c_str(), 0600), 0);
   auto daemon = DaemonHarness::Start(
       {.extra_flags = {"--tls-cert=" + cert, "--tls-key=" + key, "--auth-tokens=" + tokens_}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();

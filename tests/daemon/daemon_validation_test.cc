@@ -98,5 +98,27 @@ TEST(DaemonValidationTest, MalformedSpecsAreInvalidArgumentNamingTheField) {
   EXPECT_EQ(WaitForFinalState(*stub, good->id())->state(), vramlab::v1::Experiment::SUCCEEDED);
 }
 
+// The gRPC receive limit lies above the spec limits, so an oversized field reaches the spec
+// checks and is named, instead of failing in transport with RESOURCE_EXHAUSTED.
+TEST(DaemonValidationTest, ATenMegabyteNameIsNamedNotATransportError) {
+  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true"},
+                                      .enable_metrics = false});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = (*daemon)->NewStub();
+  ExperimentSpec spec = TinySpec();
+  spec.set_name(std::string(10 << 20, 'n'));
+  auto result = Submit(*stub, spec);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("spec.name: at most 256 bytes, got 10485760"));
+  // The same for EstimateMemory.
+  grpc::ClientContext context;
+  vramlab::v1::EstimateMemoryRequest estimate;
+  *estimate.mutable_spec() = spec;
+  vramlab::v1::MemoryEstimate prediction;
+  const grpc::Status status = stub->EstimateMemory(&context, estimate, &prediction);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("spec.name"));
+}
+
 }  // namespace
 }  // namespace vramlab::testing

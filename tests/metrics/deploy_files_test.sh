@@ -53,6 +53,12 @@ for p in d["panels"]:
         if "_seconds" in t["expr"]:
             assert unit == "s", f"{p['title']}: seconds with unit {unit}"
 assert data_panels >= 12, data_panels
+# The Daemon stat falls back to up, then to 0, so a daemon that is down shows DOWN, not "No data".
+(daemon,) = [p for p in d["panels"] if p["title"] == "Daemon"]
+expr = daemon["targets"][0]["expr"]
+assert "or on (instance) up{" in expr and expr.endswith("or on () vector(0)"), expr
+texts = {k: v["text"] for m in daemon["fieldConfig"]["defaults"]["mappings"] for k, v in m["options"].items()}
+assert texts.get("0") == "DOWN", texts
 print(f"{data_panels} data panels")
 PY
 
@@ -125,6 +131,8 @@ ports = {p["name"]: p["containerPort"] for p in c["ports"]}
 assert ports == {"grpc": 7433, "metrics": 9464}, ports
 for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
     assert c[probe]["grpc"]["port"] == ports["grpc"], probe
+# Readiness asks for the API service by name (the daemon answers it, health_check_probe_test).
+assert c["readinessProbe"]["grpc"]["service"] == "vramlab.v1.VramlabService", c["readinessProbe"]
 labels = ds["spec"]["template"]["metadata"]["labels"]
 assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
 assert svc["spec"]["selector"].items() <= labels.items()

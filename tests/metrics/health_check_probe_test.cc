@@ -17,9 +17,9 @@ namespace {
 // These tests run no experiment, so any executable stands in for the worker.
 constexpr char kNoWorker[] = "--worker-path=/bin/true";
 
-CommandResult Probe(const std::string& address) {
+CommandResult Probe(const std::string& address, const std::string& service = "") {
   return RunCommand({"/usr/bin/python3", SourceDir() + "/deploy/docker/grpc-health-check.py",
-                     address, "--timeout", "3"});
+                     address, "--timeout", "3", "--service", service});
 }
 
 TEST(HealthCheckProbeTest, ServingDaemonPassesAndStoppedDaemonFails) {
@@ -34,6 +34,23 @@ TEST(HealthCheckProbeTest, ServingDaemonPassesAndStoppedDaemonFails) {
   const CommandResult gone = Probe(address);
   EXPECT_EQ(gone.exit_code, 1) << gone.output;
   EXPECT_TRUE(absl::StrContains(gone.output, "UNAVAILABLE")) << gone.output;
+}
+
+// Per-service probes (Kubernetes grpc.service, grpc_health_probe -service) ask for the API by its
+// full name; an unknown name is NOT_FOUND, and the name goes NOT_SERVING with the server.
+TEST(HealthCheckProbeTest, AnswersForTheServiceNameToo) {
+  auto daemon = DaemonHarness::Start({.extra_flags = {kNoWorker}, .enable_metrics = false});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const std::string address = (*daemon)->address();
+  const CommandResult serving = Probe(address, "vramlab.v1.VramlabService");
+  EXPECT_EQ(serving.exit_code, 0) << serving.output;
+  const CommandResult unknown = Probe(address, "vramlab.v1.NoSuchService");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_TRUE(absl::StrContains(unknown.output, "NOT_FOUND")) << unknown.output;
+  auto stopped = (*daemon)->Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  const CommandResult gone = Probe(address, "vramlab.v1.VramlabService");
+  EXPECT_EQ(gone.exit_code, 1) << gone.output;
 }
 
 TEST(HealthCheckProbeTest, NeedsNoTokenWhenTheApiDoes) {

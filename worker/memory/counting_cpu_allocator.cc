@@ -52,6 +52,7 @@ c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
     const int64_t held = now - bytes;
     last_refused_.store(bytes, std::memory_order_relaxed);
     free_at_refusal_.store(limit - held, std::memory_order_relaxed);
+    held_at_refusal_.store(held, std::memory_order_relaxed);
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (vramlab counting allocator). Tried to allocate ",
                      bytes, " bytes (", MiB(bytes), "); limit ", limit, " bytes (", MiB(limit), "), ", held,
                      " bytes allocated, ", limit - held, " bytes free.");

@@ -44,6 +44,9 @@ class CountingCpuAllocator final : public c10::Allocator {
   int64_t last_refused_bytes() const { return last_refused_.load(std::memory_order_relaxed); }
   // What the limit left free at that refusal (later frees do not change it).
   int64_t free_at_last_refusal() const { return free_at_refusal_.load(std::memory_order_relaxed); }
+  // What was allocated at that refusal: the state the OOM happened in, before unwinding freed the
+  // failed step's tensors.
+  int64_t held_at_last_refusal() const { return held_at_refusal_.load(std::memory_order_relaxed); }
   // Peak restarts from what is allocated now.
   void ResetPeak();
   // 0 removes the limit. Allocations that would take allocated_bytes() above it throw
@@ -62,6 +65,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> peak_{0};
   mutable std::atomic<int64_t> oom_count_{0};
   mutable std::atomic<int64_t> last_refused_{0};
+  mutable std::atomic<int64_t> held_at_refusal_{0};
   mutable std::atomic<int64_t> free_at_refusal_{0};
   std::atomic<int64_t> limit_{0};
 };

@@ -71,6 +71,9 @@ class CpuBackend final : public DeviceBackend {
     d.known = allocator_->oom_count() > 0;
     d.requested = allocator_->last_refused_bytes();
     d.free = d.known ? allocator_->free_at_last_refusal() : FreeBytes();
+    // The CPU allocator keeps no cache: reserved is what is allocated.
+    d.allocated_at_failure = d.known ? allocator_->held_at_last_refusal() : 0;
+    d.reserved_at_failure = d.allocated_at_failure;
     return d;
   }
 

@@ -32,6 +32,8 @@ constexpr int kDevice = 0;
 std::atomic<bool> g_oom_seen{false};
 std::atomic<int64_t> g_oom_requested{0};
 std::atomic<int64_t> g_oom_free{0};
+std::atomic<int64_t> g_oom_allocated{0};
+std::atomic<int64_t> g_oom_reserved{0};
 
 class CudaBackend final : public DeviceBackend {
  public:
@@ -53,6 +55,10 @@ class CudaBackend final : public DeviceBackend {
     cca::attachOutOfMemoryObserver([](int64_t, int64_t requested, int64_t, int64_t device_free) {
       g_oom_requested.store(requested, std::memory_order_relaxed);
       g_oom_free.store(device_free, std::memory_order_relaxed);
+      // The stats at the refusal, before unwinding frees the failed step's tensors.
+      const auto stats = cca::getDeviceStats(kDevice);
+      g_oom_allocated.store(stats.allocated_bytes[kAggregate].current, std::memory_order_relaxed);
+      g_oom_reserved.store(stats.reserved_bytes[kAggregate].current, std::memory_order_relaxed);
       g_oom_seen.store(true, std::memory_order_release);
     });
 #endif
@@ -130,6 +136,8 @@ class CudaBackend final : public DeviceBackend {
     d.known = g_oom_seen.load(std::memory_order_acquire);
     d.requested = g_oom_requested.load(std::memory_order_relaxed);
     d.free = d.known ? g_oom_free.load(std::memory_order_relaxed) : FreeBytes();
+    d.allocated_at_failure = d.known ? g_oom_allocated.load(std::memory_order_relaxed) : 0;
+    d.reserved_at_failure = d.known ? g_oom_reserved.load(std::memory_order_relaxed) : 0;
     return d;
   }
 

@@ -47,6 +47,10 @@ struct OomDetails {
   bool known = false;
   int64_t requested = 0;
   int64_t free = 0;
+  // The allocator's state when it refused the request (known only): a reading taken after the
+  // exception has unwound shows the failed step's tensors already freed.
+  int64_t allocated_at_failure = 0;
+  int64_t reserved_at_failure = 0;
 };
 
 class DeviceBackend {

@@ -6,7 +6,7 @@
 
 #include "worker/spec/experiment_spec.h"
 #include "worker/spec/json_object_reader.h"
-#include "worker/spec/spec_validator.h"
+#include "worker/spec/validate_spec.h"
 
 namespace vramlab::worker {
 namespace {

@@ -54,6 +54,12 @@ void ExpectOomIn(const std::string& phase, const std::string& previous_phase, in
   EXPECT_NE(message.find("out of memory"), std::string::npos) << message;
   EXPECT_NE(message.find(std::to_string(requested) + " bytes"), std::string::npos) << message;
   EXPECT_LE(Int64(oom["memory"]["peakAllocatedBytes"]), limit);
+  // The summary is the allocator's state at the refusal, the one its message states, not a
+  // reading after the failed step's tensors were freed: allocated + free = the limit.
+  const int64_t allocated = Int64(oom["memory"]["allocatedBytes"]);
+  EXPECT_NE(message.find(std::to_string(allocated) + " bytes allocated"), std::string::npos) << message;
+  EXPECT_EQ(allocated + free, limit);
+  EXPECT_EQ(Int64(oom["memory"]["reservedBytes"]), allocated);
   EXPECT_EQ(oom["memory"]["phase"], phase);
   // The phase that failed was opened and never closed; TEARDOWN still ran.
   EXPECT_THROW(run.PhaseEnd(phase, 0, 0), std::runtime_error);

@@ -192,6 +192,11 @@ class PointRunner {
                                                                      : RequestedBytesFromMessage(report.message);
     report.free_bytes = details.free;
     report.memory = context_.monitor->Read(/*free_blocks=*/true);
+    if (details.known) {
+      // The summary shows the allocator as it was when it refused, not after the unwinding.
+      report.memory.allocated_bytes = details.allocated_at_failure;
+      report.memory.reserved_bytes = details.reserved_at_failure;
+    }
     context_.sink->Oom(report);
     if (context_.on_oom) context_.on_oom();
   }

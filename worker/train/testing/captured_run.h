@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/events/event_sink.h"
-#include "worker/train/worker_run.h"
+#include "worker/train/run_worker.h"
 
 namespace vramlab::worker::testing {
 

@@ -1,0 +1,92 @@
+// One running worker process as the supervisor thread sees it: its pipes, its bounded line
+// buffer, its log file, its deadlines and what it has said so far. Owned and used only by the
+// supervisor thread, so it needs no locking.
+#ifndef VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_
+#define VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "server/supervise/exit_classifier.h"
+#include "server/supervise/line_buffer.h"
+#include "server/supervise/spawn.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct WorkerLimits {
+  // Longest event line accepted; a longer one kills the worker.
+  size_t max_event_line_bytes = 1 << 20;
+  // Sustained event rate above which the worker is killed for flooding.
+  int max_events_per_second = 5000;
+  // Size cap of the experiment's log file; output beyond it is drained and dropped.
+  int64_t max_log_bytes = 8 << 20;
+  // SIGTERM to SIGKILL.
+  std::chrono::milliseconds cancel_grace_period{10000};
+};
+
+class RunningWorker {
+ public:
+  RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
+            int time_limit_seconds, const WorkerLimits& limits, SteadyTime now);
+  ~RunningWorker();
+  RunningWorker(const RunningWorker&) = delete;
+  RunningWorker& operator=(const RunningWorker&) = delete;
+
+  const std::string& experiment_id() const { return experiment_id_; }
+  pid_t pid() const { return process_.pid; }
+  int events_fd() const { return process_.events_fd; }
+  int log_fd() const { return process_.log_fd; }
+
+  // Reads at most a bounded amount from the events pipe and hands each parsed event to
+  // `on_event`. A line that is too long, does not parse, or an event rate above the limit kills
+  // the worker (the rest of its output is ignored).
+  void PumpEvents(SteadyTime now, const std::function<void(vramlab::v1::WorkerEvent)>& on_event);
+  // Copies at most a bounded amount of stdout/stderr to the log file, up to its size cap.
+  void PumpLog();
+
+  enum class StopReason { kCancel, kTimeLimit, kInterrupt };
+  // SIGTERM to the group now, SIGKILL after the grace period (first reason wins).
+  void RequestStop(StopReason reason, SteadyTime now);
+  // Time limit and grace-period deadlines.
+  void CheckTimers(SteadyTime now);
+  // Non-blocking waitpid; true once the process has been reaped.
+  bool TryReap(SteadyTime now);
+  // Reaped and both pipes drained (or given up on a while after the exit).
+  bool Finished(SteadyTime now);
+  // Blocking SIGKILL and reap (daemon stopping).
+  void KillAndReap();
+
+  const WorkerRunFacts& facts() const { return facts_; }
+
+ private:
+  void Violation(const std::string& reason);
+  void SignalGroup(int signal);
+  void CloseEvents();
+  void CloseLog();
+
+  std::string experiment_id_;
+  SpawnedProcess process_;
+  WorkerLimits limits_;
+  LineBuffer lines_;
+  int log_file_fd_ = -1;
+  int64_t log_bytes_ = 0;
+  bool log_truncated_ = false;
+  SteadyTime deadline_;
+  std::optional<SteadyTime> kill_at_;
+  bool stop_requested_ = false;
+  SteadyTime window_start_;
+  int window_events_ = 0;
+  bool reaped_ = false;
+  SteadyTime reaped_at_;
+  WorkerRunFacts facts_;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_SUPERVISE_RUNNING_WORKER_H_

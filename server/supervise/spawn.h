@@ -1,0 +1,40 @@
+// Starts one vramlab-worker process. Called only from the supervisor thread: PR_SET_PDEATHSIG
+// fires when the *thread* that forked exits, so the forking thread must live as long as the
+// daemon. The child gets its own process group (so cancel signals reach anything it starts), dies
+// with the daemon, and sees: fd 0 /dev/null, fd 1 and 2 the log pipe, fd 3 the events pipe.
+#ifndef VRAMLAB_SERVER_SUPERVISE_SPAWN_H_
+#define VRAMLAB_SERVER_SUPERVISE_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace vramlab::server {
+
+// The fd number the worker writes events to (--events-fd).
+inline constexpr int kWorkerEventsFd = 3;
+
+struct SpawnRequest {
+  std::string path;
+  std::vector<std::string> args;  // not including argv[0]
+  std::vector<std::string> env;   // complete environment, "KEY=value"
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;   // also its process group id
+  int events_fd = -1;  // read end, non-blocking, close-on-exec
+  int log_fd = -1;     // read end of stdout+stderr, non-blocking, close-on-exec
+};
+
+// INTERNAL when pipes or fork fail; FAILED_PRECONDITION when exec fails (the child is reaped).
+absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request);
+
+// The daemon's environment with `overrides` applied ("KEY=value" sets, "KEY" alone removes).
+std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrides);
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_SUPERVISE_SPAWN_H_

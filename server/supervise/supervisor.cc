@@ -1,0 +1,212 @@
+#include "server/supervise/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace vramlab::server {
+namespace {
+
+// Upper bound on how late a reap or a deadline is noticed.
+constexpr int kPollIntervalMs = 50;
+
+}  // namespace
+
+Supervisor::Supervisor(WorkerLimits limits, SupervisorListener* listener)
+    : limits_(limits), listener_(listener) {}
+
+Supervisor::~Supervisor() { Stop(); }
+
+absl::Status Supervisor::Start() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return absl::InternalError("pipe2 failed");
+  wake_read_ = fds[0];
+  wake_write_ = fds[1];
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void Supervisor::Wake() {
+  char byte = 1;
+  (void)!write(wake_write_, &byte, 1);  // a full pipe already means "wake up"
+}
+
+void Supervisor::Launch(LaunchRequest request) {
+  {
+    absl::MutexLock lock(&mu_);
+    launches_.push_back(std::move(request));
+    ++active_;
+  }
+  Wake();
+}
+
+void Supervisor::Cancel(const std::string& experiment_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    cancels_.push_back(experiment_id);
+  }
+  Wake();
+}
+
+void Supervisor::InterruptAll() {
+  {
+    absl::MutexLock lock(&mu_);
+    interrupt_ = true;
+  }
+  Wake();
+}
+
+bool Supervisor::WaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+void Supervisor::Stop() {
+  if (!thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  Wake();
+  thread_.join();
+  close(wake_read_);
+  close(wake_write_);
+}
+
+void Supervisor::Finish(const std::string& experiment_id, const WorkerRunFacts& facts) {
+  listener_->OnWorkerExited(experiment_id, ClassifyExit(facts));
+  absl::MutexLock lock(&mu_);
+  --active_;
+}
+
+void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
+  if (interrupting_) {
+    WorkerRunFacts facts;
+    facts.interrupted = true;
+    Finish(request.experiment_id, facts);
+    return;
+  }
+  auto process = SpawnWorkerProcess(request.spawn);
+  if (!process.ok()) {
+    WorkerRunFacts facts;
+    facts.spawn_error = std::string(process.status().message());
+    Finish(request.experiment_id, facts);
+    return;
+  }
+  auto run = std::make_unique<RunningWorker>(request.experiment_id, *process, request.log_path,
+                                         request.time_limit_seconds, limits_, now);
+  listener_->OnWorkerStarted(request.experiment_id, process->pid);
+  runs_[request.experiment_id] = std::move(run);
+}
+
+void Supervisor::ProcessCommands(SteadyTime now) {
+  char drain[256];
+  while (read(wake_read_, drain, sizeof(drain)) > 0) {
+  }
+  std::deque<LaunchRequest> launches;
+  std::vector<std::string> cancels;
+  bool interrupt;
+  {
+    absl::MutexLock lock(&mu_);
+    launches.swap(launches_);
+    cancels.swap(cancels_);
+    interrupt = interrupt_;
+  }
+  if (interrupt && !interrupting_) {
+    interrupting_ = true;
+    for (auto& [id, run] : runs_) run->RequestStop(RunningWorker::StopReason::kInterrupt, now);
+  }
+  for (const std::string& id : cancels) {
+    // A launch still in this batch is dropped before it ever starts.
+    bool dropped = false;
+    for (auto it = launches.begin(); it != launches.end(); ++it) {
+      if (it->experiment_id == id) {
+        WorkerRunFacts facts;
+        facts.cancelled = true;
+        launches.erase(it);
+        Finish(id, facts);
+        dropped = true;
+        break;
+      }
+    }
+    if (dropped) continue;
+    auto it = runs_.find(id);
+    if (it != runs_.end()) it->second->RequestStop(RunningWorker::StopReason::kCancel, now);
+  }
+  for (LaunchRequest& request : launches) StartWorker(std::move(request), now);
+}
+
+void Supervisor::Loop() {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<RunningWorker*, bool>> owners;  // (run, is_events) per fd after the first
+  while (true) {
+    fds.clear();
+    owners.clear();
+    fds.push_back({wake_read_, POLLIN, 0});
+    for (auto& [id, run] : runs_) {
+      if (run->events_fd() >= 0) {
+        fds.push_back({run->events_fd(), POLLIN, 0});
+        owners.emplace_back(run.get(), true);
+      }
+      if (run->log_fd() >= 0) {
+        fds.push_back({run->log_fd(), POLLIN, 0});
+        owners.emplace_back(run.get(), false);
+      }
+    }
+    poll(fds.data(), fds.size(), kPollIntervalMs);
+    SteadyTime now = std::chrono::steady_clock::now();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) break;
+    }
+    ProcessCommands(now);
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [run, is_events] = owners[i - 1];
+      if (is_events) {
+        const std::string& id = run->experiment_id();
+        run->PumpEvents(now, [this, &id](vramlab::v1::WorkerEvent event) {
+          listener_->OnWorkerEvent(id, std::move(event));
+        });
+      } else {
+        run->PumpLog();
+      }
+    }
+    for (auto it = runs_.begin(); it != runs_.end();) {
+      RunningWorker& run = *it->second;
+      run.CheckTimers(now);
+      run.TryReap(now);
+      if (run.Finished(now)) {
+        WorkerRunFacts facts = run.facts();
+        std::string id = it->first;
+        it = runs_.erase(it);
+        Finish(id, facts);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Stopping: nothing may outlive the daemon's bookkeeping.
+  for (auto& [id, run] : runs_) {
+    run->KillAndReap();
+    Finish(id, run->facts());
+  }
+  runs_.clear();
+  std::deque<LaunchRequest> launches;
+  {
+    absl::MutexLock lock(&mu_);
+    launches.swap(launches_);
+  }
+  for (const LaunchRequest& request : launches) {
+    WorkerRunFacts facts;
+    facts.interrupted = true;
+    Finish(request.experiment_id, facts);
+  }
+}
+
+}  // namespace vramlab::server

@@ -1,0 +1,90 @@
+// Runs worker processes. One dedicated thread spawns every worker (never an RPC thread: the
+// PR_SET_PDEATHSIG of a child is tied to the thread that forked it) and multiplexes all of their
+// pipes with poll(), so a worker that floods output or stops reading cannot stall another.
+//
+// Thread-safe: Launch/Cancel/InterruptAll may be called from any thread; they queue a command and
+// wake the supervisor thread. Listener callbacks run on the supervisor thread and must not block
+// for long or call back into the Supervisor synchronously waiting for it.
+#ifndef VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_
+#define VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/supervise/exit_classifier.h"
+#include "server/supervise/spawn.h"
+#include "server/supervise/running_worker.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server {
+
+struct LaunchRequest {
+  std::string experiment_id;
+  SpawnRequest spawn;
+  std::string log_path;
+  int time_limit_seconds = 0;
+};
+
+class SupervisorListener {
+ public:
+  virtual ~SupervisorListener() = default;
+  virtual void OnWorkerStarted(const std::string& experiment_id, int pid) = 0;
+  virtual void OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) = 0;
+  // Exactly once per Launch, whether or not the process could be started.
+  virtual void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) = 0;
+};
+
+class Supervisor {
+ public:
+  Supervisor(WorkerLimits limits, SupervisorListener* listener);
+  ~Supervisor();
+
+  absl::Status Start();
+  void Launch(LaunchRequest request);
+  // Cancels a pending or running launch; unknown ids are ignored.
+  void Cancel(const std::string& experiment_id);
+  // SIGTERM to every worker (SIGKILL after the grace period); pending launches are dropped. Each
+  // ends with an INTERRUPTED verdict unless it completes first.
+  void InterruptAll();
+  // True once no launch is pending or running.
+  bool WaitIdle(absl::Duration timeout);
+  // Kills what still runs (SIGKILL), reports it, and joins the thread.
+  void Stop();
+
+ private:
+  void Loop();
+  void Wake();
+  void ProcessCommands(SteadyTime now);
+  void StartWorker(LaunchRequest request, SteadyTime now);
+  void Finish(const std::string& experiment_id, const WorkerRunFacts& facts);
+
+  const WorkerLimits limits_;
+  SupervisorListener* const listener_;
+  int wake_read_ = -1;
+  int wake_write_ = -1;
+  std::thread thread_;
+
+  absl::Mutex mu_;
+  std::deque<LaunchRequest> launches_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
+  bool interrupt_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Launches accepted and not yet reported as exited.
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Supervisor thread only.
+  std::map<std::string, std::unique_ptr<RunningWorker>> runs_;
+  bool interrupting_ = false;
+};
+
+}  // namespace vramlab::server
+
+#endif  // VRAMLAB_SERVER_SUPERVISE_SUPERVISOR_H_

@@ -1,0 +1,207 @@
+// The supervisor with real processes: /bin/sh scripts stand in for misbehaving workers, so every
+// failure mode is exercised without LibTorch (the real worker's faults are covered end to end in
+// tests/daemon/daemon_faults_test.cc).
+#include "server/supervise/supervisor.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace vramlab::server {
+namespace {
+
+using ::testing::HasSubstr;
+using vramlab::v1::Experiment;
+
+class RecordingListener : public SupervisorListener {
+ public:
+  void OnWorkerStarted(const std::string& id, int pid) override {
+    absl::MutexLock lock(&mu_);
+    pids_[id] = pid;
+  }
+  void OnWorkerEvent(const std::string& id, vramlab::v1::WorkerEvent event) override {
+    absl::MutexLock lock(&mu_);
+    events_[id].push_back(std::move(event));
+  }
+  void OnWorkerExited(const std::string& id, const ExitVerdict& verdict) override {
+    absl::MutexLock lock(&mu_);
+    verdicts_[id] = verdict;
+  }
+  std::optional<ExitVerdict> WaitVerdict(const std::string& id, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return verdicts_.contains(id); };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) return std::nullopt;
+    return verdicts_[id];
+  }
+  std::vector<vramlab::v1::WorkerEvent> Events(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return events_[id];
+  }
+  bool Started(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return pids_.contains(id);
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int> pids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<vramlab::v1::WorkerEvent>> events_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ExitVerdict> verdicts_ ABSL_GUARDED_BY(mu_);
+};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/supervisor-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    limits_.max_event_line_bytes = 1 << 20;
+    limits_.max_events_per_second = 2000;
+    limits_.max_log_bytes = 4096;
+    limits_.cancel_grace_period = std::chrono::milliseconds(300);
+  }
+  void TearDown() override {
+    supervisor_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void StartSupervisor() {
+    supervisor_ = std::make_unique<Supervisor>(limits_, &listener_);
+    ASSERT_TRUE(supervisor_->Start().ok());
+  }
+  LaunchRequest Script(const std::string& id, const std::string& script, int time_limit = 30) {
+    LaunchRequest request;
+    request.experiment_id = id;
+    request.spawn.path = "/bin/sh";
+    request.spawn.args = {"-c", script};
+    request.spawn.env = EnvironmentWith({"CUDA_VISIBLE_DEVICES=7", "PYTORCH_CUDA_ALLOC_CONF"});
+    request.log_path = dir_ + "/" + id + ".log";
+    request.time_limit_seconds = time_limit;
+    return request;
+  }
+  ExitVerdict Run(const std::string& id, const std::string& script, int time_limit = 30) {
+    supervisor_->Launch(Script(id, script, time_limit));
+    auto verdict = listener_.WaitVerdict(id, absl::Seconds(20));
+    EXPECT_TRUE(verdict.has_value()) << id << " did not finish";
+    return verdict.value_or(ExitVerdict{});
+  }
+  std::string ReadLog(const std::string& id) {
+    std::ifstream in(dir_ + "/" + id + ".log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::string dir_;
+  WorkerLimits limits_;
+  RecordingListener listener_;
+  std::unique_ptr<Supervisor> supervisor_;
+};
+
+TEST_F(SupervisorTest, WellBehavedWorkerSucceedsWithEventsEnvironmentAndLog) {
+  StartSupervisor();
+  ExitVerdict verdict = Run("ok", R"(
+    echo "{\"notice\":{\"message\":\"gpu=$CUDA_VISIBLE_DEVICES conf=${PYTORCH_CUDA_ALLOC_CONF-unset}\"}}" >&3
+    echo 'human log line' >&2
+    echo '{"report":{"finalLoss":1.5}}' >&3
+    exit 0)");
+  EXPECT_EQ(verdict.state, Experiment::SUCCEEDED) << verdict.reason;
+  auto events = listener_.Events("ok");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].notice().message(), "gpu=7 conf=unset");
+  EXPECT_DOUBLE_EQ(events[1].report().final_loss(), 1.5);
+  EXPECT_EQ(ReadLog("ok"), "human log line\n");
+}
+
+TEST_F(SupervisorTest, LogIsCappedAndTheRestDrained) {
+  StartSupervisor();
+  ExitVerdict verdict = Run("chatty", R"(
+    head -c 200000 /dev/zero | tr '\0' x >&2
+    echo '{"report":{}}' >&3)");
+  EXPECT_EQ(verdict.state, Experiment::SUCCEEDED) << verdict.reason;
+  std::string log = ReadLog("chatty");
+  EXPECT_LT(log.size(), 4096u + 100u);
+  EXPECT_THAT(log, HasSubstr("[vramlabd: log truncated at 4096 bytes]"));
+}
+
+TEST_F(SupervisorTest, InvalidJsonUnknownFieldAndHugeLineKillTheWorker) {
+  StartSupervisor();
+  ExitVerdict garbage = Run("garbage", "echo 'this is not json' >&3; sleep 30");
+  EXPECT_EQ(garbage.state, Experiment::FAILED);
+  EXPECT_THAT(garbage.reason, HasSubstr("worker killed: wrote an invalid event line"));
+  ExitVerdict unknown = Run("unknown", R"(echo '{"noSuchField":1}' >&3; sleep 30)");
+  EXPECT_THAT(unknown.reason, HasSubstr("invalid event line"));
+  ExitVerdict huge = Run("huge", "head -c 3000000 /dev/zero | tr '\\0' a >&3; sleep 30");
+  EXPECT_THAT(huge.reason, HasSubstr("an event line exceeded 1048576 bytes"));
+  EXPECT_TRUE(huge.abnormal);
+}
+
+TEST_F(SupervisorTest, FloodIsKilledWhileAnotherWorkerRunsUndisturbed) {
+  StartSupervisor();
+  supervisor_->Launch(Script("flood", R"(while :; do echo '{"notice":{}}'; done >&3)"));
+  ExitVerdict quiet = Run("quiet", R"(
+    for i in 1 2 3 4 5; do echo '{"notice":{}}' >&3; sleep 0.1; done
+    echo '{"report":{}}' >&3)");
+  EXPECT_EQ(quiet.state, Experiment::SUCCEEDED) << quiet.reason;
+  EXPECT_EQ(listener_.Events("quiet").size(), 6u);
+  auto flood = listener_.WaitVerdict("flood", absl::Seconds(20));
+  ASSERT_TRUE(flood.has_value());
+  EXPECT_THAT(flood->reason, HasSubstr("flooded its event stream"));
+  // The flood was cut off at the rate limit, not read without end.
+  EXPECT_LE(listener_.Events("flood").size(), 2001u * 2);
+}
+
+TEST_F(SupervisorTest, TimeLimitThenSigkillForAWorkerIgnoringSigterm) {
+  StartSupervisor();
+  auto start = std::chrono::steady_clock::now();
+  ExitVerdict verdict = Run("stubborn", "trap '' TERM; while :; do sleep 0.05; done", 1);
+  EXPECT_EQ(verdict.state, Experiment::FAILED);
+  EXPECT_EQ(verdict.reason, "timed out: time limit of 1 s exceeded");
+  EXPECT_EQ(verdict.exit_status, -SIGKILL);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(SupervisorTest, CancelRunningAndPending) {
+  StartSupervisor();
+  supervisor_->Launch(Script("running", "sleep 30"));
+  for (int i = 0; i < 200 && !listener_.Started("running"); ++i) usleep(10000);
+  supervisor_->Cancel("running");
+  auto verdict = listener_.WaitVerdict("running", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::CANCELLED);
+  EXPECT_EQ(verdict->exit_status, -SIGTERM);
+}
+
+TEST_F(SupervisorTest, CrashAndExecFailure) {
+  StartSupervisor();
+  ExitVerdict crash = Run("crash", "kill -SEGV $$");
+  EXPECT_THAT(crash.reason, HasSubstr("killed by signal 11"));
+  LaunchRequest missing = Script("missing", "");
+  missing.spawn.path = "/nonexistent/vramlab-worker";
+  supervisor_->Launch(missing);
+  auto verdict = listener_.WaitVerdict("missing", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_THAT(verdict->reason, HasSubstr("worker could not be started: exec /nonexistent"));
+}
+
+TEST_F(SupervisorTest, InterruptAllEndsEveryWorkerInterrupted) {
+  StartSupervisor();
+  supervisor_->Launch(Script("one", "sleep 30"));
+  supervisor_->Launch(Script("two", "trap '' TERM; sleep 30"));
+  for (int i = 0; i < 200 && !(listener_.Started("one") && listener_.Started("two")); ++i) {
+    usleep(10000);
+  }
+  supervisor_->InterruptAll();
+  EXPECT_TRUE(supervisor_->WaitIdle(absl::Seconds(10)));
+  EXPECT_EQ(listener_.WaitVerdict("one", absl::Seconds(1))->state, Experiment::INTERRUPTED);
+  EXPECT_EQ(listener_.WaitVerdict("two", absl::Seconds(1))->state, Experiment::INTERRUPTED);
+}
+
+}  // namespace
+}  // namespace vramlab::server

@@ -1,0 +1,198 @@
+#include "worker/train/run_worker.h"
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include <unistd.h>
+
+#include <torch/version.h>
+
+#include "worker/faults/fault_injector.h"
+#include "worker/memory/allocator_env.h"
+#include "worker/memory/device_backend.h"
+#include "worker/memory/memory_monitor.h"
+#include "worker/memory/oom.h"
+#include "worker/memory/sampler.h"
+#include "worker/model/attention.h"
+#include "worker/safetensors/load_error.h"
+#include "worker/train/anatomy_builder.h"
+#include "worker/train/experiment_runner.h"
+#include "worker/train/phase_tracker.h"
+#include "worker/train/spec_conversions.h"
+
+#ifndef VRAMLAB_VERSION
+#define VRAMLAB_VERSION "dev"
+#endif
+
+namespace vramlab::worker {
+namespace {
+
+std::unique_ptr<DeviceBackend> MakeBackend(DeviceKind device) {
+  if (device == DeviceKind::kCuda) {
+    if (!CudaDeviceAvailable()) throw SpecError("device", "CUDA was asked for but no CUDA device is available");
+    return MakeCudaBackend();
+  }
+  if (device == DeviceKind::kUnspecified && CudaDeviceAvailable()) return MakeCudaBackend();
+  return MakeCpuBackend();
+}
+
+void Log(const std::string& line) { std::cerr << "vramlab-worker: " << line << std::endl; }
+
+// Everything after the spec is known. Throws; RunWorker maps exceptions to events.
+class Session {
+ public:
+  Session(ExperimentSpec spec, EventSink& sink) : spec_(std::move(spec)), sink_(sink) {}
+
+  int Run() {
+    const Qwen2Config config = ResolveModelConfig(spec_.model);
+    ValidateAgainstModel(spec_, config.vocab_size);
+    ValidateAdapterAgainstModel(spec_, {config.hidden_size, config.intermediate_size, config.num_attention_heads,
+                                        config.num_key_value_heads});
+    backend_ = MakeBackend(spec_.device);
+    monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
+    EmitStarted(config);
+    EmitNotices();
+
+    Sampler sampler(monitor_.get(), &sink_, std::chrono::milliseconds(spec_.memory.sample_interval_ms),
+                    [this](const MemorySample& s) { anatomy_.OnSample(s); });
+    Setup();
+    sampler.Start();
+    if (spec_.fault != Fault::kNone) {
+      sampler.WaitForFirstSample();
+      InjectFault(spec_.fault, sink_, *monitor_);
+    }
+
+    WorkerContext context;
+    context.sink = &sink_;
+    context.backend = backend_.get();
+    context.monitor = monitor_.get();
+    context.anatomy = &anatomy_;
+    context.on_oom = [this] { WriteSnapshot(); };
+    ExperimentResult result = RunExperiment(spec_, config, context);
+    sampler.Stop();
+
+    if (!result.oom) WriteSnapshot();  // at an ending OOM it was written at that moment
+    if (result.has_report) {
+      FinalReport& report = result.report;
+      report.parameter_count = config.ParameterCount();
+      report.device_name = backend_->device_name();
+      report.snapshot_written = snapshot_written_;
+      report.sampler_overhead_ratio = sampler.overhead_ratio();
+      sink_.Report(report);
+    }
+    Log(std::string("finished: ") + (result.oom ? "out of memory" : "succeeded") + "; sampler: " +
+        sampler.CostSummary());
+    return result.oom ? kExitOutOfMemory : kExitSucceeded;
+  }
+
+ private:
+  void EmitStarted(const Qwen2Config& config) {
+    WorkerStarted started;
+    started.worker_version = VRAMLAB_VERSION;
+    started.torch_version = TORCH_VERSION;
+    started.device = backend_->kind();
+    started.device_name = backend_->device_name();
+    started.device_total_bytes = backend_->Usage().total;
+    started.parameter_count = config.ParameterCount();
+    started.pid = static_cast<int32_t>(getpid());
+    sink_.Started(started);
+    Log("started on " + started.device_name + " with " + std::to_string(started.parameter_count) + " parameters");
+  }
+
+  void EmitNotices() {
+    if (spec_.training.attention == SpecAttention::kSdpa && !SdpaAvailable()) {
+      sink_.Notice(NoticeLevel::kWarning, std::string("sdpa is unavailable on LibTorch ") + TORCH_VERSION +
+                                              "; attention runs eager");
+    }
+    const bool on_cpu = backend_->kind() == DeviceKind::kCpu;
+    if (on_cpu && !AllocatorConfString(spec_.memory.allocator).empty()) {
+      sink_.Notice(NoticeLevel::kInfo, "memory.allocator configures the CUDA caching allocator; ignored on the CPU");
+    }
+    // The lab report's scripts run one optimizer step: the state it creates (after backward, or
+    // during it with in_backward) is never held whole through a forward and backward, as every
+    // later step of training holds it. Every optimizer kind keeps state (SGD's momentum 0 means
+    // 0.9); offload keeps it off the device.
+    if (spec_.training.steps == 1 && !spec_.training.optimizer.offload_to_cpu) {
+      sink_.Notice(NoticeLevel::kInfo,
+                   "training.steps = 1: the optimizer state comes into being with the only update, so "
+                   "this run's forward and backward never hold all of it, as every later step of "
+                   "training does (steps >= 2 measures that peak)");
+    }
+    if (on_cpu && spec_.memory.device_memory_limit_bytes > 0) {
+      sink_.Notice(NoticeLevel::kInfo, "the counting CPU allocator enforces memory.device_memory_limit_bytes = " +
+                                           std::to_string(spec_.memory.device_memory_limit_bytes));
+    }
+  }
+
+  void Setup() {
+    PhaseTracker tracker(monitor_.get(), &sink_, nullptr);
+    tracker.Begin(Phase::kSetup, 0, 0);
+    backend_->SetLimit(spec_.memory.device_memory_limit_bytes);
+    if (spec_.memory.record_history) {
+      std::string why_not;
+      if (!backend_->StartHistory(&why_not)) {
+        sink_.Notice(NoticeLevel::kWarning, "memory.record_history: " + why_not);
+      }
+    }
+    tracker.End();
+  }
+
+  void WriteSnapshot() {
+    if (spec_.memory.snapshot_path.empty()) return;
+    std::string why_not;
+    if (backend_->WriteSnapshot(spec_.memory.snapshot_path, &why_not)) {
+      snapshot_written_ = true;
+    } else if (!snapshot_failure_reported_) {
+      snapshot_failure_reported_ = true;
+      sink_.Notice(NoticeLevel::kWarning, "no allocator snapshot written: " + why_not);
+    }
+  }
+
+  ExperimentSpec spec_;
+  EventSink& sink_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<DeviceBackend> backend_;
+  std::unique_ptr<MemoryMonitor> monitor_;
+  AnatomyBuilder anatomy_;
+  bool snapshot_written_ = false;
+  bool snapshot_failure_reported_ = false;
+};
+
+// The event (which becomes the experiment's state_reason) carries the message without a C++
+// backtrace; the worker log keeps the whole text for whoever debugs it.
+int ReportError(EventSink& sink, ErrorKind kind, const std::string& message, const std::string& field, int code) {
+  sink.Error(WorkerError{kind, FirstLinesOfError(message), field});
+  Log("error: " + (field.empty() ? "" : field + ": ") + message);
+  return code;
+}
+
+}  // namespace
+
+int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks) {
+  try {
+    ExperimentSpec spec = ParseExperimentSpec(spec_text);
+    if (hooks.before_device) hooks.before_device(spec);
+    return Session(std::move(spec), sink).Run();
+  } catch (const SpecError& e) {
+    return ReportError(sink, ErrorKind::kInvalidSpec, e.what(), e.field(), kExitInvalidSpec);
+  } catch (const LoadError& e) {
+    return ReportError(sink, ErrorKind::kLoadFailed, e.what(), "model.weights_dir", kExitLoadFailed);
+  } catch (const std::exception& e) {
+    const std::string message = FirstLinesOfError(e.what());
+    if (IsOutOfMemory(e)) {
+      // Outside any training point (setup): still an OOM answer, with what is known.
+      OomReport oom;
+      oom.message = message;
+      oom.requested_bytes = RequestedBytesFromMessage(message);
+      sink.Oom(oom);
+      Log("out of memory outside the training loop: " + message);
+      return kExitOutOfMemory;
+    }
+    return ReportError(sink, ErrorKind::kInternal, message, "", kExitInternalError);
+  } catch (...) {
+    return ReportError(sink, ErrorKind::kInternal, "unknown exception", "", kExitInternalError);
+  }
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,25 @@
+// The worker's outermost boundary below main(): spec text in, events out, exit code back.
+// Exceptions never escape it; each becomes an `error` (or `oom`) event and an exit code.
+#ifndef VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
+#define VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
+
+#include <functional>
+#include <string>
+
+#include "worker/events/event_sink.h"
+#include "common/exit_codes.h"
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+
+struct WorkerHooks {
+  // Runs after the spec was parsed and before any device is touched; main() re-executes the
+  // process here when the allocator environment must be set first. May throw.
+  std::function<void(const ExperimentSpec&)> before_device;
+};
+
+int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks = {});
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
