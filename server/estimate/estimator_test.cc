@@ -184,7 +184,8 @@ TEST(EstimatorTest, QloraStoresTheProjectionsInNf4) {
   spec.mutable_memory()->set_device_memory_limit_bytes(int64_t{24} << 30);
   const MemoryEstimate e = MustEstimate(spec);
   EXPECT_EQ(e.anatomy().weights_bytes(), int64_t{3262644224} + 2180656128);
-  EXPECT_EQ(e.anatomy().quantization_constants_bytes(), 103606272);
+  // Plus the shared tables: bf16 codebook pairs (1024 bytes), the absmax map (1024 + 1020, rounded).
+  EXPECT_EQ(e.anatomy().quantization_constants_bytes(), 103606272 + 3 * 1024);
   EXPECT_EQ(e.anatomy().adapter_weights_bytes(), 4 * adapter);
   EXPECT_EQ(e.anatomy().gradients_bytes(), 4 * adapter);
   EXPECT_EQ(e.anatomy().optimizer_state_bytes(), 8 * adapter);

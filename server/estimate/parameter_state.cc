@@ -130,6 +130,11 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
       s.weights += alloc(n * run.dtype_bytes);
     }
   }
+  if (run.adapter.qlora) {
+    // The shared lookup tables (worker/adapters/nf4.h, Nf4Tables): codebook pairs [256, 2] in
+    // the compute dtype, the absmax map's 256 values and 255 midpoints in fp32.
+    s.quantization_constants += alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
+  }
   // The optimizer's arithmetic in the adapters' dtype.
   RunSettings adapter_run = run;
   adapter_run.dtype_bytes = run.adapter.dtype_bytes;

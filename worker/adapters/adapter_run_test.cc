@@ -60,7 +60,8 @@ TEST(AdapterRunTest, QloraAnatomySeparatesNf4CodesAndConstants) {
     constants += 2 * spec_rules::Nf4ConstantBytes(n);
   }
   EXPECT_EQ(Int64(a["weightsBytes"]), (kTinyParameters - projections) * 2 + codes);
-  EXPECT_EQ(Int64(a["quantizationConstantsBytes"]), constants);
+  // Plus the shared tables: bf16 codebook pairs [256, 2] and the absmax map (256 + 255 fp32).
+  EXPECT_EQ(Int64(a["quantizationConstantsBytes"]), constants + 256 * 2 * 2 + (256 + 255) * 4);
   EXPECT_EQ(Int64(a["adapterWeightsBytes"]), kTinyAdapterElements * 4);  // fp32 over a bf16 base
   EXPECT_EQ(Int64(a["gradientsBytes"]), kTinyAdapterElements * 4);
   EXPECT_EQ(Int64(a["optimizerStateBytes"]), kTinyAdapterElements * 2 * 4);

@@ -1,9 +1,6 @@
 #include "worker/adapters/nf4.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include "common/spec/adapter_sizes.h"
 #include "worker/optim/blockwise_quantizer.h"
@@ -12,7 +9,7 @@ namespace vramlab::worker {
 namespace {
 
 using spec_rules::kNf4BlockSize;
-// Blocks quantised per slice: bounds the int64 bucket indices to 64 MiB.
+// Blocks quantised per slice: bounds the fp32 and int32 slice temporaries to 32 MiB each.
 constexpr int64_t kBlocksPerSlice = int64_t{1} << 17;
 
 torch::Tensor CodebookTensor(torch::Dtype dtype, const torch::Device& device) {
@@ -20,31 +17,19 @@ torch::Tensor CodebookTensor(torch::Dtype dtype, const torch::Device& device) {
   return torch::tensor(std::vector<float>(cb.begin(), cb.end()), torch::kFloat32).to(device, dtype);
 }
 
-// [256, 2]: the two codebook values byte b stands for (high nibble first). One per (dtype,
-// device), made on first use; a few hundred bytes.
-const torch::Tensor& PairTable(torch::Dtype dtype, const torch::Device& device) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, torch::Tensor> tables;
-  std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(static_cast<int>(dtype), static_cast<int>(device.type()), static_cast<int>(device.index()));
-  auto found = tables.find(key);
-  if (found != tables.end()) return found->second;
+// [256, 2]: the two codebook values byte b stands for (high nibble first).
+torch::Tensor MakePairTable(torch::Dtype dtype, const torch::Device& device) {
   torch::Tensor bytes = torch::arange(256, torch::kInt64);
   torch::Tensor codebook = CodebookTensor(torch::kFloat32, torch::kCPU);
-  torch::Tensor table = torch::stack({codebook.index_select(0, bytes.div(16, "floor")), codebook.index_select(0, bytes.remainder(16))}, 1);
-  return tables.emplace(key, table.to(device, dtype)).first->second;
-}
-
-const optim_internal::QuantizationMap& AbsmaxMap(const torch::Device& device) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, std::unique_ptr<optim_internal::QuantizationMap>> maps;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& map = maps[{static_cast<int>(device.type()), static_cast<int>(device.index())}];
-  if (!map) map = std::make_unique<optim_internal::QuantizationMap>(/*is_signed=*/true, device);
-  return *map;
+  torch::Tensor table = torch::stack({codebook.index_select(0, bytes.div(16, "floor")),
+                                      codebook.index_select(0, bytes.remainder(16))}, 1);
+  return table.to(device, dtype);
 }
 
 }  // namespace
+
+Nf4Tables::Nf4Tables(torch::Dtype compute_dtype, const torch::Device& device)
+    : pair_table_(MakePairTable(compute_dtype, device)), absmax_map_(/*is_signed=*/true, device) {}
 
 const std::array<float, 16>& Nf4Codebook() {
   static const std::array<float, 16> codebook = {
@@ -67,12 +52,13 @@ const std::array<float, 16>& Nf4Codebook() {
   return codebook;
 }
 
-Nf4Tensor QuantizeNf4(const torch::Tensor& weight) {
+Nf4Tensor QuantizeNf4(const torch::Tensor& weight, std::shared_ptr<const Nf4Tables> tables) {
   torch::NoGradGuard no_grad;
   Nf4Tensor q;
   q.shape = weight.sizes().vec();
   q.numel = weight.numel();
-  const torch::Device device = weight.device();
+  q.tables = std::move(tables);
+  const torch::Device device = q.tables->pair_table().device();
   const auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(device);
   const int64_t blocks = spec_rules::CeilDiv(q.numel, kNf4BlockSize);
   // Two codes per byte; an odd element count leaves the last low nibble 0.
@@ -80,12 +66,12 @@ Nf4Tensor QuantizeNf4(const torch::Tensor& weight) {
   torch::Tensor absmax = torch::empty({blocks}, u8.dtype(torch::kFloat32));
   const torch::Tensor codebook = CodebookTensor(torch::kFloat32, device);
   const torch::Tensor midpoints = (codebook.slice(0, 1) + codebook.slice(0, 0, 15)) / 2;
-  const torch::Tensor flat = weight.reshape({-1});
+  const torch::Tensor flat = weight.reshape({-1});  // on its own device; slices move over
   for (int64_t first = 0; first < blocks; first += kBlocksPerSlice) {
     const int64_t count = std::min(kBlocksPerSlice, blocks - first);
     const int64_t begin = first * kNf4BlockSize;
     const int64_t end = std::min(q.numel, (first + count) * kNf4BlockSize);
-    torch::Tensor values = flat.slice(0, begin, end).to(torch::kFloat32);
+    torch::Tensor values = flat.slice(0, begin, end).to(device, torch::kFloat32);
     if (values.numel() < count * kNf4BlockSize) {
       values = torch::nn::functional::pad(values, torch::nn::functional::PadFuncOptions({0, count * kNf4BlockSize - values.numel()}));
     }
@@ -106,19 +92,21 @@ Nf4Tensor QuantizeNf4(const torch::Tensor& weight) {
   q.absmax_offset = absmax.mean().item<double>();
   q.absmax_codes = torch::empty({blocks}, u8);
   q.absmax_scales = torch::empty({optim_internal::NumQuantBlocks(blocks)}, u8.dtype(torch::kFloat32));
-  optim_internal::QuantizeBlockwise(absmax - q.absmax_offset, AbsmaxMap(device), q.absmax_codes, q.absmax_scales);
+  optim_internal::QuantizeBlockwise(absmax - q.absmax_offset, q.tables->absmax_map(), q.absmax_codes,
+                                    q.absmax_scales);
   return q;
 }
 
 torch::Tensor Nf4Absmax(const Nf4Tensor& q) {
   torch::NoGradGuard no_grad;
-  return optim_internal::DequantizeBlockwise(q.absmax_codes, q.absmax_scales, AbsmaxMap(q.codes.device())) +
+  return optim_internal::DequantizeBlockwise(q.absmax_codes, q.absmax_scales, q.tables->absmax_map()) +
          q.absmax_offset;
 }
 
-torch::Tensor DequantizeNf4(const Nf4Tensor& q, torch::Dtype dtype) {
+torch::Tensor DequantizeNf4(const Nf4Tensor& q) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor& table = PairTable(dtype, q.codes.device());
+  const torch::Tensor& table = q.tables->pair_table();
+  const torch::Dtype dtype = table.scalar_type();
   const int64_t blocks = q.absmax_codes.numel();
   // [bytes, 2] -> [blocks * 64] (a padded tail past numel is dropped below).
   torch::Tensor values = table.index_select(0, q.codes.to(torch::kInt32)).view({-1});

@@ -10,20 +10,42 @@
 // bitsandbytes uses for it).
 //
 // Dequantisation: absmax = dynamic-decode(codes, scales) + offset; weight = codebook[index] *
-// absmax, computed in the requested dtype (one lookup table of the 256 byte values' two entries).
+// absmax, computed in the compute dtype (one lookup table of the 256 byte values' two entries).
 #ifndef VRAMLAB_WORKER_ADAPTERS_NF4_H_
 #define VRAMLAB_WORKER_ADAPTERS_NF4_H_
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "worker/optim/blockwise_quantizer.h"
 
 namespace vramlab::worker {
 
 // The 16 NormalFloat values of the QLoRA paper (appendix E), as bitsandbytes' NF4 table, sorted.
 const std::array<float, 16>& Nf4Codebook();
+
+// The lookup tables the NF4 tensors of one model share, on their device: the two codebook
+// values of each byte ([256, 2] in the compute dtype) and the 8-bit map of the absmax codes
+// (values and midpoints, fp32). Part of the quantisation constants; freed with the model.
+class Nf4Tables {
+ public:
+  Nf4Tables(torch::Dtype compute_dtype, const torch::Device& device);
+
+  torch::Dtype compute_dtype() const { return pair_table_.scalar_type(); }
+  const torch::Tensor& pair_table() const { return pair_table_; }
+  const optim_internal::QuantizationMap& absmax_map() const { return absmax_map_; }
+  int64_t bytes() const {
+    return pair_table_.nbytes() + absmax_map_.values().nbytes() + absmax_map_.midpoints().nbytes();
+  }
+
+ private:
+  torch::Tensor pair_table_;
+  optim_internal::QuantizationMap absmax_map_;
+};
 
 struct Nf4Tensor {
   std::vector<int64_t> shape;
@@ -32,20 +54,21 @@ struct Nf4Tensor {
   torch::Tensor absmax_codes;   // uint8 [ceil(numel / 64)]
   torch::Tensor absmax_scales;  // float32 [ceil(ceil(numel / 64) / 256)]
   double absmax_offset = 0;     // host-side
+  std::shared_ptr<const Nf4Tables> tables;
 
   int64_t code_bytes() const { return codes.nbytes(); }
   int64_t constant_bytes() const { return absmax_codes.nbytes() + absmax_scales.nbytes(); }
 };
 
-// Quantises `weight` (any floating dtype) on its device. Works through the weight a bounded
-// number of blocks at a time, so the temporaries stay small next to the weight.
-Nf4Tensor QuantizeNf4(const torch::Tensor& weight);
+// Quantises `weight` (any floating dtype) on the tables' device. Works through the weight a
+// bounded number of blocks at a time, so the temporaries stay small next to the weight.
+Nf4Tensor QuantizeNf4(const torch::Tensor& weight, std::shared_ptr<const Nf4Tables> tables);
 
 // The block absmax values, decoded (float32 [ceil(numel / 64)]).
 torch::Tensor Nf4Absmax(const Nf4Tensor& q);
 
-// The weight in `dtype`, shaped as it was, on the codes' device.
-torch::Tensor DequantizeNf4(const Nf4Tensor& q, torch::Dtype dtype);
+// The weight in the tables' compute dtype, shaped as it was, on the codes' device.
+torch::Tensor DequantizeNf4(const Nf4Tensor& q);
 
 }  // namespace vramlab::worker
 

@@ -10,13 +10,13 @@ class Nf4MatmulFunction : public torch::autograd::Function<Nf4MatmulFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const Nf4Tensor* weight) {
     ctx->saved_data["weight"] = reinterpret_cast<int64_t>(weight);
-    return torch::linear(x, DequantizeNf4(*weight, x.scalar_type()));
+    return torch::linear(x, DequantizeNf4(*weight));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto* weight = reinterpret_cast<const Nf4Tensor*>(ctx->saved_data["weight"].toInt());
     const torch::Tensor& grad = grad_outputs[0];
-    return {torch::matmul(grad, DequantizeNf4(*weight, grad.scalar_type())), torch::Tensor()};
+    return {torch::matmul(grad, DequantizeNf4(*weight)), torch::Tensor()};
   }
 };
 

@@ -14,6 +14,7 @@ namespace vramlab::worker {
 
 // x W^T with W = dequantise(weight) made for the matmul and freed after it; backward makes it
 // again for x's gradient (W is frozen: it has none). Nothing but `weight`'s address is saved.
+// x must be in the weight's compute dtype (Nf4Tables).
 torch::Tensor Nf4Matmul(const torch::Tensor& x, const Nf4Tensor* weight);
 
 class Nf4LoraLinear : public LinearAdapter {

@@ -14,6 +14,10 @@
 namespace vramlab::worker {
 namespace {
 
+std::shared_ptr<const Nf4Tables> Tables(torch::Dtype dtype = torch::kFloat32) {
+  return std::make_shared<const Nf4Tables>(dtype, torch::kCPU);
+}
+
 torch::Tensor CodebookTensor() {
   const auto& cb = Nf4Codebook();
   return torch::tensor(std::vector<float>(cb.begin(), cb.end()));
@@ -34,8 +38,8 @@ TEST(Nf4Test, CodebookIsThePapersNormalFloatTable) {
 TEST(Nf4Test, CodebookValuesRoundTripExactly) {
   // One block: the double-quantised absmax is its own mean, so it decodes exactly.
   torch::Tensor block = torch::cat({CodebookTensor(), CodebookTensor().flip(0), CodebookTensor(), CodebookTensor()}) * 3.0f;
-  Nf4Tensor q = QuantizeNf4(block.view({4, 16}));
-  EXPECT_TRUE(torch::equal(DequantizeNf4(q, torch::kFloat32), block.view({4, 16})));
+  Nf4Tensor q = QuantizeNf4(block.view({4, 16}), Tables());
+  EXPECT_TRUE(torch::equal(DequantizeNf4(q), block.view({4, 16})));
   // First element in the high nibble: codes 0 and 1 -> 0x01.
   EXPECT_EQ(q.codes[0].item<int>(), 0x01);
 }
@@ -43,7 +47,7 @@ TEST(Nf4Test, CodebookValuesRoundTripExactly) {
 TEST(Nf4Test, StorageBytesAreExact) {
   for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{7, 9}, {100, 130}, {512, 512}, {64, 4160}}) {
     torch::Tensor w = torch::randn(shape);
-    Nf4Tensor q = QuantizeNf4(w);
+    Nf4Tensor q = QuantizeNf4(w, Tables());
     const int64_t n = w.numel();
     const int64_t blocks = (n + 63) / 64;
     EXPECT_EQ(q.code_bytes(), (n + 1) / 2) << n;
@@ -51,6 +55,8 @@ TEST(Nf4Test, StorageBytesAreExact) {
     EXPECT_EQ(q.code_bytes(), spec_rules::Nf4CodeBytes(n));
     EXPECT_EQ(q.constant_bytes(), spec_rules::Nf4ConstantBytes(n));
   }
+  // The shared tables: [256, 2] codebook pairs in the compute dtype, 256 + 255 fp32 map entries.
+  EXPECT_EQ(Tables(torch::kBFloat16)->bytes(), 256 * 2 * 2 + (256 + 255) * 4);
   // 7B's MLP weight, 3584 x 18944: 4.127 bits per element.
   const int64_t n = int64_t{3584} * 18944;
   EXPECT_EQ(spec_rules::Nf4CodeBytes(n) + spec_rules::Nf4ConstantBytes(n), 33947648 + 1060864 + 16576);
@@ -59,7 +65,7 @@ TEST(Nf4Test, StorageBytesAreExact) {
 TEST(Nf4Test, EachElementTakesTheNearestCodebookValue) {
   torch::manual_seed(3);
   torch::Tensor w = torch::randn({256, 320}) * 0.02;
-  Nf4Tensor q = QuantizeNf4(w);
+  Nf4Tensor q = QuantizeNf4(w, Tables());
   const torch::Tensor absmax = Nf4Absmax(q);
   const torch::Tensor true_absmax = w.view({-1, 64}).abs().amax(1);
   // The double quantisation of the absmax values is close (8-bit dynamic map, blocks of 256).
@@ -80,8 +86,8 @@ TEST(Nf4Test, EachElementTakesTheNearestCodebookValue) {
 TEST(Nf4Test, RoundTripErrorIsBoundedByTheCodebookSpacing) {
   torch::manual_seed(4);
   torch::Tensor w = torch::randn({128, 448});
-  Nf4Tensor q = QuantizeNf4(w);
-  torch::Tensor back = DequantizeNf4(q, torch::kFloat32);
+  Nf4Tensor q = QuantizeNf4(w, Tables());
+  torch::Tensor back = DequantizeNf4(q);
   ASSERT_EQ(back.sizes(), w.sizes());
   // Per element: half the widest codebook gap (0.7230 .. 1.0) times the block absmax, plus the
   // absmax's own decoding error.
@@ -94,21 +100,24 @@ TEST(Nf4Test, RoundTripErrorIsBoundedByTheCodebookSpacing) {
   const double rms = (back - w).pow(2).mean().sqrt().item<double>();
   EXPECT_LT(rms, 0.12);
   EXPECT_GT(rms, 0.05);
-  // bf16 dequantisation: the fp32 result rounded.
-  EXPECT_LE((DequantizeNf4(q, torch::kBFloat16).to(torch::kFloat32) - back).abs().max().item<double>(),
-            back.abs().max().item<double>() / 128);
+  // With bf16 compute tables: the same codes, the fp32 result to bf16 precision.
+  Nf4Tensor bf16 = q;
+  bf16.tables = Tables(torch::kBFloat16);
+  const torch::Tensor back16 = DequantizeNf4(bf16);
+  EXPECT_EQ(back16.scalar_type(), torch::kBFloat16);
+  EXPECT_LE((back16.to(torch::kFloat32) - back).abs().max().item<double>(), back.abs().max().item<double>() / 64);
 }
 
 TEST(Nf4Test, MatmulBackwardGivesTheInputGradientOfTheDequantisedWeight) {
   torch::manual_seed(5);
   torch::Tensor w = torch::randn({48, 64});
-  Nf4Tensor q = QuantizeNf4(w);
+  Nf4Tensor q = QuantizeNf4(w, Tables());
   torch::Tensor x = torch::randn({2, 3, 64}, torch::requires_grad());
   torch::Tensor y = Nf4Matmul(x, &q);
   torch::Tensor grad = torch::randn_like(y);
   y.backward(grad);
   torch::Tensor x2 = x.detach().clone().requires_grad_(true);
-  torch::Tensor dense = DequantizeNf4(q, torch::kFloat32);
+  torch::Tensor dense = DequantizeNf4(q);
   torch::Tensor y2 = torch::linear(x2, dense);
   y2.backward(grad);
   EXPECT_LE((y - y2).abs().max().item<double>(), 1e-6);

@@ -12,12 +12,15 @@ QloraSummary AttachQlora(Qwen2ForCausalLMImpl& model, const LoraOptions& options
   QloraSummary summary;
   summary.adapters = AttachLora(model, options);
   torch::NoGradGuard no_grad;
+  const torch::Dtype compute_dtype = model.model->embed_tokens->weight.scalar_type();
+  auto tables = std::make_shared<const Nf4Tables>(compute_dtype, device);
+  summary.quantization_constant_bytes += tables->bytes();
   for (Qwen2DecoderLayer layer : model.model->decoder_layers()) {
     for (const std::string& name : AllLoraTargets()) {
       Linear& base = TargetLinear(*layer, name);
       auto lora = std::dynamic_pointer_cast<LoraLinear>(base->adapter);
       if (!lora) continue;  // not a target
-      Nf4Tensor weight = QuantizeNf4(base->weight.to(device));
+      Nf4Tensor weight = QuantizeNf4(base->weight, tables);
       summary.nf4_code_bytes += weight.code_bytes();
       summary.quantization_constant_bytes += weight.constant_bytes();
       summary.quantized_parameters += weight.numel;

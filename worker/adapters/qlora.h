@@ -24,7 +24,8 @@ namespace vramlab::worker {
 struct QloraSummary {
   AdapterSummary adapters;
   int64_t nf4_code_bytes = 0;           // packed 4-bit codes of every quantised weight
-  int64_t quantization_constant_bytes = 0;  // absmax codes and scales of every quantised weight
+  // Absmax codes and scales of every quantised weight, and the shared lookup tables (Nf4Tables).
+  int64_t quantization_constant_bytes = 0;
   int64_t quantized_parameters = 0;     // elements stored in NF4
 };
 

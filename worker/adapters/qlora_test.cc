@@ -48,7 +48,8 @@ TEST(QloraTest, TargetWeightsAreStoredInNf4WithExactBytes) {
   EXPECT_EQ(summary.quantized_parameters, numel);
   EXPECT_EQ(summary.nf4_code_bytes, code_bytes);
   EXPECT_EQ(summary.nf4_code_bytes, numel / 2);
-  EXPECT_EQ(summary.quantization_constant_bytes, constant_bytes);
+  // Plus the shared tables: fp32 codebook pairs [256, 2] and the absmax map (256 + 255 fp32).
+  EXPECT_EQ(summary.quantization_constant_bytes, constant_bytes + 256 * 2 * 4 + (256 + 255) * 4);
   EXPECT_EQ(summary.adapters.trainable_parameters, 2 * 4 * (128 + 96 + 96 + 128 + 240 + 240 + 240));
   for (const auto& item : model->named_parameters()) {
     const bool target = item.key().find("_proj.weight") != std::string::npos &&
