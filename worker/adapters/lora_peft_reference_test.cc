@@ -35,15 +35,15 @@ std::map<std::string, torch::Tensor> ReadTensors(const std::string& file) {
   return tensors;
 }
 
-struct Setup {
+struct PeftCase {
   Qwen2ForCausalLM model{nullptr};
   nlohmann::json expected;
   nlohmann::json reference_case;
   torch::Tensor ids;
 };
 
-Setup Prepare(const std::string& reference_case, ModelOptions model_options = {}) {
-  Setup s;
+PeftCase Prepare(const std::string& reference_case, ModelOptions model_options = {}) {
+  PeftCase s;
   s.expected = ReadExpected(kReference);
   s.reference_case = s.expected.at("cases").at(reference_case);
   s.ids = InputIds(s.expected);
@@ -62,7 +62,7 @@ Setup Prepare(const std::string& reference_case, ModelOptions model_options = {}
 class PeftReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
-  Setup s = Prepare(GetParam());
+  PeftCase s = Prepare(GetParam());
   std::map<std::string, torch::Tensor> frozen;
   for (const auto& item : s.model->named_parameters()) {
     if (!item.value().requires_grad()) frozen[item.key()] = item.value().clone();
@@ -109,7 +109,7 @@ TEST_P(PeftReferenceTest, CheckpointedSdpaGradientsMatchPeft) {
   ModelOptions options;
   options.checkpoint_every_k_layers = 1;
   options.attention = AttentionImpl::kSdpa;
-  Setup s = Prepare(GetParam(), options);
+  PeftCase s = Prepare(GetParam(), options);
   CausalLmLoss(s.model, s.ids, s.ids, LossImpl::kChunked, 5).backward();
   const std::map<std::string, torch::Tensor> peft_grads = ReadTensors(GetParam() + "_grads.safetensors");
   for (const auto& [name, p] : TrainableParameters(*s.model)) {
