@@ -1,7 +1,8 @@
 // LoRA against HF PEFT on the tiny checkpoint (testdata/qwen2-tiny-lora, made by
 // testdata/make_lora_reference.py): with PEFT's adapter init loaded into the adapters, the loss
 // at step 0, the adapter gradients (within 1e-4 relative) and the adapters after one AdamW step
-// (within 1e-6) are PEFT's, and the base weights are bit-identical after training. Both cases:
+// (within 1e-6 wherever the step is well conditioned, see below) are PEFT's, and the base
+// weights are bit-identical after training. Both cases:
 // PEFT's default init (B = 0) and a non-zero B, so that A's gradient and update are checked too.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -95,7 +96,19 @@ TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
   auto optimizer = MakeOptimizer(trainable, options);
   optimizer->Step();
   const std::map<std::string, torch::Tensor> peft_after = ReadTensors(GetParam() + "_after_adamw.safetensors");
-  for (const auto& [name, p] : trainable) EXPECT_LE(MaxAbsDiff(p, peft_after.at(name)), 1e-6) << name;
+  // AdamW's first step moves each element by lr * g / (|g| + eps): where |g| is near eps the
+  // step turns a gradient difference of 1e-10 (float summation order) into one of 1e-6 (measured:
+  // 1.5e-6 at an element whose gradient is -6.4e-8). Elements with |g| >= 1e-6 must agree within
+  // 1e-6; the rest within 1e-5 (1% of the step).
+  for (const auto& [name, p] : trainable) {
+    const torch::Tensor difference = (p - peft_after.at(name)).abs();
+    const torch::Tensor conditioned = peft_grads.at(name).abs() >= 1e-6;
+    // (PEFT's default init has B = 0, so every A gradient is 0: A only decays.)
+    if (conditioned.any().item<bool>()) {
+      EXPECT_LE(difference.masked_select(conditioned).max().item<double>(), 1e-6) << name;
+    }
+    EXPECT_LE(difference.max().item<double>(), 1e-5) << name;
+  }
   for (const auto& item : s.model->named_parameters()) {
     auto before = frozen.find(item.key());
     if (before != frozen.end()) EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();

@@ -169,7 +169,11 @@ void ValidateSweep(SpecSweep& s) {
     return;
   }
   Require(s.values.empty(), "sweep.values", "not used with SEARCH_MAX (give search_min and search_max)");
-  check_point(s.search_granularity, "sweep.search_granularity", 1);
+  // A step, not a point: any positive value up to the point's maximum (as the daemon checks it).
+  IntRule granularity = point;
+  granularity.min = 1;
+  Require(granularity.Accepts(s.search_granularity), "sweep.search_granularity",
+          spec_rules::RangeMessage(granularity, s.search_granularity));
   check_point(s.search_min, "sweep.search_min", point.min);
   check_point(s.search_max, "sweep.search_max", s.search_min);
   // The candidates are the multiples of the granularity in [search_min, search_max].
