@@ -13,6 +13,7 @@
 #include "client/file_io.h"
 #include "client/flag_values.h"
 #include "common/spec/model_presets.h"
+#include "common/spec/spec_rules.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -91,6 +92,66 @@ absl::Status ApplyModelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   return absl::OkStatus();
 }
 
+// Reads --lora / --qlora: "r=16,alpha=32,dropout=0.05,targets=q,k,v,o,dtype=fp32" (every key
+// optional; "targets" takes the following items without "=" as well: all, q, k, v, o, gate, up,
+// down or the module names q_proj ...). "default" alone keeps PEFT's defaults.
+absl::Status ApplyAdapter(absl::string_view flag, absl::string_view text, vramlab::v1::AdapterKind kind,
+                          vramlab::v1::AdapterSpec& adapter) {
+  adapter.Clear();
+  adapter.set_kind(kind);
+  const std::string lowered = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (lowered.empty() || lowered == "default") return absl::OkStatus();
+  const auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", why, " (expected e.g. r=16,alpha=32,dropout=0.05,targets=all)"));
+  };
+  std::string key;
+  for (absl::string_view item : absl::StrSplit(lowered, ',')) {
+    std::string value;
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) {
+      if (key != "targets") return invalid(absl::StrCat("\"", item, "\" is not key=value"));
+      value = std::string(item);
+    } else {
+      key = std::string(item.substr(0, eq));
+      value = std::string(item.substr(eq + 1));
+    }
+    if (key == "r" || key == "rank") {
+      ASSIGN_OR_RETURN(int32_t rank, ParseIntFlag(absl::StrCat(flag, " r"), value, 1, INT32_MAX));
+      adapter.set_rank(rank);
+    } else if (key == "alpha") {
+      ASSIGN_OR_RETURN(double alpha, ParseDoubleFlag(absl::StrCat(flag, " alpha"), value));
+      if (!(alpha > 0)) return invalid(absl::StrCat("alpha must be > 0, got ", value));
+      adapter.set_alpha(alpha);
+    } else if (key == "dropout") {
+      ASSIGN_OR_RETURN(double dropout, ParseDoubleFlag(absl::StrCat(flag, " dropout"), value));
+      if (!(dropout >= 0 && dropout < 1)) return invalid(absl::StrCat("dropout must be in [0, 1), got ", value));
+      adapter.set_dropout(dropout);
+    } else if (key == "dtype") {
+      ASSIGN_OR_RETURN(int choice, ParseChoiceFlag(absl::StrCat(flag, " dtype"), value, {"bf16", "fp32", "fp16"}));
+      adapter.set_dtype(static_cast<vramlab::v1::DType>(choice + 1));
+    } else if (key == "targets") {
+      if (value == "all") {
+        adapter.clear_target_modules();  // empty means all seven
+        continue;
+      }
+      int target = 0;
+      for (int t = 1; t <= spec_rules::kNumAdapterTargets; ++t) {
+        if (value == spec_rules::AdapterTargetShortName(t) || value == spec_rules::AdapterTargetModuleName(t)) {
+          target = t;
+        }
+      }
+      if (target == 0) {
+        return invalid(absl::StrCat("unknown target \"", value, "\" (all, q, k, v, o, gate, up, down)"));
+      }
+      adapter.add_target_modules(static_cast<vramlab::v1::AdapterTarget>(target));
+    } else {
+      return invalid(absl::StrCat("unknown key \"", key, "\" (r, alpha, dropout, targets, dtype)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ApplyTrainingFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   auto& training = *spec.mutable_training();
   constexpr int32_t kMax = INT32_MAX;
@@ -145,6 +206,15 @@ absl::Status ApplyTrainingFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   if (args.Has("offload")) optimizer.set_offload_to_cpu(args.GetBool("offload"));
   if (args.Has("optimizer-in-backward")) {
     optimizer.set_in_backward(args.GetBool("optimizer-in-backward"));
+  }
+  if (args.Has("lora") && args.Has("qlora")) {
+    return absl::InvalidArgumentError("--lora and --qlora exclude each other");
+  }
+  if (auto v = args.Get("lora")) {
+    RETURN_IF_ERROR(ApplyAdapter("lora", *v, vramlab::v1::LORA, *training.mutable_adapter()));
+  }
+  if (auto v = args.Get("qlora")) {
+    RETURN_IF_ERROR(ApplyAdapter("qlora", *v, vramlab::v1::QLORA, *training.mutable_adapter()));
   }
   return absl::OkStatus();
 }
@@ -240,6 +310,8 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("lr", "X", "learning rate (default 1e-5)")
       .Bool("offload", "keep optimizer state in pinned host memory")
       .Bool("optimizer-in-backward", "update each parameter as its gradient completes")
+      .Value("lora", "K=V,...", "train LoRA adapters only: r=8,alpha=8,dropout=0,targets=all|q,k,v,o,gate,up,down,dtype=fp32 (or default)")
+      .Value("qlora", "K=V,...", "as --lora, over NF4-quantised base weights (bf16/fp16 compute)")
       .Value("loss", "IMPL", "full|chunked")
       .Value("loss-chunk", "N", "tokens per chunk with --loss chunked")
       .Value("data-seed", "N", "seed of the synthetic token ids")

@@ -120,6 +120,52 @@ TEST(BuildSpecTest, ErrorsNameTheFlag) {
   }
 }
 
+TEST(BuildSpecTest, LoraAndQloraFlags) {
+  auto lora = Build({"--preset", "qwen2.5-7b", "--lora", "r=16,alpha=32,dropout=0.05,targets=q,k,v,down"});
+  ASSERT_TRUE(lora.ok()) << lora.status();
+  const vramlab::v1::AdapterSpec& a = lora->training().adapter();
+  EXPECT_EQ(a.kind(), vramlab::v1::LORA);
+  EXPECT_EQ(a.rank(), 16);
+  EXPECT_EQ(a.alpha(), 32);
+  EXPECT_EQ(a.dropout(), 0.05);
+  ASSERT_EQ(a.target_modules_size(), 4);
+  EXPECT_EQ(a.target_modules(0), vramlab::v1::Q_PROJ);
+  EXPECT_EQ(a.target_modules(3), vramlab::v1::DOWN_PROJ);
+  EXPECT_EQ(a.dtype(), vramlab::v1::DTYPE_UNSPECIFIED);
+
+  auto all = Build({"--lora", "r=16,alpha=32,targets=all"});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->training().adapter().target_modules_size(), 0);  // empty means all seven
+
+  auto qlora = Build({"--qlora", "r=16,alpha=32,dtype=bf16,targets=gate_proj,up_proj"});
+  ASSERT_TRUE(qlora.ok()) << qlora.status();
+  EXPECT_EQ(qlora->training().adapter().kind(), vramlab::v1::QLORA);
+  EXPECT_EQ(qlora->training().adapter().dtype(), vramlab::v1::BFLOAT16);
+  EXPECT_EQ(qlora->training().adapter().target_modules_size(), 2);
+
+  auto defaults = Build({"--lora", "default"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->training().adapter().kind(), vramlab::v1::LORA);
+  EXPECT_EQ(defaults->training().adapter().rank(), 0);  // the daemon's default (8)
+}
+
+TEST(BuildSpecTest, BadAdapterFlagsNameTheFlag) {
+  for (const auto& [argv, words] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--lora", "r=0"}, "--lora r"},
+           {{"--lora", "r=sixteen"}, "--lora r"},
+           {{"--lora", "alpha=-1"}, "alpha must be > 0"},
+           {{"--lora", "dropout=1"}, "dropout must be in [0, 1)"},
+           {{"--lora", "targets=q,lm_head"}, "unknown target \"lm_head\""},
+           {{"--qlora", "rank=4,bias=all"}, "unknown key \"bias\""},
+           {{"--qlora", "16"}, "\"16\" is not key=value"},
+           {{"--lora", "r=4", "--qlora", "r=4"}, "exclude each other"}}) {
+    auto spec = Build(argv);
+    ASSERT_FALSE(spec.ok()) << argv[1];
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr(words)) << argv[1];
+  }
+}
+
 TEST(BuildSpecTest, FlagsOverrideASpecFileInJson) {
   const std::string path = WriteTemp("spec.json", R"({
     "name": "from file",

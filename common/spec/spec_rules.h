@@ -62,6 +62,9 @@ inline constexpr int32_t kDefaultMaxPositionEmbeddings = 32768;
 inline constexpr double kDefaultRopeTheta = 1e6;
 inline constexpr double kDefaultRmsNormEps = 1e-6;
 inline constexpr double kDefaultInitializerRange = 0.02;
+// HF PEFT's LoraConfig defaults (r=8, lora_alpha=8, lora_dropout=0).
+inline constexpr int32_t kDefaultAdapterRank = 8;
+inline constexpr double kDefaultAdapterAlpha = 8;
 
 // --- Ranges of set fields --------------------------------------------------------------------
 // Upper bounds catch typos (an extra zero) long before they reach an allocator; an operator can
@@ -91,6 +94,11 @@ inline constexpr IntRule kNumKeyValueHeads{"model.config.num_key_value_heads", 1
 inline constexpr IntRule kMaxPositionEmbeddings{"model.config.max_position_embeddings", 1,
                                                 1 << 24};
 
+// The rank's upper bound here catches typos; the model's layers narrow it (MaxAdapterRank).
+inline constexpr IntRule kAdapterRank{"training.adapter.rank", 1, 65536};
+inline constexpr RealRule kAdapterAlpha{"training.adapter.alpha", 0, 1e6, true, false};
+inline constexpr RealRule kAdapterDropout{"training.adapter.dropout", 0, 1, false, true};
+
 inline constexpr RealRule kLearningRate{"training.optimizer.learning_rate", 0, 10, true, false};
 inline constexpr RealRule kBeta1{"training.optimizer.beta1", 0, 1, true, true};
 inline constexpr RealRule kBeta2{"training.optimizer.beta2", 0, 1, true, true};
@@ -106,6 +114,22 @@ inline constexpr RealRule kInitializerRange{"model.config.initializer_range", 0,
 // Every rule above, for tests that check each consumer against each rule.
 const std::vector<IntRule>& AllIntRules();
 const std::vector<RealRule>& AllRealRules();
+
+// --- Adapters --------------------------------------------------------------------------------
+// The linear layers an adapter may wrap, in proto AdapterTarget order (value = index + 1).
+inline constexpr int kNumAdapterTargets = 7;
+// PEFT's module names: "q_proj", ..., "down_proj".
+const char* AdapterTargetModuleName(int target);
+// The short names the CLI takes: "q", "k", "v", "o", "gate", "up", "down".
+const char* AdapterTargetShortName(int target);
+
+// The largest rank every wrapped layer allows: min(in_features, out_features) over the targets
+// (proto AdapterTarget values; empty means all seven) of a Qwen2 decoder with these shapes.
+int64_t MaxAdapterRank(int64_t hidden_size, int64_t intermediate_size, int64_t num_attention_heads,
+                       int64_t num_key_value_heads, const std::vector<int>& targets);
+
+// "must be at most MAX (min(in_features, out_features) of a wrapped layer), got RANK".
+std::string AdapterRankMessage(int64_t rank, int64_t max_rank);
 
 // --- Strings ---------------------------------------------------------------------------------
 inline constexpr size_t kMaxNameBytes = 256;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/estimate/adapter_model.h"
+
 namespace vramlab::server::estimate {
 namespace {
 
@@ -40,6 +42,11 @@ struct Sizes {
 // (weight mul); in fp32 the casts are no-ops and h32 is x itself. The output is counted by its
 // consumer (the projections save it).
 int64_t NormSaved(const Sizes& z) { return z.hidden32 + z.per_token32 + z.hidden; }
+// With an adapter the norm weights are frozen: autograd does not save the normalized input that
+// only the weight's gradient needs.
+int64_t NormSaved(const RunSettings& run, const Sizes& z) {
+  return NormSaved(z) - (run.adapter.enabled() ? z.hidden : 0);
+}
 // The fp32 product h32 * r, alive until the cast returns.
 int64_t NormForwardTransient(const Sizes& z) { return z.upcast ? z.hidden32 : 0; }
 // Backward of the norm: the gradient through the cast in fp32, through the product, through
@@ -75,7 +82,7 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
 LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const Sizes z(run);
   const int64_t H = z.hidden, KV = z.kv, I = z.inter;
-  const int64_t norm = NormSaved(z);
+  const int64_t norm = NormSaved(run, z);
   const int64_t attention = AttentionSaved(z);
   LayerActivations a;
   a.hidden = H;
@@ -152,13 +159,25 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
+  // Adapters: their saved tensors throughout, and a moment of their own at the wrapped projection
+  // with the largest transient (the MLP's, in every Qwen2 shape): what the layer saved before
+  // its MLP, the MLP's input and output, plus the transient. Eager attention's scores usually
+  // stay the peak.
+  const AdapterActivations adapters = EstimateAdapterActivations(run);
+  if (adapters.kept > 0 || adapters.forward_transient > 0) {
+    a.kept += adapters.kept;
+    const int64_t before_mlp = a.kept - 4 * I + 2 * H;
+    a.forward_peak = std::max(a.forward_peak + adapters.kept, before_mlp + adapters.forward_transient);
+    a.no_grad_peak = std::max(a.no_grad_peak, 2 * H + adapters.forward_transient);
+    a.backward_peak = std::max(a.backward_peak + adapters.kept, before_mlp + adapters.backward_transient);
+  }
   return a;
 }
 
 LossActivations EstimateLossActivations(const RunSettings& run) {
   const Sizes z(run);
   const int64_t H = z.hidden;
-  const int64_t norm = NormSaved(z);
+  const int64_t norm = NormSaved(run, z);
   LossActivations l;
   // The last layer's output enters the final norm; afterwards only the norm's tensors and its
   // output (lm_head's input) remain.

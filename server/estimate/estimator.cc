@@ -38,7 +38,9 @@ Prediction Predict(const RunSettings& run) {
   Prediction p;
   p.peaks = peaks;
   vramlab::v1::MemoryAnatomy& a = p.anatomy;
-  a.set_weights_bytes(params.weights);
+  a.set_weights_bytes(params.weights - params.adapter_weights - params.quantization_constants);
+  a.set_adapter_weights_bytes(params.adapter_weights);
+  a.set_quantization_constants_bytes(params.quantization_constants);
   a.set_gradients_bytes(params.gradients);
   a.set_optimizer_state_bytes(params.optimizer_state);
   a.set_activations_bytes(peaks.activations);

@@ -137,6 +137,77 @@ TEST(EstimatorTest, OffloadAndInBackwardChangeStateAndGradients) {
             plain.anatomy().weights_bytes() + int64_t{151936} * 1536 * 2);
 }
 
+ExperimentSpec WithAdapter(ExperimentSpec spec, vramlab::v1::AdapterKind kind, int rank) {
+  spec.mutable_training()->mutable_adapter()->set_kind(kind);
+  spec.mutable_training()->mutable_adapter()->set_rank(rank);
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  return spec;
+}
+
+TEST(EstimatorTest, LoraHoldsGradientsAndStateForTheAdaptersOnly) {
+  // PEFT's print_trainable_parameters() for Qwen2.5-1.5B, r=16, all seven targets: 18,464,768.
+  const int64_t adapter = 18464768;
+  const int64_t p = 1543714304;
+  const MemoryEstimate e = MustEstimate(WithAdapter(Spec("qwen2.5-1.5b", 2048), vramlab::v1::LORA, 16));
+  // Every adapter tensor is a multiple of 512 bytes in fp32.
+  EXPECT_EQ(e.anatomy().weights_bytes(), 2 * p);  // frozen, bf16
+  EXPECT_EQ(e.anatomy().adapter_weights_bytes(), 4 * adapter);
+  EXPECT_EQ(e.anatomy().quantization_constants_bytes(), 0);
+  EXPECT_EQ(e.anatomy().gradients_bytes(), 4 * adapter);
+  EXPECT_EQ(e.anatomy().optimizer_state_bytes(), 8 * adapter);  // fp32 moments
+  const MemoryEstimate full = MustEstimate([] {
+    ExperimentSpec s = Spec("qwen2.5-1.5b", 2048);
+    s.mutable_training()->set_checkpoint_every_k_layers(1);
+    s.mutable_training()->set_attention(vramlab::v1::SDPA);
+    return s;
+  }());
+  // What LoRA buys: bf16 gradients (2 B/param) and AdamW moments (4 B/param) of the whole model
+  // give way to the fp32 adapters, their fp32 gradients and moments (16 B/adapter parameter).
+  const auto held = [](const MemoryEstimate& m) {
+    const auto& a = m.anatomy();
+    return a.weights_bytes() + a.adapter_weights_bytes() + a.gradients_bytes() + a.optimizer_state_bytes();
+  };
+  EXPECT_EQ(held(full) - held(e), 6 * p - 16 * adapter);
+  EXPECT_LT(e.predicted_peak_bytes(), full.predicted_peak_bytes());
+  // What it does not buy: the activations stay (the anatomy's activations of full fine-tuning
+  // exclude the gradients being created; LoRA's have none to exclude).
+  EXPECT_GE(e.anatomy().activations_bytes(), full.anatomy().activations_bytes());
+
+  ExperimentSpec eight_bit = WithAdapter(Spec("qwen2.5-1.5b", 2048), vramlab::v1::LORA, 16);
+  eight_bit.mutable_training()->mutable_optimizer()->set_kind(vramlab::v1::ADAMW_8BIT);
+  EXPECT_LT(MustEstimate(eight_bit).anatomy().optimizer_state_bytes(), 3 * adapter);
+  ExperimentSpec offload = WithAdapter(Spec("qwen2.5-1.5b", 2048), vramlab::v1::LORA, 16);
+  offload.mutable_training()->mutable_optimizer()->set_offload_to_cpu(true);
+  EXPECT_EQ(MustEstimate(offload).anatomy().optimizer_state_bytes(), 0);
+}
+
+TEST(EstimatorTest, QloraStoresTheProjectionsInNf4) {
+  // Qwen2.5-7B, r=16, all seven targets: 40,370,176 trainable (PEFT). Per layer the seven
+  // projections take ceil(n/2) code bytes and ceil(n/64) + 4 ceil(n/64/256) constant bytes
+  // (each rounded to 512 on CUDA); embeddings, lm_head, biases and norms stay bf16.
+  const int64_t adapter = 40370176;
+  ExperimentSpec spec = WithAdapter(Spec("qwen2.5-7b", 2048), vramlab::v1::QLORA, 16);
+  spec.mutable_memory()->set_device_memory_limit_bytes(int64_t{24} << 30);
+  const MemoryEstimate e = MustEstimate(spec);
+  EXPECT_EQ(e.anatomy().weights_bytes(), int64_t{3262644224} + 2180656128);
+  // Plus the shared tables: bf16 codebook pairs (1024 bytes), the absmax map (1024 + 1020, rounded).
+  EXPECT_EQ(e.anatomy().quantization_constants_bytes(), 103606272 + 3 * 1024);
+  EXPECT_EQ(e.anatomy().adapter_weights_bytes(), 4 * adapter);
+  EXPECT_EQ(e.anatomy().gradients_bytes(), 4 * adapter);
+  EXPECT_EQ(e.anatomy().optimizer_state_bytes(), 8 * adapter);
+  // The target: 7B QLoRA at seq 2048 fits a 24 GiB card, and the searches answer.
+  EXPECT_TRUE(e.fits());
+  EXPECT_GT(e.max_seq_len_that_fits(), 2048);
+  EXPECT_GE(e.max_micro_batch_that_fits(), 1);
+  // LoRA on the same model keeps every weight in bf16 (15.2 GB).
+  ExperimentSpec lora = spec;
+  lora.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA);
+  const MemoryEstimate l = MustEstimate(lora);
+  EXPECT_EQ(l.anatomy().weights_bytes(), 2 * int64_t{7615616512});
+  EXPECT_LT(l.max_seq_len_that_fits(), e.max_seq_len_that_fits());
+}
+
 // Every configuration the lab runs, for the monotonicity sweep.
 std::vector<ExperimentSpec> Variants(const std::string& preset) {
   std::vector<ExperimentSpec> specs;
@@ -157,6 +228,12 @@ std::vector<ExperimentSpec> Variants(const std::string& preset) {
             s.mutable_training()->mutable_optimizer()->set_in_backward(accum == 0);
             s.mutable_training()->set_steps(2);
             specs.push_back(s);
+            if (opt == vramlab::v1::ADAMW || opt == vramlab::v1::ADAMW_8BIT) {
+              for (auto adapter : {vramlab::v1::LORA, vramlab::v1::QLORA}) {
+                s.mutable_training()->mutable_adapter()->set_kind(adapter);
+                specs.push_back(s);
+              }
+            }
           }
         }
       }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/spec/adapter_sizes.h"
+#include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
 
 namespace vramlab::server::estimate {
@@ -108,9 +110,69 @@ int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int6
   return most;
 }
 
+// Adapter training: the base model frozen (no gradient, no state), the optimizer over the
+// adapters in their own dtype (worker/adapters/lora.h, qlora.h).
+ParameterState EstimateAdapterParameterState(const RunSettings& run) {
+  ParameterState s;
+  const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
+  const AdapterTensors adapters = ListAdapterTensors(run);
+  auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
+  int64_t largest_matrix = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int64_t n = tensors[t];
+    largest_matrix = std::max(largest_matrix, n);
+    if (run.adapter.qlora && adapters.wrapped[t]) {
+      s.weights += alloc(spec_rules::Nf4CodeBytes(n));
+      const int64_t blocks = spec_rules::CeilDiv(n, spec_rules::kNf4BlockSize);
+      s.quantization_constants +=
+          alloc(blocks) + alloc(4 * spec_rules::CeilDiv(blocks, spec_rules::kNf4AbsmaxBlockSize));
+    } else {
+      s.weights += alloc(n * run.dtype_bytes);
+    }
+  }
+  if (run.adapter.qlora) {
+    // The shared lookup tables (worker/adapters/nf4.h, Nf4Tables): codebook pairs [256, 2] in
+    // the compute dtype, the absmax map's 256 values and 255 midpoints in fp32.
+    s.quantization_constants += alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
+  }
+  // The optimizer's arithmetic in the adapters' dtype.
+  RunSettings adapter_run = run;
+  adapter_run.dtype_bytes = run.adapter.dtype_bytes;
+  const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
+  auto grad_bytes = [&](int64_t n) { return alloc(n * run.adapter.dtype_bytes); };
+  for (int64_t n : adapters.trainable) {
+    s.adapter_weights += grad_bytes(n);
+    s.all_gradients += grad_bytes(n);
+    if (state_on_device) s.optimizer_state += StateBytes(adapter_run, n);
+  }
+  for (int64_t n : adapters.layer_trainable) {
+    s.layer_gradients += grad_bytes(n);
+    if (state_on_device) s.layer_state += StateBytes(adapter_run, n);
+  }
+  s.weights += s.adapter_weights + s.quantization_constants;
+  if (run.in_backward) {
+    s.in_backward_update_temporaries = LargestSingleTensorUpdate(adapter_run, adapters.trainable);
+  } else {
+    s.gradients = s.all_gradients;
+    s.step_temporaries = StepTemporaries(adapter_run, adapters.trainable);
+  }
+  if (run.device == Device::kCpu) {
+    // Random init's fp32 copy of the largest matrix; QLoRA's full-precision projections exist on
+    // the host (the device, here) until they are quantised.
+    s.load_temporaries = alloc(largest_matrix * kFp32);
+    if (run.adapter.qlora) {
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        if (adapters.wrapped[t]) s.load_temporaries += alloc(tensors[t] * run.dtype_bytes);
+      }
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 ParameterState EstimateParameterState(const RunSettings& run) {
+  if (run.adapter.enabled()) return EstimateAdapterParameterState(run);
   ParameterState s;
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
   auto grad_bytes = [&](int64_t n) { return AllocatedBytes(run.device, n * run.dtype_bytes); };

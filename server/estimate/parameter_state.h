@@ -27,7 +27,11 @@ constexpr int64_t kHostUpdateTaskElements = int64_t{64} << 10;
 constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;
 
 struct ParameterState {
+  // Every weight held on the device: with an adapter, the frozen base weights (NF4 codes for
+  // QLoRA's projections) plus the two below.
   int64_t weights = 0;
+  int64_t adapter_weights = 0;
+  int64_t quantization_constants = 0;
   // Held after a backward: all gradients (0 with in_backward, whose updates free each gradient).
   int64_t gradients = 0;
   // Device state after the first step: moments, fp32 master weights, 8-bit scales and maps.

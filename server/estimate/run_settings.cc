@@ -102,6 +102,21 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
       return absl::InvalidArgumentError(
           absl::StrCat("training.loss: unknown value ", static_cast<int>(t.loss())));
   }
+  const vramlab::v1::AdapterSpec& adapter = t.adapter();
+  if (adapter.kind() != vramlab::v1::ADAPTER_KIND_UNSPECIFIED) {
+    r.adapter.lora = true;
+    r.adapter.qlora = adapter.kind() == vramlab::v1::QLORA;
+    ASSIGN_OR_RETURN(r.adapter.rank, CountOrDefault(adapter.rank(), spec_rules::kDefaultAdapterRank,
+                                                    "training.adapter.rank"));
+    if (adapter.dtype() != vramlab::v1::DTYPE_UNSPECIFIED) {
+      ASSIGN_OR_RETURN(r.adapter.dtype_bytes, DtypeBytes(adapter.dtype()));
+    }
+    r.adapter.dropout = adapter.dropout() > 0;
+    for (int target : adapter.target_modules()) r.adapter.targets.push_back(target);
+    if (r.adapter.targets.empty()) {
+      for (int target = 1; target <= spec_rules::kNumAdapterTargets; ++target) r.adapter.targets.push_back(target);
+    }
+  }
   if (spec.memory().device_memory_limit_bytes() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory.device_memory_limit_bytes: must not be negative, got ",

@@ -4,6 +4,7 @@
 #define VRAMLAB_SERVER_ESTIMATE_RUN_SETTINGS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/estimate/device_model.h"
@@ -11,6 +12,18 @@
 #include "vramlab/v1/experiment.pb.h"
 
 namespace vramlab::server::estimate {
+
+// training.adapter, resolved (PEFT's defaults applied, targets listed).
+struct AdapterSettings {
+  bool lora = false;   // LoRA or QLoRA
+  bool qlora = false;  // base projections in NF4
+  int64_t rank = 8;
+  int64_t dtype_bytes = 4;  // the adapter weights' (fp32 unless set)
+  bool dropout = false;     // dropout > 0
+  std::vector<int> targets;  // proto AdapterTarget values, never empty with an adapter
+
+  bool enabled() const { return lora; }
+};
 
 struct RunSettings {
   ModelShape model;
@@ -29,6 +42,7 @@ struct RunSettings {
   bool eager_attention = true;
   bool chunked_loss = false;
   int64_t loss_chunk_tokens = 1024;
+  AdapterSettings adapter;
 
   int64_t tokens() const { return micro_batch * seq_len; }
 };

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -109,6 +111,54 @@ absl::Status ValidateOptimizer(const vramlab::v1::OptimizerSpec& o, int grad_acc
   RETURN_IF_ERROR(Check(spec_rules::kMomentum, o.momentum()));
   if (o.in_backward() && grad_accum_steps > 1) {
     return Invalid("training.optimizer.in_backward", "requires grad_accum_steps == 1");
+  }
+  return absl::OkStatus();
+}
+
+// The layer widths of the model the spec names, when the daemon knows them (an explicit config or
+// a preset; a weights_dir's config.json is read by the worker, which checks the rank again).
+std::optional<std::vector<int64_t>> KnownWidths(const vramlab::v1::ModelSpec& model) {
+  const auto& c = model.config();
+  if (c.ByteSizeLong() > 0) {
+    const int64_t kv = c.num_key_value_heads() == 0 ? c.num_attention_heads() : c.num_key_value_heads();
+    return std::vector<int64_t>{c.hidden_size(), c.intermediate_size(), c.num_attention_heads(), kv};
+  }
+  if (!model.weights_dir().empty()) return std::nullopt;
+  const spec_rules::ModelPreset* preset = spec_rules::FindModelPreset(model.preset());
+  if (preset == nullptr) return std::nullopt;
+  return std::vector<int64_t>{preset->hidden_size, preset->intermediate_size, preset->num_attention_heads,
+                              preset->num_key_value_heads};
+}
+
+// Ranges whatever the kind (as the worker does); the combinations only with an adapter.
+absl::Status ValidateAdapter(const vramlab::v1::TrainingSpec& t, const vramlab::v1::ModelSpec& model) {
+  const vramlab::v1::AdapterSpec& a = t.adapter();
+  RETURN_IF_ERROR(CheckEnum("training.adapter.kind", a.kind(), vramlab::v1::AdapterKind_IsValid));
+  RETURN_IF_ERROR(Check(spec_rules::kAdapterRank, a.rank()));
+  RETURN_IF_ERROR(Check(spec_rules::kAdapterAlpha, a.alpha()));
+  RETURN_IF_ERROR(Check(spec_rules::kAdapterDropout, a.dropout(), false));
+  RETURN_IF_ERROR(CheckEnum("training.adapter.dtype", a.dtype(), vramlab::v1::DType_IsValid));
+  std::vector<int> targets;
+  for (int i = 0; i < a.target_modules_size(); ++i) {
+    const int target = a.target_modules(i);
+    if (target < 1 || target > spec_rules::kNumAdapterTargets) {
+      return Invalid(absl::StrCat("training.adapter.target_modules[", i, "]"),
+                     "unknown target (one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+    }
+    targets.push_back(target);
+  }
+  if (a.kind() == vramlab::v1::ADAPTER_KIND_UNSPECIFIED) return absl::OkStatus();
+  if (a.kind() == vramlab::v1::QLORA && t.dtype() == vramlab::v1::FLOAT32) {
+    return Invalid("training.dtype",
+                   "QLoRA computes in bfloat16 or float16 (NF4 weights are dequantised to the compute "
+                   "dtype); FLOAT32 is not supported");
+  }
+  const std::optional<std::vector<int64_t>> widths = KnownWidths(model);
+  if (!widths) return absl::OkStatus();
+  const int64_t rank = a.rank() == 0 ? spec_rules::kDefaultAdapterRank : a.rank();
+  const int64_t max_rank = spec_rules::MaxAdapterRank((*widths)[0], (*widths)[1], (*widths)[2], (*widths)[3], targets);
+  if (rank > max_rank) {
+    return Invalid("training.adapter.rank", spec_rules::AdapterRankMessage(rank, max_rank));
   }
   return absl::OkStatus();
 }
@@ -222,6 +272,7 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
   }
   RETURN_IF_ERROR(ValidateModel(spec.model()));
   RETURN_IF_ERROR(ValidateTraining(spec.training(), limits));
+  RETURN_IF_ERROR(ValidateAdapter(spec.training(), spec.model()));
   RETURN_IF_ERROR(ValidateMemory(spec.memory()));
   RETURN_IF_ERROR(ValidateSweep(spec.sweep(), limits));
   RETURN_IF_ERROR(CheckEnum("priority", spec.priority(), vramlab::v1::Priority_IsValid));

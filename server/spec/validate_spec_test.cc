@@ -84,6 +84,64 @@ TEST(ValidateSpecTest, ChecksExplicitModelConfigConsistency) {
               HasSubstr("spec.model.config.num_attention_heads"));
 }
 
+TEST(ValidateSpecTest, AdapterFieldsNameTheField) {
+  const auto lora = [](ExperimentSpec& s) { s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA); };
+  EXPECT_EQ(ErrorAfter(lora), "");
+  EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
+              lora(s);
+              s.mutable_training()->mutable_adapter()->set_rank(32);  // tiny: k/v are 64 -> 32
+              s.mutable_training()->mutable_adapter()->set_dropout(0.05);
+            }),
+            "");
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                lora(s);
+                s.mutable_training()->mutable_adapter()->set_rank(-1);
+              }),
+              HasSubstr("spec.training.adapter.rank: must be between 1 and 65536, got -1"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                lora(s);
+                s.mutable_training()->mutable_adapter()->set_rank(33);
+              }),
+              HasSubstr("spec.training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
+                        "wrapped layer), got 33"));
+  // Without k and v, 64 is allowed.
+  EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
+              lora(s);
+              s.mutable_training()->mutable_adapter()->set_rank(64);
+              s.mutable_training()->mutable_adapter()->add_target_modules(vramlab::v1::Q_PROJ);
+              s.mutable_training()->mutable_adapter()->add_target_modules(vramlab::v1::O_PROJ);
+            }),
+            "");
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                lora(s);
+                s.mutable_training()->mutable_adapter()->add_target_modules(vramlab::v1::Q_PROJ);
+                s.mutable_training()->mutable_adapter()->add_target_modules(
+                    static_cast<vramlab::v1::AdapterTarget>(9));
+              }),
+              HasSubstr("spec.training.adapter.target_modules[1]: unknown target"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                lora(s);
+                s.mutable_training()->mutable_adapter()->set_alpha(-2);
+              }),
+              HasSubstr("spec.training.adapter.alpha: must be a number in (0, 1e+06], got -2"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                lora(s);
+                s.mutable_training()->mutable_adapter()->set_dropout(1);
+              }),
+              HasSubstr("spec.training.adapter.dropout: must be a number in [0, 1), got 1"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::QLORA);
+                s.mutable_training()->set_dtype(vramlab::v1::FLOAT32);
+              }),
+              HasSubstr("spec.training.dtype: QLoRA computes in bfloat16 or float16"));
+  EXPECT_EQ(ErrorAfter([](ExperimentSpec& s) {
+              s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::QLORA);
+              s.mutable_model()->set_preset("qwen2.5-7b");
+              s.mutable_training()->mutable_adapter()->set_rank(64);
+            }),
+            "");
+}
+
 TEST(ValidateSpecTest, MemoryFieldsAreCheckedAndSnapshotPathIsReserved) {
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
                 s.mutable_memory()->set_snapshot_path("/etc/passwd");

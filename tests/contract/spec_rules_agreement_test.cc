@@ -138,7 +138,7 @@ TEST_F(SpecRulesAgreementTest, EveryRealRuleIsEnforcedAlikeByDaemonAndWorker) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(checked, 24);
 }
 
 TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {

@@ -162,6 +162,14 @@ std::vector<Case> Cases() {
     c.spec.mutable_training()->set_seq_len(64);
     cases.push_back(c);
   }
+  for (auto kind : {vramlab::v1::LORA, vramlab::v1::QLORA}) {
+    const bool qlora = kind == vramlab::v1::QLORA;
+    Case c{qlora ? "bf16_qlora_r8_ckpt1" : "fp32_lora_r8",
+           TinyCpu(qlora ? vramlab::v1::BFLOAT16 : vramlab::v1::FLOAT32, vramlab::v1::ADAMW)};
+    c.spec.mutable_training()->mutable_adapter()->set_kind(kind);
+    if (qlora) c.spec.mutable_training()->set_checkpoint_every_k_layers(1);
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -182,6 +190,8 @@ TEST_P(EstimateVsWorkerTest, MatchesTheCountingAllocator) {
   EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
   EXPECT_EQ(p.gradients_bytes(), m.gradients_bytes());
   EXPECT_EQ(p.optimizer_state_bytes(), m.optimizer_state_bytes());
+  EXPECT_EQ(p.adapter_weights_bytes(), m.adapter_weights_bytes());
+  EXPECT_EQ(p.quantization_constants_bytes(), m.quantization_constants_bytes());
   EXPECT_EQ(p.cuda_context_bytes(), 0);
   EXPECT_LE(RelativeError(p.activations_bytes(), m.activations_bytes()), kActivationsTolerance)
       << "activations predicted " << p.activations_bytes() << " measured " << m.activations_bytes();

@@ -131,6 +131,8 @@ json ToJson(const MemoryAnatomy& a) {
       {"peakDeviceUsedBytes", Int64(a.peak_device_used_bytes)},
       {"fragmentationRatio", Double(a.fragmentation_ratio)},
       {"freeBlockFragmentationRatio", Double(a.free_block_fragmentation_ratio)},
+      {"adapterWeightsBytes", Int64(a.adapter_weights_bytes)},
+      {"quantizationConstantsBytes", Int64(a.quantization_constants_bytes)},
   };
 }
 

@@ -71,6 +71,7 @@ struct StepResult {
   int64_t peak_reserved_bytes = 0;
 };
 
+// Fields as in proto/vramlab/v1/memory.proto's MemoryAnatomy.
 struct MemoryAnatomy {
   int64_t weights_bytes = 0;
   int64_t gradients_bytes = 0;
@@ -84,6 +85,8 @@ struct MemoryAnatomy {
   int64_t peak_device_used_bytes = 0;
   double fragmentation_ratio = 0;
   double free_block_fragmentation_ratio = 0;
+  int64_t adapter_weights_bytes = 0;
+  int64_t quantization_constants_bytes = 0;
 };
 
 struct OomReport {

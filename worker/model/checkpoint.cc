@@ -1,6 +1,8 @@
 #include "worker/model/checkpoint.h"
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 namespace vramlab::worker {
@@ -8,6 +10,18 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+torch::Tensor GeneratorState(const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void SetGeneratorState(const torch::Device& device, const torch::Tensor& state) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 
 // The layer's trainable parameters are explicit inputs of the function, so that backward returns
 // their gradients through autograd (AccumulateGrad, hooks) instead of writing .grad behind its back.
@@ -24,6 +38,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["attention"] = static_cast<int64_t>(in->attention);
     ctx->saved_data["sdpa_native_gqa"] = in->sdpa_native_gqa;
     if (in->causal_mask.defined()) ctx->saved_data["causal_mask"] = in->causal_mask;
+    if (in->preserve_rng_state) ctx->saved_data["rng_state"] = GeneratorState(hidden.device());
     torch::NoGradGuard no_grad;
     return layer->forward(hidden, *in);
   }
@@ -48,8 +63,15 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
                 "checkpointed layer: trainable parameters changed between forward and backward");
     torch::Tensor output;
     {
+      // Replays the forward's random numbers, then puts the generator back where it was.
+      std::optional<torch::Tensor> resume_state;
+      if (ctx->saved_data.count("rng_state") != 0) {
+        resume_state = GeneratorState(input.device());
+        SetGeneratorState(input.device(), ctx->saved_data["rng_state"].toTensor());
+      }
       torch::AutoGradMode enable_grad(true);
       output = layer->forward(input, in);
+      if (resume_state) SetGeneratorState(input.device(), *resume_state);
     }
     variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs[0]},
                                                 /*retain_graph=*/false, /*create_graph=*/false,

@@ -3,6 +3,7 @@
 #ifndef VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
 #define VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
 
+#include <memory>
 #include <string>
 
 #include <torch/torch.h>
@@ -12,16 +13,31 @@
 
 namespace vramlab::worker {
 
-// y = x W^T (+ b). Unlike torch::nn::Linear it does not run a CPU Kaiming init in its
-// constructor: weights are allocated in place and initialized or loaded afterwards.
+class LinearImpl;
+
+// Takes over a Linear's forward: a parameter-efficient adapter (worker/adapters/) that adds a
+// trainable update to the frozen base projection. Shared by the Linear it is attached to.
+class LinearAdapter {
+ public:
+  virtual ~LinearAdapter() = default;
+  // The layer's output for x, computed from `base`'s (frozen) weight and bias and the adapter.
+  virtual torch::Tensor Forward(LinearImpl& base, const torch::Tensor& x) = 0;
+};
+
+// y = x W^T (+ b), or the attached adapter's output. Unlike torch::nn::Linear it does not run a
+// CPU Kaiming init in its constructor: weights are allocated in place and initialized or loaded
+// afterwards.
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias,
              const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return adapter ? adapter->Forward(*this, x) : torch::linear(x, weight, bias);
+  }
 
   torch::Tensor weight;
   torch::Tensor bias;  // undefined when constructed without bias
+  std::shared_ptr<LinearAdapter> adapter;  // null: the plain projection
 };
 TORCH_MODULE(Linear);
 
@@ -57,6 +73,9 @@ struct DecoderInputs {
   AttentionImpl attention = AttentionImpl::kEager;
   bool sdpa_native_gqa = false;  // see SdpaAttention
   std::string* sdpa_backend = nullptr;  // when set, the sdpa layer records its fused backend
+  // A layer draws random numbers (adapter dropout): a checkpointed layer's recomputation must
+  // replay the generator state of its forward, as torch.utils.checkpoint's preserve_rng_state.
+  bool preserve_rng_state = false;
 };
 
 DecoderInputs MakeDecoderInputs(const Qwen2Config& config, int64_t seq_len, AttentionImpl attention,

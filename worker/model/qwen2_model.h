@@ -47,6 +47,10 @@ class Qwen2ModelImpl : public torch::nn::Module {
   AttentionImpl EffectiveAttention() const;
   // The fused sdpa backend the last forward chose ("" before any sdpa forward).
   const std::string& sdpa_backend() const { return sdpa_backend_; }
+  // Set when a layer draws random numbers (adapter dropout); see DecoderInputs.
+  void set_preserve_rng_state(bool preserve) { preserve_rng_state_ = preserve; }
+  // The decoder layers in order (the same modules as `layers`).
+  const std::vector<Qwen2DecoderLayer>& decoder_layers() const { return decoder_layers_; }
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // registered for the names; same modules as below
@@ -57,6 +61,7 @@ class Qwen2ModelImpl : public torch::nn::Module {
   ModelOptions options_;
   std::vector<Qwen2DecoderLayer> decoder_layers_;
   std::string sdpa_backend_;
+  bool preserve_rng_state_ = false;
 };
 TORCH_MODULE(Qwen2Model);
 

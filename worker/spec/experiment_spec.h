@@ -21,6 +21,9 @@ enum class SpecDType { kUnspecified = 0, kBfloat16 = 1, kFloat32 = 2, kFloat16 =
 enum class SpecOptimizerKind { kUnspecified = 0, kAdamW = 1, kAdamWFp32Master = 2, kSgd = 3, kAdamW8bit = 4 };
 enum class SpecAttention { kUnspecified = 0, kEager = 1, kSdpa = 2 };
 enum class SpecLoss { kUnspecified = 0, kFull = 1, kChunked = 2 };
+enum class SpecAdapterKind { kNone = 0, kLora = 1, kQlora = 2 };
+// Proto AdapterTarget values: 1 q_proj ... 7 down_proj (spec_rules::AdapterTargetModuleName).
+using SpecAdapterTarget = int;
 enum class SweepVariable { kUnspecified = 0, kSeqLen = 1, kMicroBatchSize = 2 };
 enum class SweepMode { kUnspecified = 0, kList = 1, kSearchMax = 2 };
 enum class Fault {
@@ -76,6 +79,18 @@ struct SpecData {
   std::string token_ids_file;
 };
 
+struct SpecAdapter {
+  SpecAdapterKind kind = SpecAdapterKind::kNone;
+  int32_t rank = spec_rules::kDefaultAdapterRank;
+  double alpha = spec_rules::kDefaultAdapterAlpha;
+  double dropout = 0;
+  // Resolved: never empty once validated (empty in the JSON means all seven), sorted, unique.
+  std::vector<SpecAdapterTarget> target_modules;
+  SpecDType dtype = SpecDType::kFloat32;
+
+  bool enabled() const { return kind != SpecAdapterKind::kNone; }
+};
+
 struct SpecTraining {
   int32_t micro_batch_size = spec_rules::kDefaultMicroBatchSize;
   int32_t grad_accum_steps = spec_rules::kDefaultGradAccumSteps;
@@ -88,6 +103,7 @@ struct SpecTraining {
   SpecLoss loss = SpecLoss::kFull;
   int32_t loss_chunk_tokens = spec_rules::kDefaultLossChunkTokens;
   SpecData data;
+  SpecAdapter adapter;
 };
 
 struct SpecAllocator {
@@ -149,6 +165,16 @@ ExperimentSpec ParseExperimentSpec(const std::string& json_text);
 // Checks that need the model's shape (vocabulary, layer count); called once the config is known.
 // Resolves data.token_id_bound's default. Throws SpecError.
 void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size);
+
+// The widths of the layers an adapter wraps.
+struct AdapterLayerWidths {
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+};
+// training.adapter.rank against the wrapped layers (at most min(in, out) of each). Throws SpecError.
+void ValidateAdapterAgainstModel(const ExperimentSpec& spec, const AdapterLayerWidths& widths);
 
 }  // namespace vramlab::worker
 

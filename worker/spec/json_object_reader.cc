@@ -187,6 +187,28 @@ std::vector<int32_t> JsonObjectReader::RepeatedInt32(const std::string& field) c
   return result;
 }
 
+std::vector<int> JsonObjectReader::RepeatedEnum(const std::string& field, const EnumNames& names) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) return {};
+  if (!value->is_array()) throw SpecError(PathOf(field), "expected an array, got " + Describe(*value));
+  std::vector<int> result;
+  for (size_t i = 0; i < value->size(); ++i) {
+    if ((*value)[i].is_null()) throw SpecError(PathOf(field), "null element in array");
+    nlohmann::json element = {{"v", (*value)[i]}};
+    JsonObjectReader reader(element, PathOf(field) + "[" + std::to_string(i) + "]", {"v"});
+    try {
+      result.push_back(reader.Enum("v", names));
+    } catch (const SpecError& e) {
+      // "field[i].v: ..." -> "field[i]: ..."
+      const std::string message = e.what();
+      const size_t colon = message.find(": ");
+      throw SpecError(PathOf(field) + "[" + std::to_string(i) + "]",
+                      colon == std::string::npos ? message : message.substr(colon + 2));
+    }
+  }
+  return result;
+}
+
 const nlohmann::json& JsonObjectReader::Object(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   return value == nullptr ? EmptyObject() : *value;

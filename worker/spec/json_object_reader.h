@@ -37,6 +37,8 @@ class JsonObjectReader {
   std::string String(const std::string& field) const;
   int Enum(const std::string& field, const EnumNames& names) const;
   std::vector<int32_t> RepeatedInt32(const std::string& field) const;
+  // Each element by name or number; an unknown one names "field[i]".
+  std::vector<int> RepeatedEnum(const std::string& field, const EnumNames& names) const;
   // The nested message, or an empty object when absent or null.
   const nlohmann::json& Object(const std::string& field) const;
 

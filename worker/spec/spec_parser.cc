@@ -18,6 +18,10 @@ const EnumNames kOptimizerNames = {{"OPTIMIZER_KIND_UNSPECIFIED", 0}, {"ADAMW", 
                                    {"SGD", 3}, {"ADAMW_8BIT", 4}};
 const EnumNames kAttentionNames = {{"ATTENTION_IMPL_UNSPECIFIED", 0}, {"EAGER", 1}, {"SDPA", 2}};
 const EnumNames kLossNames = {{"LOSS_IMPL_UNSPECIFIED", 0}, {"FULL", 1}, {"CHUNKED", 2}};
+const EnumNames kAdapterKindNames = {{"ADAPTER_KIND_UNSPECIFIED", 0}, {"LORA", 1}, {"QLORA", 2}};
+const EnumNames kAdapterTargetNames = {{"ADAPTER_TARGET_UNSPECIFIED", 0}, {"Q_PROJ", 1}, {"K_PROJ", 2},
+                                       {"V_PROJ", 3}, {"O_PROJ", 4}, {"GATE_PROJ", 5}, {"UP_PROJ", 6},
+                                       {"DOWN_PROJ", 7}};
 const EnumNames kSweepVariableNames = {{"SWEEP_VARIABLE_UNSPECIFIED", 0}, {"SEQ_LEN", 1}, {"MICRO_BATCH_SIZE", 2}};
 const EnumNames kSweepModeNames = {{"SWEEP_MODE_UNSPECIFIED", 0}, {"LIST", 1}, {"SEARCH_MAX", 2}};
 const EnumNames kDeviceNames = {{"DEVICE_KIND_UNSPECIFIED", 0}, {"CUDA", 1}, {"CPU", 2}};
@@ -74,10 +78,22 @@ SpecOptimizer ReadOptimizer(const nlohmann::json& json) {
   return o;
 }
 
+SpecAdapter ReadAdapter(const nlohmann::json& json) {
+  JsonObjectReader r(json, "training.adapter", {"kind", "rank", "alpha", "dropout", "target_modules", "dtype"});
+  SpecAdapter a;
+  a.kind = static_cast<SpecAdapterKind>(r.Enum("kind", kAdapterKindNames));
+  a.rank = r.Int32("rank");
+  a.alpha = r.Double("alpha");
+  a.dropout = r.Double("dropout");
+  a.target_modules = r.RepeatedEnum("target_modules", kAdapterTargetNames);
+  a.dtype = static_cast<SpecDType>(r.Enum("dtype", kDTypeNames));
+  return a;
+}
+
 SpecTraining ReadTraining(const nlohmann::json& json) {
   JsonObjectReader r(json, "training",
                      {"micro_batch_size", "grad_accum_steps", "seq_len", "steps", "dtype", "optimizer",
-                      "checkpoint_every_k_layers", "attention", "loss", "loss_chunk_tokens", "data"});
+                      "checkpoint_every_k_layers", "attention", "loss", "loss_chunk_tokens", "data", "adapter"});
   SpecTraining t;
   t.micro_batch_size = r.Int32("micro_batch_size");
   t.grad_accum_steps = r.Int32("grad_accum_steps");
@@ -93,6 +109,7 @@ SpecTraining ReadTraining(const nlohmann::json& json) {
   t.data.seed = d.UInt32("seed");
   t.data.token_id_bound = d.Int32("token_id_bound");
   t.data.token_ids_file = d.String("token_ids_file");
+  t.adapter = ReadAdapter(r.Object("adapter"));
   return t;
 }
 

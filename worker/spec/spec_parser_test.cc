@@ -186,6 +186,56 @@ TEST(SpecParserTest, RejectsContradictoryCombinations) {
             "sweep.values");
 }
 
+TEST(SpecParserTest, ReadsAdaptersWithPeftDefaults) {
+  const ExperimentSpec none = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
+  EXPECT_FALSE(none.training.adapter.enabled());
+  const ExperimentSpec lora = ParseExperimentSpec(
+      R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": "LORA"}}})");
+  EXPECT_EQ(lora.training.adapter.kind, SpecAdapterKind::kLora);
+  EXPECT_EQ(lora.training.adapter.rank, 8);
+  EXPECT_DOUBLE_EQ(lora.training.adapter.alpha, 8);
+  EXPECT_DOUBLE_EQ(lora.training.adapter.dropout, 0);
+  EXPECT_EQ(lora.training.adapter.dtype, SpecDType::kFloat32);
+  EXPECT_EQ(lora.training.adapter.target_modules, (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  const ExperimentSpec some = ParseExperimentSpec(
+      R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": 2, "rank": 16, "alpha": 32,
+          "targetModules": ["DOWN_PROJ", "Q_PROJ", 4, "Q_PROJ"], "dtype": "BFLOAT16"}}})");
+  EXPECT_EQ(some.training.adapter.kind, SpecAdapterKind::kQlora);
+  EXPECT_EQ(some.training.adapter.target_modules, (std::vector<int>{1, 4, 7}));
+  EXPECT_EQ(some.training.adapter.dtype, SpecDType::kBfloat16);
+}
+
+TEST(SpecParserTest, RejectsBadAdaptersNamingTheField) {
+  const auto adapter = [](const std::string& fields, const std::string& training = "") {
+    return R"({"model": {"preset": "tiny"}, "training": {)" + training + R"("adapter": {"kind": "LORA", )" +
+           fields + "}}}";
+  };
+  EXPECT_EQ(ErrorField(adapter(R"("rank": -4)")), "training.adapter.rank");
+  EXPECT_EQ(ErrorField(adapter(R"("alpha": -1)")), "training.adapter.alpha");
+  EXPECT_EQ(ErrorField(adapter(R"("dropout": 1.0)")), "training.adapter.dropout");
+  EXPECT_EQ(ErrorField(adapter(R"("dropout": -0.1)")), "training.adapter.dropout");
+  EXPECT_EQ(ErrorField(adapter(R"("target_modules": ["Q_PROJ", "LM_HEAD"])")), "training.adapter.target_modules[1]");
+  EXPECT_EQ(ErrorField(adapter(R"("target_modules": [9])")), "training.adapter.target_modules[0]");
+  EXPECT_EQ(ErrorField(adapter(R"("target_modules": ["ADAPTER_TARGET_UNSPECIFIED"])")),
+            "training.adapter.target_modules[0]");
+  EXPECT_EQ(ErrorField(adapter(R"("bias": "all")")), "training.adapter.bias");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": "FLOAT32",
+                          "adapter": {"kind": "QLORA"}}})"),
+            "training.dtype");
+
+  ExperimentSpec too_big = ParseExperimentSpec(adapter(R"("rank": 33)"));
+  try {
+    ValidateAdapterAgainstModel(too_big, {64, 176, 4, 2});
+    ADD_FAILURE() << "rank 33 accepted for 64 -> 32 projections";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.adapter.rank");
+    EXPECT_STREQ(e.what(), "training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
+                           "wrapped layer), got 33");
+  }
+  ExperimentSpec fits = ParseExperimentSpec(adapter(R"("rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"])"));
+  EXPECT_NO_THROW(ValidateAdapterAgainstModel(fits, {64, 176, 4, 2}));
+}
+
 TEST(SpecParserTest, TokenBoundDefaultsToTheVocabularyWhenSmaller) {
   ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
   ValidateAgainstModel(spec, 512);

@@ -84,6 +84,31 @@ void ValidateOptimizer(SpecOptimizer& o, int32_t grad_accum_steps) {
               std::to_string(grad_accum_steps) + " micro-batches; set training.grad_accum_steps to 1");
 }
 
+// Ranges are checked whatever the kind (as the daemon does); the combinations only for a kind.
+void ValidateAdapter(SpecAdapter& a, const SpecTraining& t) {
+  const std::string p = "training.adapter.";
+  DefaultIfZero(a.rank, spec_rules::kDefaultAdapterRank);
+  DefaultIfZero(a.alpha, spec_rules::kDefaultAdapterAlpha);
+  if (a.dtype == SpecDType::kUnspecified) a.dtype = SpecDType::kFloat32;
+  Check(spec_rules::kAdapterRank, a.rank);
+  Check(spec_rules::kAdapterAlpha, a.alpha);
+  Check(spec_rules::kAdapterDropout, a.dropout);
+  for (size_t i = 0; i < a.target_modules.size(); ++i) {
+    Require(a.target_modules[i] >= 1 && a.target_modules[i] <= spec_rules::kNumAdapterTargets,
+            p + "target_modules[" + std::to_string(i) + "]",
+            "unknown target (one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+  }
+  std::sort(a.target_modules.begin(), a.target_modules.end());
+  a.target_modules.erase(std::unique(a.target_modules.begin(), a.target_modules.end()), a.target_modules.end());
+  if (a.target_modules.empty()) {
+    for (int target = 1; target <= spec_rules::kNumAdapterTargets; ++target) a.target_modules.push_back(target);
+  }
+  if (a.kind != SpecAdapterKind::kQlora) return;
+  Require(t.dtype != SpecDType::kFloat32, "training.dtype",
+          "QLoRA computes in bfloat16 or float16 (NF4 weights are dequantised to the compute dtype); "
+          "FLOAT32 is not supported");
+}
+
 void ValidateTraining(SpecTraining& t) {
   DefaultIfZero(t.micro_batch_size, spec_rules::kDefaultMicroBatchSize);
   DefaultIfZero(t.grad_accum_steps, spec_rules::kDefaultGradAccumSteps);
@@ -102,6 +127,7 @@ void ValidateTraining(SpecTraining& t) {
   // 0: the default, which depends on the model's vocabulary (ValidateAgainstModel).
   if (t.data.token_id_bound != 0) Check(spec_rules::kTokenIdBound, t.data.token_id_bound);
   ValidateOptimizer(t.optimizer, t.grad_accum_steps);
+  ValidateAdapter(t.adapter, t);
 }
 
 void ValidateMemory(SpecMemory& m) {
@@ -143,7 +169,11 @@ void ValidateSweep(SpecSweep& s) {
     return;
   }
   Require(s.values.empty(), "sweep.values", "not used with SEARCH_MAX (give search_min and search_max)");
-  check_point(s.search_granularity, "sweep.search_granularity", 1);
+  // A step, not a point: any positive value up to the point's maximum (as the daemon checks it).
+  IntRule granularity = point;
+  granularity.min = 1;
+  Require(granularity.Accepts(s.search_granularity), "sweep.search_granularity",
+          spec_rules::RangeMessage(granularity, s.search_granularity));
   check_point(s.search_min, "sweep.search_min", point.min);
   check_point(s.search_max, "sweep.search_max", std::max<int64_t>(point.min, s.search_min));
   // The candidates are the multiples of the granularity in [search_min, search_max].
@@ -174,6 +204,16 @@ void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size) {
   }
   Require(data.token_id_bound <= vocab_size, "training.data.token_id_bound",
           "exceeds the model's vocabulary of " + std::to_string(vocab_size) + " tokens");
+}
+
+void ValidateAdapterAgainstModel(const ExperimentSpec& spec, const AdapterLayerWidths& widths) {
+  const SpecAdapter& a = spec.training.adapter;
+  if (!a.enabled()) return;
+  const int64_t max_rank = spec_rules::MaxAdapterRank(widths.hidden_size, widths.intermediate_size,
+                                                      widths.num_attention_heads, widths.num_key_value_heads,
+                                                      a.target_modules);
+  Require(a.rank <= max_rank, "training.adapter.rank",
+          spec_rules::AdapterRankMessage(a.rank, max_rank));
 }
 
 }  // namespace vramlab::worker

@@ -38,7 +38,9 @@ void AnatomyBuilder::OnPhase(const PhaseMeasurement& m) {
       std::max(m.window_peak_allocated, m.end.allocated_bytes) - std::max(m.begin.allocated_bytes, m.end.allocated_bytes);
   switch (m.position.phase) {
     case Phase::kLoad:
-      if (!have_weights_) anatomy_.weights_bytes = growth;
+      if (!have_weights_) {
+        anatomy_.weights_bytes = growth - anatomy_.adapter_weights_bytes - anatomy_.quantization_constants_bytes;
+      }
       have_weights_ = true;
       break;
     case Phase::kForward:

@@ -1,7 +1,8 @@
 // Builds one sweep point's MemoryAnatomy from its phase measurements and samples.
 //
 // Definitions (all from allocator readings, so on the CPU they are exact byte counts):
-// - weights: allocation growth over the LOAD phase.
+// - weights: allocation growth over the LOAD phase, less the adapter weights and quantisation
+//   constants, which LOAD also creates and which are measured on their own (Set...Bytes).
 // - gradients: allocation after the first backward minus before the first forward (the inputs
 //   exist at both ends). With an in-backward optimizer that growth is optimizer state (the
 //   gradients are freed at once), so gradients = growth - optimizer state there.
@@ -40,6 +41,17 @@ class AnatomyBuilder {
   void SetInBackwardStateBytes(int64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     in_backward_state_ = bytes;
+  }
+
+  // With an adapter: the allocation growth of attaching the adapters (inside LOAD).
+  void SetAdapterWeightsBytes(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    anatomy_.adapter_weights_bytes = bytes;
+  }
+  // QLoRA: the allocation of the quantisation constants (inside LOAD).
+  void SetQuantizationConstantsBytes(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    anatomy_.quantization_constants_bytes = bytes;
   }
 
   // Final anatomy; `final_reading` carries the point's overall peaks.

@@ -47,6 +47,8 @@ class Session {
   int Run() {
     const Qwen2Config config = ResolveModelConfig(spec_.model);
     ValidateAgainstModel(spec_, config.vocab_size);
+    ValidateAdapterAgainstModel(spec_, {config.hidden_size, config.intermediate_size, config.num_attention_heads,
+                                        config.num_key_value_heads});
     backend_ = MakeBackend(spec_.device);
     monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
     EmitStarted(config);

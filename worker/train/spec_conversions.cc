@@ -45,6 +45,19 @@ ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device) 
   return options;
 }
 
+LoraOptions ToLoraOptions(const SpecAdapter& adapter, uint32_t init_seed) {
+  LoraOptions options;
+  options.rank = adapter.rank;
+  options.alpha = adapter.alpha;
+  options.dropout = adapter.dropout;
+  for (SpecAdapterTarget target : adapter.target_modules) {
+    options.targets.push_back(spec_rules::AdapterTargetModuleName(target));
+  }
+  options.dtype = ToTorchDtype(adapter.dtype);
+  options.seed = init_seed;
+  return options;
+}
+
 Qwen2Config ResolveModelConfig(const SpecModel& model) {
   if (model.config.present) {
     const SpecModelConfig& c = model.config;

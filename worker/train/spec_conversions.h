@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "worker/adapters/lora.h"
 #include "worker/model/loss.h"
 #include "worker/model/qwen2_config.h"
 #include "worker/model/qwen2_model.h"
@@ -18,6 +19,8 @@ torch::Dtype ToTorchDtype(SpecDType dtype);
 LossImpl ToLossImpl(SpecLoss loss);
 OptimizerOptions ToOptimizerOptions(const SpecOptimizer& optimizer);
 ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device);
+// The LoRA options of an enabled adapter; the adapters' init seed is the model's.
+LoraOptions ToLoraOptions(const SpecAdapter& adapter, uint32_t init_seed);
 
 // The model's shapes: spec.model.config when given, else weights_dir/config.json when present,
 // else the preset. Throws SpecError (bad config or preset) or LoadError (unreadable config.json).

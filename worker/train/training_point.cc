@@ -8,6 +8,8 @@
 
 #include <torch/cuda.h>
 
+#include "worker/adapters/lora.h"
+#include "worker/adapters/qlora.h"
 #include "worker/memory/oom.h"
 #include "worker/model/init.h"
 #include "worker/model/loss.h"
@@ -27,12 +29,6 @@ struct LiveModel {
   Qwen2ForCausalLM model{nullptr};
   std::unique_ptr<Optimizer> optimizer;
 };
-
-std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(Qwen2ForCausalLM& model) {
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
-  return named;
-}
 
 TokenSource MakeTokenSource(const SpecData& data, int64_t vocab_size) {
   if (!data.token_ids_file.empty()) return TokenSource::FromFile(data.token_ids_file, vocab_size);
@@ -73,17 +69,42 @@ class PointRunner {
  private:
   void Load(LiveModel& live) {
     tracker_.Begin(Phase::kLoad, 0, 0);
-    live.model = Qwen2ForCausalLM(config_, ToModelOptions(spec_.training, context_.backend->device()));
+    // QLoRA: built and loaded on the host; AttachQlora quantises onto the device (qlora.h).
+    const bool qlora = spec_.training.adapter.kind == SpecAdapterKind::kQlora;
+    live.model = Qwen2ForCausalLM(
+        config_, ToModelOptions(spec_.training, qlora ? torch::Device(torch::kCPU) : context_.backend->device()));
     if (!spec_.model.weights_dir.empty()) {
       LoadSafetensorsDir(*live.model, spec_.model.weights_dir);
     } else {
       InitializeWeights(*live.model, spec_.model.init_seed, config_.initializer_range);
     }
+    if (spec_.training.adapter.enabled()) AttachAdapters(live);
     tracker_.End();
     try {
-      live.optimizer = MakeOptimizer(NamedParameters(live.model), ToOptimizerOptions(spec_.training.optimizer));
+      // Only what trains: every parameter, or the adapters alone.
+      live.optimizer = MakeOptimizer(TrainableParameters(*live.model), ToOptimizerOptions(spec_.training.optimizer));
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
+    }
+  }
+
+  // Inside LOAD: the anatomy separates the adapters' (and quantisation constants') allocation
+  // from the base weights'. LoRA: the allocator's growth over attaching; QLoRA: the tensors'
+  // storage bytes (its allocations are interleaved with the base weights' moves).
+  void AttachAdapters(LiveModel& live) {
+    const LoraOptions options = ToLoraOptions(spec_.training.adapter, spec_.model.init_seed);
+    try {
+      if (spec_.training.adapter.kind == SpecAdapterKind::kQlora) {
+        const QloraSummary summary = AttachQlora(*live.model, options, context_.backend->device());
+        context_.anatomy->SetAdapterWeightsBytes(summary.adapters.adapter_bytes);
+        context_.anatomy->SetQuantizationConstantsBytes(summary.quantization_constant_bytes);
+        return;
+      }
+      const int64_t before = context_.monitor->Read().allocated_bytes;
+      AttachLora(*live.model, options);
+      context_.anatomy->SetAdapterWeightsBytes(context_.monitor->Read().allocated_bytes - before);
+    } catch (const std::invalid_argument& e) {
+      throw SpecError("training.adapter", e.what());
     }
   }
 
