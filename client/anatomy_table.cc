@@ -169,15 +169,19 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     const struct {
       const char* label;
       int64_t (*bytes)(const vramlab::v1::OomReport&);
+      bool needs_memory;  // read from the allocator's state at the failure
     } oom_rows[] = {
-        {"OOM: allocated", [](const vramlab::v1::OomReport& o) { return o.memory().allocated_bytes(); }},
-        {"OOM: reserved", [](const vramlab::v1::OomReport& o) { return o.memory().reserved_bytes(); }},
-        {"OOM: request", [](const vramlab::v1::OomReport& o) { return o.requested_bytes(); }},
-        {"OOM: free", [](const vramlab::v1::OomReport& o) { return o.free_bytes(); }},
+        {"OOM: allocated", [](const vramlab::v1::OomReport& o) { return o.memory().allocated_bytes(); }, true},
+        {"OOM: reserved", [](const vramlab::v1::OomReport& o) { return o.memory().reserved_bytes(); }, true},
+        {"OOM: request", [](const vramlab::v1::OomReport& o) { return o.requested_bytes(); }, false},
+        {"OOM: free", [](const vramlab::v1::OomReport& o) { return o.free_bytes(); }, false},
     };
     for (const auto& oom_row : oom_rows) {
       std::vector<std::string> row = {oom_row.label};
-      for (const auto& e : experiments) row.push_back(e.has_oom() ? FormatBytes(oom_row.bytes(e.oom())) : "-");
+      for (const auto& e : experiments) {
+        const bool known = e.has_oom() && (e.oom().has_memory() || oom_row.needs_memory == false);
+        row.push_back(known ? FormatBytes(oom_row.bytes(e.oom())) : "-");
+      }
       row.resize(headers.size(), "");
       table.AddRow(row);
     }

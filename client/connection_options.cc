@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/file_io.h"
 #include "client/flag_values.h"
@@ -88,6 +89,16 @@ absl::StatusOr<ConnectionOptions> ResolveConnectionOptions(
   pick("token", "VRAMLAB_TOKEN", "token", options.token);
   pick("ca-cert", "VRAMLAB_CA_CERT", "ca-cert", options.ca_cert_path);
   if (options.address.empty()) return absl::InvalidArgumentError("--addr: empty address");
+  // A token travels in an HTTP/2 header: printable ASCII only. The token itself is never printed.
+  for (size_t i = 0; i < options.token.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(options.token[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--token (or VRAMLAB_TOKEN, or the config file): byte %d is 0x%02x; a token may hold "
+          "printable ASCII characters only, no spaces, tabs, newlines or non-ASCII bytes",
+          i + 1, c));
+    }
+  }
   if (auto v = args.Get("timeout")) {
     ASSIGN_OR_RETURN(options.timeout, ParseDurationFlag("timeout", *v));
     if (options.timeout <= absl::ZeroDuration()) {

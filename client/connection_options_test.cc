@@ -96,5 +96,18 @@ TEST(ConnectionOptionsTest, BadConfigFilesAndFlags) {
   EXPECT_FALSE(ResolveConnectionOptions(Parse({"--timeout", "later"}), env.Getter()).ok());
 }
 
+TEST(ConnectionOptionsTest, ATokenThatCannotTravelInAHeaderIsRefusedWithoutPrintingIt) {
+  FakeEnvironment env;
+  for (const std::string& token : {std::string("secret\tpart-0001"), std::string("secret\npart-0001"),
+                                   std::string("secret\xc3\xa9-0001"), std::string("secret part-0001")}) {
+    auto options = ResolveConnectionOptions(Parse({"--token", token}), env.Getter());
+    ASSERT_FALSE(options.ok());
+    EXPECT_THAT(std::string(options.status().message()), HasSubstr("--token"));
+    EXPECT_THAT(std::string(options.status().message()), HasSubstr("printable ASCII"));
+    EXPECT_THAT(std::string(options.status().message()), ::testing::Not(HasSubstr("secret")));
+  }
+  EXPECT_TRUE(ResolveConnectionOptions(Parse({"--token", "Abc-._~+/=0123456789"}), env.Getter()).ok());
+}
+
 }  // namespace
 }  // namespace vramlab::client

@@ -1,5 +1,6 @@
 #include "client/file_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,25 +8,41 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
 namespace vramlab::client {
 
-absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path) {
-  std::ostringstream contents;
-  if (path == "-") {
-    contents << std::cin.rdbuf();
-    return contents.str();
+absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_bytes) {
+  std::istream* in = &std::cin;
+  std::ifstream file;
+  if (path != "-") {
+    // A directory, a device (/dev/zero never ends) or a FIFO is refused before anything is read.
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": not a regular file"));
+    }
+    file.open(path, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+    }
+    in = &file;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  std::string contents;
+  char buffer[1 << 16];
+  while (*in) {
+    in->read(buffer, sizeof(buffer));
+    contents.append(buffer, static_cast<size_t>(in->gcount()));
+    if (contents.size() > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path == "-" ? "stdin" : path,
+                                                     ": larger than ", max_bytes, " bytes"));
+    }
   }
-  contents << in.rdbuf();
-  return contents.str();
+  if (in->bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": read failed"));
+  return contents;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {

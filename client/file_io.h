@@ -2,6 +2,7 @@
 #ifndef VRAMLAB_CLIENT_FILE_IO_H_
 #define VRAMLAB_CLIENT_FILE_IO_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -10,8 +11,12 @@
 
 namespace vramlab::client {
 
-// INVALID_ARGUMENT naming the path and the OS error when it cannot be read.
-absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path);
+// A spec file is a few KiB; the bound stops `--spec /dev/stdin` fed from an endless source.
+inline constexpr size_t kMaxSpecFileBytes = size_t{1} << 20;
+
+// The whole of `path` (a regular file) or of stdin for "-", at most `max_bytes`. INVALID_ARGUMENT
+// naming the path and the reason otherwise: cannot be opened, not a regular file, too large.
+absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_bytes = kMaxSpecFileBytes);
 
 // Writes `contents` to a temporary file next to `path` and renames it into place, so an
 // interrupted download never leaves a truncated file under the requested name.

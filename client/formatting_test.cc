@@ -26,8 +26,9 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
   spec.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
   spec.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   for (int v : {512, 1024, 2048, 4096}) spec.mutable_sweep()->add_values(v);
+  // The sweep stands for the field it varies: no "seq512" beside "sweep seq 512..4096".
   EXPECT_EQ(SpecSummary(spec),
-            "qwen2.5-1.5b mb4 acc1 seq512 sdpa adamw-fp32-master ckpt:all loss:chunked expandable "
+            "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked expandable "
             "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 
@@ -100,11 +101,14 @@ TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
   EXPECT_THAT(table, HasSubstr("exp-1  -     SUCCEEDED                               tiny mb1 acc1 seq512 eager adamw\n"));
   EXPECT_THAT(table, HasSubstr("exp-3  -     OOM in backward (step 0, micro-step 0)"));
   EXPECT_THAT(table, HasSubstr(
-      "category                exp-1     exp-2  exp-3  exp-2 vs exp-1  exp-3 vs exp-1\n"));
+      "category                      exp-1     exp-2  exp-3  exp-2 vs exp-1  exp-3 vs exp-1\n"));
   EXPECT_THAT(table, HasSubstr(
-      "activations          8.00 MiB  2.00 MiB      -       -6.00 MiB               -\n"));
+      "activations                8.00 MiB  2.00 MiB      -       -6.00 MiB               -\n"));
   EXPECT_THAT(table, HasSubstr(
-      "step time (median)     100 ms    400 ms      -           x4.00               -\n"));
+      "step time (median)           100 ms    400 ms      -           x4.00               -\n"));
+  // An OOM report without the allocator's state shows no made-up zeros.
+  EXPECT_THAT(table, HasSubstr("OOM: allocated                    -         -      -\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: request                      -         -    0 B\n"));
 }
 
 TEST(CompareTableTest, AnOomRunShowsItsFiguresAtTheFailureNextToThePrediction) {
@@ -129,13 +133,13 @@ TEST(CompareTableTest, AnOomRunShowsItsFiguresAtTheFailureNextToThePrediction) {
       {Finished("exp-1", 1, Anatomy(1 << 20, 1 << 20, 2 << 20, 8 << 20), 0.1), oom});
   // One sweep-point numbering everywhere a person reads it: from 1.
   EXPECT_THAT(table, HasSubstr("OOM in backward (step 0, micro-step 0, sweep point 2)"));
-  EXPECT_THAT(table, HasSubstr("peak allocated           12.00 MiB  19.00 MiB         +7.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("peak reserved                    -  20.00 MiB                 -\n"));
-  EXPECT_THAT(table, HasSubstr("predicted peak allocated         -  22.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("OOM: request                     -   3.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("OOM: free                        -   1.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("OOM: allocated                   -  19.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("weights                   1.00 MiB          -                 -\n"));
+  EXPECT_THAT(table, HasSubstr("peak allocated            12.00 MiB  19.00 MiB       +7.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("peak reserved             12.00 MiB  20.00 MiB       +8.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("predicted peak allocated          -  22.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: request                      -   3.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: free                         -   1.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("OOM: allocated                    -  19.00 MiB\n"));
+  EXPECT_THAT(table, HasSubstr("weights                    1.00 MiB          -               -\n"));
 }
 
 }  // namespace

@@ -3,21 +3,35 @@
 # submits the lab report's two basic experiments (micro-batch 4 x accumulation 1, the "sad path",
 # and micro-batch 1 x accumulation 4, the "happy path"; sequence 512, eager attention, AdamW) on
 # the tiny preset, watches them live, prints their memory anatomy side by side, stops the daemon.
+# The daemon's data directory is kept, and the commands to look at it again are printed.
+#
+# Environment:
+#   VRAMLAB_BUILD_DIR   the build directory (default: build/ in the checkout)
+#   VRAMLAB_DEMO_DIR    the daemon's data directory (default: BUILD_DIR/demo); a second run adds
+#                       its experiments to the ones already there
+#   VRAMLAB_DEMO_NO_BUILD=1  use the binaries already in BUILD_DIR/bin: no package install, no build
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VRAMLAB_BUILD_DIR:-$root/build}
+data=${VRAMLAB_DEMO_DIR:-$build/demo}
 
-"$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "$(nproc)" --target vramlabd vramlab vramlab-worker
+if [ "${VRAMLAB_DEMO_NO_BUILD:-0}" != 1 ]; then
+  "$root/scripts/install-deps.sh"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target vramlabd vramlab vramlab-worker
+fi
+for program in vramlabd vramlab vramlab-worker; do
+  [ -x "$build/bin/$program" ] || { echo "demo: $build/bin/$program is missing (build it first)" >&2; exit 1; }
+done
 
-data=$(mktemp -d /tmp/vramlab-demo-XXXXXX)
+mkdir -p "$data"
+data=$(cd "$data" && pwd)
+: >"$data/vramlabd.log"
 "$build/bin/vramlabd" --listen 127.0.0.1:0 --data-dir "$data" --device cpu --cpu-slots 1 \
   2>"$data/vramlabd.log" &
 daemon=$!
 stop_daemon() {
   kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
-  rm -rf "$data"
 }
 trap stop_daemon EXIT
 
@@ -48,3 +62,19 @@ done
 echo
 echo "== memory anatomy, side by side (what accumulation buys)"
 "$vramlab" compare "$sad" "$happy"
+
+stop_daemon
+trap - EXIT
+b=$build/bin
+cat <<EOF
+
+== kept: the daemon's data is in $data
+   (vramlab.db, each experiment's spec and worker log under experiments/, vramlabd.log)
+To look at it again, start a daemon on it and ask the CLI (127.0.0.1:7433 is the CLI's default):
+  $b/vramlabd --listen 127.0.0.1:7433 --data-dir $data --device cpu --cpu-slots 1 &
+  $b/vramlab ls
+  $b/vramlab show $happy
+  $b/vramlab compare $sad $happy
+  $b/vramlab report $sad --format html -o $sad.html
+To start afresh: rm -rf $data
+EOF

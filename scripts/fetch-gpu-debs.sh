@@ -14,6 +14,9 @@ packages=(
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
   civetweb libcivetweb-dev libcivetweb1 libcurl4-openssl-dev libcurl4
   libsqlite3-0 libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+  # For the test suite there (scripts/gpu-build.sh --test): Prometheus and promtool, zsh for the
+  # completion test, xmllint for the report test.
+  prometheus zsh zsh-common libxml2-utils
 )
 [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -print -quit 2>/dev/null)" ] || apt-get update -qq
 apt-get download "${packages[@]}" >/dev/null

@@ -88,7 +88,13 @@ done
 echo "built: $(ls "$build/bin" | tr '\n' ' ')"
 
 if $run_tests; then
-  # As a user runs them: no LD_LIBRARY_PATH from this script.
+  # As a user runs them: no LD_LIBRARY_PATH from this script. The tests' Python helpers (gRPC
+  # health probe, YAML checks) use the Python of the installed PyTorch, which has grpcio and yaml.
+  export VRAMLAB_PYTHON=${VRAMLAB_PYTHON:-$(command -v python3)}
+  # Prometheus (and promtool, zsh, xmllint) from the unpacked packages when the host lacks them.
+  if [ -z "${VRAMLAB_PROMETHEUS:-}" ] && [ ! -x /usr/bin/prometheus ] && command -v prometheus >/dev/null; then
+    export VRAMLAB_PROMETHEUS=$(command -v prometheus)
+  fi
   for tree in worker server; do
     start=$(date +%s)
     env -u LD_LIBRARY_PATH ctest --test-dir "$build/$tree" --output-on-failure -j "$jobs"

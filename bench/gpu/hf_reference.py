@@ -41,8 +41,10 @@ def build_model(args, seq_len):
                          use_cache=False, **PRESETS[args.preset])
     config._attn_implementation = args.attention
     torch.manual_seed(0)
+    # Built in bf16 directly, as from_pretrained(dtype=torch.bfloat16) loads a checkpoint: an fp32
+    # build cast afterwards would peak at twice the weights (a 7B model would not fit 24 GiB).
     with torch.device("cuda"):
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        model = Qwen2ForCausalLM._from_config(config, dtype=torch.bfloat16)
     if args.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if args.lora_rank:

@@ -3,25 +3,17 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <charconv>
 #include <cstdint>
-#include <sstream>
 
 namespace vramlab::spec_rules {
 namespace {
 
-// Shortest round-trip text of a double, as a person writes it: 1e-05, 0.9, 1000000.
+// Shortest round-trip text of a double, as a person writes it: 1e-05, 0.9, 10.
 std::string Number(double value) {
-  std::ostringstream text;
-  text.precision(17);
-  text << value;
-  std::string longest = text.str();
-  for (int digits = 1; digits < 17; ++digits) {
-    std::ostringstream shorter;
-    shorter.precision(digits);
-    shorter << value;
-    if (std::stod(shorter.str()) == value) return shorter.str();
-  }
-  return longest;
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, result.ptr);
 }
 
 }  // namespace

@@ -1,49 +1,24 @@
 #include "server/spec/host_paths.h"
 
-#include <limits.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "common/paths/path_containment.h"
 
 namespace vramlab::server {
 namespace {
 
-// realpath(3) as a string; empty when it fails (errno set).
-std::string RealPath(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) return "";
-  return resolved;
-}
-
-bool IsUnder(const std::string& path, const std::string& dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
+using paths::IsUnder;
+using paths::RealPath;
 
 absl::Status Denied(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
 }
 
 }  // namespace
-
-std::string LexicallyNormal(const std::string& path) {
-  std::vector<absl::string_view> parts;
-  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(part);
-  }
-  return absl::StrCat("/", absl::StrJoin(parts, "/"));
-}
 
 absl::StatusOr<HostPathPolicy> HostPathPolicy::Create(const std::vector<std::string>& dirs,
                                                       const std::vector<std::string>& never) {
@@ -65,7 +40,7 @@ absl::StatusOr<HostPathPolicy> HostPathPolicy::Create(const std::vector<std::str
   std::vector<FileId> never_files;
   for (const std::string& path : never) {
     if (path.empty()) continue;
-    resolved_never.push_back(LexicallyNormal(path));
+    resolved_never.push_back(paths::LexicallyNormal(path));
     std::string real = RealPath(path);
     if (!real.empty()) resolved_never.push_back(real);
     struct stat st;
@@ -96,7 +71,7 @@ absl::StatusOr<std::string> HostPathPolicy::Resolve(absl::string_view field,
       absl::StrCat("allowed: ", absl::StrJoin(dirs_, ", "), " (vramlabd --allowed-dir)");
   // Lexically first: a path outside is refused without looking at the filesystem, so a refusal
   // says nothing about what exists there.
-  if (path.empty() || path[0] != '/' || !Contains(LexicallyNormal(path))) {
+  if (path.empty() || path[0] != '/' || !Contains(paths::LexicallyNormal(path))) {
     return Denied(field, absl::StrCat("not under a directory this daemon allows; ", allowed));
   }
   std::string real = RealPath(path);

@@ -64,10 +64,6 @@ class HostPathPolicy {
   std::vector<FileId> never_files_;
 };
 
-// `path` (absolute) with "." and ".." components and repeated slashes removed, without touching
-// the filesystem: "/a/b/../c/" -> "/a/c". ".." at the root stays at the root.
-std::string LexicallyNormal(const std::string& path);
-
 }  // namespace vramlab::server
 
 #endif  // VRAMLAB_SERVER_SPEC_HOST_PATHS_H_

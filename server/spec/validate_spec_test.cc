@@ -37,7 +37,7 @@ TEST(ValidateSpecTest, AcceptsMinimalAndDefaultedSpecs) {
 
 TEST(ValidateSpecTest, NamesFieldPathAndReason) {
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_seq_len(200000); }),
-              HasSubstr("spec.training.seq_len: must be between 0 and 131072, got 200000"));
+              HasSubstr("spec.training.seq_len: must be between 2 and 131072, got 200000"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_steps(-1); }),
               HasSubstr("spec.training.steps"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_preset("gpt-5"); }),
@@ -171,7 +171,7 @@ TEST(ValidateSpecTest, SweepLimits) {
                     s.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
                   },
                   limits),
-              HasSubstr("spec.sweep.values: at most 3 points, got 4"));
+              HasSubstr("spec.sweep.values: must be between 0 and 3, got 4"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_sweep()->add_values(128); }),
               HasSubstr("spec.sweep.variable: required"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {

@@ -27,7 +27,7 @@ TEST(DaemonValidationTest, MalformedSpecsAreInvalidArgumentNamingTheField) {
       {"unknown preset", [](ExperimentSpec& s) { s.mutable_model()->set_preset("llama"); },
        "spec.model.preset: unknown preset"},
       {"seq too long", [](ExperimentSpec& s) { s.mutable_training()->set_seq_len(8192); },
-       "spec.training.seq_len: must be between 0 and 4096, got 8192"},
+       "spec.training.seq_len: must be between 2 and 4096, got 8192"},
       {"negative batch", [](ExperimentSpec& s) { s.mutable_training()->set_micro_batch_size(-4); },
        "spec.training.micro_batch_size"},
       {"too many steps", [](ExperimentSpec& s) { s.mutable_training()->set_steps(101); },

@@ -22,9 +22,11 @@ cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 
 binaries=(vramlabd vramlab)
 grep -q '^VRAMLAB_BUILD_WORKER:BOOL=ON' "$build/CMakeCache.txt" && binaries+=(vramlab-worker)
-runpath_has_origin() { readelf -d "$1" | grep -E '\(RUNPATH\).*\[\$ORIGIN/\.\./lib[]:]'; }
+# A RUNPATH, or with a prefix of unpacked packages (scripts/gpu-build.sh) an RPATH, which also
+# serves those libraries' own dependencies.
+runpath_has_origin() { readelf -d "$1" | grep -E '\((RUNPATH|RPATH)\).*\[\$ORIGIN/\.\./lib[]:]'; }
 for binary in "${binaries[@]}"; do
-  check "bin/$binary installed, RUNPATH with \$ORIGIN/../lib" runpath_has_origin "$prefix/bin/$binary"
+  check "bin/$binary installed, RUNPATH (or RPATH) with \$ORIGIN/../lib" runpath_has_origin "$prefix/bin/$binary"
 done
 
 # A clean environment: no LD_LIBRARY_PATH at all, then an empty one.

@@ -6,8 +6,9 @@
 set -euo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 deploy=$src/deploy
-# Debian's interpreter, for Debian's python3-yaml (a pyenv or venv python3 may lack it).
-py=/usr/bin/python3
+# Debian's interpreter, for Debian's python3-yaml (a pyenv or venv python3 may lack it), unless
+# VRAMLAB_PYTHON names another interpreter that has yaml (scripts/gpu-build.sh --test sets it).
+py=${VRAMLAB_PYTHON:-/usr/bin/python3}
 failures=0
 check() {  # check NAME COMMAND...: runs COMMAND, reports, counts failures
   local name=$1; shift

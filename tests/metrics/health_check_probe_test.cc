@@ -3,6 +3,7 @@
 // daemon is gone.
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -14,11 +15,18 @@
 namespace vramlab::testing {
 namespace {
 
+// Debian's interpreter with its python3-grpcio, unless VRAMLAB_PYTHON names another one that has
+// grpcio (on a GPU host, the Python environment of the installed PyTorch).
+std::string PythonInterpreter() {
+  const char* python = std::getenv("VRAMLAB_PYTHON");
+  return python != nullptr && *python != '\0' ? python : "/usr/bin/python3";
+}
+
 // These tests run no experiment, so any executable stands in for the worker.
 constexpr char kNoWorker[] = "--worker-path=/bin/true";
 
 CommandResult Probe(const std::string& address, const std::string& service = "") {
-  return RunCommand({"/usr/bin/python3", SourceDir() + "/deploy/docker/grpc-health-check.py",
+  return RunCommand({PythonInterpreter(), SourceDir() + "/deploy/docker/grpc-health-check.py",
                      address, "--timeout", "3", "--service", service});
 }
 
@@ -76,7 +84,7 @@ TEST(HealthCheckProbeTest, NeedsNoTokenWhenTheApiDoes) {
 }
 
 TEST(HealthCheckProbeTest, BadArgumentIsAUsageError) {
-  const CommandResult r = RunCommand({"/usr/bin/python3",
+  const CommandResult r = RunCommand({PythonInterpreter(),
                                       SourceDir() + "/deploy/docker/grpc-health-check.py",
                                       "--no-such-flag"});
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,12 +1,8 @@
 // A real Prometheus (Debian's 2.42) scrapes a real vramlabd every second while the real worker
 // trains the tiny preset on the CPU; the series are read back through Prometheus's HTTP API.
 #include <cmath>
-#include <fstream>
-#include <regex>
-#include <set>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tests/metrics/prometheus_process.h"
 #include "tests/support/daemon_harness.h"
@@ -178,71 +174,7 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
   EXPECT_TRUE(counted.ok()) << counted.status();
 }
 
-// Every PromQL expression of the shipped dashboard, with its variables set as Grafana would set
-// them for this daemon and slot, evaluates on a real Prometheus and returns data.
-TEST_F(PrometheusLiveTest, EveryDashboardExpressionReturnsData) {
-  const double steps_before = StepsSoFar();
-  Experiment e = StartAndWaitForInfo(LongTinySpec("dashboard"));
-  ASSERT_FALSE(e.id().empty());
-  const std::string gpu = std::to_string(e.slot());
-  // Let two steps land inside the rate window the step-time panel uses.
-  auto steps = prometheus_->WaitForValue(
-      Series("vramlab_step_duration_seconds_count", gpu),
-      [&](double v) { return v >= steps_before + 2; });
-  ASSERT_TRUE(steps.ok()) << steps.status();
-
-  std::ifstream in(SourceDir() + "/deploy/grafana/dashboards/vramlab.json");
-  const nlohmann::json dashboard = nlohmann::json::parse(in, nullptr, false);
-  ASSERT_FALSE(dashboard.is_discarded());
-  // (expression, where it comes from)
-  std::vector<std::pair<std::string, std::string>> expressions;
-  for (const auto& panel : dashboard["panels"]) {
-    for (const auto& target : panel.value("targets", nlohmann::json::array())) {
-      expressions.emplace_back(target["expr"], absl::StrCat(panel["title"].get<std::string>(), " ",
-                                                            target["refId"].get<std::string>()));
-    }
-  }
-  for (const auto& annotation : dashboard["annotations"]["list"]) {
-    if (annotation.contains("expr")) expressions.emplace_back(annotation["expr"], "annotation");
-  }
-  ASSERT_GE(expressions.size(), 15u);
-
-  // Variables: what Grafana substitutes. The rate window covers 15 one-second scrapes.
-  const std::vector<std::pair<std::string, std::string>> variables = {
-      {"$__rate_interval", "15s"}, {"$__interval", "5s"}, {"$__range", "5m"},
-      {"$instance", Instance()}, {"$gpu", gpu}};
-  for (const auto& [raw, where] : expressions) {
-    SCOPED_TRACE(where);
-    const std::string expr = absl::StrReplaceAll(raw, variables);
-    ASSERT_EQ(expr.find('$'), std::string::npos) << "unsubstituted variable in " << expr;
-    auto result = prometheus_->Query(expr);
-    ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_FALSE(result->empty()) << expr;
-    bool finite = false;
-    for (const auto& series : *result) {
-      finite |= std::isfinite(std::stod(series["value"][1].get<std::string>()));
-    }
-    EXPECT_TRUE(finite) << expr << " -> " << result->dump();
-  }
-
-  // Template variables: label_values(SELECTOR, LABEL) lists LABEL of SELECTOR's series.
-  const std::regex label_values(R"(^label_values\((.*),\s*(\w+)\)$)");
-  int variable_queries = 0;
-  for (const auto& variable : dashboard["templating"]["list"]) {
-    if (variable["type"] != "query") continue;
-    SCOPED_TRACE(variable["name"].get<std::string>());
-    std::smatch m;
-    const std::string query = variable["query"]["query"];
-    ASSERT_TRUE(std::regex_match(query, m, label_values)) << query;
-    auto result = prometheus_->Query(absl::StrReplaceAll(m[1].str(), {{"$instance", Instance()}}));
-    ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_FALSE(result->empty()) << query;
-    for (const auto& series : *result) EXPECT_TRUE(series["metric"].contains(m[2].str()));
-    ++variable_queries;
-  }
-  EXPECT_EQ(variable_queries, 2);  // instance and gpu
-  CancelAndWait(e.id());
-}
+// Every dashboard expression: dashboard_live_test.cc.
 
 // promtool's linter accepts a real scrape, which carries every family the exporter documents.
 TEST_F(PrometheusLiveTest, RealScrapePassesPromtoolCheckMetrics) {

@@ -127,8 +127,11 @@ class PrometheusProcess {
     std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                           << "scrape_configs:\n  - job_name: vramlabd\n    scrape_timeout: 900ms\n"
                           << "    static_configs:\n      - targets: ['" << target << "']\n";
+    // Debian's binary, unless VRAMLAB_PROMETHEUS names another (a GPU host without the package
+    // installed runs the one unpacked from it by scripts/gpu-build.sh).
+    const char* binary = std::getenv("VRAMLAB_PROMETHEUS");
     std::vector<std::string> argv = {
-        "/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + p->dir_ + "/data",
+        binary != nullptr && *binary != '\0' ? binary : "/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + p->dir_ + "/data",
         absl::StrCat("--web.listen-address=127.0.0.1:", p->port_), "--log.level=warn"};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());

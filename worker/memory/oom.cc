@@ -14,11 +14,13 @@ bool IsOutOfMemory(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
   const std::string what = e.what();
-  return what.find("out of memory") != std::string::npos || what.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos;
+  // ATen's DefaultCPUAllocator when malloc fails (e.g. under the worker's RLIMIT_DATA cap).
+  return what.find("out of memory") != std::string::npos || what.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
+         what.find("can't allocate memory") != std::string::npos;
 }
 
 int64_t RequestedBytesFromMessage(const std::string& message) {
-  static const std::string kMarker = "Tried to allocate ";
+  static const std::string kMarker = "ried to allocate ";  // "Tried" (CUDA, counting) or "tried" (ATen CPU)
   const size_t at = message.find(kMarker);
   if (at == std::string::npos) return 0;
   const char* begin = message.c_str() + at + kMarker.size();

@@ -159,7 +159,7 @@ void ValidateSweep(SpecSweep& s) {
           spec_rules::RangeMessage(spec_rules::kSweepPoints, static_cast<int64_t>(s.values.size())));
   auto check_point = [&point](int64_t value, const std::string& field, int64_t min) {
     IntRule rule = point;
-    rule.min = std::max(rule.min, min);
+    rule.min = min;
     Require(rule.Accepts(value), field, spec_rules::RangeMessage(rule, value));
   };
   if (s.mode == SweepMode::kList) {
@@ -175,7 +175,7 @@ void ValidateSweep(SpecSweep& s) {
   Require(granularity.Accepts(s.search_granularity), "sweep.search_granularity",
           spec_rules::RangeMessage(granularity, s.search_granularity));
   check_point(s.search_min, "sweep.search_min", point.min);
-  check_point(s.search_max, "sweep.search_max", s.search_min);
+  check_point(s.search_max, "sweep.search_max", std::max<int64_t>(point.min, s.search_min));
   // The candidates are the multiples of the granularity in [search_min, search_max].
   int64_t first = (static_cast<int64_t>(s.search_min) + s.search_granularity - 1) / s.search_granularity;
   Require(first * s.search_granularity <= s.search_max, "sweep.search_granularity",

@@ -138,8 +138,10 @@ class Session {
     tracker.End();
   }
 
+  // The daemon names a snapshot path for every run; only the CUDA caching allocator has a
+  // snapshot to write, so a CPU run writes none and has nothing to warn about.
   void WriteSnapshot() {
-    if (spec_.memory.snapshot_path.empty()) return;
+    if (spec_.memory.snapshot_path.empty() || backend_->kind() == DeviceKind::kCpu) return;
     std::string why_not;
     if (backend_->WriteSnapshot(spec_.memory.snapshot_path, &why_not)) {
       snapshot_written_ = true;

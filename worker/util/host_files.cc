@@ -9,8 +9,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/paths/path_containment.h"
+
 namespace vramlab::worker {
 namespace {
+
+using paths::IsUnder;
+using paths::RealPath;
 
 struct FileId {
   dev_t dev;
@@ -28,18 +33,6 @@ struct Confinement {
 Confinement& State() {
   static Confinement state;
   return state;
-}
-
-std::string RealPath(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) return "";
-  return resolved;
-}
-
-bool IsUnder(const std::string& path, const std::string& dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
 }
 
 // The path the kernel opened for `fd`.
