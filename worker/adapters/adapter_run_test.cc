@@ -33,8 +33,15 @@ std::string Spec(const std::string& training) {
 }
 
 TEST(AdapterRunTest, LoraAnatomyIsExactOnTheCpu) {
-  const nlohmann::json a = ReportOf(RunCaptured(Spec(
-      R"("microBatchSize": 2, "seqLen": 32, "steps": 2, "dtype": "FLOAT32", "adapter": {"kind": "LORA"})")))["anatomy"];
+  const CapturedRun run = RunCaptured(Spec(
+      R"("microBatchSize": 2, "seqLen": 32, "steps": 2, "dtype": "FLOAT32", "adapter": {"kind": "LORA"})"));
+  const nlohmann::json a = ReportOf(run)["anatomy"];
+  // PEFT's print_trainable_parameters() line, as a notice.
+  int counted = 0;
+  for (const nlohmann::json& notice : run.Of("notice")) {
+    if (notice["message"] == "trainable params: 18688 || all params: 144192 || trainable%: 12.9605") ++counted;
+  }
+  EXPECT_EQ(counted, 1);
   EXPECT_EQ(Int64(a["weightsBytes"]), kTinyParameters * 4);  // frozen
   EXPECT_EQ(Int64(a["adapterWeightsBytes"]), kTinyAdapterElements * 4);
   EXPECT_EQ(Int64(a["quantizationConstantsBytes"]), 0);

@@ -1,6 +1,7 @@
 #include "worker/train/training_point.h"
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -93,18 +94,30 @@ class PointRunner {
   // storage bytes (its allocations are interleaved with the base weights' moves).
   void AttachAdapters(LiveModel& live) {
     const LoraOptions options = ToLoraOptions(spec_.training.adapter, spec_.model.init_seed);
+    AdapterSummary adapters;
     try {
       if (spec_.training.adapter.kind == SpecAdapterKind::kQlora) {
         const QloraSummary summary = AttachQlora(*live.model, options, context_.backend->device());
+        adapters = summary.adapters;
         context_.anatomy->SetAdapterWeightsBytes(summary.adapters.adapter_bytes);
         context_.anatomy->SetQuantizationConstantsBytes(summary.quantization_constant_bytes);
-        return;
+      } else {
+        const int64_t before = context_.monitor->Read().allocated_bytes;
+        adapters = AttachLora(*live.model, options);
+        context_.anatomy->SetAdapterWeightsBytes(context_.monitor->Read().allocated_bytes - before);
       }
-      const int64_t before = context_.monitor->Read().allocated_bytes;
-      AttachLora(*live.model, options);
-      context_.anatomy->SetAdapterWeightsBytes(context_.monitor->Read().allocated_bytes - before);
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.adapter", e.what());
+    }
+    // As PEFT's print_trainable_parameters(), once per run.
+    if (shape_.sweep_index == 0) {
+      const double total = static_cast<double>(adapters.trainable_parameters + adapters.frozen_parameters);
+      char percent[32];
+      std::snprintf(percent, sizeof(percent), "%.4f", 100.0 * adapters.trainable_parameters / total);
+      context_.sink->Notice(NoticeLevel::kInfo, "trainable params: " + std::to_string(adapters.trainable_parameters) +
+                                                    " || all params: " +
+                                                    std::to_string(adapters.trainable_parameters + adapters.frozen_parameters) +
+                                                    " || trainable%: " + percent);
     }
   }
 
