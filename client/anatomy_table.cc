@@ -17,6 +17,12 @@ using vramlab::v1::MemoryAnatomy;
 const std::vector<AnatomyComponent>& AnatomyComponents() {
   static const auto* components = new std::vector<AnatomyComponent>{
       {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); }},
+      // With an adapter, "weights" is the frozen base; the trained adapters and the NF4
+      // quantisation constants are their own categories (0 for full fine-tuning).
+      {"adapter weights", "adapter_weights", "#9c755f",
+       [](const MemoryAnatomy& a) { return a.adapter_weights_bytes(); }, true},
+      {"quantization constants", "quantization_constants", "#bab0ac",
+       [](const MemoryAnatomy& a) { return a.quantization_constants_bytes(); }, true},
       {"gradients", "gradients", "#f28e2b",
        [](const MemoryAnatomy& a) { return a.gradients_bytes(); }},
       {"optimizer state", "optimizer_state", "#e15759",
@@ -46,10 +52,16 @@ const Total kTotals[] = {
     {"peak device used", [](const MemoryAnatomy& a) { return a.peak_device_used_bytes(); }},
 };
 
-// Every byte row (components then totals) as label + accessor.
-std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> ByteRows() {
+// Every byte row (components then totals) as label + accessor; the adapter categories only when
+// one of `shown` has them.
+std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> ByteRows(
+    const std::vector<const MemoryAnatomy*>& shown) {
   std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> rows;
-  for (const auto& c : AnatomyComponents()) rows.emplace_back(c.label, c.bytes);
+  for (const auto& c : AnatomyComponents()) {
+    bool present = !c.adapter_only;
+    for (const MemoryAnatomy* a : shown) present = present || (a != nullptr && c.bytes(*a) != 0);
+    if (present) rows.emplace_back(c.label, c.bytes);
+  }
   for (const auto& t : kTotals) rows.emplace_back(t.label, t.bytes);
   return rows;
 }
@@ -70,7 +82,7 @@ std::string RenderAnatomyTable(const MemoryAnatomy* measured, const MemoryAnatom
   if (measured != nullptr && predicted != nullptr) headers.push_back("measured-predicted");
   aligns.resize(headers.size(), Align::kRight);
   TextTable table(headers, aligns);
-  for (const auto& [label, bytes] : ByteRows()) {
+  for (const auto& [label, bytes] : ByteRows({measured, predicted})) {
     std::vector<std::string> row = {label};
     if (measured != nullptr) row.push_back(FormatBytes(bytes(*measured)));
     if (predicted != nullptr) row.push_back(FormatBytes(bytes(*predicted)));
@@ -139,7 +151,12 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     }
     return std::nullopt;
   };
-  for (const auto& [label, bytes] : ByteRows()) {
+  std::vector<const MemoryAnatomy*> shown;
+  for (const auto& e : experiments) {
+    if (e.has_report()) shown.push_back(&e.report().anatomy());
+    if (e.has_prediction()) shown.push_back(&e.prediction().anatomy());
+  }
+  for (const auto& [label, bytes] : ByteRows(shown)) {
     std::vector<std::string> row = {label};
     std::vector<std::optional<int64_t>> values;
     for (const auto& e : experiments) {

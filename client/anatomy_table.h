@@ -20,6 +20,8 @@ struct AnatomyComponent {
   const char* key;       // "optimizer_state": CSV/SVG/HTML identifier
   const char* color;     // fill in SVG/HTML
   int64_t (*bytes)(const vramlab::v1::MemoryAnatomy&);
+  // Adapter categories: a table lists them only when some anatomy it shows has them.
+  bool adapter_only = false;
 };
 const std::vector<AnatomyComponent>& AnatomyComponents();
 

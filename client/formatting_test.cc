@@ -111,6 +111,17 @@ TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
   EXPECT_THAT(table, HasSubstr("OOM: request                      -         -    0 B\n"));
 }
 
+TEST(AnatomyTableTest, AdapterCategoriesAppearOnlyWhenARunHasThem) {
+  MemoryAnatomy full = Anatomy(1 << 20, 1 << 20, 2 << 20, 8 << 20);
+  EXPECT_THAT(RenderAnatomyTable(&full, nullptr), ::testing::Not(HasSubstr("adapter weights")));
+  MemoryAnatomy lora = full;
+  lora.set_adapter_weights_bytes(64 << 10);
+  lora.set_quantization_constants_bytes(3 << 10);
+  const std::string table = RenderAnatomyTable(&lora, nullptr);
+  EXPECT_THAT(table, HasSubstr("adapter weights           64.00 KiB\n"));
+  EXPECT_THAT(table, HasSubstr("quantization constants     3.00 KiB\n"));
+}
+
 TEST(CompareTableTest, AnOomRunShowsItsFiguresAtTheFailureNextToThePrediction) {
   Experiment oom;
   oom.set_id("exp-2");
