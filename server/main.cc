@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -287,6 +288,12 @@ void DashesToUnderscores(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("vramlabd --data-dir DIR [--listen HOST:PORT] [flags]");
+  // Every flag is defined here, in main.cc: --help lists them (Abseil's default matches flags by
+  // the program's name and found none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "main.cc"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   vramlab::server::DashesToUnderscores(argc, argv);
   std::string allowed_dirs;
   std::vector<char*> args = vramlab::server::JoinRepeatedAllowedDirs(argc, argv, &allowed_dirs);
