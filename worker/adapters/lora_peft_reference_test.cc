@@ -15,6 +15,7 @@
 #include "worker/adapters/lora.h"
 #include "worker/model/loss.h"
 #include "worker/model/model_test_util.h"
+#include "worker/optim/optim_test_util.h"
 #include "worker/optim/optimizer.h"
 #include "worker/safetensors/safetensors_file.h"
 
@@ -85,15 +86,7 @@ TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
     EXPECT_LE(MaxAbsDiff(p.grad(), want), 1e-4 * scale + 1e-9) << name;
   }
 
-  const nlohmann::json& adamw = s.expected.at("adamw");
-  OptimizerOptions options;
-  options.kind = OptimizerKind::kAdamW;
-  options.lr = adamw.at("lr").get<double>();
-  options.beta1 = adamw.at("betas").at(0).get<double>();
-  options.beta2 = adamw.at("betas").at(1).get<double>();
-  options.eps = adamw.at("eps").get<double>();
-  options.weight_decay = adamw.at("weight_decay").get<double>();
-  auto optimizer = MakeOptimizer(trainable, options);
+  auto optimizer = MakeOptimizer(trainable, optim_testing::HfAdamWOptions(s.expected));
   optimizer->Step();
   const std::map<std::string, torch::Tensor> peft_after = ReadTensors(GetParam() + "_after_adamw.safetensors");
   // AdamW's first step moves each element by lr * g / (|g| + eps): where |g| is near eps the

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "worker/adapters/adapter_test_util.h"
 #include "worker/model/loss.h"
 #include "worker/model/model_test_util.h"
 #include "worker/optim/optimizer.h"
@@ -99,17 +100,7 @@ TEST(LoraTest, BaseWeightsGetNoGradientAndStayBitIdentical) {
     if (!item.value().requires_grad()) frozen[item.key()] = item.value().clone();
   }
   ASSERT_EQ(frozen.size(), 2u * 12 + 2);  // per layer: 7 weights, 3 biases, 2 norms; embedding, norm
-  OptimizerOptions options;
-  options.lr = 1e-2;
-  auto optimizer = MakeOptimizer(TrainableParameters(*model), options);
-  for (int step = 0; step < 3; ++step) {
-    CausalLmLoss(model, ids, ids, LossImpl::kFull, 0).backward();
-    for (const auto& item : model->named_parameters()) {
-      EXPECT_EQ(item.value().grad().defined(), item.value().requires_grad()) << item.key();
-    }
-    optimizer->Step();
-    optimizer->ZeroGrad();
-  }
+  adapter_testing::TrainCheckingOnlyTrainableGetGradients(model, ids, 3);
   for (const auto& item : model->named_parameters()) {
     auto before = frozen.find(item.key());
     if (before != frozen.end()) EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/spec/adapter_sizes.h"
+#include "worker/adapters/adapter_test_util.h"
 #include "worker/model/loss.h"
 #include "worker/model/model_test_util.h"
 #include "worker/optim/optimizer.h"
@@ -87,18 +88,8 @@ TEST(QloraTest, OnlyAdaptersTrainAndTheNf4CodesStayBitIdentical) {
     for (const auto& item : model->named_parameters()) {
       if (!item.value().requires_grad()) frozen[item.key()] = item.value().clone();
     }
-    OptimizerOptions options;
-    options.lr = 1e-2;
-    auto optimizer = MakeOptimizer(TrainableParameters(*model), options);
     const double first = Loss(model, ids);
-    for (int step = 0; step < 3; ++step) {
-      CausalLmLoss(model, ids, ids, LossImpl::kFull, 0).backward();
-      for (const auto& item : model->named_parameters()) {
-        EXPECT_EQ(item.value().grad().defined(), item.value().requires_grad()) << item.key();
-      }
-      optimizer->Step();
-      optimizer->ZeroGrad();
-    }
+    adapter_testing::TrainCheckingOnlyTrainableGetGradients(model, ids, 3);
     EXPECT_LT(Loss(model, ids), first - 1e-2) << "k=" << k;
     for (const auto& item : model->named_buffers()) {
       EXPECT_TRUE(torch::equal(frozen.at(item.key()), item.value())) << item.key();

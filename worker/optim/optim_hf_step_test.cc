@@ -19,6 +19,7 @@
 namespace vramlab::worker {
 namespace {
 
+using optim_testing::HfAdamWOptions;
 using optim_testing::MaxAbsDiff;
 using optim_testing::NamedParameters;
 
@@ -29,18 +30,6 @@ struct Variant {
   int checkpoint_every_k_layers = 0;
   LossImpl loss = LossImpl::kFull;
 };
-
-OptimizerOptions HfAdamWOptions(const nlohmann::json& expected) {
-  const nlohmann::json& adamw = expected.at("adamw");
-  OptimizerOptions options;
-  options.kind = OptimizerKind::kAdamW;
-  options.lr = adamw.at("lr").get<double>();
-  options.beta1 = adamw.at("betas").at(0).get<double>();
-  options.beta2 = adamw.at("betas").at(1).get<double>();
-  options.eps = adamw.at("eps").get<double>();
-  options.weight_decay = adamw.at("weight_decay").get<double>();
-  return options;
-}
 
 class HfAdamWStepTest : public ::testing::TestWithParam<std::tuple<std::string, Variant>> {};
 

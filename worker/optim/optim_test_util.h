@@ -10,11 +10,27 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/optim/optimizer.h"
 
 namespace vramlab::worker::optim_testing {
 
 using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// torch.optim.AdamW's settings of a reference step: the "adamw" object of a testdata
+// expected.json (testdata/README.md).
+inline OptimizerOptions HfAdamWOptions(const nlohmann::json& expected) {
+  const nlohmann::json& adamw = expected.at("adamw");
+  OptimizerOptions options;
+  options.kind = OptimizerKind::kAdamW;
+  options.lr = adamw.at("lr").get<double>();
+  options.beta1 = adamw.at("betas").at(0).get<double>();
+  options.beta2 = adamw.at("betas").at(1).get<double>();
+  options.eps = adamw.at("eps").get<double>();
+  options.weight_decay = adamw.at("weight_decay").get<double>();
+  return options;
+}
 
 inline NamedParams NamedParameters(const torch::nn::Module& module) {
   NamedParams named;
