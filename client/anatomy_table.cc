@@ -39,6 +39,14 @@ const std::vector<AnatomyComponent>& AnatomyComponents() {
   return *components;
 }
 
+bool IsShown(const AnatomyComponent& component, const std::vector<const MemoryAnatomy*>& shown) {
+  if (!component.adapter_only) return true;
+  for (const MemoryAnatomy* anatomy : shown) {
+    if (anatomy != nullptr && component.bytes(*anatomy) != 0) return true;
+  }
+  return false;
+}
+
 namespace {
 
 struct Total {
@@ -58,9 +66,7 @@ std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>
     const std::vector<const MemoryAnatomy*>& shown) {
   std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> rows;
   for (const auto& c : AnatomyComponents()) {
-    bool present = !c.adapter_only;
-    for (const MemoryAnatomy* a : shown) present = present || (a != nullptr && c.bytes(*a) != 0);
-    if (present) rows.emplace_back(c.label, c.bytes);
+    if (IsShown(c, shown)) rows.emplace_back(c.label, c.bytes);
   }
   for (const auto& t : kTotals) rows.emplace_back(t.label, t.bytes);
   return rows;

@@ -25,6 +25,10 @@ struct AnatomyComponent {
 };
 const std::vector<AnatomyComponent>& AnatomyComponents();
 
+// Whether a view of the anatomies `shown` (null entries ignored) lists `component`: always, except
+// the adapter categories, which only when one of them has bytes there.
+bool IsShown(const AnatomyComponent& component, const std::vector<const vramlab::v1::MemoryAnatomy*>& shown);
+
 // Measured vs predicted; either may be null (its column is left out). Sizes human-readable.
 std::string RenderAnatomyTable(const vramlab::v1::MemoryAnatomy* measured,
                                const vramlab::v1::MemoryAnatomy* predicted);

@@ -40,8 +40,7 @@ std::string AnatomyHtml(const Experiment& e) {
   if (measured && predicted) header.push_back("measured − predicted");
   out += Row(header, "th");
   for (const auto& c : AnatomyComponents()) {
-    const bool present = (measured && c.bytes(*measured) != 0) || (predicted && c.bytes(*predicted) != 0);
-    if (c.adapter_only && !present) continue;  // full fine-tuning has no adapter categories
+    if (!IsShown(c, {measured, predicted})) continue;
     std::vector<std::string> cells = {c.label};
     if (measured) cells.push_back(FormatBytes(c.bytes(*measured)));
     if (predicted) cells.push_back(FormatBytes(c.bytes(*predicted)));

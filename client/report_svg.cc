@@ -199,7 +199,7 @@ std::string AnatomyBar(const Experiment& e) {
   int index = 0;
   for (const auto& c : AnatomyComponents()) {
     const int64_t bytes = std::max<int64_t>(c.bytes(anatomy), 0);
-    if (c.adapter_only && bytes == 0) continue;  // full fine-tuning has no adapter categories
+    if (!IsShown(c, {&anatomy})) continue;
     const double width = total > 0 ? kChartWidth * static_cast<double>(bytes) / total : 0;
     absl::StrAppendFormat(&out,
                           "<rect class=\"anatomy-segment\" data-category=\"%s\" data-bytes=\"%d\" "
