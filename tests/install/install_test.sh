@@ -7,16 +7,7 @@ build=$(dirname "$VRAMLAB_BIN_DIR")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
-failures=0
-check() {
-  local what=$1; shift
-  if "$@" > "$tmp/out" 2>&1; then
-    echo "ok: $what"
-  else
-    echo "FAILED: $what"; sed 's/^/  /' "$tmp/out" | head -20
-    failures=$((failures + 1))
-  fi
-}
+source "${VRAMLAB_SOURCE_DIR:?}/tests/support/checks.sh"
 
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 
@@ -84,5 +75,4 @@ check ".deb unit runs /usr/bin/vramlabd" \
 check ".deb control: package vramlab, postinst reloads systemd" \
   bash -c "dpkg-deb -f '$deb' Package | grep -qx vramlab && dpkg-deb -I '$deb' postinst | grep -q daemon-reload"
 
-[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
-echo "all install checks passed"
+checks_done "install"

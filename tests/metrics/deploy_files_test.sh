@@ -1,24 +1,15 @@
 #!/bin/bash
 # Static checks of deploy/ and the Dockerfile: Prometheus config and rules pass promtool, the
 # dashboard JSON and every YAML file parse and hang together (names, ports, paths, units), and the
-# systemd unit passes systemd-analyze. Docker, Grafana and Kubernetes do not run here; these
-# checks catch what can be caught without them.
+# systemd unit has its hardening settings (systemd_unit_test.sh runs systemd-analyze on it). Docker,
+# Grafana and Kubernetes do not run here; these checks catch what can be caught without them.
 set -euo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 deploy=$src/deploy
 # Debian's interpreter, for Debian's python3-yaml (a pyenv or venv python3 may lack it), unless
 # VRAMLAB_PYTHON names another interpreter that has yaml (scripts/gpu-build.sh --test sets it).
 py=${VRAMLAB_PYTHON:-/usr/bin/python3}
-failures=0
-check() {  # check NAME COMMAND...: runs COMMAND, reports, counts failures
-  local name=$1; shift
-  if out=$("$@" 2>&1); then
-    echo "ok   $name"
-  else
-    echo "FAIL $name"; echo "$out" | sed 's/^/     /'
-    failures=$((failures + 1))
-  fi
-}
+source "$src/tests/support/checks.sh"
 
 check "promtool check config deploy/prometheus/prometheus.yml" \
   promtool check config "$deploy/prometheus/prometheus.yml"
@@ -152,22 +143,6 @@ for r in kust["resources"]:
     assert os.path.isfile(os.path.join(k8s, r)), r
 PY
 
-# systemd: verify the unit as shipped, with ExecStart pointed at a stand-in binary (the real one
-# is not installed here), and keep its exposure score in the "OK" band.
-unit_dir=$(mktemp -d)
-trap 'rm -rf "$unit_dir"' EXIT
-printf '#!/bin/sh\n' > "$unit_dir/vramlabd"; chmod +x "$unit_dir/vramlabd"
-sed "s#/usr/local/bin/vramlabd #$unit_dir/vramlabd #" "$deploy/systemd/vramlabd.service" \
-  > "$unit_dir/vramlabd.service"
-check "systemd-analyze verify vramlabd.service" systemd-analyze verify "$unit_dir/vramlabd.service"
-exposure() {
-  local score
-  score=$(systemd-analyze security --offline=true "$unit_dir/vramlabd.service" 2>/dev/null \
-    | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\).*/\1/p')
-  echo "exposure $score"
-  awk -v s="$score" 'BEGIN { exit !(s != "" && s + 0 <= 3.0) }'
-}
-check "systemd unit exposure score <= 3.0 (systemd-analyze security)" exposure
 check "systemd unit: StateDirectory, Restart=on-failure, NoNewPrivileges, NVIDIA devices" \
   grep -qzP 'StateDirectory=vramlab\n[\s\S]*Restart=on-failure[\s\S]*LimitNOFILE=[\s\S]*NoNewPrivileges=yes[\s\S]*ProtectSystem=strict[\s\S]*DeviceAllow=char-nvidia-frontend rw' \
   "$deploy/systemd/vramlabd.service"
@@ -190,5 +165,4 @@ for source in re.findall(r"^COPY (?!--from)(?:--\S+ )*(.+) \S+$", joined, re.M):
         assert os.path.exists(os.path.join(src, path)), f"COPY source {path} missing"
 PY
 
-if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-echo "all deployment checks passed"
+checks_done "deployment"
