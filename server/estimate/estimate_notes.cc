@@ -30,7 +30,7 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
         kCudaBlasWorkspaceThreads, kCudaBlasWorkspaceBytes / kMiB));
     notes.push_back(absl::StrFormat(
         "reserved = allocated peak rounded up to its segment (multiples of %d MiB) + one "
-        "%d MiB small-pool segment; fragmentation beyond that is not modelled",
+        "%d MiB small-pool segment; fragmentation enters the verdict's margin",
         kCudaRoundLargeBytes / kMiB, kCudaSmallSegmentBytes / kMiB));
   }
   switch (run.optimizer) {
