@@ -32,6 +32,27 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
             "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 
+// A sweep whose variable is left unset sweeps the sequence length: it is described by its
+// range, never by the base sequence length it replaces; a search by its bounds and step.
+TEST(SpecSummaryTest, SweepsAndSearchesAreDescribedByTheirRange) {
+  vramlab::v1::ExperimentSpec spec;
+  spec.mutable_model()->set_preset("qwen2.5-1.5b");
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  for (int v : {4096, 6144, 8192}) spec.mutable_sweep()->add_values(v);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 sdpa adamw sweep seq 4096,6144,8192");
+  spec.mutable_sweep()->clear_values();
+  spec.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+  spec.mutable_sweep()->set_search_min(32768);
+  spec.mutable_sweep()->set_search_max(196608);
+  spec.mutable_sweep()->set_search_granularity(4096);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 sdpa adamw search max seq 32768..196608 by 4096");
+  spec.mutable_sweep()->set_variable(vramlab::v1::MICRO_BATCH_SIZE);
+  spec.mutable_sweep()->set_search_min(1);
+  spec.mutable_sweep()->set_search_max(16);
+  spec.mutable_sweep()->set_search_granularity(0);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b acc1 seq512 sdpa adamw search max mb 1..16");
+}
+
 TEST(DescribeTest, DurationsPercentagesAndTimestamps) {
   EXPECT_EQ(FormatSeconds(0.1234), "123 ms");
   EXPECT_EQ(FormatSeconds(12.34), "12.3 s");

@@ -121,9 +121,8 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   auto possible = [&](const RunSettings& r) {
     return Predict(r, allocator, limit).decision.verdict != vramlab::v1::DOES_NOT_FIT;
   };
-  // A sweep is described by its largest value; its points are listed below.
-  const RunSettings run =
-      sweep.active ? estimate::AtSweepValue(base, sweep, sweep.largest()) : base;
+  // A sweep's top level is its first point (what must run at all); every point is listed.
+  const RunSettings run = sweep.active ? estimate::AtSweepValue(base, sweep, sweep.first()) : base;
 
   const Prediction p = Predict(run, allocator, limit);
   vramlab::v1::MemoryEstimate out;

@@ -357,7 +357,7 @@ TEST(EstimatorTest, VerdictIsThreeWayAroundTheReservedBand) {
 }
 
 // A LIST sweep gets a prediction per value and the predicted first OOM; a search the predicted
-// boundary on its grid; the top level describes the sweep's largest value.
+// boundary on its grid; the top level describes the point the worker runs first.
 TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
   ExperimentSpec spec = Spec("qwen2.5-1.5b");
   spec.mutable_training()->set_attention(vramlab::v1::SDPA);
@@ -368,9 +368,9 @@ TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
   for (int v : {4096, 6144, 8192}) list.mutable_sweep()->add_values(v);
   const MemoryEstimate e = MustEstimate(list);
   ASSERT_EQ(e.points_size(), 3);
-  ExperimentSpec at_8192 = spec;
-  at_8192.mutable_training()->set_seq_len(8192);
-  EXPECT_EQ(e.predicted_peak_bytes(), MustEstimate(at_8192).predicted_peak_bytes());
+  ExperimentSpec at_4096 = spec;  // the top level is the point run first
+  at_4096.mutable_training()->set_seq_len(4096);
+  EXPECT_EQ(e.predicted_peak_bytes(), MustEstimate(at_4096).predicted_peak_bytes());
   int first_not_fitting = 0;
   for (int i = 0; i < 3; ++i) {
     ExperimentSpec point = spec;

@@ -25,9 +25,9 @@ int64_t LargestOnGrid(const SweepPlan& plan, const std::function<bool(int64_t)>&
 
 }  // namespace
 
-int64_t SweepPlan::largest() const {
-  if (search) return search_max;
-  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+int64_t SweepPlan::first() const {
+  if (search) return search_min;
+  return values.empty() ? 0 : values.front();
 }
 
 SweepPlan PlanSweep(const vramlab::v1::SweepSpec& sweep) {

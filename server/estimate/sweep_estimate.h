@@ -22,7 +22,9 @@ struct SweepPlan {
   int64_t search_min = 0;
   int64_t search_max = 0;
   int64_t granularity = 1;
-  int64_t largest() const;
+  // The value the worker runs first (LIST: the first value; SEARCH_MAX: search_min): the one
+  // that must run at all, so the estimate's top level (and the daemon's admission) describe it.
+  int64_t first() const;
 };
 
 // SWEEP_VARIABLE_UNSPECIFIED is the sequence length (the worker's default).
