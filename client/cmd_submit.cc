@@ -101,7 +101,7 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
                   PhaseName(estimate.peak_phase()), "\n");
   if (estimate.limit_bytes() > 0) {
     absl::StrAppend(&out, "limit:      ", FormatBytes(estimate.limit_bytes()), ": ",
-                    VerdictLine(estimate), "\n");
+                    VerdictDetail(estimate), "\n");
     absl::StrAppend(&out, "max fitting seq_len ", estimate.max_seq_len_that_fits(),
                     ", max fitting micro-batch ", estimate.max_micro_batch_that_fits(),
                     " (others unchanged; not ruled out up to ",

@@ -25,21 +25,12 @@ std::string VerdictName(const MemoryEstimate& estimate) {
   return VerdictName(estimate.verdict());
 }
 
-std::string VerdictLine(const MemoryEstimate& estimate) {
+std::string VerdictDetail(const MemoryEstimate& estimate) {
   if (estimate.limit_bytes() <= 0) return "";
-  const std::string limit = FormatBytes(estimate.limit_bytes());
-  std::string line;
-  switch (estimate.verdict()) {
-    case vramlab::v1::TIGHT:
-      line = absl::StrCat("TIGHT at ", limit, ": within the ", FormatBytes(estimate.margin_bytes()),
-                          " margin the model cannot resolve");
-      break;
-    case vramlab::v1::DOES_NOT_FIT:
-      line = absl::StrCat("DOES NOT FIT ", limit);
-      break;
-    default:
-      line = absl::StrCat(VerdictName(estimate), " in ", limit);
-      break;
+  std::string line = VerdictName(estimate);
+  if (estimate.verdict() == vramlab::v1::TIGHT) {
+    absl::StrAppend(&line, ": within the ", FormatBytes(estimate.margin_bytes()),
+                    " margin the model cannot resolve");
   }
   if (estimate.reserved_high_bytes() > 0) {
     absl::StrAppend(&line, " (reserved ", FormatBytes(estimate.reserved_low_bytes()), " .. ",
@@ -47,6 +38,12 @@ std::string VerdictLine(const MemoryEstimate& estimate) {
                     PhaseName(estimate.deciding_phase()), ")");
   }
   return line;
+}
+
+std::string VerdictLine(const MemoryEstimate& estimate) {
+  if (estimate.limit_bytes() <= 0) return "";
+  return absl::StrCat("limit ", FormatBytes(estimate.limit_bytes()), ": ",
+                      VerdictDetail(estimate));
 }
 
 const vramlab::v1::PointEstimate* FindPoint(const MemoryEstimate& estimate, int64_t value) {

@@ -14,9 +14,10 @@ namespace vramlab::client {
 std::string VerdictName(const vramlab::v1::MemoryEstimate& estimate);
 std::string VerdictName(vramlab::v1::FitVerdict verdict);
 
-// "FITS in 24.00 GiB (reserved 20.62 .. 21.98 GiB at the backward)";
-// "TIGHT at 24.00 GiB: within the 4.58 GiB margin the model cannot resolve (reserved ...)".
-// Empty without a limit.
+// "FITS (reserved 20.62 GiB .. 21.98 GiB at the backward)"; "TIGHT: within the 5.10 GiB margin
+// the model cannot resolve (reserved ...)"; "DOES NOT FIT (reserved ...)". Empty without a limit.
+std::string VerdictDetail(const vramlab::v1::MemoryEstimate& estimate);
+// "limit 24.00 GiB: " and the detail; empty without a limit.
 std::string VerdictLine(const vramlab::v1::MemoryEstimate& estimate);
 
 // The estimate of the sweep point with `value`, or nullptr.
