@@ -2,6 +2,7 @@
 // alignment, durations and percentages.
 #include "client/anatomy_table.h"
 #include "client/describe.h"
+#include "client/experiment_details.h"
 #include "client/text_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -51,6 +52,34 @@ TEST(SpecSummaryTest, SweepsAndSearchesAreDescribedByTheirRange) {
   spec.mutable_sweep()->set_search_max(16);
   spec.mutable_sweep()->set_search_granularity(0);
   EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b acc1 seq512 sdpa adamw search max mb 1..16");
+}
+
+// show's sweep table: each point's measured result next to its predicted verdict and peak,
+// then where the prediction said the sweep would stop.
+TEST(SweepTableTest, PredictedNextToMeasuredPerPoint) {
+  Experiment e;
+  for (int v : {4096, 8192}) e.mutable_spec()->mutable_sweep()->add_values(v);
+  auto* fit = e.mutable_report()->add_sweep_points();
+  fit->set_value(4096);
+  fit->mutable_anatomy()->set_peak_allocated_bytes(int64_t{16} << 30);
+  auto* oom = e.mutable_report()->add_sweep_points();
+  oom->set_sweep_index(1);
+  oom->set_value(8192);
+  oom->set_oom(true);
+  auto& prediction = *e.mutable_prediction();
+  prediction.set_limit_bytes(int64_t{24} << 30);
+  prediction.set_predicted_first_oom_value(8192);
+  for (int v : {4096, 8192}) {
+    auto* p = prediction.add_points();
+    p->set_value(v);
+    p->set_peak_allocated_bytes(int64_t{v / 512} << 30);
+    p->set_verdict(v == 4096 ? vramlab::v1::FITS : vramlab::v1::TIGHT);
+  }
+  const std::string table = RenderSweepTable(e);
+  EXPECT_THAT(table, ::testing::MatchesRegex(
+      "(.|\n)*\n +1 +4096 +fits +FITS +16.00 GiB +8.00 GiB (.|\n)*"));
+  EXPECT_THAT(table, ::testing::MatchesRegex("(.|\n)*\n +2 +8192 +OOM +TIGHT +16.00 GiB\n(.|\n)*"));
+  EXPECT_THAT(table, HasSubstr("predicted first point not to fit: 8192\n"));
 }
 
 TEST(DescribeTest, DurationsPercentagesAndTimestamps) {
