@@ -85,8 +85,8 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
   }
   if (limit_bytes > 0) {
     notes.push_back(absl::StrFormat(
-        "fits compares the predicted reserved peak with the limit %d bytes (%.2f GiB); the "
-        "CUDA context is outside the emulated limit",
+        "the verdict compares predicted reserved memory with the limit %d bytes (%.2f GiB); "
+        "the CUDA context is outside the emulated limit",
         limit_bytes, static_cast<double>(limit_bytes) / kGiB));
   }
   return notes;
