@@ -11,6 +11,9 @@ namespace {
 constexpr int64_t kLargePageBytes = kCudaLargeSegmentBytes;  // expandable: 20 MiB pages
 constexpr int64_t kSmallPageBytes = kCudaSmallSegmentBytes;  // expandable: 2 MiB pages
 constexpr int64_t kSegmentGap = int64_t{1} << 36;            // keeps segments apart
+// Address space an expandable segment reserves (c10 reserves the card's size; any size larger
+// than what a trace maps behaves the same).
+constexpr int64_t kExpandableVirtualBytes = int64_t{1} << 44;
 
 int64_t RoundUp(int64_t value, int64_t unit) { return (value + unit - 1) / unit * unit; }
 
@@ -120,56 +123,83 @@ bool CachingAllocatorSim::TryNewMemory(int64_t size, bool small, SegmentEvents* 
 bool CachingAllocatorSim::TryExpand(int64_t size, bool small, SegmentEvents* events,
                                     int64_t* address) {
   const int index = small ? 0 : 1;
-  const int64_t page = small ? kSmallPageBytes : kLargePageBytes;
   if (expandable_base_[index] == 0) {
-    expandable_base_[index] = next_address_;
-    next_address_ += kSegmentGap;
+    // The segment reserves address space far beyond any card; all of it starts unmapped.
+    Block whole;
+    whole.address = whole.segment = next_address_;
+    whole.size = kExpandableVirtualBytes;
+    whole.small = small;
+    whole.mapped = false;
+    blocks_[whole.address] = whole;
+    expandable_base_[index] = whole.address;
+    next_address_ += kExpandableVirtualBytes + kSegmentGap;
   }
   const int64_t base = expandable_base_[index];
-  const int64_t end = base + expandable_mapped_[index];
-  // A free block that ends where the mapping ends grows; otherwise new pages start there.
-  int64_t start = end;
-  if (end > base) {
-    auto last = std::prev(blocks_.lower_bound(end));
-    if (!last->second.live && last->second.address + last->second.size == end) {
-      start = last->second.address;
+  const int64_t page = small ? kSmallPageBytes : kLargePageBytes;
+  // The lowest unmapped block that, with a free block right before it and the free or unmapped
+  // blocks after it, spans the request (c10's find_expandable_block).
+  int64_t candidate = -1;
+  for (auto it = blocks_.lower_bound(base); it != blocks_.end() && it->second.segment == base;
+       ++it) {
+    if (it->second.mapped || it->second.live) continue;
+    auto start = it;
+    if (start != blocks_.begin()) {
+      auto prev = std::prev(start);
+      if (prev->second.segment == base && !prev->second.live) start = prev;
+    }
+    int64_t span = 0;
+    for (auto walk = start; walk != blocks_.end() && walk->second.segment == base &&
+                            !walk->second.live && span < size;
+         ++walk) {
+      span += walk->second.size;
+    }
+    if (span >= size) {
+      candidate = start->first;
+      break;
     }
   }
-  const int64_t grow = RoundUp(size - (end - start), page);
-  if (!Fits(grow)) return false;
-  if (start == end) {
-    Block block;
-    block.address = end;
-    block.segment = base;
-    block.size = 0;
-    block.small = small;
-    blocks_[end] = block;
-  } else {
-    EraseFree(blocks_[start]);
+  if (candidate < 0) return false;
+  if (!blocks_[candidate].mapped) {
+    candidate = MapBlock(candidate, std::min(blocks_[candidate].size, size), page, events);
   }
-  blocks_[start].size += grow;
-  InsertFree(blocks_[start]);
-  expandable_mapped_[index] += grow;
-  reserved_ += grow;
-  peak_reserved_ = std::max(peak_reserved_, reserved_);
-  events->mapped.push_back(grow);
-  *address = Take(start, size);
+  while (blocks_[candidate].size < size) {
+    const Block& free_block = blocks_[candidate];
+    const int64_t next = free_block.address + free_block.size;
+    candidate = MapBlock(next, std::min(size - free_block.size, blocks_[next].size), page, events);
+  }
+  *address = Take(candidate, size);
   return true;
 }
 
-bool CachingAllocatorSim::Free(int64_t id) {
-  const auto it = live_.find(id);
-  if (it == live_.end()) return false;
-  auto block_it = blocks_.find(it->second);
-  live_.erase(it);
+int64_t CachingAllocatorSim::MapBlock(int64_t address, int64_t bytes, int64_t page,
+                                      SegmentEvents* events) {
+  Block& block = blocks_[address];
+  const int64_t mapped = std::min(RoundUp(bytes, page), block.size);
+  if (mapped < block.size) {
+    Block rest = block;
+    rest.address = address + mapped;
+    rest.size = block.size - mapped;
+    blocks_[rest.address] = rest;  // stays unmapped
+    block.size = mapped;
+  }
+  block.mapped = true;
+  reserved_ += mapped;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  events->mapped.push_back(mapped);
+  return MergeFree(address);
+}
+
+int64_t CachingAllocatorSim::MergeFree(int64_t address) {
+  auto block_it = blocks_.find(address);
   Block block = block_it->second;
-  allocated_ -= block.size;
-  // Merge with free neighbours of the same segment.
+  EraseFree(block);
+  auto joins = [&](const Block& other) {
+    return !other.live && other.mapped == block.mapped && other.segment == block.segment;
+  };
   if (block_it != blocks_.begin()) {
     auto prev = std::prev(block_it);
-    if (!prev->second.live && prev->second.segment == block.segment &&
-        prev->second.address + prev->second.size == block.address) {
-      EraseFree(prev->second);
+    if (joins(prev->second) && prev->second.address + prev->second.size == block.address) {
+      if (prev->second.mapped) EraseFree(prev->second);
       block.address = prev->second.address;
       block.size += prev->second.size;
       blocks_.erase(block_it);
@@ -177,15 +207,25 @@ bool CachingAllocatorSim::Free(int64_t id) {
     }
   }
   auto next = std::next(block_it);
-  if (next != blocks_.end() && !next->second.live && next->second.segment == block.segment &&
+  if (next != blocks_.end() && joins(next->second) &&
       block.address + block.size == next->second.address) {
-    EraseFree(next->second);
+    if (next->second.mapped) EraseFree(next->second);
     block.size += next->second.size;
     blocks_.erase(next);
   }
-  block.live = false;
   block_it->second = block;
-  InsertFree(block);
+  if (block.mapped) InsertFree(block);
+  return block.address;
+}
+
+bool CachingAllocatorSim::Free(int64_t id) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  Block& block = blocks_[it->second];
+  live_.erase(it);
+  allocated_ -= block.size;
+  block.live = false;
+  MergeFree(block.address);
   return true;
 }
 
@@ -216,7 +256,7 @@ void CachingAllocatorSim::ReleaseOversize(int64_t size, SegmentEvents* events) {
 }
 
 void CachingAllocatorSim::ReleaseWholeSegments(SegmentEvents* events) {
-  for (std::set<FreeKey>* pool : {&free_small_, &free_large_}) {
+  for (std::set<FreeKey>* pool : {&free_large_, &free_small_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       const Block& block = blocks_[it->second];
       const auto segment = segments_.find(block.segment);
@@ -235,27 +275,37 @@ void CachingAllocatorSim::ReleaseWholeSegments(SegmentEvents* events) {
 }
 
 void CachingAllocatorSim::UnmapFreePages(SegmentEvents* events) {
-  // The mapped tail of each pool's segment that is free goes back in whole pages.
-  for (int index = 0; index < 2; ++index) {
-    const int64_t page = index == 0 ? kSmallPageBytes : kLargePageBytes;
-    const int64_t base = expandable_base_[index];
-    const int64_t end = base + expandable_mapped_[index];
-    if (end == base) continue;
-    auto last = std::prev(blocks_.lower_bound(end));
-    Block& block = last->second;
-    if (block.live || block.address + block.size != end) continue;
-    const int64_t keep = RoundUp(block.address - base, page) - (block.address - base);
-    const int64_t unmap = (block.size - keep) / page * page;
-    if (unmap <= 0) continue;
-    EraseFree(block);
-    block.size -= unmap;
-    expandable_mapped_[index] -= unmap;
-    reserved_ -= unmap;
-    events->released.push_back(unmap);
-    if (block.size == 0) {
-      blocks_.erase(last);
-    } else {
-      InsertFree(block);
+  // Every free block of an expandable segment gives back the whole pages inside it (large pool
+  // first, then small, each by size then address, as c10's release_blocks walks them).
+  for (std::set<FreeKey>* pool : {&free_large_, &free_small_}) {
+    const std::vector<FreeKey> free(pool->begin(), pool->end());
+    for (const FreeKey& key : free) {
+      const Block block = blocks_[key.second];
+      const int64_t base = block.segment;
+      const int64_t page = block.small ? kSmallPageBytes : kLargePageBytes;
+      const int64_t lo = base + RoundUp(block.address - base, page);
+      const int64_t hi = base + (block.address + block.size - base) / page * page;
+      if (hi <= lo) continue;
+      EraseFree(block);
+      if (lo > block.address) {
+        blocks_[block.address].size = lo - block.address;  // stays mapped and free
+        InsertFree(blocks_[block.address]);
+      }
+      if (block.address + block.size > hi) {
+        Block after = block;
+        after.address = hi;
+        after.size = block.address + block.size - hi;
+        blocks_[hi] = after;
+        InsertFree(after);
+      }
+      Block hole = block;
+      hole.address = lo;
+      hole.size = hi - lo;
+      hole.mapped = false;
+      blocks_[lo] = hole;
+      reserved_ -= hole.size;
+      events->released.push_back(hole.size);
+      MergeFree(lo);
     }
   }
 }
@@ -275,7 +325,7 @@ int64_t CachingAllocatorSim::inactive_split() const {
   }
   int64_t bytes = 0;
   for (const auto& [address, block] : blocks_) {
-    if (!block.live && segment_has_live[block.segment]) bytes += block.size;
+    if (!block.live && block.mapped && segment_has_live[block.segment]) bytes += block.size;
   }
   return bytes;
 }

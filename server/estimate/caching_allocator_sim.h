@@ -14,11 +14,11 @@
 //     are released first (largest that suffice), then every free block that is a whole
 //     segment, and the cudaMalloc is tried again; then the request fails (out of memory);
 //   - freed blocks merge with free neighbours of the same segment;
-//   - expandable segments: one segment per pool that grows by mapping pages (20 MiB large,
-//     2 MiB small) after its last block (a free last block grows into the request); before
-//     failing, the free whole pages at the segment's end are unmapped. c10 also unmaps free
-//     pages inside the segment and maps them again later; this replay does not (it can only
-//     release less, so it errs towards out of memory).
+//   - expandable segments: one segment per pool reserves address space and maps pages (20 MiB
+//     large, 2 MiB small) on demand: a request no free block holds maps the lowest unmapped
+//     range that, joined with the free block before it, spans it; before failing (and on
+//     empty_cache) every free block unmaps the whole pages inside it. Not modelled: c10's
+//     preference, among free blocks of equal fit, for one followed by unmapped space.
 // Used by the unit tests on allocator traces (testdata/estimator/traces/) and to check the
 // reserved model's rounding rules; the estimator itself needs no trace.
 #ifndef VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
@@ -73,6 +73,7 @@ class CachingAllocatorSim {
     int64_t segment = 0;  // address of the segment's first byte
     bool small = false;
     bool live = false;
+    bool mapped = true;  // false: expandable address space with no memory behind it
   };
   using FreeKey = std::pair<int64_t, int64_t>;  // (size, address): best fit, lower address first
 
@@ -82,6 +83,12 @@ class CachingAllocatorSim {
   void ReleaseOversize(int64_t size, SegmentEvents* events);
   void ReleaseWholeSegments(SegmentEvents* events);
   void UnmapFreePages(SegmentEvents* events);
+  // Maps the first `bytes` (rounded up to pages) of unmapped block `address`; merges it with
+  // free neighbours; returns the merged free block's address.
+  int64_t MapBlock(int64_t address, int64_t bytes, int64_t page, SegmentEvents* events);
+  // Merges block `address` (free) with free neighbours of its segment in the same mapped
+  // state; returns the merged block's address (in the free sets when mapped).
+  int64_t MergeFree(int64_t address);
   int64_t Take(int64_t address, int64_t size);  // splits per the rules; returns block address
   void InsertFree(const Block& block);
   void EraseFree(const Block& block);
@@ -93,9 +100,8 @@ class CachingAllocatorSim {
   std::map<int64_t, int64_t> segments_;  // cudaMalloc'd segments: address -> size
   std::set<FreeKey> free_small_, free_large_;
   std::map<int64_t, int64_t> live_;  // tensor id -> block address
-  // Expandable: each pool's segment start and mapped end (bytes mapped).
+  // Expandable: each pool's segment (small, large) start; 0 until first used.
   int64_t expandable_base_[2] = {0, 0};
-  int64_t expandable_mapped_[2] = {0, 0};
   int64_t next_address_ = int64_t{1} << 40;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
