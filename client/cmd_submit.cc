@@ -8,6 +8,7 @@
 #include "client/commands.h"
 #include "client/describe.h"
 #include "client/exit_codes.h"
+#include "client/fit_verdict_text.h"
 #include "client/follow_view.h"
 #include "client/spec_builder.h"
 #include "common/status_macros.h"
@@ -100,10 +101,21 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
                   PhaseName(estimate.peak_phase()), "\n");
   if (estimate.limit_bytes() > 0) {
     absl::StrAppend(&out, "limit:      ", FormatBytes(estimate.limit_bytes()), ": ",
-                    estimate.fits() ? "fits" : "does NOT fit", "\n");
+                    VerdictDetail(estimate), "\n");
     absl::StrAppend(&out, "max fitting seq_len ", estimate.max_seq_len_that_fits(),
                     ", max fitting micro-batch ", estimate.max_micro_batch_that_fits(),
-                    " (others unchanged)\n");
+                    " (others unchanged; not ruled out up to ",
+                    estimate.max_seq_len_not_ruled_out(), " and ",
+                    estimate.max_micro_batch_not_ruled_out(), ")\n");
+  }
+  const auto& sweep = request.spec().sweep();
+  const char* variable = sweep.variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch"
+                                                                          : "seq_len";
+  if (estimate.points_size() > 0) {
+    absl::StrAppend(&out, "\nsweep, predicted per point (the anatomy below is of the first, ",
+                    variable, " ", estimate.points(0).value(), "):\n",
+                    RenderPredictedSweep(estimate, variable,
+                                         sweep.mode() == vramlab::v1::SEARCH_MAX));
   }
   absl::StrAppend(&out, "\n", RenderAnatomyTable(nullptr, &estimate.anatomy()));
   if (estimate.notes_size() > 0) {

@@ -60,7 +60,10 @@ int OrDefault(int value, int fallback) { return value > 0 ? value : fallback; }
 std::string SweepSummary(const SweepSpec& sweep) {
   const std::string variable = sweep.variable() == MICRO_BATCH_SIZE ? "mb" : "seq";
   if (sweep.mode() == SEARCH_MAX) {
-    return absl::StrCat("search max ", variable, " ", sweep.search_min(), "..", sweep.search_max());
+    std::string out =
+        absl::StrCat("search max ", variable, " ", sweep.search_min(), "..", sweep.search_max());
+    if (sweep.search_granularity() > 1) absl::StrAppend(&out, " by ", sweep.search_granularity());
+    return out;
   }
   if (sweep.values_size() == 0) return "";
   if (sweep.values_size() <= 3) {
@@ -86,7 +89,8 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   // A sweep replaces the field it varies: its summary (at the end) stands for it.
   const bool sweeps = !SweepSummary(spec.sweep()).empty();
   const bool sweeps_batch = sweeps && spec.sweep().variable() == MICRO_BATCH_SIZE;
-  const bool sweeps_seq = sweeps && spec.sweep().variable() == SEQ_LEN;
+  // An unset variable is the sequence length (the worker's default).
+  const bool sweeps_seq = sweeps && !sweeps_batch;
   if (!sweeps_batch) {
     parts.push_back(absl::StrCat("mb", OrDefault(t.micro_batch_size(), spec_rules::kDefaultMicroBatchSize)));
   }

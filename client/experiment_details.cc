@@ -5,6 +5,7 @@
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
+#include "client/fit_verdict_text.h"
 #include "client/text_table.h"
 
 namespace vramlab::client {
@@ -56,10 +57,7 @@ std::string AnatomySection(const Experiment& e) {
     const auto& p = e.prediction();
     absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",
                     PhaseName(p.peak_phase()));
-    if (p.limit_bytes() > 0) {
-      absl::StrAppend(&out, ", ", p.fits() ? "fits" : "does not fit", " in ",
-                      FormatBytes(p.limit_bytes()));
-    }
+    if (p.limit_bytes() > 0) absl::StrAppend(&out, "; ", VerdictLine(p));
     absl::StrAppend(&out, "\n");
   }
   return out;
@@ -72,17 +70,23 @@ std::string RenderSweepTable(const Experiment& e) {
   using Align = TextTable::Align;
   const char* variable =
       e.spec().sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
-  TextTable table({"point", variable, "result", "peak allocated", "peak reserved", "step time",
-                   "tokens/s"},
-                  {Align::kRight, Align::kRight, Align::kLeft, Align::kRight, Align::kRight,
-                   Align::kRight, Align::kRight});
+  // Predicted next to measured per point, where the stored prediction has the point.
+  TextTable table({"point", variable, "result", "predicted", "peak allocated", "predicted alloc",
+                   "peak reserved", "step time", "tokens/s"},
+                  {Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kRight,
+                   Align::kRight, Align::kRight, Align::kRight, Align::kRight});
   for (const auto& p : e.report().sweep_points()) {
+    const vramlab::v1::PointEstimate* predicted = FindPoint(e.prediction(), p.value());
+    const std::string verdict = predicted == nullptr ? "-" : VerdictName(predicted->verdict());
+    const std::string predicted_alloc =
+        predicted == nullptr ? "-" : FormatBytes(predicted->peak_allocated_bytes());
     if (p.oom()) {
-      table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "OOM"});
+      table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "OOM", verdict,
+                    "", predicted_alloc});
       continue;
     }
-    table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits",
-                  FormatBytes(p.anatomy().peak_allocated_bytes()),
+    table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits", verdict,
+                  FormatBytes(p.anatomy().peak_allocated_bytes()), predicted_alloc,
                   FormatBytes(p.anatomy().peak_reserved_bytes()), FormatSeconds(p.step_time_seconds()),
                   absl::StrFormat("%.0f", p.tokens_per_second())});
   }
@@ -90,6 +94,17 @@ std::string RenderSweepTable(const Experiment& e) {
   if (e.report().largest_fitting_value() > 0) {
     absl::StrAppend(&out, "largest ", variable, " that fits: ", e.report().largest_fitting_value(),
                     "\n");
+  }
+  const auto& prediction = e.prediction();
+  if (prediction.limit_bytes() > 0 && prediction.points_size() > 0) {
+    if (e.spec().sweep().mode() == vramlab::v1::SEARCH_MAX) {
+      absl::StrAppend(&out, "predicted: FITS up to ", prediction.predicted_search_fits_up_to(),
+                      ", not ruled out up to ",
+                      prediction.predicted_search_not_ruled_out_up_to(), "\n");
+    } else if (prediction.predicted_first_oom_value() > 0) {
+      absl::StrAppend(&out, "predicted first point not to fit: ",
+                      prediction.predicted_first_oom_value(), "\n");
+    }
   }
   return out;
 }

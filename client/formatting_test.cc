@@ -2,6 +2,7 @@
 // alignment, durations and percentages.
 #include "client/anatomy_table.h"
 #include "client/describe.h"
+#include "client/experiment_details.h"
 #include "client/text_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,6 +31,55 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
   EXPECT_EQ(SpecSummary(spec),
             "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked expandable "
             "limit 24.00 GiB sweep seq 512..4096 (4)");
+}
+
+// A sweep whose variable is left unset sweeps the sequence length: it is described by its
+// range, never by the base sequence length it replaces; a search by its bounds and step.
+TEST(SpecSummaryTest, SweepsAndSearchesAreDescribedByTheirRange) {
+  vramlab::v1::ExperimentSpec spec;
+  spec.mutable_model()->set_preset("qwen2.5-1.5b");
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  for (int v : {4096, 6144, 8192}) spec.mutable_sweep()->add_values(v);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 sdpa adamw sweep seq 4096,6144,8192");
+  spec.mutable_sweep()->clear_values();
+  spec.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+  spec.mutable_sweep()->set_search_min(32768);
+  spec.mutable_sweep()->set_search_max(196608);
+  spec.mutable_sweep()->set_search_granularity(4096);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 sdpa adamw search max seq 32768..196608 by 4096");
+  spec.mutable_sweep()->set_variable(vramlab::v1::MICRO_BATCH_SIZE);
+  spec.mutable_sweep()->set_search_min(1);
+  spec.mutable_sweep()->set_search_max(16);
+  spec.mutable_sweep()->set_search_granularity(0);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b acc1 seq512 sdpa adamw search max mb 1..16");
+}
+
+// show's sweep table: each point's measured result next to its predicted verdict and peak,
+// then where the prediction said the sweep would stop.
+TEST(SweepTableTest, PredictedNextToMeasuredPerPoint) {
+  Experiment e;
+  for (int v : {4096, 8192}) e.mutable_spec()->mutable_sweep()->add_values(v);
+  auto* fit = e.mutable_report()->add_sweep_points();
+  fit->set_value(4096);
+  fit->mutable_anatomy()->set_peak_allocated_bytes(int64_t{16} << 30);
+  auto* oom = e.mutable_report()->add_sweep_points();
+  oom->set_sweep_index(1);
+  oom->set_value(8192);
+  oom->set_oom(true);
+  auto& prediction = *e.mutable_prediction();
+  prediction.set_limit_bytes(int64_t{24} << 30);
+  prediction.set_predicted_first_oom_value(8192);
+  for (int v : {4096, 8192}) {
+    auto* p = prediction.add_points();
+    p->set_value(v);
+    p->set_peak_allocated_bytes(int64_t{v / 512} << 30);
+    p->set_verdict(v == 4096 ? vramlab::v1::FITS : vramlab::v1::TIGHT);
+  }
+  const std::string table = RenderSweepTable(e);
+  EXPECT_THAT(table, ::testing::MatchesRegex(
+      "(.|\n)*\n +1 +4096 +fits +FITS +16.00 GiB +8.00 GiB (.|\n)*"));
+  EXPECT_THAT(table, ::testing::MatchesRegex("(.|\n)*\n +2 +8192 +OOM +TIGHT +16.00 GiB\n(.|\n)*"));
+  EXPECT_THAT(table, HasSubstr("predicted first point not to fit: 8192\n"));
 }
 
 TEST(DescribeTest, DurationsPercentagesAndTimestamps) {

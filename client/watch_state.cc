@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
+#include "client/fit_verdict_text.h"
 
 namespace vramlab::client {
 
@@ -14,6 +15,7 @@ using namespace vramlab::v1;  // NOLINT: many message types
 WatchState::WatchState(const Experiment& experiment)
     : id_(experiment.id()),
       spec_(experiment.spec()),
+      prediction_(experiment.prediction()),
       state_(experiment.state()),
       queue_position_(experiment.queue_position()),
       slot_(experiment.slot()),
@@ -85,14 +87,17 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
     case WorkerEvent::kSweepPoint: {
       const SweepPointResult& p = event.sweep_point();
       const char* variable = spec_.sweep().variable() == MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+      // Measured, then the prediction for the same point where the estimate has it.
+      const std::string predicted = PointPredictionText(prediction_, p.value());
+      const std::string suffix = predicted.empty() ? "" : absl::StrCat(" (", predicted, ")");
       if (p.oom()) {
         return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
-                            p.value(), ": OOM");
+                            p.value(), ": OOM", suffix);
       }
       return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
                           p.value(), ": fits, peak allocated ",
                           FormatBytes(p.anatomy().peak_allocated_bytes()), ", ",
-                          FormatSeconds(p.step_time_seconds()), "/step");
+                          FormatSeconds(p.step_time_seconds()), "/step", suffix);
     }
     case WorkerEvent::kOom: {
       const OomReport& oom = event.oom();

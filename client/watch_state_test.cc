@@ -47,6 +47,29 @@ TEST(WatchStateTest, QueuedViewShowsThePosition) {
   EXPECT_EQ(state.last_sequence(), 1);
 }
 
+// A finished sweep point is printed with the prediction for the same value, where the
+// estimate made at submit has it.
+TEST(WatchStateTest, SweepPointsShowTheirPrediction) {
+  Experiment experiment = Queued();
+  for (int v : {4096, 8192}) experiment.mutable_spec()->mutable_sweep()->add_values(v);
+  auto* predicted = experiment.mutable_prediction()->add_points();
+  predicted->set_value(8192);
+  predicted->set_peak_allocated_bytes(int64_t{23} << 30);
+  predicted->set_verdict(TIGHT);
+  WatchState state(experiment);
+  ExperimentEvent point;
+  point.set_sequence(1);
+  auto* p = point.mutable_worker_event()->mutable_sweep_point();
+  p->set_sweep_index(1);
+  p->set_value(8192);
+  p->set_oom(true);
+  EXPECT_EQ(*state.Apply(point),
+            "exp-000007 sweep point 2 seq_len=8192: OOM (predicted 23.00 GiB, TIGHT)");
+  p->set_value(4096);  // no prediction for it: nothing added
+  p->set_sweep_index(0);
+  EXPECT_EQ(*state.Apply(point), "exp-000007 sweep point 1 seq_len=4096: OOM");
+}
+
 TEST(WatchStateTest, RunningViewShowsPhaseProgressMemoryAndSparkline) {
   WatchState state(Queued());
   state.Apply(StateEvent(1, Experiment::RUNNING, 0));

@@ -187,10 +187,16 @@ def summary(rows_by_log):
             lines.append([name, point, fmt_bytes(predicted),
                           "OOM" if row["oom"] else fmt_bytes(measured),
                           "-" if row["oom"] else fmt_error(error_ratio(predicted, measured)),
-                          "yes" if row["estimate"].get("fits", False) else "no",
+                          predicted_verdict(row["estimate"]),
                           "no" if row["oom"] else "yes",
                           str(row["estimate"].get("peak_phase", ""))])
     return lines
+
+
+def predicted_verdict(estimate):
+    """FITS / TIGHT / DOES_NOT_FIT; "no limit" without one (docs/ESTIMATOR.md, "Does it fit")."""
+    verdict = estimate.get("verdict", "FIT_VERDICT_UNSPECIFIED")
+    return "no limit" if verdict == "FIT_VERDICT_UNSPECIFIED" else verdict
 
 
 def sweep_summary(rows_by_log):
@@ -274,7 +280,7 @@ def main(argv):
             render(args.format, f"{name}{point}" + (" — measured: OOM" if row["oom"] else ""),
                    header, category_table(row), out)
     render(args.format, "Peak allocated: predicted vs measured",
-           ["experiment", "point", "predicted", "measured", "error", "predicted fits",
+           ["experiment", "point", "predicted", "measured", "error", "predicted verdict",
             "measured fit", "predicted peak phase"], summary(rows_by_log), out)
     sweeps = sweep_summary(rows_by_log)
     if sweeps:

@@ -42,8 +42,14 @@ def anatomy_row(label, e):
     return [label] + [gib(a[k]) for k in ("weightsBytes", "gradientsBytes", "optimizerStateBytes",
                                            "activationsBytes", "temporaryBuffersBytes",
                                            "peakAllocatedBytes", "peakReservedBytes")] + [
-        e["peakPhase"], "yes" if e["fits"] else "no", str(e["maxSeqLenThatFits"]),
-        str(e["maxMicroBatchThatFits"])]
+        e["peakPhase"], verdict(e), str(e["maxSeqLenThatFits"]),
+        str(e.get("maxSeqLenNotRuledOut", 0)), str(e["maxMicroBatchThatFits"])]
+
+
+def verdict(e):
+    """FITS, TIGHT or DOES_NOT_FIT, with the margin when TIGHT."""
+    v = e.get("verdict", "FITS" if e["fits"] else "DOES_NOT_FIT")
+    return f"TIGHT ({gib(e['marginBytes'])})" if v == "TIGHT" else v
 
 
 def table(header, rows):
@@ -61,7 +67,8 @@ def main(argv):
     args = parser.parse_args(argv)
     limit = int(args.limit_gib * (1 << 30))
     header = ["run", "weights", "gradients", "optimizer", "activations", "temporaries",
-              "peak alloc", "peak reserved", "peak phase", "fits", "max seq", "max batch"]
+              "peak alloc", "peak reserved", "peak phase", "verdict", "max seq FITS",
+              "max seq not ruled out", "max batch"]
 
     print(f"Basic experiments (GiB; limit {args.limit_gib:g} GiB):\n")
     table(header, [
@@ -80,11 +87,15 @@ def main(argv):
         row, first_oom = [name], "none"
         for seq in SWEEP:
             e = estimate(args.estimator, spec(limit, seqLen=seq, **training))
-            row.append(gib(e["predictedPeakBytes"]) + ("" if e["fits"] else " (OOM)"))
-            if not e["fits"] and first_oom == "none":
+            v = e.get("verdict", "FITS")
+            row.append(gib(e["predictedPeakBytes"]) +
+                       {"FITS": "", "TIGHT": " (TIGHT)"}.get(v, " (OOM)"))
+            if v != "FITS" and first_oom == "none":
                 first_oom = str(seq)
-        rows.append(row + [first_oom, str(e["maxSeqLenThatFits"])])
-    table(["sweep"] + [str(s) for s in SWEEP] + ["first OOM", "max seq"], rows)
+        rows.append(row + [first_oom, str(e["maxSeqLenThatFits"]),
+                           str(e.get("maxSeqLenNotRuledOut", 0))])
+    table(["sweep"] + [str(s) for s in SWEEP] +
+          ["first not FITS", "max seq FITS", "max seq not ruled out"], rows)
 
     print("Optimizer modes, seq 2048, micro-batch 1, sdpa (GiB):\n")
     modes = [("adamw (bf16 state)", {}), ("adamw fp32 master", {"kind": "ADAMW_FP32_MASTER"}),

@@ -30,7 +30,7 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
         kCudaBlasWorkspaceThreads, kCudaBlasWorkspaceBytes / kMiB));
     notes.push_back(absl::StrFormat(
         "reserved = allocated peak rounded up to its segment (multiples of %d MiB) + one "
-        "%d MiB small-pool segment; fragmentation beyond that is not modelled",
+        "%d MiB small-pool segment; fragmentation enters the verdict's margin",
         kCudaRoundLargeBytes / kMiB, kCudaSmallSegmentBytes / kMiB));
   }
   switch (run.optimizer) {
@@ -85,8 +85,8 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
   }
   if (limit_bytes > 0) {
     notes.push_back(absl::StrFormat(
-        "fits compares the predicted reserved peak with the limit %d bytes (%.2f GiB); the "
-        "CUDA context is outside the emulated limit",
+        "the verdict compares predicted reserved memory with the limit %d bytes (%.2f GiB); "
+        "the CUDA context is outside the emulated limit",
         limit_bytes, static_cast<double>(limit_bytes) / kGiB));
   }
   return notes;

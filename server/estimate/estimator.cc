@@ -8,35 +8,33 @@
 #include "common/status_macros.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/estimate_notes.h"
+#include "server/estimate/fit_verdict.h"
 #include "server/estimate/parameter_state.h"
+#include "server/estimate/reserved_model.h"
 #include "server/estimate/run_settings.h"
 #include "server/estimate/step_timeline.h"
+#include "server/estimate/sweep_estimate.h"
 
 namespace vramlab::server {
 namespace {
 
+using estimate::AllocatorKind;
 using estimate::Device;
 using estimate::RunSettings;
-
-// Predicted peak of the caching allocator's reserved memory: the allocated peak plus the
-// segment rounding of the request that sets it. Fragmentation beyond that is not modelled
-// (docs/ESTIMATOR.md); on the CPU reserved == allocated.
-int64_t ReservedAtPeak(const RunSettings& run, int64_t peak_allocated) {
-  if (run.device == Device::kCpu) return peak_allocated;
-  const int64_t rounded = estimate::SegmentBytes(peak_allocated);
-  return rounded + estimate::kCudaSmallSegmentBytes;
-}
 
 struct Prediction {
   vramlab::v1::MemoryAnatomy anatomy;
   estimate::StepPeaks peaks;
+  estimate::FitDecision decision;
 };
 
-Prediction Predict(const RunSettings& run) {
+Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limit) {
   const estimate::ParameterState params = estimate::EstimateParameterState(run);
   const estimate::StepPeaks peaks = estimate::WalkTrainingStep(run, params);
   Prediction p;
   p.peaks = peaks;
+  p.decision = estimate::DecideFit(estimate::PredictReserved(run, peaks, allocator),
+                                   estimate::MeasuredModelError(run, allocator), limit);
   vramlab::v1::MemoryAnatomy& a = p.anatomy;
   a.set_weights_bytes(params.weights - params.adapter_weights - params.quantization_constants);
   a.set_adapter_weights_bytes(params.adapter_weights);
@@ -46,7 +44,9 @@ Prediction Predict(const RunSettings& run) {
   a.set_activations_bytes(peaks.activations);
   a.set_temporary_buffers_bytes(params.step_temporaries);  // 0 with in_backward
   const int64_t peak = peaks.peak();
-  const int64_t reserved = ReservedAtPeak(run, peak);
+  // Reserved at the allocated peak by the rounding rules (reserved_model.h); fragmentation
+  // enters the verdict's margin, not the anatomy.
+  const int64_t reserved = estimate::RoundedReserved(allocator, peak);
   const int64_t context = run.device == Device::kCuda ? estimate::kCudaContextBytes : 0;
   a.set_allocator_cache_bytes(reserved - peak);
   a.set_cuda_context_bytes(context);
@@ -55,12 +55,6 @@ Prediction Predict(const RunSettings& run) {
   a.set_peak_device_used_bytes(reserved + context);
   a.set_fragmentation_ratio(reserved > 0 ? 1.0 - static_cast<double>(peak) / reserved : 0.0);
   return p;
-}
-
-// The limit applies to the caching allocator (setMemoryFraction / the counting allocator's cap):
-// compare it with the predicted reserved peak.
-bool Fits(const RunSettings& run, int64_t limit) {
-  return Predict(run).anatomy.peak_reserved_bytes() <= limit;
 }
 
 // Largest value in [1, kSearchCeiling] for which `fits(value)` holds, 0 if none. `fits` is
@@ -84,30 +78,24 @@ int32_t LargestFitting(FitsFn fits) {
   return static_cast<int32_t>(good);
 }
 
-// The most memory reserved but unallocated at an out-of-memory in the H200 sweeps with the
-// default allocator (4.17 GiB: docs/results/README.md, longest sequence at 24 GiB). Runs whose
-// peak came that close to the limit ran out or fit depending on where the free blocks lay.
-constexpr int64_t kMeasuredFragmentationBytes = int64_t{42} * estimate::kGiB / 10;
-
-// A note on what the estimate leaves out where it matters: a CUDA run under a limit with the
-// default allocator. Empty otherwise.
-std::string FragmentationNote(const vramlab::v1::ExperimentSpec& spec, const RunSettings& run,
-                              const vramlab::v1::MemoryEstimate& estimate) {
-  if (estimate.limit_bytes() == 0 || run.device != Device::kCuda ||
-      spec.memory().allocator().expandable_segments()) {
-    return "";
+std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
+  const double gib = static_cast<double>(estimate::kGiB);
+  const std::string band = absl::StrFormat(
+      "reserved %.2f .. %.2f GiB at the %s (margin %.2f GiB: fragmentation measured in such "
+      "moments and the estimator's measured error)",
+      e.reserved_low_bytes() / gib, e.reserved_high_bytes() / gib,
+      vramlab::v1::Phase_Name(e.deciding_phase()), e.margin_bytes() / gib);
+  switch (e.verdict()) {
+    case vramlab::v1::FITS:
+      return absl::StrCat("verdict FITS: ", band);
+    case vramlab::v1::TIGHT:
+      return absl::StrCat("verdict TIGHT: the limit lies within the margin the model cannot "
+                          "resolve; ", band);
+    case vramlab::v1::DOES_NOT_FIT:
+      return absl::StrCat("verdict DOES_NOT_FIT: ", band);
+    default:
+      return "";
   }
-  std::string note =
-      "default allocator: fragmentation is not modelled; measured runs whose peak came within "
-      "4.2 GiB of the limit have run out of memory with up to that much reserved but unused "
-      "(H200, docs/results/README.md), and memory.allocator.expandable_segments removed it there. "
-      "The largest fitting sequence and micro-batch may come out smaller than predicted";
-  const int64_t headroom = estimate.limit_bytes() - estimate.anatomy().peak_reserved_bytes();
-  if (estimate.fits() && headroom < kMeasuredFragmentationBytes) {
-    note = absl::StrFormat("%.2f GiB to spare: ", static_cast<double>(headroom) / estimate::kGiB) +
-           note;
-  }
-  return note;
 }
 
 }  // namespace
@@ -118,36 +106,63 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
     return absl::InvalidArgumentError(
         absl::StrCat("limit_bytes: must not be negative, got ", limit_bytes));
   }
-  ASSIGN_OR_RETURN(const RunSettings run, estimate::ResolveRunSettings(spec));
+  ASSIGN_OR_RETURN(const RunSettings base, estimate::ResolveRunSettings(spec));
   const int64_t limit =
       limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
+  const AllocatorKind allocator =
+      estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
+  const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
+  auto predict = [&](int64_t value) {
+    return Predict(estimate::AtSweepValue(base, sweep, value), allocator, limit);
+  };
+  auto fits = [&](const RunSettings& r) {
+    return Predict(r, allocator, limit).decision.verdict == vramlab::v1::FITS;
+  };
+  auto possible = [&](const RunSettings& r) {
+    return Predict(r, allocator, limit).decision.verdict != vramlab::v1::DOES_NOT_FIT;
+  };
+  // A sweep's top level is its first point (what must run at all); every point is listed.
+  const RunSettings run = sweep.active ? estimate::AtSweepValue(base, sweep, sweep.first()) : base;
 
-  const Prediction p = Predict(run);
+  const Prediction p = Predict(run, allocator, limit);
   vramlab::v1::MemoryEstimate out;
   *out.mutable_anatomy() = p.anatomy;
   out.set_predicted_peak_bytes(p.anatomy.peak_allocated_bytes());
   out.set_peak_phase(p.peaks.peak_phase());
   out.set_limit_bytes(limit);
   out.set_parameter_count(estimate::ParameterCount(run.model));
-  if (limit == 0) {
-    out.set_fits(true);
-  } else {
-    out.set_fits(p.anatomy.peak_reserved_bytes() <= limit);
-    out.set_max_seq_len_that_fits(LargestFitting([&](int64_t seq) {
-      RunSettings r = run;
-      r.seq_len = seq;
-      return Fits(r, limit);
-    }));
-    out.set_max_micro_batch_that_fits(LargestFitting([&](int64_t batch) {
-      RunSettings r = run;
-      r.micro_batch = batch;
-      return Fits(r, limit);
-    }));
+  out.set_verdict(p.decision.verdict);
+  out.set_reserved_low_bytes(p.decision.reserved_low);
+  out.set_reserved_high_bytes(p.decision.reserved_high);
+  out.set_margin_bytes(p.decision.margin);
+  out.set_deciding_phase(p.decision.deciding_phase);
+  out.set_fits(limit == 0 || p.decision.verdict == vramlab::v1::FITS);
+  if (limit != 0) {
+    auto with_seq = [&](int64_t seq) { RunSettings r = run; r.seq_len = seq; return r; };
+    auto with_batch = [&](int64_t b) { RunSettings r = run; r.micro_batch = b; return r; };
+    out.set_max_seq_len_that_fits(LargestFitting([&](int64_t v) { return fits(with_seq(v)); }));
+    out.set_max_micro_batch_that_fits(
+        LargestFitting([&](int64_t v) { return fits(with_batch(v)); }));
+    out.set_max_seq_len_not_ruled_out(
+        LargestFitting([&](int64_t v) { return possible(with_seq(v)); }));
+    out.set_max_micro_batch_not_ruled_out(
+        LargestFitting([&](int64_t v) { return possible(with_batch(v)); }));
+  }
+  if (sweep.active) {
+    estimate::FillSweepPredictions(sweep, limit, [&](int64_t value) {
+      const Prediction point = predict(value);
+      vramlab::v1::PointEstimate e;
+      e.set_value(static_cast<int32_t>(value));
+      e.set_peak_allocated_bytes(point.anatomy.peak_allocated_bytes());
+      e.set_reserved_low_bytes(point.decision.reserved_low);
+      e.set_reserved_high_bytes(point.decision.reserved_high);
+      e.set_verdict(point.decision.verdict);
+      e.set_peak_phase(point.peaks.peak_phase());
+      return e;
+    }, &out);
   }
   for (std::string& note : estimate::EstimateNotes(run, limit)) out.add_notes(std::move(note));
-  if (std::string note = FragmentationNote(spec, run, out); !note.empty()) {
-    out.add_notes(std::move(note));
-  }
+  if (std::string note = VerdictNote(out); !note.empty()) out.add_notes(std::move(note));
   return out;
 }
 

@@ -321,33 +321,92 @@ TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
   EXPECT_FALSE(overridden.notes().empty());
 }
 
-// The note of fragmentation under a limit, with the default allocator on CUDA only, and the
-// headroom named when the spec fits by less than the measured fragmentation.
-TEST(EstimatorTest, FragmentationNoteOnlyWhereTheDefaultAllocatorMeetsALimit) {
-  auto fragmentation_note = [](const MemoryEstimate& e) -> std::string {
+// The three-way verdict: FITS above the high end of the band, DOES_NOT_FIT below its floor,
+// TIGHT inside it, with the band named in a note; expandable segments narrow it.
+TEST(EstimatorTest, VerdictIsThreeWayAroundTheReservedBand) {
+  const ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  const MemoryEstimate unlimited = MustEstimate(spec);
+  EXPECT_EQ(unlimited.verdict(), vramlab::v1::FIT_VERDICT_UNSPECIFIED);
+  ASSERT_GT(unlimited.reserved_high_bytes(), unlimited.reserved_low_bytes());
+  ASSERT_GE(unlimited.reserved_low_bytes(), unlimited.predicted_peak_bytes());
+  const int64_t low = unlimited.reserved_low_bytes(), high = unlimited.reserved_high_bytes();
+  const int64_t floor = high - unlimited.margin_bytes();
+  ASSERT_LT(floor, low);
+
+  const MemoryEstimate roomy = MustEstimate(spec, high);
+  EXPECT_EQ(roomy.verdict(), vramlab::v1::FITS);
+  EXPECT_TRUE(roomy.fits());
+  const MemoryEstimate tight = MustEstimate(spec, high - 1);
+  EXPECT_EQ(tight.verdict(), vramlab::v1::TIGHT);
+  EXPECT_FALSE(tight.fits());
+  auto verdict_note = [](const MemoryEstimate& e) -> std::string {
     for (const std::string& note : e.notes()) {
-      if (note.find("fragmentation is not modelled") != std::string::npos) return note;
+      if (note.rfind("verdict ", 0) == 0) return note;
     }
     return "";
   };
-  ExperimentSpec spec = Spec("qwen2.5-1.5b");
-  EXPECT_EQ(fragmentation_note(MustEstimate(spec)), "") << "no limit";
-
-  const MemoryEstimate roomy = MustEstimate(spec, 80 * kGiB);
-  EXPECT_NE(fragmentation_note(roomy), "");
-  EXPECT_EQ(fragmentation_note(roomy).find("to spare"), std::string::npos) << fragmentation_note(roomy);
-
-  const int64_t tight_limit = roomy.anatomy().peak_reserved_bytes() + kGiB;
-  const MemoryEstimate tight = MustEstimate(spec, tight_limit);
-  ASSERT_TRUE(tight.fits());
-  EXPECT_EQ(fragmentation_note(tight).rfind("1.00 GiB to spare: ", 0), 0u) << fragmentation_note(tight);
+  EXPECT_NE(verdict_note(tight).find("margin the model cannot resolve"), std::string::npos)
+      << verdict_note(tight);
+  EXPECT_EQ(MustEstimate(spec, floor).verdict(), vramlab::v1::TIGHT);
+  EXPECT_EQ(MustEstimate(spec, floor - 1).verdict(), vramlab::v1::DOES_NOT_FIT);
+  EXPECT_EQ(verdict_note(unlimited), "");
 
   ExperimentSpec expandable = spec;
   expandable.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
-  EXPECT_EQ(fragmentation_note(MustEstimate(expandable, tight_limit)), "");
-  ExperimentSpec cpu = spec;
-  cpu.set_device(vramlab::v1::CPU);
-  EXPECT_EQ(fragmentation_note(MustEstimate(cpu, tight_limit)), "");
+  EXPECT_LT(MustEstimate(expandable).margin_bytes(), unlimited.margin_bytes());
+}
+
+// A LIST sweep gets a prediction per value and the predicted first OOM; a search the predicted
+// boundary on its grid; the top level describes the point the worker runs first.
+TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_training()->set_steps(2);
+  spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
+  ExperimentSpec list = spec;
+  for (int v : {4096, 6144, 8192}) list.mutable_sweep()->add_values(v);
+  const MemoryEstimate e = MustEstimate(list);
+  ASSERT_EQ(e.points_size(), 3);
+  ExperimentSpec at_4096 = spec;  // the top level is the point run first
+  at_4096.mutable_training()->set_seq_len(4096);
+  EXPECT_EQ(e.predicted_peak_bytes(), MustEstimate(at_4096).predicted_peak_bytes());
+  int first_not_fitting = 0;
+  for (int i = 0; i < 3; ++i) {
+    ExperimentSpec point = spec;
+    point.mutable_training()->set_seq_len(e.points(i).value());
+    const MemoryEstimate alone = MustEstimate(point);
+    EXPECT_EQ(e.points(i).peak_allocated_bytes(), alone.predicted_peak_bytes());
+    EXPECT_EQ(e.points(i).verdict(), alone.verdict());
+    if (first_not_fitting == 0 && alone.verdict() != vramlab::v1::FITS) {
+      first_not_fitting = e.points(i).value();
+    }
+  }
+  EXPECT_EQ(e.predicted_first_oom_value(), first_not_fitting);
+  // The sweep: 8192 ran out of memory; it must not be predicted to fit.
+  EXPECT_NE(e.points(2).verdict(), vramlab::v1::FITS);
+
+  ExperimentSpec search = spec;
+  search.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+  search.mutable_sweep()->set_search_min(1024);
+  search.mutable_sweep()->set_search_max(65536);
+  search.mutable_sweep()->set_search_granularity(1000);
+  const MemoryEstimate s = MustEstimate(search);
+  ASSERT_EQ(s.points_size(), 2);
+  const int fits = s.predicted_search_fits_up_to();
+  const int possible = s.predicted_search_not_ruled_out_up_to();
+  ASSERT_GT(fits, 0);
+  EXPECT_EQ(fits % 1000, 0);
+  EXPECT_GE(possible, fits);
+  auto verdict_at = [&](int seq) {
+    ExperimentSpec point = spec;
+    point.mutable_training()->set_seq_len(seq);
+    return MustEstimate(point).verdict();
+  };
+  EXPECT_EQ(verdict_at(fits), vramlab::v1::FITS);
+  EXPECT_NE(verdict_at(fits + 1000), vramlab::v1::FITS);
+  EXPECT_NE(verdict_at(possible), vramlab::v1::DOES_NOT_FIT);
+  EXPECT_EQ(verdict_at(possible + 1000), vramlab::v1::DOES_NOT_FIT);
 }
 
 TEST(EstimatorTest, PeakIsTheLargestPhaseAndAtLeastTheStaticState) {

@@ -24,6 +24,10 @@ struct MicroStepKind {
 struct MicroStepPeaks {
   int64_t forward = 0;
   int64_t backward = 0;
+  int64_t forward_loss = 0;
+  int64_t backward_loss = 0;
+  int64_t forward_layers = 0;
+  int64_t backward_layers = 0;
   int64_t activations = 0;
 };
 
@@ -131,16 +135,21 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   for (int64_t i = 0; i < layers; ++i) {
     const bool ckpt = IsCheckpointed(m.run, i);
     const int64_t inner = ckpt ? m.layer.no_grad_peak : m.layer.forward_peak;
-    peaks.forward = std::max(peaks.forward, forward_base + kept + m.layer.hidden + inner);
+    peaks.forward_layers =
+        std::max(peaks.forward_layers, forward_base + kept + m.layer.hidden + inner);
     kept_by_layer[i] = ckpt ? m.layer.checkpoint_input : m.layer.kept;
     kept += kept_by_layer[i];
   }
-  peaks.forward = std::max(peaks.forward, forward_base + kept + m.loss.forward_peak);
+  peaks.forward_loss = forward_base + kept + m.loss.forward_peak;
+  peaks.forward = std::max(peaks.forward_layers, peaks.forward_loss);
 
   // Backward, from the loss down to the embedding.
-  auto observe = [&](int64_t value) { peaks.backward = std::max(peaks.backward, value); };
-  observe(in_step + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient);
-  observe(in_step + held.AtLoss(true) + kept + m.loss.backward_peak_with_head_gradient);
+  auto observe = [&](int64_t value) {
+    peaks.backward_layers = std::max(peaks.backward_layers, value);
+  };
+  peaks.backward_loss =
+      std::max(in_step + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient,
+               in_step + held.AtLoss(true) + kept + m.loss.backward_peak_with_head_gradient);
   for (int64_t i = layers - 1; i >= 0; --i) {
     kept -= kept_by_layer[i];
     const int64_t grads = held.AtLayer(layers - 1 - i);
@@ -155,6 +164,7 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
     }
   }
   observe(in_step + held.AtEmbedding() + m.layer.hidden);
+  peaks.backward = std::max(peaks.backward_loss, peaks.backward_layers);
 
   const int64_t ends = fixed + std::max(held.Before(), held.After());
   peaks.activations = std::max<int64_t>(0, std::max(peaks.forward, peaks.backward) - ends);
@@ -193,6 +203,10 @@ StepPeaks WalkTrainingStep(const RunSettings& run, const ParameterState& params)
     const MicroStepPeaks micro = WalkMicroStep(m, kind);
     peaks.forward = std::max(peaks.forward, micro.forward);
     peaks.backward = std::max(peaks.backward, micro.backward);
+    peaks.forward_loss = std::max(peaks.forward_loss, micro.forward_loss);
+    peaks.backward_loss = std::max(peaks.backward_loss, micro.backward_loss);
+    peaks.forward_layers = std::max(peaks.forward_layers, micro.forward_layers);
+    peaks.backward_layers = std::max(peaks.backward_layers, micro.backward_layers);
     peaks.activations = std::max(peaks.activations, micro.activations);
   }
   peaks.load = params.weights + params.load_temporaries;

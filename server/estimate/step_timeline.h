@@ -17,6 +17,13 @@ struct StepPeaks {
   int64_t forward = 0;
   int64_t backward = 0;
   int64_t optimizer_step = 0;
+  // The most live at the loss (final norm, lm_head, cross-entropy) in forward and in backward;
+  // forward and backward above are these or the decoder layers' moments, whichever is larger.
+  int64_t forward_loss = 0;
+  int64_t backward_loss = 0;
+  // The same inside the decoder layers (the embedding's backward included).
+  int64_t forward_layers = 0;
+  int64_t backward_layers = 0;
   // As the worker measures it (worker/train/anatomy_builder.h): the forward+backward peak of a
   // micro-step above the larger of its two ends (before forward, after backward).
   int64_t activations = 0;

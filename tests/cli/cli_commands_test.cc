@@ -283,6 +283,34 @@ TEST_F(CliCommandsTest, EstimateTextAndJson) {
   EXPECT_EQ(estimate.parameter_count(), 1543714304);
   EXPECT_EQ(estimate.limit_bytes(), int64_t{24} << 30);
   EXPECT_GT(estimate.predicted_peak_bytes(), estimate.anatomy().weights_bytes());
+  // The three-way verdict, in words and in the message.
+  EXPECT_NE(estimate.verdict(), vramlab::v1::FIT_VERDICT_UNSPECIFIED);
+  EXPECT_GT(estimate.reserved_high_bytes(), estimate.reserved_low_bytes());
+  EXPECT_THAT(text.out, ::testing::MatchesRegex(
+      "(.|\n)*\nlimit:      24.00 GiB: (FITS|TIGHT: within|DOES NOT FIT) (.|\n)*"));
+}
+
+// A sweep gets a prediction per point and the predicted first point not to fit (the issue's
+// sweep: 1.5B, sdpa + checkpointing, 2 steps, 24 GiB); settings name the range, not seq 512.
+TEST_F(CliCommandsTest, EstimateOfASweepPredictsEveryPoint) {
+  const std::vector<std::string> args = {
+      "estimate", "--preset", "qwen2.5-1.5b", "--attention", "sdpa", "--checkpointing", "all",
+      "--steps", "2", "--memory-limit", "24GiB", "--sweep-seq-lens", "4096,6144,8192"};
+  CliResult text = Run(args);
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("sweep seq 4096,6144,8192"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("seq512")));
+  EXPECT_THAT(text.out, HasSubstr("sweep, predicted per point"));
+  EXPECT_THAT(text.out, HasSubstr("predicted first point not to fit: seq_len 8192\n"));
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  CliResult json = Run(json_args);
+  vramlab::v1::MemoryEstimate estimate;
+  ASSERT_TRUE(ParseJson(json.out, estimate)) << Describe(json);
+  ASSERT_EQ(estimate.points_size(), 3);
+  EXPECT_EQ(estimate.points(2).value(), 8192);
+  EXPECT_NE(estimate.points(2).verdict(), vramlab::v1::FITS);
+  EXPECT_EQ(estimate.predicted_first_oom_value(), 8192);
 }
 
 TEST_F(CliCommandsTest, SnapshotOfACpuRunIsAnErrorAndLeavesNoFile) {

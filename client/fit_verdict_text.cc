@@ -1,0 +1,93 @@
+#include "client/fit_verdict_text.h"
+
+#include "absl/strings/str_cat.h"
+#include "client/byte_size.h"
+#include "client/describe.h"
+#include "client/text_table.h"
+
+namespace vramlab::client {
+
+using vramlab::v1::MemoryEstimate;
+
+std::string VerdictName(vramlab::v1::FitVerdict verdict) {
+  switch (verdict) {
+    case vramlab::v1::FITS: return "FITS";
+    case vramlab::v1::TIGHT: return "TIGHT";
+    case vramlab::v1::DOES_NOT_FIT: return "DOES NOT FIT";
+    default: return "-";
+  }
+}
+
+std::string VerdictName(const MemoryEstimate& estimate) {
+  if (estimate.verdict() == vramlab::v1::FIT_VERDICT_UNSPECIFIED) {
+    return estimate.fits() ? "FITS" : "DOES NOT FIT";
+  }
+  return VerdictName(estimate.verdict());
+}
+
+std::string VerdictDetail(const MemoryEstimate& estimate) {
+  if (estimate.limit_bytes() <= 0) return "";
+  std::string line = VerdictName(estimate);
+  if (estimate.verdict() == vramlab::v1::TIGHT) {
+    absl::StrAppend(&line, ": within the ", FormatBytes(estimate.margin_bytes()),
+                    " margin the model cannot resolve");
+  }
+  if (estimate.reserved_high_bytes() > 0) {
+    absl::StrAppend(&line, " (reserved ", FormatBytes(estimate.reserved_low_bytes()), " .. ",
+                    FormatBytes(estimate.reserved_high_bytes()), " at the ",
+                    PhaseName(estimate.deciding_phase()), ")");
+  }
+  return line;
+}
+
+std::string VerdictLine(const MemoryEstimate& estimate) {
+  if (estimate.limit_bytes() <= 0) return "";
+  return absl::StrCat("limit ", FormatBytes(estimate.limit_bytes()), ": ",
+                      VerdictDetail(estimate));
+}
+
+const vramlab::v1::PointEstimate* FindPoint(const MemoryEstimate& estimate, int64_t value) {
+  for (const auto& point : estimate.points()) {
+    if (point.value() == value) return &point;
+  }
+  return nullptr;
+}
+
+std::string PointPredictionText(const MemoryEstimate& estimate, int64_t value) {
+  const vramlab::v1::PointEstimate* point = FindPoint(estimate, value);
+  if (point == nullptr) return "";
+  std::string text = absl::StrCat("predicted ", FormatBytes(point->peak_allocated_bytes()));
+  if (point->verdict() != vramlab::v1::FIT_VERDICT_UNSPECIFIED) {
+    absl::StrAppend(&text, ", ", VerdictName(point->verdict()));
+  }
+  return text;
+}
+
+std::string RenderPredictedSweep(const MemoryEstimate& estimate, const char* variable,
+                                 bool search) {
+  if (estimate.points_size() == 0) return "";
+  using Align = TextTable::Align;
+  TextTable table({variable, "peak allocated", "reserved", "verdict", "peak in"},
+                  {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft});
+  for (const auto& p : estimate.points()) {
+    table.AddRow({absl::StrCat(p.value()), FormatBytes(p.peak_allocated_bytes()),
+                  absl::StrCat(FormatBytes(p.reserved_low_bytes()), " .. ",
+                               FormatBytes(p.reserved_high_bytes())),
+                  VerdictName(p.verdict()), PhaseName(p.peak_phase())});
+  }
+  std::string out = table.Render();
+  if (estimate.limit_bytes() <= 0) return out;
+  if (search) {
+    absl::StrAppend(&out, "predicted search result: ", variable, " FITS up to ",
+                    estimate.predicted_search_fits_up_to(), ", not ruled out up to ",
+                    estimate.predicted_search_not_ruled_out_up_to(), "\n");
+  } else if (estimate.predicted_first_oom_value() > 0) {
+    absl::StrAppend(&out, "predicted first point not to fit: ", variable, " ",
+                    estimate.predicted_first_oom_value(), "\n");
+  } else {
+    absl::StrAppend(&out, "every point predicted to fit\n");
+  }
+  return out;
+}
+
+}  // namespace vramlab::client

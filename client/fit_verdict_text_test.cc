@@ -1,0 +1,69 @@
+#include "client/fit_verdict_text.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vramlab::client {
+namespace {
+
+using ::testing::HasSubstr;
+using vramlab::v1::MemoryEstimate;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+MemoryEstimate Tight() {
+  MemoryEstimate e;
+  e.set_limit_bytes(24 * kGiB);
+  e.set_verdict(vramlab::v1::TIGHT);
+  e.set_reserved_low_bytes(23 * kGiB);
+  e.set_reserved_high_bytes(26 * kGiB);
+  e.set_margin_bytes(4 * kGiB);
+  e.set_deciding_phase(vramlab::v1::BACKWARD);
+  return e;
+}
+
+TEST(FitVerdictTextTest, TheVerdictWithItsBandAndMargin) {
+  EXPECT_EQ(VerdictLine(Tight()),
+            "limit 24.00 GiB: TIGHT: within the 4.00 GiB margin the model cannot resolve "
+            "(reserved 23.00 GiB .. 26.00 GiB at the backward)");
+  MemoryEstimate fits = Tight();
+  fits.set_verdict(vramlab::v1::FITS);
+  EXPECT_EQ(VerdictDetail(fits), "FITS (reserved 23.00 GiB .. 26.00 GiB at the backward)");
+  MemoryEstimate out = Tight();
+  out.set_verdict(vramlab::v1::DOES_NOT_FIT);
+  EXPECT_THAT(VerdictDetail(out), ::testing::StartsWith("DOES NOT FIT (reserved "));
+  // An estimate stored before verdicts existed: from `fits`, without a band.
+  MemoryEstimate old;
+  old.set_limit_bytes(24 * kGiB);
+  old.set_fits(false);
+  EXPECT_EQ(VerdictLine(old), "limit 24.00 GiB: DOES NOT FIT");
+  old.set_limit_bytes(0);
+  EXPECT_EQ(VerdictLine(old), "");
+}
+
+TEST(FitVerdictTextTest, SweepPointsPredictedPerValue) {
+  MemoryEstimate e = Tight();
+  for (int value : {4096, 6144, 8192}) {
+    auto* p = e.add_points();
+    p->set_value(value);
+    p->set_peak_allocated_bytes(value / 512 * kGiB);
+    p->set_reserved_low_bytes(value / 512 * kGiB);
+    p->set_reserved_high_bytes(value / 512 * kGiB + kGiB);
+    p->set_verdict(value < 8192 ? vramlab::v1::FITS : vramlab::v1::TIGHT);
+    p->set_peak_phase(vramlab::v1::BACKWARD);
+  }
+  e.set_predicted_first_oom_value(8192);
+  EXPECT_EQ(PointPredictionText(e, 8192), "predicted 16.00 GiB, TIGHT");
+  EXPECT_EQ(PointPredictionText(e, 512), "");
+  const std::string list = RenderPredictedSweep(e, "seq_len", /*search=*/false);
+  EXPECT_THAT(list, HasSubstr("12.00 GiB .. 13.00 GiB"));
+  EXPECT_THAT(list, HasSubstr("predicted first point not to fit: seq_len 8192\n"));
+  e.set_predicted_search_fits_up_to(6144);
+  e.set_predicted_search_not_ruled_out_up_to(8192);
+  EXPECT_THAT(RenderPredictedSweep(e, "seq_len", /*search=*/true),
+              HasSubstr("predicted search result: seq_len FITS up to 6144, not ruled out up to "
+                        "8192\n"));
+}
+
+}  // namespace
+}  // namespace vramlab::client

@@ -1,0 +1,111 @@
+// A replay of c10's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp) for one device
+// and one stream: the rules that decide reserved memory, written from the allocator's source.
+//   - sizes are rounded up to 512 B (kMinBlockSize); requests up to 1 MiB (kSmallSize) use the
+//     small pool, larger ones the large pool;
+//   - a request takes the smallest cached free block of its pool that holds it (best fit, lower
+//     address first); a block at least max_split_size is not handed to a smaller request, nor
+//     one 20 MiB (kLargeBuffer) or more larger than a request at least max_split_size;
+//   - a block is split when the rest is >= 512 B (small pool, and expandable segments) or
+//     > 1 MiB (large pool, only for requests under max_split_size);
+//   - without a fitting block a segment is cudaMalloc'd: 2 MiB (kSmallBuffer) for requests up to
+//     1 MiB, 20 MiB (kLargeBuffer) under 10 MiB (kMinLargeAlloc), else rounded up to 2 MiB
+//     (kRoundLarge);
+//   - when that would pass the limit (setMemoryFraction), free blocks at least max_split_size
+//     are released first (largest that suffice), then every free block that is a whole
+//     segment, and the cudaMalloc is tried again; then the request fails (out of memory);
+//   - freed blocks merge with free neighbours of the same segment;
+//   - expandable segments: one segment per pool reserves address space and maps pages (20 MiB
+//     large, 2 MiB small) on demand: a request no free block holds maps the lowest unmapped
+//     range that, joined with the free block before it, spans it; before failing (and on
+//     empty_cache) every free block unmaps the whole pages inside it. Not modelled: c10's
+//     preference, among free blocks of equal fit, for one followed by unmapped space.
+// Used by the unit tests on allocator traces (testdata/estimator/traces/) and to check the
+// reserved model's rounding rules; the estimator itself needs no trace.
+#ifndef VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
+#define VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace vramlab::server::estimate {
+
+struct AllocatorSimConfig {
+  int64_t limit = 0;  // bytes the allocator may reserve; 0: no limit
+  bool expandable_segments = false;
+  int64_t max_split_size = std::numeric_limits<int64_t>::max();
+};
+
+// What one Malloc did to the device: segments (or expandable pages) mapped and released.
+struct SegmentEvents {
+  std::vector<int64_t> mapped;
+  std::vector<int64_t> released;
+};
+
+class CachingAllocatorSim {
+ public:
+  explicit CachingAllocatorSim(AllocatorSimConfig config);
+
+  // Allocates `bytes` for tensor `id` (unique while live). False: out of memory (the cache was
+  // released first, as the allocator does; `events` says what that did).
+  bool Malloc(int64_t id, int64_t bytes, SegmentEvents* events);
+  // Frees tensor `id`; false if it is not live.
+  bool Free(int64_t id);
+  // torch.cuda.empty_cache(): releases every whole free segment (free pages when expandable).
+  void EmptyCache(SegmentEvents* events);
+
+  int64_t allocated() const { return allocated_; }
+  int64_t reserved() const { return reserved_; }
+  int64_t peak_allocated() const { return peak_allocated_; }
+  int64_t peak_reserved() const { return peak_reserved_; }
+  // Free bytes inside segments that also hold live blocks (c10's inactive_split_bytes).
+  int64_t inactive_split() const;
+
+  static int64_t RoundSize(int64_t bytes);
+  static int64_t SegmentSize(int64_t rounded);
+
+ private:
+  struct Block {
+    int64_t address = 0;
+    int64_t size = 0;
+    int64_t segment = 0;  // address of the segment's first byte
+    bool small = false;
+    bool live = false;
+    bool mapped = true;  // false: expandable address space with no memory behind it
+  };
+  using FreeKey = std::pair<int64_t, int64_t>;  // (size, address): best fit, lower address first
+
+  bool TryCachedBlock(int64_t size, bool small, int64_t* address);
+  bool TryNewMemory(int64_t size, bool small, SegmentEvents* events, int64_t* address);
+  bool TryExpand(int64_t size, bool small, SegmentEvents* events, int64_t* address);
+  void ReleaseOversize(int64_t size, SegmentEvents* events);
+  void ReleaseWholeSegments(SegmentEvents* events);
+  void UnmapFreePages(SegmentEvents* events);
+  // Maps the first `bytes` (rounded up to pages) of unmapped block `address`; merges it with
+  // free neighbours; returns the merged free block's address.
+  int64_t MapBlock(int64_t address, int64_t bytes, int64_t page, SegmentEvents* events);
+  // Merges block `address` (free) with free neighbours of its segment in the same mapped
+  // state; returns the merged block's address (in the free sets when mapped).
+  int64_t MergeFree(int64_t address);
+  int64_t Take(int64_t address, int64_t size);  // splits per the rules; returns block address
+  void InsertFree(const Block& block);
+  void EraseFree(const Block& block);
+  std::set<FreeKey>& FreeSet(bool small) { return small ? free_small_ : free_large_; }
+  bool Fits(int64_t reserve) const;
+
+  AllocatorSimConfig config_;
+  std::map<int64_t, Block> blocks_;  // by address; every block of every segment
+  std::map<int64_t, int64_t> segments_;  // cudaMalloc'd segments: address -> size
+  std::set<FreeKey> free_small_, free_large_;
+  std::map<int64_t, int64_t> live_;  // tensor id -> block address
+  // Expandable: each pool's segment (small, large) start; 0 until first used.
+  int64_t expandable_base_[2] = {0, 0};
+  int64_t next_address_ = int64_t{1} << 40;
+  int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+};
+
+}  // namespace vramlab::server::estimate
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_

@@ -1,0 +1,98 @@
+// The fit verdict against every recorded GPU run: testdata/estimator/fit_calibration.jsonl holds
+// one row per run or sweep point (its spec, its limit, whether it fit or ran out of memory;
+// format: testdata/estimator/README.md). No row may be FITS and have run out of memory, none
+// DOES_NOT_FIT and have fit. The FITS / TIGHT / DOES_NOT_FIT counts against the outcome are
+// printed (docs/ESTIMATOR.md, "Does it fit", quotes them).
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "server/estimate/estimator.h"
+
+namespace vramlab::server {
+namespace {
+
+using vramlab::v1::FitVerdict;
+
+struct Row {
+  std::string name;
+  vramlab::v1::ExperimentSpec spec;
+  int64_t limit = 0;
+  bool oom = false;
+};
+
+// One JSON object per line; a field missing or of the wrong kind fails the test naming the line.
+bool ParseRow(const std::string& line, Row* row, std::string* error) {
+  google::protobuf::Struct object;
+  if (!google::protobuf::util::JsonStringToMessage(line, &object).ok()) {
+    *error = "not a JSON object";
+    return false;
+  }
+  const auto& f = object.fields();
+  for (const char* key : {"name", "spec", "outcome", "limit_bytes"}) {
+    if (f.find(key) == f.end()) {
+      *error = std::string("missing field ") + key;
+      return false;
+    }
+  }
+  row->name = f.at("name").string_value();
+  const std::string outcome = f.at("outcome").string_value();
+  if (outcome != "FIT" && outcome != "OOM") {
+    *error = "outcome: must be FIT or OOM, got \"" + outcome + "\"";
+    return false;
+  }
+  row->oom = outcome == "OOM";
+  row->limit = static_cast<int64_t>(f.at("limit_bytes").number_value());
+  if (row->limit <= 0) {
+    *error = "limit_bytes: must be positive";
+    return false;
+  }
+  std::string spec_json;
+  if (!google::protobuf::util::MessageToJsonString(f.at("spec").struct_value(), &spec_json).ok() ||
+      !google::protobuf::util::JsonStringToMessage(spec_json, &row->spec).ok()) {
+    *error = "spec: not an ExperimentSpec";
+    return false;
+  }
+  return true;
+}
+
+TEST(FitCalibrationTest, NoRecordedRunContradictsItsVerdict) {
+  const std::string path =
+      std::string(VRAMLAB_SOURCE_DIR) + "/testdata/estimator/fit_calibration.jsonl";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::map<std::pair<FitVerdict, bool>, int> counts;
+  std::string line;
+  int number = 0, rows = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    Row row;
+    std::string error;
+    ASSERT_TRUE(ParseRow(line, &row, &error)) << path << ":" << number << ": " << error;
+    const auto estimate = EstimateMemory(row.spec, row.limit);
+    ASSERT_TRUE(estimate.ok()) << row.name << ": " << estimate.status();
+    const FitVerdict verdict = estimate->verdict();
+    ++counts[{verdict, row.oom}];
+    ++rows;
+    EXPECT_FALSE(verdict == vramlab::v1::FITS && row.oom)
+        << row.name << ": predicted FITS, ran out of memory";
+    EXPECT_FALSE(verdict == vramlab::v1::DOES_NOT_FIT && !row.oom)
+        << row.name << ": predicted DOES_NOT_FIT, fit";
+    EXPECT_NE(verdict, vramlab::v1::FIT_VERDICT_UNSPECIFIED) << row.name;
+  }
+  ASSERT_GT(rows, 0) << path;
+  std::cout << "verdict        fit  oom\n";
+  for (FitVerdict v : {vramlab::v1::FITS, vramlab::v1::TIGHT, vramlab::v1::DOES_NOT_FIT}) {
+    std::printf("%-13s %4d %4d\n", vramlab::v1::FitVerdict_Name(v).c_str(), counts[{v, false}],
+                counts[{v, true}]);
+  }
+  std::printf("rows %d\n", rows);
+}
+
+}  // namespace
+}  // namespace vramlab::server
