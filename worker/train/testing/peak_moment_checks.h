@@ -3,6 +3,7 @@
 #ifndef VRAMLAB_WORKER_TRAIN_TESTING_PEAK_MOMENT_CHECKS_H_
 #define VRAMLAB_WORKER_TRAIN_TESTING_PEAK_MOMENT_CHECKS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
