@@ -1,5 +1,6 @@
 #include "client/anatomy_table.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 
@@ -15,28 +16,63 @@ using vramlab::v1::Experiment;
 using vramlab::v1::MemoryAnatomy;
 
 const std::vector<AnatomyComponent>& AnatomyComponents() {
+  using C = vramlab::v1::CategoryBytes;
   static const auto* components = new std::vector<AnatomyComponent>{
-      {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); }},
+      {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); }, false,
+       [](const C& c) { return c.weights_bytes(); }},
       // With an adapter, "weights" is the frozen base; the trained adapters and the NF4
       // quantisation constants are their own categories (0 for full fine-tuning).
       {"adapter weights", "adapter_weights", "#9c755f",
-       [](const MemoryAnatomy& a) { return a.adapter_weights_bytes(); }, true},
+       [](const MemoryAnatomy& a) { return a.adapter_weights_bytes(); }, true,
+       [](const C& c) { return c.adapter_weights_bytes(); }},
       {"quantization constants", "quantization_constants", "#bab0ac",
-       [](const MemoryAnatomy& a) { return a.quantization_constants_bytes(); }, true},
-      {"gradients", "gradients", "#f28e2b",
-       [](const MemoryAnatomy& a) { return a.gradients_bytes(); }},
+       [](const MemoryAnatomy& a) { return a.quantization_constants_bytes(); }, true,
+       [](const C& c) { return c.quantization_constants_bytes(); }},
+      {"gradients", "gradients", "#f28e2b", [](const MemoryAnatomy& a) { return a.gradients_bytes(); }, false,
+       [](const C& c) { return c.gradients_bytes(); }},
       {"optimizer state", "optimizer_state", "#e15759",
-       [](const MemoryAnatomy& a) { return a.optimizer_state_bytes(); }},
-      {"activations", "activations", "#76b7b2",
-       [](const MemoryAnatomy& a) { return a.activations_bytes(); }},
+       [](const MemoryAnatomy& a) { return a.optimizer_state_bytes(); }, false,
+       [](const C& c) { return c.optimizer_state_bytes(); }},
+      {"activations", "activations", "#76b7b2", [](const MemoryAnatomy& a) { return a.activations_bytes(); },
+       false, [](const C& c) { return c.activations_bytes(); }},
       {"temporary buffers", "temporary_buffers", "#59a14f",
-       [](const MemoryAnatomy& a) { return a.temporary_buffers_bytes(); }},
+       [](const MemoryAnatomy& a) { return a.temporary_buffers_bytes(); }, false,
+       [](const C& c) { return c.temporaries_bytes(); }},
       {"allocator cache", "allocator_cache", "#edc948",
        [](const MemoryAnatomy& a) { return a.allocator_cache_bytes(); }},
-      {"CUDA context", "cuda_context", "#b07aa1",
-       [](const MemoryAnatomy& a) { return a.cuda_context_bytes(); }},
+      {"CUDA context", "cuda_context", "#b07aa1", [](const MemoryAnatomy& a) { return a.cuda_context_bytes(); }},
   };
   return *components;
+}
+
+std::optional<int64_t> AtPeakBytes(const AnatomyComponent& component, const MemoryAnatomy& anatomy) {
+  if (component.category != nullptr) {
+    if (!anatomy.has_at_peak_allocated()) return std::nullopt;
+    return component.category(anatomy.at_peak_allocated().categories());
+  }
+  if (std::string(component.key) == "allocator_cache" && anatomy.has_at_peak_reserved()) {
+    return anatomy.at_peak_reserved().allocator_cache_bytes();
+  }
+  return std::nullopt;
+}
+
+std::string PeakMomentNote(const MemoryAnatomy& a) {
+  std::string out;
+  if (a.has_at_peak_allocated()) {
+    const auto& m = a.at_peak_allocated();
+    absl::StrAppend(&out, "at peak allocated: what was alive when allocated peaked (", PhaseName(m.phase()),
+                    ", step ", m.step(), ", micro-step ", m.micro_step(), "); its categories sum to ",
+                    FormatBytes(m.allocated_bytes()), ".\n");
+  }
+  if (a.has_at_peak_reserved()) {
+    const auto& r = a.at_peak_reserved();
+    absl::StrAppend(&out, "allocator cache at peak reserved (", PhaseName(r.phase()), ", step ", r.step(),
+                    ", micro-step ", r.micro_step(), "): ", FormatBytes(r.reserved_bytes()), " reserved = ",
+                    FormatBytes(r.allocated_bytes()), " allocated + ", FormatBytes(r.allocator_cache_bytes()),
+                    " cache.\n");
+  }
+  if (!out.empty()) out += "max over run: each category's own largest value; they need not coincide.\n";
+  return out;
 }
 
 bool IsShown(const AnatomyComponent& component, const std::vector<const MemoryAnatomy*>& shown) {
@@ -52,23 +88,40 @@ namespace {
 struct Total {
   const char* label;
   int64_t (*bytes)(const MemoryAnatomy&);
+  std::optional<int64_t> (*at_peak)(const MemoryAnatomy&);
 };
 
 const Total kTotals[] = {
-    {"peak allocated", [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); }},
-    {"peak reserved", [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); }},
-    {"peak device used", [](const MemoryAnatomy& a) { return a.peak_device_used_bytes(); }},
+    {"peak allocated", [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); },
+     [](const MemoryAnatomy& a) -> std::optional<int64_t> {
+       if (!a.has_at_peak_allocated()) return std::nullopt;
+       return a.at_peak_allocated().allocated_bytes();
+     }},
+    {"peak reserved", [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); },
+     [](const MemoryAnatomy& a) -> std::optional<int64_t> {
+       if (!a.has_at_peak_reserved()) return std::nullopt;
+       return a.at_peak_reserved().reserved_bytes();
+     }},
+    {"peak device used", [](const MemoryAnatomy& a) { return a.peak_device_used_bytes(); },
+     [](const MemoryAnatomy&) -> std::optional<int64_t> { return std::nullopt; }},
 };
 
-// Every byte row (components then totals) as label + accessor; the adapter categories only when
-// one of `shown` has them.
-std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> ByteRows(
-    const std::vector<const MemoryAnatomy*>& shown) {
-  std::vector<std::pair<std::string, std::function<int64_t(const MemoryAnatomy&)>>> rows;
+struct ByteRow {
+  std::string label;
+  std::function<int64_t(const MemoryAnatomy&)> bytes;                   // max over run
+  std::function<std::optional<int64_t>(const MemoryAnatomy&)> at_peak;  // at the peak moments
+};
+
+// Every byte row (components then totals); the adapter categories only when one of `shown` has
+// them.
+std::vector<ByteRow> ByteRows(const std::vector<const MemoryAnatomy*>& shown) {
+  std::vector<ByteRow> rows;
   for (const auto& c : AnatomyComponents()) {
-    if (IsShown(c, shown)) rows.emplace_back(c.label, c.bytes);
+    if (IsShown(c, shown)) {
+      rows.push_back({c.label, c.bytes, [&c](const MemoryAnatomy& a) { return AtPeakBytes(c, a); }});
+    }
   }
-  for (const auto& t : kTotals) rows.emplace_back(t.label, t.bytes);
+  for (const auto& t : kTotals) rows.push_back({t.label, t.bytes, t.at_peak});
   return rows;
 }
 
@@ -83,13 +136,19 @@ std::string RenderAnatomyTable(const MemoryAnatomy* measured, const MemoryAnatom
   using Align = TextTable::Align;
   std::vector<std::string> headers = {"category"};
   std::vector<Align> aligns = {Align::kLeft};
-  if (measured != nullptr) headers.push_back("measured");
+  const bool at_peak = measured != nullptr && measured->has_at_peak_allocated();
+  if (at_peak) headers.push_back("at peak allocated");
+  if (measured != nullptr) headers.push_back(at_peak ? "max over run" : "measured");
   if (predicted != nullptr) headers.push_back("predicted");
   if (measured != nullptr && predicted != nullptr) headers.push_back("measured-predicted");
   aligns.resize(headers.size(), Align::kRight);
   TextTable table(headers, aligns);
-  for (const auto& [label, bytes] : ByteRows({measured, predicted})) {
+  for (const auto& [label, bytes, at_peak_bytes] : ByteRows({measured, predicted})) {
     std::vector<std::string> row = {label};
+    if (at_peak) {
+      const std::optional<int64_t> value = at_peak_bytes(*measured);
+      row.push_back(value ? FormatBytes(*value) : "-");
+    }
     if (measured != nullptr) row.push_back(FormatBytes(bytes(*measured)));
     if (predicted != nullptr) row.push_back(FormatBytes(bytes(*predicted)));
     if (measured != nullptr && predicted != nullptr) {
@@ -98,12 +157,17 @@ std::string RenderAnatomyTable(const MemoryAnatomy* measured, const MemoryAnatom
     table.AddRow(row);
   }
   if (measured != nullptr) {
-    std::vector<std::string> row = {"fragmentation", FormatPercent(measured->fragmentation_ratio())};
-    table.AddRow(row);
-    row = {"free-block fragmentation", FormatPercent(measured->free_block_fragmentation_ratio())};
-    table.AddRow(row);
+    // Run-level figures: in the "max over run" column when there is an "at peak" one before it.
+    const auto ratio_row = [&](const char* label, double ratio) {
+      std::vector<std::string> row = {label};
+      if (at_peak) row.push_back("-");
+      row.push_back(FormatPercent(ratio));
+      table.AddRow(row);
+    };
+    ratio_row("fragmentation", measured->fragmentation_ratio());
+    ratio_row("free-block fragmentation", measured->free_block_fragmentation_ratio());
   }
-  return table.Render();
+  return table.Render() + (measured != nullptr ? PeakMomentNote(*measured) : "");
 }
 
 std::string OutcomeSummary(const Experiment& experiment) {
@@ -162,7 +226,7 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     if (e.has_report()) shown.push_back(&e.report().anatomy());
     if (e.has_prediction()) shown.push_back(&e.prediction().anatomy());
   }
-  for (const auto& [label, bytes] : ByteRows(shown)) {
+  for (const auto& [label, bytes, at_peak_bytes] : ByteRows(shown)) {
     std::vector<std::string> row = {label};
     std::vector<std::optional<int64_t>> values;
     for (const auto& e : experiments) {
@@ -173,6 +237,25 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
       row.push_back(values[0] && values[i] ? FormatBytesDelta(*values[i] - *values[0]) : "-");
     }
     table.AddRow(row);
+  }
+  // The moments allocated and reserved peaked, for the runs that have them: categories that sum
+  // to peak allocated, and the cache where reserved peaked. The rows above are maxima over the run.
+  bool any_at_peak = false;
+  for (const auto& e : experiments) any_at_peak = any_at_peak || (has_report(e) && e.report().anatomy().has_at_peak_allocated());
+  if (any_at_peak) {
+    for (const auto& [label, bytes, at_peak_bytes] : ByteRows(shown)) {
+      std::vector<std::string> row = {absl::StrCat("at peak: ", label)};
+      std::vector<std::optional<int64_t>> values;
+      for (const auto& e : experiments) {
+        values.push_back(has_report(e) ? at_peak_bytes(e.report().anatomy()) : std::nullopt);
+        row.push_back(values.back() ? FormatBytes(*values.back()) : "-");
+      }
+      if (std::none_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); })) continue;
+      for (size_t i = 1; i < experiments.size(); ++i) {
+        row.push_back(values[0] && values[i] ? FormatBytesDelta(*values[i] - *values[0]) : "-");
+      }
+      table.AddRow(row);
+    }
   }
   // What the estimator predicted before the run, next to what was measured.
   const auto predicted_row = [&](const char* label, int64_t (*bytes)(const MemoryAnatomy&)) {

@@ -1,4 +1,7 @@
 // JSON and HTML reports.
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -34,14 +37,20 @@ std::string AnatomyHtml(const Experiment& e) {
   const MemoryAnatomy* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
   if (measured == nullptr && predicted == nullptr) return "";
   std::string out = "<h2>Memory anatomy</h2>\n<table class=\"anatomy\">\n";
+  const bool at_peak = measured != nullptr && measured->has_at_peak_allocated();
   std::vector<std::string> header = {"category"};
-  if (measured) header.push_back("measured");
+  if (at_peak) header.push_back("at peak allocated");
+  if (measured) header.push_back(at_peak ? "max over run" : "measured");
   if (predicted) header.push_back("predicted");
   if (measured && predicted) header.push_back("measured − predicted");
   out += Row(header, "th");
   for (const auto& c : AnatomyComponents()) {
     if (!IsShown(c, {measured, predicted})) continue;
     std::vector<std::string> cells = {c.label};
+    if (at_peak) {
+      const std::optional<int64_t> value = AtPeakBytes(c, *measured);
+      cells.push_back(value ? FormatBytes(*value) : "-");
+    }
     if (measured) cells.push_back(FormatBytes(c.bytes(*measured)));
     if (predicted) cells.push_back(FormatBytes(c.bytes(*predicted)));
     if (measured && predicted) cells.push_back(FormatBytesDelta(c.bytes(*measured) - c.bytes(*predicted)));
@@ -54,6 +63,15 @@ std::string AnatomyHtml(const Experiment& e) {
        {std::pair{"peak allocated", &MemoryAnatomy::peak_allocated_bytes},
         std::pair{"peak reserved", &MemoryAnatomy::peak_reserved_bytes}}) {
     std::vector<std::string> cells = {label};
+    if (at_peak) {
+      const bool allocated = std::string(label) == "peak allocated";
+      if (allocated) {
+        cells.push_back(FormatBytes(measured->at_peak_allocated().allocated_bytes()));
+      } else {
+        cells.push_back(measured->has_at_peak_reserved() ? FormatBytes(measured->at_peak_reserved().reserved_bytes())
+                                                         : "-");
+      }
+    }
     if (measured) cells.push_back(FormatBytes((measured->*bytes)()));
     if (predicted) cells.push_back(FormatBytes((predicted->*bytes)()));
     if (measured && predicted) {
@@ -63,6 +81,10 @@ std::string AnatomyHtml(const Experiment& e) {
   }
   if (measured) out += Row({"fragmentation at peak", FormatPercent(measured->fragmentation_ratio())});
   out += "</table>\n";
+  if (measured != nullptr) {
+    const std::string note = PeakMomentNote(*measured);
+    if (!note.empty()) absl::StrAppend(&out, "<p class=\"peak-moments\">", XmlEscape(note), "</p>\n");
+  }
   return out;
 }
 

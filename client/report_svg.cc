@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +119,47 @@ std::string PhaseBands(const Timeline& timeline, const Scale& scale) {
   return out;
 }
 
+// The live bytes by category over time, stacked (from the readings that carry categories): each
+// category a band from the sum of those below it to that sum plus its own bytes, so the top edge
+// is allocated. A block joins its category when the phase that allocated it ends; until then it is
+// among the temporaries.
+std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples, const Scale& scale) {
+  std::vector<const vramlab::v1::MemorySample*> with;
+  for (const auto& s : samples) {
+    if (s.has_categories()) with.push_back(&s);
+  }
+  if (with.size() < 2) return "";
+  std::string out = "<g id=\"category-areas\">\n";
+  std::vector<double> below(with.size(), 0.0);
+  for (const auto& c : AnatomyComponents()) {
+    if (c.category == nullptr) continue;
+    std::vector<double> top(with.size());
+    bool any = false;
+    for (size_t i = 0; i < with.size(); ++i) {
+      const int64_t bytes = std::max<int64_t>(c.category(with[i]->categories()), 0);
+      any = any || bytes > 0;
+      top[i] = below[i] + static_cast<double>(bytes);
+    }
+    if (any) {
+      std::string points;
+      for (size_t i = 0; i < with.size(); ++i) {
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()), scale.Y(top[i]));
+      }
+      for (size_t i = with.size(); i-- > 0;) {
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()), scale.Y(below[i]));
+      }
+      points.pop_back();
+      absl::StrAppendFormat(&out,
+                            "<polygon class=\"category-area\" data-category=\"%s\" fill=\"%s\" "
+                            "fill-opacity=\"0.75\" stroke=\"none\" points=\"%s\"><title>%s</title></polygon>\n",
+                            c.key, c.color, points, c.label);
+    }
+    below = top;
+  }
+  out += "</g>\n";
+  return out;
+}
+
 // Legend of the phases that occur and of the two series, under the time axis.
 std::string Legend(const Timeline& timeline) {
   std::set<int> phases;
@@ -176,30 +219,17 @@ std::string OomMarker(const Experiment& e, const Scale& scale) {
       beyond ? " (beyond the chart)" : "");
 }
 
-std::string AnatomyBar(const Experiment& e) {
-  const bool measured = e.has_report();
-  if (!measured && !e.has_prediction()) {
-    return absl::StrFormat("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">no anatomy: %s</text>\n",
-                           kChartLeft, kBarTop, XmlEscape(OutcomeSummary(e)));
-  }
-  const MemoryAnatomy& anatomy = measured ? e.report().anatomy() : e.prediction().anatomy();
-  int64_t total = 0;
-  for (const auto& c : AnatomyComponents()) total += std::max<int64_t>(c.bytes(anatomy), 0);
-  // The categories are each one's own maximum over the run (their peaks need not coincide), plus
-  // the allocator cache and the CUDA context: the sum is said to be that, next to the peaks.
-  std::string out = absl::StrFormat(
-      "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s "
-      "anatomy: %s, the sum of each category's maximum; peak allocated %s, peak device used %s</text>\n"
-      "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
-      kChartLeft, kBarTop - 8, measured ? "measured" : "predicted", XmlEscape(FormatBytes(total)),
-      XmlEscape(FormatBytes(anatomy.peak_allocated_bytes())),
-      XmlEscape(FormatBytes(anatomy.peak_device_used_bytes())), measured ? "measured" : "predicted",
-      total);
+// One segment per shown component and its legend entry, left to right; `bytes_of` gives each
+// component's bytes (nullopt: not part of this bar).
+std::string BarSegments(const MemoryAnatomy& anatomy, int64_t total,
+                        const std::function<std::optional<int64_t>(const AnatomyComponent&)>& bytes_of) {
+  std::string out;
   double x = kChartLeft;
   int index = 0;
   for (const auto& c : AnatomyComponents()) {
-    const int64_t bytes = std::max<int64_t>(c.bytes(anatomy), 0);
-    if (!IsShown(c, {&anatomy})) continue;
+    const std::optional<int64_t> value = bytes_of(c);
+    if (!value || !IsShown(c, {&anatomy})) continue;
+    const int64_t bytes = std::max<int64_t>(*value, 0);
     const double width = total > 0 ? kChartWidth * static_cast<double>(bytes) / total : 0;
     absl::StrAppendFormat(&out,
                           "<rect class=\"anatomy-segment\" data-category=\"%s\" data-bytes=\"%d\" "
@@ -217,8 +247,49 @@ std::string AnatomyBar(const Experiment& e) {
     x += width;
     ++index;
   }
-  out += "</g>\n";
   return out;
+}
+
+std::string AnatomyBar(const Experiment& e) {
+  const bool measured = e.has_report();
+  if (!measured && !e.has_prediction()) {
+    return absl::StrFormat("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">no anatomy: %s</text>\n",
+                           kChartLeft, kBarTop, XmlEscape(OutcomeSummary(e)));
+  }
+  const MemoryAnatomy& anatomy = measured ? e.report().anatomy() : e.prediction().anatomy();
+  if (measured && anatomy.has_at_peak_allocated()) {
+    // One moment: what was alive when allocated peaked; the segments sum to peak allocated.
+    const auto& moment = anatomy.at_peak_allocated();
+    std::string cache;
+    if (anatomy.has_at_peak_reserved()) {
+      cache = absl::StrCat("; cache at peak reserved ", FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()));
+    }
+    std::string out = absl::StrFormat(
+        "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">measured "
+        "anatomy at peak allocated (%s, step %d): %s%s</text>\n"
+        "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
+        kChartLeft, kBarTop - 8, XmlEscape(PhaseName(moment.phase())), moment.step(),
+        XmlEscape(FormatBytes(moment.allocated_bytes())), XmlEscape(cache), moment.allocated_bytes());
+    out += BarSegments(anatomy, moment.allocated_bytes(), [&](const AnatomyComponent& c) -> std::optional<int64_t> {
+      if (c.category == nullptr) return std::nullopt;
+      return c.category(moment.categories());
+    });
+    return out + "</g>\n";
+  }
+  int64_t total = 0;
+  for (const auto& c : AnatomyComponents()) total += std::max<int64_t>(c.bytes(anatomy), 0);
+  // The categories are each one's own maximum over the run (their peaks need not coincide), plus
+  // the allocator cache and the CUDA context: the sum is said to be that, next to the peaks.
+  std::string out = absl::StrFormat(
+      "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s "
+      "anatomy: %s, the sum of each category's maximum; peak allocated %s, peak device used %s</text>\n"
+      "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
+      kChartLeft, kBarTop - 8, measured ? "measured" : "predicted", XmlEscape(FormatBytes(total)),
+      XmlEscape(FormatBytes(anatomy.peak_allocated_bytes())),
+      XmlEscape(FormatBytes(anatomy.peak_device_used_bytes())), measured ? "measured" : "predicted",
+      total);
+  out += BarSegments(anatomy, total, [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); });
+  return out + "</g>\n";
 }
 
 }  // namespace
@@ -288,6 +359,7 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
                         XmlEscape(title), XmlEscape(OutcomeSummary(e)), kChartLeft, XmlEscape(heading),
                         kChartLeft, XmlEscape(outcome), kChartLeft, XmlEscape(settings));
   out += PhaseBands(timeline, scale);
+  out += CategoryAreas(Downsample(timeline.samples, 800), scale);
   out += Axes(scale);
   out += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800),
                   scale, true);

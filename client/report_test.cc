@@ -126,6 +126,60 @@ TEST(ReportSvgTest, TheAnatomyBarSaysWhatItsTotalIs) {
                              "allocated 900.00 KiB"));
 }
 
+// A report with its peak moments, and readings that carry the live categories.
+Experiment FinishedWithPeakMoments() {
+  Experiment e = Finished();
+  auto* a = e.mutable_report()->mutable_anatomy();
+  auto* moment = a->mutable_at_peak_allocated();
+  moment->set_allocated_bytes(900 << 10);
+  moment->set_phase(BACKWARD);
+  moment->mutable_categories()->set_weights_bytes(100 << 10);
+  moment->mutable_categories()->set_gradients_bytes(50 << 10);
+  moment->mutable_categories()->set_activations_bytes(600 << 10);
+  moment->mutable_categories()->set_temporaries_bytes(150 << 10);
+  auto* reserved = a->mutable_at_peak_reserved();
+  reserved->set_reserved_bytes(1000 << 10);
+  reserved->set_allocated_bytes(800 << 10);
+  reserved->set_allocator_cache_bytes(200 << 10);
+  reserved->set_phase(BACKWARD);
+  a->set_peak_reserved_bytes(1000 << 10);
+  return e;
+}
+
+std::vector<ExperimentEvent> HistoryWithCategories() {
+  std::vector<ExperimentEvent> events = History();
+  for (auto& e : events) {
+    auto* s = e.worker_event().has_sample() ? e.mutable_worker_event()->mutable_sample()
+                                            : e.mutable_worker_event()->mutable_phase()->mutable_memory();
+    s->mutable_categories()->set_weights_bytes(100 << 10);
+    s->mutable_categories()->set_temporaries_bytes(s->allocated_bytes() - (100 << 10));
+  }
+  return events;
+}
+
+TEST(ReportSvgTest, TheBarIsThePeakMomentAndTheCategoriesAreStackedOverTime) {
+  const std::string svg = RenderSvg(FinishedWithPeakMoments(), BuildTimeline(HistoryWithCategories()));
+  EXPECT_THAT(svg, HasSubstr("<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"921600\">"));
+  EXPECT_THAT(svg, HasSubstr("data-category=\"activations\" data-bytes=\"614400\""));
+  EXPECT_THAT(svg, HasSubstr("data-category=\"temporary_buffers\" data-bytes=\"153600\""));
+  EXPECT_THAT(svg, HasSubstr("cache at peak reserved 200.00 KiB"));
+  EXPECT_THAT(svg, HasSubstr("<polygon class=\"category-area\" data-category=\"weights\""));
+  EXPECT_THAT(svg, HasSubstr("<polygon class=\"category-area\" data-category=\"temporary_buffers\""));
+  EXPECT_THAT(svg, ::testing::Not(HasSubstr("data-category=\"gradients\" fill")));  // none over time
+}
+
+TEST(ReportFormatsTest, TheAnatomyTableHasTheMomentAndTheMaximaAsTwoColumns) {
+  const std::string text = RenderTextReport(FinishedWithPeakMoments(), BuildTimeline(History()));
+  EXPECT_THAT(text, HasSubstr("at peak allocated"));
+  EXPECT_THAT(text, HasSubstr("max over run"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("activations +600.00 KiB +700.00 KiB"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("allocator cache +200.00 KiB +0 B"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("peak allocated +900.00 KiB +900.00 KiB"));
+  EXPECT_THAT(text, HasSubstr(" reserved = 800.00 KiB allocated + 200.00 KiB cache."));
+  const std::string html = RenderHtmlReport(FinishedWithPeakMoments(), BuildTimeline(History()));
+  EXPECT_THAT(html, HasSubstr("<th>at peak allocated</th><th>max over run</th>"));
+}
+
 TEST(ReportFormatsTest, CsvHasAHeaderAndARowPerReading) {
   const std::string csv = RenderCsvReport(BuildTimeline(History()));
   EXPECT_THAT(csv, ::testing::StartsWith("time_seconds,allocated_bytes,reserved_bytes,"));

@@ -108,20 +108,32 @@ TEST_F(CliReportTest, SvgIsWellFormedXmlWithTheExpectedSeries) {
   EXPECT_EQ(XPath(svg, "string(//*[@id='limit-line' or @id='limit-note']/@data-bytes)"),
             std::to_string(64 << 20));
 
-  // The anatomy bar's segments carry exactly the bytes `show --json` reports.
+  // The anatomy bar is the moment of peak allocated: its segments carry exactly the bytes `show
+  // --json` reports for it, and they sum to that peak.
   CliResult show = RunCli({"show", *id_, "--addr", daemon_->address(), "--json"});
   vramlab::v1::Experiment experiment;
   ASSERT_TRUE(ParseJson(show.out, experiment));
   const auto& anatomy = experiment.report().anatomy();
+  ASSERT_TRUE(anatomy.has_at_peak_allocated());
+  const auto& at_peak = anatomy.at_peak_allocated().categories();
+  EXPECT_EQ(XPath(svg, "string(" + node("g", "@id='anatomy-bar'") + "/@data-kind)"), "at-peak");
+  int64_t segments = 0;
   for (const auto& [category, bytes] : std::vector<std::pair<std::string, int64_t>>{
-           {"weights", anatomy.weights_bytes()},
-           {"gradients", anatomy.gradients_bytes()},
-           {"optimizer_state", anatomy.optimizer_state_bytes()},
-           {"activations", anatomy.activations_bytes()}}) {
+           {"weights", at_peak.weights_bytes()},
+           {"gradients", at_peak.gradients_bytes()},
+           {"optimizer_state", at_peak.optimizer_state_bytes()},
+           {"activations", at_peak.activations_bytes()},
+           {"temporary_buffers", at_peak.temporaries_bytes()}}) {
     EXPECT_EQ(XPath(svg, "string(" + node("rect", "@data-category='" + category + "'") + "/@data-bytes)"),
               std::to_string(bytes))
         << category;
+    segments += bytes;
   }
+  EXPECT_EQ(segments, anatomy.at_peak_allocated().allocated_bytes());
+  EXPECT_EQ(anatomy.at_peak_allocated().allocated_bytes(), anatomy.peak_allocated_bytes());
+  // The categories over time: stacked areas, weights among them.
+  EXPECT_EQ(XPath(svg, "count(" + node("polygon", "@class='category-area' and @data-category='weights'") + ")"),
+            "1");
   EXPECT_EQ(XPath(svg, "string(//*[local-name()='title'][1])"),
             *id_ + "  report <run>  SUCCEEDED");
 }

@@ -50,6 +50,18 @@ const char* LevelName(NoticeLevel level) {
   }
 }
 
+json ToJson(const CategoryBytes& c) {
+  return {
+      {"weightsBytes", Int64(c.weights_bytes)},
+      {"adapterWeightsBytes", Int64(c.adapter_weights_bytes)},
+      {"quantizationConstantsBytes", Int64(c.quantization_constants_bytes)},
+      {"gradientsBytes", Int64(c.gradients_bytes)},
+      {"optimizerStateBytes", Int64(c.optimizer_state_bytes)},
+      {"activationsBytes", Int64(c.activations_bytes)},
+      {"temporariesBytes", Int64(c.temporaries_bytes)},
+  };
+}
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -90,8 +102,36 @@ json ToJson(const MemorySample& s) {
     j["hasFreeBlockFragmentation"] = true;
     j["largestFreeBlockBytes"] = Int64(s.largest_free_block_bytes);
   }
+  if (s.has_categories) j["categories"] = ToJson(s.categories);
   return j;
 }
+
+namespace {
+
+void AddPosition(const LoopPosition& p, json& j) {
+  j["phase"] = PhaseName(p.phase);
+  j["step"] = p.step;
+  j["microStep"] = p.micro_step;
+  j["sweepIndex"] = p.sweep_index;
+}
+
+json ToJson(const PeakAllocatedMoment& m) {
+  json j = {{"allocatedBytes", Int64(m.allocated_bytes)}, {"categories", ToJson(m.categories)}};
+  AddPosition(m.position, j);
+  return j;
+}
+
+json ToJson(const PeakReservedMoment& m) {
+  json j = {
+      {"reservedBytes", Int64(m.reserved_bytes)},
+      {"allocatedBytes", Int64(m.allocated_bytes)},
+      {"allocatorCacheBytes", Int64(m.reserved_bytes - m.allocated_bytes)},
+  };
+  AddPosition(m.position, j);
+  return j;
+}
+
+}  // namespace
 
 json ToJson(const PhaseEvent& e) {
   return {
@@ -118,7 +158,7 @@ json ToJson(const StepResult& r) {
 }
 
 json ToJson(const MemoryAnatomy& a) {
-  return {
+  json j = {
       {"weightsBytes", Int64(a.weights_bytes)},
       {"gradientsBytes", Int64(a.gradients_bytes)},
       {"optimizerStateBytes", Int64(a.optimizer_state_bytes)},
@@ -134,6 +174,9 @@ json ToJson(const MemoryAnatomy& a) {
       {"adapterWeightsBytes", Int64(a.adapter_weights_bytes)},
       {"quantizationConstantsBytes", Int64(a.quantization_constants_bytes)},
   };
+  if (a.at_peak_allocated.known) j["atPeakAllocated"] = ToJson(a.at_peak_allocated);
+  if (a.at_peak_reserved.known) j["atPeakReserved"] = ToJson(a.at_peak_reserved);
+  return j;
 }
 
 json ToJson(const OomReport& o) {

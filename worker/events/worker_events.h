@@ -33,6 +33,17 @@ struct LoopPosition {
   int32_t sweep_index = 0;
 };
 
+// Live bytes by category (proto CategoryBytes); see worker/memory/allocation_ledger.h.
+struct CategoryBytes {
+  int64_t weights_bytes = 0;
+  int64_t adapter_weights_bytes = 0;
+  int64_t quantization_constants_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
+  int64_t activations_bytes = 0;
+  int64_t temporaries_bytes = 0;
+};
+
 struct MemorySample {
   double time_seconds = 0;
   int64_t allocated_bytes = 0;
@@ -51,6 +62,9 @@ struct MemorySample {
   bool has_free_block_fragmentation = false;
   int64_t largest_free_block_bytes = 0;
   LoopPosition position;
+  // Live bytes by category as attributed so far (only where the allocator reports to a ledger).
+  bool has_categories = false;
+  CategoryBytes categories;
 };
 
 struct PhaseEvent {
@@ -71,6 +85,22 @@ struct StepResult {
   int64_t peak_reserved_bytes = 0;
 };
 
+// The moment allocated memory peaked: what was alive then; categories sum to allocated_bytes.
+struct PeakAllocatedMoment {
+  bool known = false;
+  int64_t allocated_bytes = 0;
+  CategoryBytes categories;
+  LoopPosition position;
+};
+
+// The moment reserved memory peaked, with allocated read at the same moment.
+struct PeakReservedMoment {
+  bool known = false;
+  int64_t reserved_bytes = 0;
+  int64_t allocated_bytes = 0;
+  LoopPosition position;
+};
+
 // Fields as in proto/vramlab/v1/memory.proto's MemoryAnatomy.
 struct MemoryAnatomy {
   int64_t weights_bytes = 0;
@@ -87,6 +117,8 @@ struct MemoryAnatomy {
   double free_block_fragmentation_ratio = 0;
   int64_t adapter_weights_bytes = 0;
   int64_t quantization_constants_bytes = 0;
+  PeakAllocatedMoment at_peak_allocated;
+  PeakReservedMoment at_peak_reserved;
 };
 
 struct OomReport {

@@ -42,7 +42,17 @@ void CountingCpuAllocator::copy_data(void* dest, const void* src, std::size_t co
 c10::DataPtr CountingCpuAllocator::allocate(size_t n) const { return AllocateCounted(n); }
 #endif
 
+void CountingCpuAllocator::SetLedger(AllocationLedger* ledger) {
+  std::lock_guard<std::mutex> lock(ledger_mu_);
+  ledger_.store(ledger, std::memory_order_release);
+}
+
 c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
+  // With a ledger, counting and reporting happen under one lock: the ledger sees the events in
+  // the order the counts moved, so its peak moment is the counted peak.
+  AllocationLedger* const ledger = ledger_.load(std::memory_order_acquire);
+  std::unique_lock<std::mutex> lock(ledger_mu_, std::defer_lock);
+  if (ledger != nullptr) lock.lock();
   const auto bytes = static_cast<int64_t>(n);
   const int64_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   const int64_t limit = limit_.load(std::memory_order_relaxed);
@@ -74,6 +84,7 @@ c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
   header->inner_context = inner.release_context();
   header->owner = const_cast<CountingCpuAllocator*>(this);
   void* payload = header + 1;
+  if (ledger != nullptr) ledger->Allocated(reinterpret_cast<uintptr_t>(payload), bytes, now, now);
   // Context == data, so the raw allocate/deallocate interface works too (see raw_deleter()).
   return c10::DataPtr(payload, payload, &CountingCpuAllocator::Delete, c10::Device(c10::DeviceType::CPU));
 }
@@ -81,7 +92,16 @@ c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
 void CountingCpuAllocator::Delete(void* data) {
   if (data == nullptr) return;
   BlockHeader* header = static_cast<BlockHeader*>(data) - 1;
-  header->owner->allocated_.fetch_sub(header->payload_bytes, std::memory_order_relaxed);
+  CountingCpuAllocator* const owner = header->owner;
+  {
+    AllocationLedger* const ledger = owner->ledger_.load(std::memory_order_acquire);
+    std::unique_lock<std::mutex> lock(owner->ledger_mu_, std::defer_lock);
+    if (ledger != nullptr) lock.lock();
+    const int64_t now =
+        owner->allocated_.fetch_sub(header->payload_bytes, std::memory_order_relaxed) - header->payload_bytes;
+    // Before the block goes back to malloc: an allocation that reuses the address comes after.
+    if (ledger != nullptr) ledger->Freed(reinterpret_cast<uintptr_t>(data), now, now);
+  }
   c10::DeleterFnPtr deleter = header->inner_deleter;
   void* context = header->inner_context;
   if (deleter != nullptr) deleter(context);

@@ -13,9 +13,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include <c10/core/Allocator.h>
 #include <torch/version.h>
+
+#include "worker/memory/allocation_ledger.h"
 
 // LibTorch 2.3 made Allocator::allocate non-const and added the pure virtual copy_data.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
@@ -53,6 +56,9 @@ class CountingCpuAllocator final : public c10::Allocator {
   // c10::OutOfMemoryError.
   void SetLimit(int64_t bytes) { limit_.store(bytes, std::memory_order_relaxed); }
   int64_t limit() const { return limit_.load(std::memory_order_relaxed); }
+  // Reports every allocation and free to `ledger` from now on (null stops it). While a ledger is
+  // set, allocations and frees are serialized by one mutex.
+  void SetLedger(AllocationLedger* ledger);
 
  private:
   CountingCpuAllocator() = default;
@@ -68,6 +74,8 @@ class CountingCpuAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> held_at_refusal_{0};
   mutable std::atomic<int64_t> free_at_refusal_{0};
   std::atomic<int64_t> limit_{0};
+  mutable std::mutex ledger_mu_;
+  std::atomic<AllocationLedger*> ledger_{nullptr};
 };
 
 }  // namespace vramlab::worker

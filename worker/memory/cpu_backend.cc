@@ -30,6 +30,7 @@ int64_t PagesToBytes(long pages) {
 class CpuBackend final : public DeviceBackend {
  public:
   CpuBackend() : allocator_(CountingCpuAllocator::Install()), name_(CpuModelName()) {}
+  ~CpuBackend() override { allocator_->SetLedger(nullptr); }
 
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   torch::Device device() const override { return torch::kCPU; }
@@ -75,6 +76,11 @@ class CpuBackend final : public DeviceBackend {
     d.allocated_at_failure = d.known ? allocator_->held_at_last_refusal() : 0;
     d.reserved_at_failure = d.allocated_at_failure;
     return d;
+  }
+
+  bool AttachLedger(AllocationLedger* ledger, std::string*) override {
+    allocator_->SetLedger(ledger);
+    return true;
   }
 
   bool StartHistory(std::string* why_not) override {

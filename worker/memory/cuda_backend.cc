@@ -6,6 +6,7 @@
 
 #include <torch/version.h>
 
+#include "worker/memory/cuda_ledger.h"
 #include "worker/memory/cuda_snapshot.h"
 #include "worker/memory/device_backend.h"
 
@@ -140,6 +141,11 @@ class CudaBackend final : public DeviceBackend {
     d.reserved_at_failure = d.known ? g_oom_reserved.load(std::memory_order_relaxed) : 0;
     return d;
   }
+
+  bool AttachLedger(AllocationLedger* ledger, std::string* why_not) override {
+    return AttachCudaLedger(ledger, why_not);
+  }
+  void SettleLedger() override { SettleCudaLedger(); }
 
   bool StartHistory(std::string* why_not) override { return StartCudaMemoryHistory(why_not); }
   bool WriteSnapshot(const std::string& path, std::string* why_not) override {

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "worker/events/worker_events.h"
+#include "worker/memory/allocation_ledger.h"
 
 namespace vramlab::worker {
 
@@ -76,6 +77,13 @@ class DeviceBackend {
   // Details of the most recent OOM as the allocator saw it (the CUDA OOM observer; the counting
   // allocator's refused request).
   virtual OomDetails LastOom() = 0;
+
+  // Reports every allocation and free of this device to `ledger` from now on; false with a reason
+  // when the allocator cannot. `ledger` must outlive the backend.
+  virtual bool AttachLedger(AllocationLedger* ledger, std::string* why_not) = 0;
+  // Brings the ledger up to the allocator's present state; call between allocations (at a phase
+  // boundary), before reading the ledger's peak. A no-op where every event arrives complete.
+  virtual void SettleLedger() {}
 
   // Starts recording allocation history for the snapshot; false with a reason when unsupported.
   virtual bool StartHistory(std::string* why_not) = 0;

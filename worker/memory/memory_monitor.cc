@@ -18,8 +18,11 @@ double MemoryMonitor::SecondsSinceStart() const {
 }
 
 void MemoryMonitor::SetPosition(const LoopPosition& position) {
-  std::lock_guard<std::mutex> lock(position_mu_);
-  position_ = position;
+  {
+    std::lock_guard<std::mutex> lock(position_mu_);
+    position_ = position;
+  }
+  if (ledger_ != nullptr) ledger_->SetPosition(position);
 }
 
 LoopPosition MemoryMonitor::position() {
@@ -43,6 +46,10 @@ void MemoryMonitor::StartPoint() {
   const AllocatorStats stats = backend_->Stats();
   point_peak_allocated_.store(stats.allocated, std::memory_order_relaxed);
   point_peak_reserved_.store(stats.reserved, std::memory_order_relaxed);
+  if (ledger_ != nullptr) {
+    backend_->SettleLedger();
+    ledger_->StartPoint();
+  }
 }
 
 DeviceUsage MemoryMonitor::DriverView(bool refresh, int64_t reserved_now, int64_t* driver_ns) {
@@ -91,6 +98,16 @@ MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
   s.device_total_bytes = usage.total;
   s.fragmentation_ratio =
       stats.reserved > 0 ? 1.0 - static_cast<double>(stats.allocated) / static_cast<double>(stats.reserved) : 0.0;
+  if (ledger_ != nullptr) {
+    // The ledger is read a moment after the allocator; what moved in between is left to the
+    // temporaries, so that the categories add up to this reading's allocated.
+    CategoryByteArray live = ledger_->LiveBytes();
+    int64_t attributed = 0;
+    for (size_t i = 1; i < live.size(); ++i) attributed += live[i];
+    live[static_cast<size_t>(BlockCategory::kTemporary)] = std::max<int64_t>(0, stats.allocated - attributed);
+    s.has_categories = true;
+    s.categories = ToCategoryBytes(live);
+  }
   if (free_blocks) {
     const FreeBlocks blocks = backend_->ReadFreeBlocks();
     s.has_free_block_fragmentation = true;

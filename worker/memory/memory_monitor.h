@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "worker/events/worker_events.h"
+#include "worker/memory/allocation_ledger.h"
 #include "worker/memory/device_backend.h"
 
 namespace vramlab::worker {
@@ -40,6 +41,12 @@ class MemoryMonitor {
       : backend_(backend), start_(start) {}
 
   DeviceBackend* backend() const { return backend_; }
+
+  // The ledger the backend reports its allocations to (AttachLedger), or null. With one, readings
+  // carry the live bytes by category, and positions and point starts are passed on to it. Set
+  // before the sampler starts.
+  void set_ledger(AllocationLedger* ledger) { ledger_ = ledger; }
+  AllocationLedger* ledger() const { return ledger_; }
 
   // A reading now; with `free_blocks` it also walks the allocator's free blocks (slow).
   // `cost`, when given, receives the time spent in the allocator and the driver.
@@ -61,6 +68,7 @@ class MemoryMonitor {
   DeviceUsage DriverView(bool refresh, int64_t reserved_now, int64_t* driver_ns);
 
   DeviceBackend* const backend_;
+  AllocationLedger* ledger_ = nullptr;
   const std::chrono::steady_clock::time_point start_;
   std::mutex position_mu_;
   LoopPosition position_;  // guarded by position_mu_

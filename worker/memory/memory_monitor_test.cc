@@ -34,6 +34,7 @@ class ScriptedBackend final : public DeviceBackend {
   void SetLimit(int64_t) override {}
   int64_t FreeBytes() override { return 0; }
   OomDetails LastOom() override { return {}; }
+  bool AttachLedger(AllocationLedger*, std::string*) override { return false; }
   bool StartHistory(std::string*) override { return false; }
   bool WriteSnapshot(const std::string&, std::string*) override { return false; }
 };
@@ -89,6 +90,22 @@ TEST(MemoryMonitorTest, PeakSurvivesWindowResets) {
   monitor.BeginWindow();  // backward starts: the backend's peak restarts from 200
   EXPECT_EQ(backend.stats.peak_allocated, 200);
   EXPECT_EQ(monitor.Read().peak_allocated_bytes, 900);
+}
+
+TEST(MemoryMonitorTest, WithALedgerReadingsCarryCategoriesThatSumToAllocated) {
+  ScriptedBackend backend;
+  AllocationLedger ledger;
+  MemoryMonitor monitor(&backend, std::chrono::steady_clock::now());
+  monitor.set_ledger(&ledger);
+  const uint64_t load = ledger.Mark();
+  ledger.Allocated(0x1, 1000, 1000, 1000);
+  ledger.Attribute(load, BlockCategory::kWeights, {});
+  // The allocator has moved on since the ledger's last event: the difference is a temporary.
+  backend.stats.allocated = 1500;
+  const MemorySample s = monitor.Read();
+  ASSERT_TRUE(s.has_categories);
+  EXPECT_EQ(s.categories.weights_bytes, 1000);
+  EXPECT_EQ(s.categories.temporaries_bytes, 500);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ void AnatomyBuilder::OnSample(const MemorySample& sample) {
 
 void AnatomyBuilder::OnPhase(const PhaseMeasurement& m) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (ledger_ != nullptr) ledger_->ClassifyPeakIfMoved();
   ObserveReading(m.begin);
   ObserveReading(m.end);
   const int64_t growth = m.end.allocated_bytes - m.begin.allocated_bytes;
@@ -86,6 +87,11 @@ MemoryAnatomy AnatomyBuilder::Build(const MemorySample& final_reading) {
   a.fragmentation_ratio = max_reserved_.fragmentation_ratio;
   a.cuda_context_bytes = std::max<int64_t>(0, max_device_used_.device_used_bytes - max_device_used_.reserved_bytes);
   a.free_block_fragmentation_ratio = worst_free_block_fragmentation_;
+  if (ledger_ != nullptr) {
+    ledger_->ClassifyPeakIfMoved();
+    a.at_peak_allocated = ledger_->allocated_peak();
+    a.at_peak_reserved = ledger_->reserved_peak();
+  }
   return a;
 }
 

@@ -16,6 +16,15 @@
 // - temporary buffers: the largest peak of an OPTIMIZER_STEP above both of its ends.
 // - allocator cache and fragmentation_ratio: at the reading with the highest reserved bytes.
 // - CUDA context: driver-view used minus reserved at the reading with the highest device use.
+// These are each category's own largest value over the run ("max over run"), taken at different
+// moments, so they need not add up to any one reading.
+//
+// With a ledger (set_ledger; allocation_ledger.h) the anatomy also holds two moments:
+// - at_peak_allocated: what was alive at the allocation after which allocated peaked, by
+//   category; the categories sum to that peak exactly. Classified at the end of the phase in
+//   which the peak happened (after that phase's survivors were attributed), or in Build() when the
+//   point ended inside a phase (an OOM).
+// - at_peak_reserved: reserved and allocated at the same event, where reserved peaked.
 //
 // Thread-safety: OnSample() runs on the sampler thread, the rest on the training thread; a
 // mutex guards the sample-derived state.
@@ -26,12 +35,19 @@
 #include <optional>
 
 #include "worker/events/worker_events.h"
+#include "worker/memory/allocation_ledger.h"
 #include "worker/train/phase_tracker.h"
 
 namespace vramlab::worker {
 
 class AnatomyBuilder {
  public:
+  // The ledger whose peak moments Build() reports; null (the default) leaves them unknown.
+  void set_ledger(AllocationLedger* ledger) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ledger_ = ledger;
+  }
+
   // Forgets everything: a new sweep point starts.
   void Reset();
   void OnPhase(const PhaseMeasurement& phase);
@@ -61,6 +77,7 @@ class AnatomyBuilder {
   void ObserveReading(const MemorySample& sample);  // requires mu_
 
   std::mutex mu_;
+  AllocationLedger* ledger_ = nullptr;
   MemoryAnatomy anatomy_;  // fields filled as phases complete
   bool have_weights_ = false;
   bool have_gradients_ = false;

@@ -8,10 +8,17 @@ void PhaseTracker::Begin(Phase phase, int32_t step, int32_t micro_step) {
   monitor_->SetPosition(open_.position);
   open_.begin = monitor_->Read(/*free_blocks=*/true);
   sink_->PhaseChange(PhaseEvent{phase, PhaseEdge::kBegin, open_.position, open_.begin});
+  if (monitor_->ledger() != nullptr) {
+    monitor_->backend()->SettleLedger();
+    open_.ledger_mark = monitor_->ledger()->Mark();
+  }
   monitor_->BeginWindow();
 }
 
 PhaseMeasurement PhaseTracker::End() {
+  // The phase's last allocation reaches the ledger before anyone reads it.
+  if (monitor_->ledger() != nullptr) monitor_->backend()->SettleLedger();
+  if (closer_) closer_(open_.position, open_.ledger_mark);
   const AllocatorStats window = monitor_->backend()->Stats();
   open_.window_peak_allocated = window.peak_allocated;
   open_.window_peak_reserved = window.peak_reserved;

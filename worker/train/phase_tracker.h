@@ -22,15 +22,20 @@ struct PhaseMeasurement {
   int64_t window_peak_allocated = 0;
   int64_t window_peak_reserved = 0;
   double seconds = 0;
+  // The monitor's ledger's Mark() when the phase began: its blocks have higher sequence numbers.
+  uint64_t ledger_mark = 0;
 };
 
 class PhaseTracker {
  public:
   using Observer = std::function<void(const PhaseMeasurement&)>;
+  // Called as a phase ends, before its end reading, with the phase's position and ledger mark.
+  using Closer = std::function<void(const LoopPosition&, uint64_t ledger_mark)>;
 
-  // `observer` sees every completed phase (the anatomy is built from these).
-  PhaseTracker(MemoryMonitor* monitor, EventSink* sink, Observer observer)
-      : monitor_(monitor), sink_(sink), observer_(std::move(observer)) {}
+  // `observer` sees every completed phase (the anatomy is built from these); `closer`, when given,
+  // runs first, so that the end reading already shows what it did (the ledger's attribution).
+  PhaseTracker(MemoryMonitor* monitor, EventSink* sink, Observer observer, Closer closer = nullptr)
+      : monitor_(monitor), sink_(sink), observer_(std::move(observer)), closer_(std::move(closer)) {}
 
   void Begin(Phase phase, int32_t step, int32_t micro_step);
   // Ends the phase opened by the last Begin().
@@ -43,6 +48,7 @@ class PhaseTracker {
   MemoryMonitor* const monitor_;
   EventSink* const sink_;
   const Observer observer_;
+  const Closer closer_;
   int32_t sweep_index_ = 0;
   PhaseMeasurement open_;
 };

@@ -53,6 +53,7 @@ class Session {
     monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
     EmitStarted(config);
     EmitNotices();
+    AttachLedger();
 
     Sampler sampler(monitor_.get(), &sink_, std::chrono::milliseconds(spec_.memory.sample_interval_ms),
                     [this](const MemorySample& s) { anatomy_.OnSample(s); });
@@ -149,6 +150,19 @@ class Session {
       snapshot_failure_reported_ = true;
       sink_.Notice(NoticeLevel::kWarning, "no allocator snapshot written: " + why_not);
     }
+  }
+
+  // The peak-moment anatomy needs every allocation and free (allocation_ledger.h).
+  void AttachLedger() {
+    AllocationLedger& ledger = ProcessLedger();
+    ledger.Reset();
+    std::string why_not;
+    if (!backend_->AttachLedger(&ledger, &why_not)) {
+      sink_.Notice(NoticeLevel::kInfo, "no anatomy of the peak moment: " + why_not);
+      return;
+    }
+    monitor_->set_ledger(&ledger);
+    anatomy_.set_ledger(&ledger);
   }
 
   ExperimentSpec spec_;

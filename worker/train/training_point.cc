@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <stdexcept>
 #include <utility>
 
@@ -44,14 +46,16 @@ class PointRunner {
         config_(config),
         shape_(shape),
         context_(context),
-        tracker_(context.monitor, context.sink, [this](const PhaseMeasurement& m) { context_.anatomy->OnPhase(m); }) {
+        tracker_(
+            context.monitor, context.sink, [this](const PhaseMeasurement& m) { context_.anatomy->OnPhase(m); },
+            [this](const LoopPosition& position, uint64_t ledger_mark) { AttributePhase(position, ledger_mark); }) {
     tracker_.set_sweep_index(shape.sweep_index);
   }
 
   PointOutcome Run() {
     context_.monitor->StartPoint();
     context_.anatomy->Reset();
-    LiveModel live;
+    LiveModel& live = live_;
     try {
       Load(live);
       Train(live);
@@ -61,6 +65,7 @@ class PointRunner {
       RecordOom(e);
     }
     if (live.model) outcome_.attention_backend = live.model->attention_backend();
+    context_.backend->SettleLedger();
     outcome_.anatomy = context_.anatomy->Build(context_.monitor->Read());
     Summarize();
     Teardown(live);
@@ -87,6 +92,58 @@ class PointRunner {
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
     }
+  }
+
+  // At the end of each phase, tells the ledger what the phase's surviving allocations are
+  // (allocation_ledger.h). Recomputed activations (checkpointing) are allocated in BACKWARD and
+  // freed there, so at a peak in backward they count as temporaries.
+  void AttributePhase(const LoopPosition& position, uint64_t ledger_mark) {
+    AllocationLedger* const ledger = context_.monitor->ledger();
+    if (ledger == nullptr) return;
+    std::unordered_map<uintptr_t, BlockCategory> known;
+    BlockCategory survivors = BlockCategory::kTemporary;
+    switch (position.phase) {
+      case Phase::kLoad:
+        survivors = BlockCategory::kWeights;
+        if (live_.model && spec_.training.adapter.enabled()) AddAdapterTensors(known);
+        break;
+      case Phase::kForward:
+        survivors = BlockCategory::kActivations;  // what forward leaves for backward
+        break;
+      case Phase::kBackward:
+        if (live_.model) {
+          for (const torch::Tensor& p : live_.model->parameters()) {
+            if (p.grad().defined()) known[StorageAddress(p.grad())] = BlockCategory::kGradients;
+          }
+        }
+        // In-backward optimizers create their state lazily there and keep no gradients.
+        if (spec_.training.optimizer.in_backward) survivors = BlockCategory::kOptimizerState;
+        break;
+      case Phase::kOptimizerStep:
+        survivors = BlockCategory::kOptimizerState;  // created lazily by the first step
+        break;
+      default:
+        break;
+    }
+    ledger->Attribute(ledger_mark, survivors, known);
+  }
+
+  // LOAD's survivors that are not base weights: the trainable adapters, and QLoRA's quantisation
+  // constants (the shared NF4 lookup tables, a few hundred bytes, stay with the weights).
+  void AddAdapterTensors(std::unordered_map<uintptr_t, BlockCategory>& known) {
+    for (const auto& named : TrainableParameters(*live_.model)) {
+      known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
+    }
+    for (const auto& buffer : live_.model->named_buffers()) {
+      const std::string& name = buffer.key();
+      if (name.find("absmax_codes") != std::string::npos || name.find("absmax_scales") != std::string::npos) {
+        known[StorageAddress(buffer.value())] = BlockCategory::kQuantizationConstants;
+      }
+    }
+  }
+
+  static uintptr_t StorageAddress(const torch::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.storage().data_ptr().get());
   }
 
   // Inside LOAD: the anatomy separates the adapters' (and quantisation constants') allocation
@@ -242,6 +299,7 @@ class PointRunner {
   const PointShape shape_;
   const WorkerContext context_;
   PhaseTracker tracker_;
+  LiveModel live_;
   PointOutcome outcome_;
 };
 
