@@ -44,7 +44,7 @@ struct Result {
 // full loss (fp64 with fp64 inputs: the exact result).
 enum class Path { kFused, kAten, kFull };
 
-Result Run(Path path, int64_t chunk, const torch::Tensor& hidden_in, const torch::Tensor& weight_in,
+Result RunOp(Path path, int64_t chunk, const torch::Tensor& hidden_in, const torch::Tensor& weight_in,
            const torch::Tensor& targets, double grad_scale = 1.0) {
   torch::Tensor hidden = Leaf(hidden_in), weight = Leaf(weight_in);
   torch::Tensor loss;
@@ -65,9 +65,9 @@ void CheckShape(torch::ScalarType dtype, int64_t n, int64_t h, int64_t vocab, in
   const Input hidden = RandomInput({n, h}, dtype, 31);
   const Input weight = RandomInput({vocab, h}, dtype, 32, 0.05);
   const torch::Tensor targets = Targets(n, vocab, ignore_every, 33);
-  const Result fused = Run(Path::kFused, chunk, hidden.low, weight.low, targets);
-  const Result aten = Run(Path::kAten, chunk, hidden.low, weight.low, targets);
-  const Result exact = Run(Path::kFull, chunk, hidden.exact, weight.exact, targets);
+  const Result fused = RunOp(Path::kFused, chunk, hidden.low, weight.low, targets);
+  const Result aten = RunOp(Path::kAten, chunk, hidden.low, weight.low, targets);
+  const Result exact = RunOp(Path::kFull, chunk, hidden.exact, weight.exact, targets);
   EXPECT_EQ(fused.loss.scalar_type(), torch::kFloat32);
   EXPECT_TRUE(Accept("loss", fused.loss, aten.loss, exact.loss));
   EXPECT_TRUE(Accept("dhidden", fused.dhidden, aten.dhidden, exact.dhidden));
@@ -92,8 +92,8 @@ TEST(FusedLinearCrossEntropyTest, ScalesByTheIncomingGradient) {
   const Input hidden = RandomInput({40, 32}, torch::kFloat32, 34);
   const Input weight = RandomInput({100, 32}, torch::kFloat32, 35, 0.1);
   const torch::Tensor targets = Targets(40, 100, 5, 36);
-  const Result fused = Run(Path::kFused, 16, hidden.low, weight.low, targets, 3.0);
-  const Result aten = Run(Path::kFull, 16, hidden.low, weight.low, targets, 3.0);
+  const Result fused = RunOp(Path::kFused, 16, hidden.low, weight.low, targets, 3.0);
+  const Result aten = RunOp(Path::kFull, 16, hidden.low, weight.low, targets, 3.0);
   EXPECT_TRUE(testing::NearAten("dhidden", fused.dhidden, aten.dhidden));
   EXPECT_TRUE(testing::NearAten("dweight", fused.dweight, aten.dweight));
 }
