@@ -12,6 +12,7 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -75,6 +76,18 @@ inline ::testing::AssertionResult WithinAtenError(const std::string& what, const
 inline ::testing::AssertionResult Accept(const std::string& what, const torch::Tensor& fused,
                                          const torch::Tensor& aten, const torch::Tensor& exact) {
   return fused.scalar_type() == torch::kFloat32 ? NearAten(what, fused, aten) : WithinAtenError(what, fused, aten, exact);
+}
+
+// Accept() for each named result: fused[i] against aten[i] and exact[i].
+inline void ExpectAccepted(const std::vector<std::string>& names, const std::vector<torch::Tensor>& fused,
+                           const std::vector<torch::Tensor>& aten, const std::vector<torch::Tensor>& exact) {
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(Accept(names[i], fused.at(i), aten.at(i), exact.at(i)));
+}
+
+// NearAten() for each named result.
+inline void ExpectNearAten(const std::vector<std::string>& names, const std::vector<torch::Tensor>& fused,
+                           const std::vector<torch::Tensor>& aten) {
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(NearAten(names[i], fused.at(i), aten.at(i)));
 }
 
 // N(0, std) on the GPU in `dtype`, from a fixed seed, and the same values in fp64.

@@ -9,7 +9,6 @@
 namespace vramlab::kernels {
 namespace {
 
-using testing::Accept;
 using testing::Input;
 using testing::Leaf;
 using testing::RandomInput;
@@ -23,11 +22,8 @@ torch::Tensor AtenRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, d
   return weight * h.to(x.scalar_type());
 }
 
-struct Result {
-  torch::Tensor y, dx, dw;
-};
-
-Result RunOp(bool fused, const torch::Tensor& x_in, const torch::Tensor& w_in, const torch::Tensor& dy, double eps) {
+// y, dx, dweight.
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& x_in, const torch::Tensor& w_in, const torch::Tensor& dy, double eps) {
   torch::Tensor x = Leaf(x_in), w = Leaf(w_in);
   torch::Tensor y = fused ? FusedRmsNorm(x, w, eps) : AtenRmsNorm(x, w, eps);
   y.backward(dy);
@@ -41,12 +37,8 @@ void CheckShape(torch::ScalarType dtype, std::vector<int64_t> shape) {
   const Input x = RandomInput(shape, dtype, 1);
   const Input w = RandomInput({dim}, dtype, 2, 0.1, 1.0);
   const Input dy = RandomInput(shape, dtype, 3);
-  const Result fused = RunOp(true, x.low, w.low, dy.low, eps);
-  const Result aten = RunOp(false, x.low, w.low, dy.low, eps);
-  const Result exact = RunOp(false, x.exact, w.exact, dy.exact, eps);
-  EXPECT_TRUE(Accept("y", fused.y, aten.y, exact.y));
-  EXPECT_TRUE(Accept("dx", fused.dx, aten.dx, exact.dx));
-  EXPECT_TRUE(Accept("dweight", fused.dw, aten.dw, exact.dw));
+  testing::ExpectAccepted({"y", "dx", "dweight"}, RunOp(true, x.low, w.low, dy.low, eps),
+                          RunOp(false, x.low, w.low, dy.low, eps), RunOp(false, x.exact, w.exact, dy.exact, eps));
 }
 
 TEST(FusedRmsNormTest, MatchesAtenInFp32AndBf16) {
@@ -67,11 +59,8 @@ TEST(FusedRmsNormTest, NonContiguousInputIsCopiedFirst) {
   ASSERT_FALSE(x.is_contiguous());
   const Input w = RandomInput({64}, torch::kFloat32, 5, 0.1, 1.0);
   const Input dy = RandomInput({40, 64}, torch::kFloat32, 6);
-  const Result fused = RunOp(true, x, w.low, dy.low, 1e-6);
-  const Result aten = RunOp(false, x, w.low, dy.low, 1e-6);
-  EXPECT_TRUE(testing::NearAten("y", fused.y, aten.y));
-  EXPECT_TRUE(testing::NearAten("dx", fused.dx, aten.dx));
-  EXPECT_TRUE(testing::NearAten("dweight", fused.dw, aten.dw));
+  testing::ExpectNearAten({"y", "dx", "dweight"}, RunOp(true, x, w.low, dy.low, 1e-6),
+                          RunOp(false, x, w.low, dy.low, 1e-6));
 }
 
 TEST(FusedRmsNormTest, RefusesMismatchedArguments) {

@@ -9,7 +9,6 @@
 namespace vramlab::kernels {
 namespace {
 
-using testing::Accept;
 using testing::Input;
 using testing::Leaf;
 using testing::RandomInput;
@@ -32,11 +31,8 @@ torch::Tensor AtenRotary(const torch::Tensor& x4, const torch::Tensor& cos, cons
   return (x * cos + rotated * sin).transpose(1, 2);
 }
 
-struct Result {
-  torch::Tensor q, k, dq, dk;
-};
-
-Result RunOp(bool fused, const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& cos,
+// Rotated q and k, dq, dk.
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& cos,
            const torch::Tensor& sin, const torch::Tensor& dq, const torch::Tensor& dk) {
   torch::Tensor q = Leaf(q_in), k = Leaf(k_in);
   torch::Tensor q_out, k_out;
@@ -58,15 +54,11 @@ void CheckShape(torch::ScalarType dtype, int64_t b, int64_t s, int64_t heads, in
   const Input dq = RandomInput({b, s, heads, d}, dtype, 23);
   const Input dk = RandomInput({b, s, kv_heads, d}, dtype, 24);
   const auto [cos, sin] = Tables(s, d, dtype);
-  const Result fused = RunOp(true, q.low, k.low, cos, sin, dq.low, dk.low);
-  const Result aten = RunOp(false, q.low, k.low, cos, sin, dq.low, dk.low);
-  const Result exact = RunOp(false, q.exact, k.exact, cos.to(torch::kFloat64), sin.to(torch::kFloat64), dq.exact,
-                           dk.exact);
-  EXPECT_TRUE(fused.q.is_contiguous() && fused.k.is_contiguous());
-  EXPECT_TRUE(Accept("q", fused.q, aten.q, exact.q));
-  EXPECT_TRUE(Accept("k", fused.k, aten.k, exact.k));
-  EXPECT_TRUE(Accept("dq", fused.dq, aten.dq, exact.dq));
-  EXPECT_TRUE(Accept("dk", fused.dk, aten.dk, exact.dk));
+  const std::vector<torch::Tensor> fused = RunOp(true, q.low, k.low, cos, sin, dq.low, dk.low);
+  EXPECT_TRUE(fused[0].is_contiguous() && fused[1].is_contiguous());
+  testing::ExpectAccepted({"q", "k", "dq", "dk"}, fused, RunOp(false, q.low, k.low, cos, sin, dq.low, dk.low),
+                          RunOp(false, q.exact, k.exact, cos.to(torch::kFloat64), sin.to(torch::kFloat64), dq.exact,
+                                dk.exact));
 }
 
 TEST(FusedRotaryTest, MatchesAtenInFp32AndBf16) {
@@ -85,10 +77,8 @@ TEST(FusedRotaryTest, StridedGradientIsAccepted) {
   const torch::Tensor dq = RandomInput({2, 4, 8, 16}, torch::kFloat32, 27).low.transpose(1, 2);
   const torch::Tensor dk = RandomInput({2, 2, 8, 16}, torch::kFloat32, 28).low.transpose(1, 2);
   ASSERT_FALSE(dq.is_contiguous());
-  const Result fused = RunOp(true, q.low, k.low, cos, sin, dq, dk);
-  const Result aten = RunOp(false, q.low, k.low, cos, sin, dq, dk);
-  EXPECT_TRUE(testing::NearAten("dq", fused.dq, aten.dq));
-  EXPECT_TRUE(testing::NearAten("dk", fused.dk, aten.dk));
+  testing::ExpectNearAten({"q", "k", "dq", "dk"}, RunOp(true, q.low, k.low, cos, sin, dq, dk),
+                          RunOp(false, q.low, k.low, cos, sin, dq, dk));
 }
 
 TEST(FusedRotaryTest, RefusesMismatchedShapes) {

@@ -8,16 +8,12 @@
 namespace vramlab::kernels {
 namespace {
 
-using testing::Accept;
 using testing::Input;
 using testing::Leaf;
 using testing::RandomInput;
 
-struct Result {
-  torch::Tensor out, dgate, dup;
-};
-
-Result RunOp(bool fused, const torch::Tensor& gate_in, const torch::Tensor& up_in, const torch::Tensor& dout) {
+// out, dgate, dup.
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& gate_in, const torch::Tensor& up_in, const torch::Tensor& dout) {
   torch::Tensor gate = Leaf(gate_in), up = Leaf(up_in);
   torch::Tensor out = fused ? FusedSwiGlu(gate, up) : torch::silu(gate) * up;
   out.backward(dout);
@@ -30,12 +26,8 @@ void CheckShape(torch::ScalarType dtype, std::vector<int64_t> shape) {
   const Input gate = RandomInput(shape, dtype, 11, 4.0);
   const Input up = RandomInput(shape, dtype, 12);
   const Input dout = RandomInput(shape, dtype, 13);
-  const Result fused = RunOp(true, gate.low, up.low, dout.low);
-  const Result aten = RunOp(false, gate.low, up.low, dout.low);
-  const Result exact = RunOp(false, gate.exact, up.exact, dout.exact);
-  EXPECT_TRUE(Accept("out", fused.out, aten.out, exact.out));
-  EXPECT_TRUE(Accept("dgate", fused.dgate, aten.dgate, exact.dgate));
-  EXPECT_TRUE(Accept("dup", fused.dup, aten.dup, exact.dup));
+  testing::ExpectAccepted({"out", "dgate", "dup"}, RunOp(true, gate.low, up.low, dout.low),
+                          RunOp(false, gate.low, up.low, dout.low), RunOp(false, gate.exact, up.exact, dout.exact));
 }
 
 TEST(FusedSwiGluTest, MatchesAtenInFp32AndBf16) {
@@ -49,11 +41,8 @@ TEST(FusedSwiGluTest, NonContiguousInputsAreCopiedFirst) {
   const Input gate = RandomInput({96, 32}, torch::kFloat32, 14);
   const Input up = RandomInput({96, 32}, torch::kFloat32, 15);
   const Input dout = RandomInput({32, 96}, torch::kFloat32, 16);
-  const Result fused = RunOp(true, gate.low.t(), up.low.t(), dout.low);
-  const Result aten = RunOp(false, gate.low.t(), up.low.t(), dout.low);
-  EXPECT_TRUE(testing::NearAten("out", fused.out, aten.out));
-  EXPECT_TRUE(testing::NearAten("dgate", fused.dgate, aten.dgate));
-  EXPECT_TRUE(testing::NearAten("dup", fused.dup, aten.dup));
+  testing::ExpectNearAten({"out", "dgate", "dup"}, RunOp(true, gate.low.t(), up.low.t(), dout.low),
+                          RunOp(false, gate.low.t(), up.low.t(), dout.low));
 }
 
 TEST(FusedSwiGluTest, RefusesMismatchedShapes) {
