@@ -106,6 +106,7 @@ std::string SpecSummary(const ExperimentSpec& spec) {
     parts.push_back(absl::StrCat("ckpt:every:", t.checkpoint_every_k_layers()));
   }
   if (t.loss() == CHUNKED) parts.push_back("loss:chunked");
+  if (t.kernels() == FUSED) parts.push_back("kernels:fused");
   if (t.optimizer().offload_to_cpu()) parts.push_back("offload");
   if (t.optimizer().in_backward()) parts.push_back("in-backward");
   const AllocatorConfig& allocator = spec.memory().allocator();

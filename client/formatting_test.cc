@@ -21,6 +21,7 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
   spec.mutable_training()->set_micro_batch_size(4);
   spec.mutable_training()->set_checkpoint_every_k_layers(1);
   spec.mutable_training()->set_loss(vramlab::v1::CHUNKED);
+  spec.mutable_training()->set_kernels(vramlab::v1::FUSED);
   spec.mutable_training()->set_attention(vramlab::v1::SDPA);
   spec.mutable_training()->mutable_optimizer()->set_kind(vramlab::v1::ADAMW_FP32_MASTER);
   spec.mutable_memory()->set_device_memory_limit_bytes(int64_t{24} << 30);
@@ -29,7 +30,7 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
   for (int v : {512, 1024, 2048, 4096}) spec.mutable_sweep()->add_values(v);
   // The sweep stands for the field it varies: no "seq512" beside "sweep seq 512..4096".
   EXPECT_EQ(SpecSummary(spec),
-            "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked expandable "
+            "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked kernels:fused expandable "
             "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 

@@ -188,6 +188,10 @@ absl::Status ApplyTrainingFlags(const ParsedArgs& args, ExperimentSpec& spec) {
     ASSIGN_OR_RETURN(int32_t n, ParseIntFlag("loss-chunk", *v, 1, kMax));
     training.set_loss_chunk_tokens(n);
   }
+  if (auto v = args.Get("kernels")) {
+    ASSIGN_OR_RETURN(int choice, ParseChoiceFlag("kernels", *v, {"aten", "fused"}));
+    training.set_kernels(static_cast<vramlab::v1::KernelsImpl>(choice + 1));
+  }
   if (auto v = args.Get("data-seed")) {
     ASSIGN_OR_RETURN(int32_t n, ParseIntFlag("data-seed", *v, 0, kMax));
     training.mutable_data()->set_seed(static_cast<uint32_t>(n));
@@ -314,6 +318,7 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("qlora", "K=V,...", "as --lora, over NF4-quantised base weights (bf16/fp16 compute)")
       .Value("loss", "IMPL", "full|chunked")
       .Value("loss-chunk", "N", "tokens per chunk with --loss chunked")
+      .Value("kernels", "IMPL", "aten|fused (fused: vramlab's CUDA kernels, docs/KERNELS.md)")
       .Value("data-seed", "N", "seed of the synthetic token ids")
       .Value("memory-limit", "SIZE", "emulated device memory, e.g. 24GiB")
       .Value("alloc-conf", "K:V,...", "allocator settings, e.g. expandable_segments:True")

@@ -45,7 +45,7 @@ TEST(BuildSpecTest, TheLabReportsSadPathFromFlags) {
 }
 
 TEST(BuildSpecTest, EveryMemorySwitch) {
-  auto spec = Build({"--checkpointing", "every:2", "--loss", "chunked", "--loss-chunk", "256",
+  auto spec = Build({"--checkpointing", "every:2", "--loss", "chunked", "--loss-chunk", "256", "--kernels", "fused",
                      "--optimizer", "adamw-8bit", "--offload", "--optimizer-in-backward",
                      "--dtype", "fp32", "--alloc-conf",
                      "expandable_segments:True,max_split_size_mb:128,"
@@ -57,6 +57,7 @@ TEST(BuildSpecTest, EveryMemorySwitch) {
   EXPECT_EQ(t.checkpoint_every_k_layers(), 2);
   EXPECT_EQ(t.loss(), vramlab::v1::CHUNKED);
   EXPECT_EQ(t.loss_chunk_tokens(), 256);
+  EXPECT_EQ(t.kernels(), vramlab::v1::FUSED);
   EXPECT_EQ(t.optimizer().kind(), vramlab::v1::ADAMW_8BIT);
   EXPECT_TRUE(t.optimizer().offload_to_cpu());
   EXPECT_TRUE(t.optimizer().in_backward());

@@ -72,7 +72,12 @@ if [ -n "$prefix" ]; then
                 -DCMAKE_INSTALL_RPATH="\$ORIGIN/../lib;$lib")
 fi
 
-cmake -S "$root" -B "$build/worker" "${common_args[@]}" \
+# The fused kernels (docs/KERNELS.md) need nvcc: from CUDACXX, PATH, or the toolkit's usual place.
+# VRAMLAB_CUDA_KERNELS=ON makes a missing toolkit a configure error (default AUTO: built if found).
+if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+cmake -S "$root" -B "$build/worker" "${common_args[@]}" -DVRAMLAB_CUDA_KERNELS="${VRAMLAB_CUDA_KERNELS:-AUTO}" \
   -DVRAMLAB_BUILD_SERVER=OFF -DCMAKE_PREFIX_PATH="$worker_prefix_path"
 cmake --build "$build/worker" -j "$jobs"
 

@@ -4,6 +4,8 @@
   specs.py list                 row names, one per line
   specs.py spec ROW             the worker spec (canonical JSON of vramlab.v1.ExperimentSpec)
   specs.py hf ROW               hf_reference.py arguments (one shell word per line)
+  specs.py hf-from ROW          the row whose HF run this row is compared with (itself unless
+                                the row says otherwise: then run.sh runs no HF side for it)
 """
 import json
 import sys
@@ -15,7 +17,7 @@ LONG = [8192, 16384, 24576, 32768, 40960, 49152, 65536, 81920, 98304, 131072]
 
 
 def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=False, chunked=False,
-        optimizer="ADAMW", hf_extra=(), preset="qwen2.5-1.5b", lora=None):
+        optimizer="ADAMW", hf_extra=(), preset="qwen2.5-1.5b", lora=None, kernels="ATEN", hf_from=None):
     spec = {
         "name": name,
         "model": {"preset": preset, "initSeed": 0},
@@ -23,7 +25,7 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
                      # the worker's first step is the warm-up; the table takes the median of the rest
                      "steps": steps + warmup, "dtype": "BFLOAT16", "attention": attention.upper(),
                      "optimizer": {"kind": optimizer}, "checkpointEveryKLayers": 1 if ckpt else 0,
-                     "loss": "CHUNKED" if chunked else "FULL", "data": {"seed": 1234}},
+                     "loss": "CHUNKED" if chunked else "FULL", "kernels": kernels, "data": {"seed": 1234}},
         "memory": {"deviceMemoryLimitBytes": str(limit) if limit else "0", "sampleIntervalMs": 10},
         "device": "CUDA",
     }
@@ -43,7 +45,7 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
     if lora:
         hf += ["--lora-rank", str(lora[0]), "--lora-alpha", str(lora[1])]
     hf += list(hf_extra)
-    return name, spec, hf
+    return name, spec, hf, hf_from or name
 
 
 ROWS = dict((r[0], r[1:]) for r in [
@@ -53,6 +55,12 @@ ROWS = dict((r[0], r[1:]) for r in [
     row("torture-sdpa", 1, 1, 512, "sdpa", LIMIT_24, 1, 0, sweep=TORTURE),
     row("throughput-mb4-s2048", 4, 1, 2048, "sdpa", 0, 5, 2),
     row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
+    # training.kernels FUSED (docs/KERNELS.md), against HF + torch.compile: full loss (all logits
+    # once, in bf16) and chunked loss (1024 tokens a chunk).
+    row("throughput-mb4-s2048-fused", 4, 1, 2048, "sdpa", 0, 5, 2, kernels="FUSED",
+        hf_from="throughput-mb4-s2048-hf-compile"),
+    row("throughput-mb4-s2048-fused-chunked", 4, 1, 2048, "sdpa", 0, 5, 2, kernels="FUSED", chunked=True,
+        hf_from="throughput-mb4-s2048-hf-compile"),
     row("longest-24g-all-switches", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True, chunked=True,
         optimizer="ADAMW_8BIT"),
     # LoRA r=16, alpha=32 on all seven projections, side by side with HF PEFT (3 timed steps).
@@ -66,12 +74,15 @@ ROWS = dict((r[0], r[1:]) for r in [
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("list", "spec", "hf"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("list", "spec", "hf", "hf-from"):
         sys.exit(__doc__)
     if sys.argv[1] == "list":
         print("\n".join(ROWS))
         return
-    spec, hf = ROWS[sys.argv[2]]
+    spec, hf, hf_from = ROWS[sys.argv[2]]
+    if sys.argv[1] == "hf-from":
+        print(hf_from)
+        return
     print(json.dumps(spec, indent=1) if sys.argv[1] == "spec" else "\n".join(hf))
 
 

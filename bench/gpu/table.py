@@ -88,7 +88,7 @@ def main():
     print("| row | metric | vramlab | HF | vramlab / HF |")
     print("|---|---|---|---|---|")
     for row in rows:
-        h = hf(folder, row)
+        h = hf(folder, os.popen(f"python3 {os.path.dirname(__file__)}/specs.py hf-from {row}").read().strip())
         o = ours(folder, row.replace("-hf-compile", "")) if os.path.exists(
             os.path.join(folder, f"{row.replace('-hf-compile', '')}.spec.json")) else None
         if o is None:

@@ -131,6 +131,16 @@ int64_t MaxAdapterRank(int64_t hidden_size, int64_t intermediate_size, int64_t n
 // "must be at most MAX (min(in_features, out_features) of a wrapped layer), got RANK".
 std::string AdapterRankMessage(int64_t rank, int64_t max_rank);
 
+// --- Kernels ---------------------------------------------------------------------------------
+// training.kernels FUSED runs the CUDA kernels of kernels/ (docs/KERNELS.md): a CUDA device and a
+// worker built with them. The daemon and the worker refuse it elsewhere with these words.
+inline constexpr const char* kKernelsField = "training.kernels";
+inline constexpr const char* kFusedKernelsNeedCudaMessage =
+    "FUSED runs CUDA kernels and needs a CUDA device; use ATEN on the CPU";
+inline constexpr const char* kFusedKernelsNotBuiltMessage =
+    "FUSED needs a worker built with the CUDA kernels (CMake VRAMLAB_CUDA_KERNELS, a CUDA toolkit "
+    "and a LibTorch with CUDA); use ATEN";
+
 // --- Strings ---------------------------------------------------------------------------------
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxHostPathBytes = 4096;

@@ -64,23 +64,45 @@ int64_t AttentionSaved(const Sizes& z) {
   return 2 * z.hidden + 2 * z.kv + z.lse;
 }
 
-}  // namespace
-
-StepInputs EstimateStepInputs(const RunSettings& run) {
-  const Sizes z(run);
-  const int64_t tokens = run.micro_batch * run.seq_len;
-  StepInputs in;
-  in.token_ids = z.Alloc(tokens * kInt64);
-  const int64_t targets = z.Alloc(tokens * kInt64);  // labels shifted by one (loss.cc)
-  const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
-  const int64_t mask =
-      run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
-  in.in_forward = targets + rope + mask;
-  return in;
+// Attention's forward moment with autograd, given `base`: what the layer holds above its input
+// when the attention kernel starts (norm 1's tensors, q and k after RoPE, v and, for eager, k
+// and v repeated to every head).
+int64_t AttentionForwardMoment(const Sizes& z, int64_t base) {
+  const int64_t H = z.hidden;
+  if (!z.run.eager_attention) return base + H + z.lse;
+  // softmax(scores, dtype=fp32): masked scores, their fp32 copy and the fp32 output live
+  // together, with matmul's copy of q; then the cast of the probabilities and the output.
+  const int64_t softmax = base + H + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
+  const int64_t output = base + H + z.scores + z.scores32 + (z.upcast ? z.scores : 0) + 2 * H;
+  return std::max(softmax, output);
 }
 
-LayerActivations EstimateLayerActivations(const RunSettings& run) {
-  const Sizes z(run);
+// The same without autograd (a checkpointed layer's forward).
+int64_t AttentionNoGradMoment(const Sizes& z, int64_t base) {
+  const int64_t H = z.hidden;
+  if (!z.run.eager_attention) return base + H + z.lse;
+  const int64_t softmax = base + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
+  const int64_t cast = base + z.scores + z.scores32 + (z.upcast ? z.scores : 0);
+  const int64_t output = base + z.scores + (z.upcast ? z.scores : z.scores32) + 2 * H;
+  return std::max({softmax, cast, output});
+}
+
+// Attention's backward moment, given `left`: what of the layer is left when backward reaches
+// attention (norm 1 and its output).
+int64_t AttentionBackwardMoment(const Sizes& z, int64_t left) {
+  const int64_t H = z.hidden;
+  if (z.run.eager_attention) {
+    // softmax_backward: the saved fp32 output, the fp32 gradient of the probabilities and the
+    // fp32 result, with q's copy, repeated k, the residual gradient and v's gradient.
+    return left + 2 * H + z.scores32 + 2 * H + 2 * z.scores32;
+  }
+  // Fused backward: saved q, k, v, output, lse; gradients of the residual and the output; dq,
+  // dk and dv per query head, reduced to the kv heads; the fp32 dq accumulator and the softmax
+  // row sums of flash attention.
+  return left + AttentionSaved(z) + 2 * H + 3 * H + 2 * z.kv + z.hidden32 + z.lse;
+}
+
+LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t H = z.hidden, KV = z.kv, I = z.inter;
   const int64_t norm = NormSaved(run, z);
   const int64_t attention = AttentionSaved(z);
@@ -103,18 +125,7 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const int64_t rotary = after_norm1 + 5 * H + 2 * KV;
   // Inside attention: q after RoPE, k after RoPE, v and, for eager, k and v repeated to every head.
   const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
-  const int64_t attention_base = after_norm1 + H + 2 * KV + repeated_kv;
-  int64_t attention_moment;
-  if (run.eager_attention) {
-    // softmax(scores, dtype=fp32): masked scores, their fp32 copy and the fp32 output live
-    // together, with matmul's copy of q; then the cast of the probabilities and the output.
-    const int64_t softmax = attention_base + H + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
-    const int64_t output = attention_base + H + z.scores + z.scores32 +
-                           (z.upcast ? z.scores : 0) + 2 * H;
-    attention_moment = std::max(softmax, output);
-  } else {
-    attention_moment = attention_base + H + z.lse;
-  }
+  const int64_t attention_moment = AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
   const int64_t norm2 = after_norm1 + attention + H /* h = x + attn */ + norm + H +
                         NormForwardTransient(z);
   // End of the layer: everything saved, plus h, the MLP output and the layer output.
@@ -124,16 +135,7 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
 
   // Forward without autograd: only what the expression being evaluated holds.
   const int64_t ng_norm = z.hidden32 + std::max(z.hidden32, 2 * H);
-  const int64_t ng_base = H /* norm output */ + H + 2 * KV + repeated_kv;
-  int64_t ng_attention;
-  if (run.eager_attention) {
-    const int64_t softmax = ng_base + z.scores + (z.upcast ? z.scores32 : 0) + z.scores32;
-    const int64_t cast = ng_base + z.scores + z.scores32 + (z.upcast ? z.scores : 0);
-    const int64_t output = ng_base + z.scores + (z.upcast ? z.scores : z.scores32) + 2 * H;
-    ng_attention = std::max({softmax, cast, output});
-  } else {
-    ng_attention = ng_base + H + z.lse;
-  }
+  const int64_t ng_attention = AttentionNoGradMoment(z, H /* norm output */ + H + 2 * KV + repeated_kv);
   const int64_t ng_mlp = 3 * H + 4 * I;  // h, norm output, gate, silu, up, product, MLP output
   a.no_grad_peak = std::max({ng_norm, H + 5 * H + 2 * KV, ng_attention, ng_mlp});
 
@@ -143,22 +145,105 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const int64_t norm2_bwd = a.kept - 4 * I + 2 * H + NormBackwardTransient(z);
   // What of the layer is left when backward reaches attention: norm 1 and its output.
   const int64_t left = norm + H + extra;
-  int64_t attention_bwd;
-  if (run.eager_attention) {
-    // softmax_backward: the saved fp32 output, the fp32 gradient of the probabilities and the
-    // fp32 result, with q's copy, repeated k, the residual gradient and v's gradient.
-    attention_bwd = left + 2 * H + z.scores32 + 2 * H + 2 * z.scores32;
-  } else {
-    // Fused backward: saved q, k, v, output, lse; gradients of the residual and the output; dq,
-    // dk and dv per query head, reduced to the kv heads; the fp32 dq accumulator and the softmax
-    // row sums of flash attention.
-    attention_bwd = left + AttentionSaved(z) + 2 * H + 3 * H + 2 * KV + z.hidden32 + z.lse;
-  }
+  const int64_t attention_bwd = AttentionBackwardMoment(z, left);
   // Rotary (and, for eager, repeat-kv) backward: gradients of q, k and v and the rotary
   // temporaries.
   const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
+  return a;
+}
+
+// --- training.kernels FUSED (kernels/, docs/KERNELS.md) -------------------------------------------
+// FusedRmsNorm saves its input and the fp32 rstd per row; nothing else, and no forward transient.
+int64_t FusedNormSaved(const Sizes& z) { return z.hidden + z.per_token32; }
+// FusedSwiGlu saves gate and up (silu is recomputed); down_proj saves the product.
+int64_t FusedMlpSaved(const Sizes& z) { return 3 * z.inter; }
+
+// One decoder layer with FUSED kernels. Rotary (FusedRotary) saves nothing of its own and holds
+// q and k twice only inside its call (projection output and rotated copy); the layer's input and
+// its mid-layer residual are saved by the two norms, so they are part of `kept` here.
+LayerActivations FusedLayerActivations(const RunSettings& run, const Sizes& z) {
+  const int64_t H = z.hidden, KV = z.kv, pt = z.per_token32;
+  const int64_t norm = FusedNormSaved(z);
+  const int64_t attention = AttentionSaved(z);
+  const int64_t mlp = FusedMlpSaved(z);
+  const int64_t extra = run.eager_attention ? kUnexplainedFp32HiddenPerLayer * z.hidden32 : 0;
+  LayerActivations a;
+  a.hidden = H;
+  a.checkpoint_input = H;
+  a.kept = 2 * (norm + H) + attention + mlp + extra;
+
+  // Forward, above the live input (which norm 1 saves: its H is in `kept`, not in these moments).
+  const int64_t after_norm1 = pt + H;
+  const int64_t rotary = after_norm1 + 2 * H + 3 * KV;  // q, k, v, rotated q and k
+  const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
+  const int64_t attention_moment = AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
+  // h = x + attn (saved by norm 2), its rstd and norm 2's output.
+  const int64_t norm2 = after_norm1 + attention + H + pt + H;
+  // Everything saved but the input, plus the MLP output and the layer output.
+  const int64_t end = a.kept - H + 2 * H;
+  a.forward_peak = std::max({rotary, attention_moment, norm2, end});
+
+  // Without autograd: the expression being evaluated only.
+  const int64_t ng_attention = AttentionNoGradMoment(z, H + H + 2 * KV + repeated_kv);
+  const int64_t ng_mlp = 3 * H + 3 * z.inter;  // h, norm output, gate, up, product, MLP output
+  a.no_grad_peak = std::max({pt + H, 3 * H + 3 * KV, ng_attention, ng_mlp});
+
+  // Backward, above what the layers below keep; the incoming gradient (H) is live throughout.
+  // SwiGLU: down_proj's input gradient, then the gradients of gate and up (one kernel).
+  const int64_t mlp_bwd = a.kept + H + 3 * z.inter;
+  // Norm 2: the residual gradient, the gradient of its output and its dx.
+  const int64_t norm2_bwd = a.kept - mlp + 3 * H;
+  const int64_t left = norm + H + extra;
+  const int64_t attention_bwd = AttentionBackwardMoment(z, left);
+  // Rotary backward: the residual gradient, dq and dk as attention returns them and rotated back,
+  // dv, and the projections' input gradient.
+  const int64_t rotary_bwd = left + 4 * H + 3 * KV + (run.eager_attention ? 2 * H : 0);
+  const int64_t norm1_bwd = norm + 3 * H;
+  a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
+  return a;
+}
+
+// Final norm and FusedLinearCrossEntropy. The loss's forward forms the gradients of hidden and of
+// lm_head's weight (when lm_head trains: no adapter), one chunk of parameter-dtype logits at a
+// time, and keeps only them; the final norm's output is not kept. lm_head's gradient is the one
+// step_timeline.h adds once backward reaches the loss, so it is in the forward moments and
+// `kept` here but not in the backward ones.
+LossActivations FusedLossActivations(const RunSettings& run, const Sizes& z) {
+  const int64_t H = z.hidden;
+  const int64_t norm = FusedNormSaved(z);  // the last layer's output is the norm's saved input
+  const int64_t head = run.adapter.enabled() ? 0 : z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes);
+  LossActivations l;
+  const int64_t base = norm + H;  // and the norm's output, until the loss returns
+  // Per chunk: its logits, the per-row losses, and the two gradients.
+  l.forward_peak = base + H + head + z.logits + z.per_token32;
+  l.kept = norm + H + head;
+  l.backward_peak_before_head_gradient = l.kept;
+  // The hidden-state gradient into the final norm, and the norm's dx.
+  l.backward_peak_with_head_gradient = norm + 2 * H;
+  return l;
+}
+
+}  // namespace
+
+StepInputs EstimateStepInputs(const RunSettings& run) {
+  const Sizes z(run);
+  const int64_t tokens = run.micro_batch * run.seq_len;
+  StepInputs in;
+  in.token_ids = z.Alloc(tokens * kInt64);
+  const int64_t targets = z.Alloc(tokens * kInt64);  // labels shifted by one (loss.cc)
+  const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
+  const int64_t mask =
+      run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
+  in.in_forward = targets + rope + mask;
+  return in;
+}
+
+LayerActivations EstimateLayerActivations(const RunSettings& run) {
+  const Sizes z(run);
+  const int64_t H = z.hidden, I = z.inter;
+  LayerActivations a = run.fused_kernels ? FusedLayerActivations(run, z) : AtenLayerActivations(run, z);
   // Adapters: their saved tensors throughout, and a moment of their own at the wrapped projection
   // with the largest transient (the MLP's, in every Qwen2 shape): what the layer saved before
   // its MLP, the MLP's input and output, plus the transient. Eager attention's scores usually
@@ -166,7 +251,8 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const AdapterActivations adapters = EstimateAdapterActivations(run);
   if (adapters.kept > 0 || adapters.forward_transient > 0) {
     a.kept += adapters.kept;
-    const int64_t before_mlp = a.kept - 4 * I + 2 * H;
+    const int64_t mlp_saved = run.fused_kernels ? FusedMlpSaved(z) : 4 * I;
+    const int64_t before_mlp = a.kept - mlp_saved + 2 * H;
     a.forward_peak = std::max(a.forward_peak + adapters.kept, before_mlp + adapters.forward_transient);
     a.no_grad_peak = std::max(a.no_grad_peak, 2 * H + adapters.forward_transient);
     a.backward_peak = std::max(a.backward_peak + adapters.kept, before_mlp + adapters.backward_transient);
@@ -176,6 +262,7 @@ LayerActivations EstimateLayerActivations(const RunSettings& run) {
 
 LossActivations EstimateLossActivations(const RunSettings& run) {
   const Sizes z(run);
+  if (run.fused_kernels) return FusedLossActivations(run, z);
   const int64_t H = z.hidden;
   const int64_t norm = NormSaved(run, z);
   LossActivations l;

@@ -102,6 +102,18 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
       return absl::InvalidArgumentError(
           absl::StrCat("training.loss: unknown value ", static_cast<int>(t.loss())));
   }
+  switch (t.kernels()) {
+    case vramlab::v1::KERNELS_IMPL_UNSPECIFIED:
+    case vramlab::v1::ATEN:
+      r.fused_kernels = false;
+      break;
+    case vramlab::v1::FUSED:
+      r.fused_kernels = true;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.kernels: unknown value ", static_cast<int>(t.kernels())));
+  }
   const vramlab::v1::AdapterSpec& adapter = t.adapter();
   if (adapter.kind() != vramlab::v1::ADAPTER_KIND_UNSPECIFIED) {
     r.adapter.lora = true;

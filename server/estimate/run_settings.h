@@ -42,6 +42,7 @@ struct RunSettings {
   bool eager_attention = true;
   bool chunked_loss = false;
   int64_t loss_chunk_tokens = 1024;
+  bool fused_kernels = false;  // training.kernels FUSED (activation_model.cc, docs/KERNELS.md)
   AdapterSettings adapter;
 
   int64_t tokens() const { return micro_batch * seq_len; }

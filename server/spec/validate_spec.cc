@@ -175,6 +175,7 @@ absl::Status ValidateTraining(const vramlab::v1::TrainingSpec& t, const SpecLimi
   RETURN_IF_ERROR(Check(spec_rules::kCheckpointEveryKLayers, t.checkpoint_every_k_layers()));
   RETURN_IF_ERROR(CheckEnum("training.attention", t.attention(), vramlab::v1::AttentionImpl_IsValid));
   RETURN_IF_ERROR(CheckEnum("training.loss", t.loss(), vramlab::v1::LossImpl_IsValid));
+  RETURN_IF_ERROR(CheckEnum(spec_rules::kKernelsField, t.kernels(), vramlab::v1::KernelsImpl_IsValid));
   RETURN_IF_ERROR(Check(spec_rules::kLossChunkTokens, t.loss_chunk_tokens()));
   RETURN_IF_ERROR(Check(spec_rules::kTokenIdBound, t.data().token_id_bound()));
   RETURN_IF_ERROR(CheckHostPath("training.data.token_ids_file", t.data().token_ids_file()));
@@ -282,6 +283,10 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
     return Invalid("device", absl::StrCat("this daemon runs on ",
                                           vramlab::v1::DeviceKind_Name(limits.device),
                                           "; leave it unset"));
+  }
+  // The worker runs on the daemon's device (a spec naming another was refused above).
+  if (spec.training().kernels() == vramlab::v1::FUSED && limits.device != vramlab::v1::CUDA) {
+    return Invalid(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
   }
   RETURN_IF_ERROR(CheckEnum("fault", spec.fault(), vramlab::v1::Fault_IsValid));
   if (spec.fault() != vramlab::v1::FAULT_UNSPECIFIED && !limits.allow_fault_injection) {

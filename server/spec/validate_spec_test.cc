@@ -198,6 +198,17 @@ TEST(ValidateSpecTest, FaultNeedsTheFlagAndDeviceMustMatchTheDaemon) {
               HasSubstr("spec.device: this daemon runs on CPU"));
 }
 
+TEST(ValidateSpecTest, FusedKernelsNeedACudaDaemon) {
+  auto fused = [](ExperimentSpec& s) { s.mutable_training()->set_kernels(vramlab::v1::FUSED); };
+  EXPECT_THAT(ErrorAfter(fused), HasSubstr("spec.training.kernels: FUSED runs CUDA kernels"));
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_kernels(static_cast<vramlab::v1::KernelsImpl>(7)); }),
+              HasSubstr("spec.training.kernels"));
+  SpecLimits cuda;
+  cuda.device = vramlab::v1::CUDA;
+  EXPECT_EQ(ErrorAfter(fused, cuda), "");
+  EXPECT_EQ(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_kernels(vramlab::v1::ATEN); }), "");
+}
+
 TEST(ValidateSpecTest, SpecSizeAndNameLimits) {
   SpecLimits limits;
   limits.max_spec_bytes = 100;

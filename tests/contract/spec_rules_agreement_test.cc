@@ -166,5 +166,18 @@ TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
   }
 }
 
+// FUSED kernels on a CPU daemon, with the device named or left to the daemon (the worker then
+// finds no CUDA device): both refuse it naming training.kernels, in the same words.
+TEST_F(SpecRulesAgreementTest, FusedKernelsOnTheCpuAreRefusedAlike) {
+  const std::string expected =
+      std::string("spec.") + spec_rules::kKernelsField + ": " + spec_rules::kFusedKernelsNeedCudaMessage;
+  json spec = {{"model", {{"preset", "tiny"}}}, {"training", {{"seqLen", 16}, {"kernels", "FUSED"}}}};
+  EXPECT_EQ(DaemonVerdict(spec), expected);
+  spec["device"] = "CPU";
+  const Verdicts named = Judge(spec);
+  EXPECT_EQ(named.daemon, expected);
+  EXPECT_EQ(named.worker, expected);
+}
+
 }  // namespace
 }  // namespace vramlab::testing

@@ -20,7 +20,9 @@ enum class LossImpl {
 constexpr int64_t kIgnoreIndex = -100;
 
 // Returns a scalar fp32 loss. input_ids and labels are int64 [batch, seq]. chunk_tokens (> 0) is
-// used by kChunked only. Throws std::invalid_argument for mismatched shapes or chunk_tokens <= 0.
+// used by kChunked only. A model with KernelsImpl::kFused computes the loss with kernels/'s fused
+// linear + cross-entropy, chunk_tokens rows at a time with kChunked and all rows in one chunk
+// with kFull. Throws std::invalid_argument for mismatched shapes or chunk_tokens <= 0.
 torch::Tensor CausalLmLoss(Qwen2ForCausalLM& model, const torch::Tensor& input_ids,
                            const torch::Tensor& labels, LossImpl impl, int64_t chunk_tokens);
 

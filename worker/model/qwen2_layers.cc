@@ -1,6 +1,7 @@
 #include "worker/model/qwen2_layers.h"
 
 #include <cmath>
+#include <tuple>
 
 namespace vramlab::worker {
 namespace {
@@ -41,6 +42,10 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return weight * h.to(x.scalar_type());
 }
 
+torch::Tensor RMSNormImpl::Apply(const torch::Tensor& x, KernelsImpl kernels) {
+  return kernels == KernelsImpl::kFused ? FusedRmsNormOp(x, weight, eps_) : forward(x);
+}
+
 DecoderInputs MakeDecoderInputs(const Qwen2Config& config, int64_t seq_len, AttentionImpl attention,
                                 torch::Dtype dtype, torch::Device device) {
   const int64_t dim = config.head_dim();
@@ -74,11 +79,18 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config,
 
 torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const DecoderInputs& in) {
   const int64_t b = x.size(0), s = x.size(1);
-  torch::Tensor q = q_proj(x).view({b, s, num_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor k = k_proj(x).view({b, s, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor q = q_proj(x).view({b, s, num_heads_, head_dim_});
+  torch::Tensor k = k_proj(x).view({b, s, num_kv_heads_, head_dim_});
   torch::Tensor v = v_proj(x).view({b, s, num_kv_heads_, head_dim_}).transpose(1, 2);
-  q = ApplyRotary(q, in.cos, in.sin);
-  k = ApplyRotary(k, in.cos, in.sin);
+  if (in.kernels == KernelsImpl::kFused) {
+    // Rotated in the projections' [b, s, heads, d] layout, then viewed as [b, heads, s, d].
+    std::tie(q, k) = FusedRotaryOp(q, k, in.cos, in.sin);
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
+  } else {
+    q = ApplyRotary(q.transpose(1, 2), in.cos, in.sin);
+    k = ApplyRotary(k.transpose(1, 2), in.cos, in.sin);
+  }
   const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   torch::Tensor out = in.attention == AttentionImpl::kSdpa
                           ? SdpaAttention(q, k, v, scaling, in.sdpa_native_gqa, in.sdpa_backend)
@@ -93,7 +105,8 @@ Qwen2MLPImpl::Qwen2MLPImpl(const Qwen2Config& config, const torch::TensorOptions
   down_proj = register_module("down_proj", Linear(inter, hidden, false, options));
 }
 
-torch::Tensor Qwen2MLPImpl::forward(const torch::Tensor& x) {
+torch::Tensor Qwen2MLPImpl::forward(const torch::Tensor& x, KernelsImpl kernels) {
+  if (kernels == KernelsImpl::kFused) return down_proj(FusedSwiGluOp(gate_proj(x), up_proj(x)));
   return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
 }
 
@@ -108,8 +121,8 @@ Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2Config& config,
 }
 
 torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const DecoderInputs& in) {
-  torch::Tensor h = x + self_attn(input_layernorm(x), in);
-  return h + mlp(post_attention_layernorm(h));
+  torch::Tensor h = x + self_attn(input_layernorm->Apply(x, in.kernels), in);
+  return h + mlp(post_attention_layernorm->Apply(h, in.kernels), in.kernels);
 }
 
 }  // namespace vramlab::worker

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "worker/model/attention.h"
+#include "worker/model/fused_layers.h"
 #include "worker/model/qwen2_config.h"
 
 namespace vramlab::worker {
@@ -55,6 +56,8 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
+  // forward(x) with kAten; kernels/'s FusedRmsNorm with kFused.
+  torch::Tensor Apply(const torch::Tensor& x, KernelsImpl kernels);
 
   torch::Tensor weight;
 
@@ -71,6 +74,7 @@ struct DecoderInputs {
   torch::Tensor sin;
   torch::Tensor causal_mask;  // undefined for sdpa
   AttentionImpl attention = AttentionImpl::kEager;
+  KernelsImpl kernels = KernelsImpl::kAten;  // RMSNorm, rotary and SwiGLU
   bool sdpa_native_gqa = false;  // see SdpaAttention
   std::string* sdpa_backend = nullptr;  // when set, the sdpa layer records its fused backend
   // A layer draws random numbers (adapter dropout): a checkpointed layer's recomputation must
@@ -97,7 +101,7 @@ TORCH_MODULE(Qwen2Attention);
 class Qwen2MLPImpl : public torch::nn::Module {
  public:
   Qwen2MLPImpl(const Qwen2Config& config, const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, KernelsImpl kernels = KernelsImpl::kAten);
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };

@@ -48,6 +48,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {
   DecoderInputs in = MakeDecoderInputs(config_, input_ids.size(1), EffectiveAttention(),
                                        table.scalar_type(), table.device());
   in.sdpa_native_gqa = options_.sdpa_native_gqa;
+  in.kernels = options_.kernels;
   in.preserve_rng_state = preserve_rng_state_;
   torch::Tensor hidden = embed_tokens(input_ids);
   const int k = options_.checkpoint_every_k_layers;
@@ -59,7 +60,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {
       hidden = decoder_layers_[i]->forward(hidden, in);
     }
   }
-  return norm(hidden);
+  return norm->Apply(hidden, options_.kernels);
 }
 
 Qwen2ForCausalLMImpl::Qwen2ForCausalLMImpl(const Qwen2Config& config, const ModelOptions& options)

@@ -31,6 +31,8 @@ struct ModelOptions {
   // torch >= 2.5 when there is no padding mask, instead of repeating the kv heads first (which
   // saves two [b, heads, s, d] copies per layer for backward). Ignored elsewhere.
   bool sdpa_native_gqa = true;
+  // kFused: RMSNorm, rotary, SwiGLU and the loss (loss.h) from kernels/ (CUDA only).
+  KernelsImpl kernels = KernelsImpl::kAten;
   torch::Dtype dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
 };

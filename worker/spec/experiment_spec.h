@@ -21,6 +21,7 @@ enum class SpecDType { kUnspecified = 0, kBfloat16 = 1, kFloat32 = 2, kFloat16 =
 enum class SpecOptimizerKind { kUnspecified = 0, kAdamW = 1, kAdamWFp32Master = 2, kSgd = 3, kAdamW8bit = 4 };
 enum class SpecAttention { kUnspecified = 0, kEager = 1, kSdpa = 2 };
 enum class SpecLoss { kUnspecified = 0, kFull = 1, kChunked = 2 };
+enum class SpecKernels { kUnspecified = 0, kAten = 1, kFused = 2 };
 enum class SpecAdapterKind { kNone = 0, kLora = 1, kQlora = 2 };
 // Proto AdapterTarget values: 1 q_proj ... 7 down_proj (spec_rules::AdapterTargetModuleName).
 using SpecAdapterTarget = int;
@@ -102,6 +103,7 @@ struct SpecTraining {
   SpecAttention attention = SpecAttention::kEager;
   SpecLoss loss = SpecLoss::kFull;
   int32_t loss_chunk_tokens = spec_rules::kDefaultLossChunkTokens;
+  SpecKernels kernels = SpecKernels::kAten;
   SpecData data;
   SpecAdapter adapter;
 };
@@ -165,6 +167,11 @@ ExperimentSpec ParseExperimentSpec(const std::string& json_text);
 // Checks that need the model's shape (vocabulary, layer count); called once the config is known.
 // Resolves data.token_id_bound's default. Throws SpecError.
 void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size);
+
+// training.kernels FUSED where it cannot run: on a device other than CUDA (`cuda_device` is the
+// resolved device's kind) or in a worker built without the kernels. Throws SpecError naming
+// training.kernels.
+void ValidateKernelsRunnable(const ExperimentSpec& spec, bool cuda_device);
 
 // The widths of the layers an adapter wraps.
 struct AdapterLayerWidths {

@@ -18,6 +18,7 @@ const EnumNames kOptimizerNames = {{"OPTIMIZER_KIND_UNSPECIFIED", 0}, {"ADAMW", 
                                    {"SGD", 3}, {"ADAMW_8BIT", 4}};
 const EnumNames kAttentionNames = {{"ATTENTION_IMPL_UNSPECIFIED", 0}, {"EAGER", 1}, {"SDPA", 2}};
 const EnumNames kLossNames = {{"LOSS_IMPL_UNSPECIFIED", 0}, {"FULL", 1}, {"CHUNKED", 2}};
+const EnumNames kKernelsNames = {{"KERNELS_IMPL_UNSPECIFIED", 0}, {"ATEN", 1}, {"FUSED", 2}};
 const EnumNames kAdapterKindNames = {{"ADAPTER_KIND_UNSPECIFIED", 0}, {"LORA", 1}, {"QLORA", 2}};
 const EnumNames kAdapterTargetNames = {{"ADAPTER_TARGET_UNSPECIFIED", 0}, {"Q_PROJ", 1}, {"K_PROJ", 2},
                                        {"V_PROJ", 3}, {"O_PROJ", 4}, {"GATE_PROJ", 5}, {"UP_PROJ", 6},
@@ -93,7 +94,8 @@ SpecAdapter ReadAdapter(const nlohmann::json& json) {
 SpecTraining ReadTraining(const nlohmann::json& json) {
   JsonObjectReader r(json, "training",
                      {"micro_batch_size", "grad_accum_steps", "seq_len", "steps", "dtype", "optimizer",
-                      "checkpoint_every_k_layers", "attention", "loss", "loss_chunk_tokens", "data", "adapter"});
+                      "checkpoint_every_k_layers", "attention", "loss", "loss_chunk_tokens", "data", "adapter",
+                      "kernels"});
   SpecTraining t;
   t.micro_batch_size = r.Int32("micro_batch_size");
   t.grad_accum_steps = r.Int32("grad_accum_steps");
@@ -105,6 +107,7 @@ SpecTraining ReadTraining(const nlohmann::json& json) {
   t.attention = static_cast<SpecAttention>(r.Enum("attention", kAttentionNames));
   t.loss = static_cast<SpecLoss>(r.Enum("loss", kLossNames));
   t.loss_chunk_tokens = r.Int32("loss_chunk_tokens");
+  t.kernels = static_cast<SpecKernels>(r.Enum("kernels", kKernelsNames));
   JsonObjectReader d(r.Object("data"), "training.data", {"seed", "token_id_bound", "token_ids_file"});
   t.data.seed = d.UInt32("seed");
   t.data.token_id_bound = d.Int32("token_id_bound");

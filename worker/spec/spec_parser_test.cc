@@ -186,6 +186,44 @@ TEST(SpecParserTest, RejectsContradictoryCombinations) {
             "sweep.values");
 }
 
+TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.kernels, SpecKernels::kAten);
+  const ExperimentSpec fused =
+      ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CUDA"})");
+  EXPECT_EQ(fused.training.kernels, SpecKernels::kFused);
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": 1}})").training.kernels,
+            SpecKernels::kAten);
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"kernels": "TRITON"}})"), "training.kernels");
+  try {
+    ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CPU"})");
+    FAIL() << "FUSED on the CPU must be rejected";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.kernels");
+    EXPECT_EQ(std::string(e.what()), std::string("training.kernels: ") + spec_rules::kFusedKernelsNeedCudaMessage);
+  }
+  // The device left unspecified resolves to the CPU where no CUDA device is found.
+  try {
+    ValidateKernelsRunnable(fused, /*cuda_device=*/false);
+    FAIL() << "FUSED without a CUDA device must be rejected";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.kernels");
+  }
+  ExperimentSpec aten = fused;
+  aten.training.kernels = SpecKernels::kAten;
+  ValidateKernelsRunnable(aten, /*cuda_device=*/false);
+#ifdef VRAMLAB_WITH_FUSED_KERNELS
+  ValidateKernelsRunnable(fused, /*cuda_device=*/true);
+#else
+  try {
+    ValidateKernelsRunnable(fused, /*cuda_device=*/true);
+    FAIL() << "a worker built without the kernels must reject FUSED";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.kernels");
+    EXPECT_EQ(std::string(e.what()), std::string("training.kernels: ") + spec_rules::kFusedKernelsNotBuiltMessage);
+  }
+#endif
+}
+
 TEST(SpecParserTest, ReadsAdaptersWithPeftDefaults) {
   const ExperimentSpec none = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
   EXPECT_FALSE(none.training.adapter.enabled());

@@ -118,6 +118,7 @@ void ValidateTraining(SpecTraining& t) {
   if (t.dtype == SpecDType::kUnspecified) t.dtype = SpecDType::kBfloat16;
   if (t.attention == SpecAttention::kUnspecified) t.attention = SpecAttention::kEager;
   if (t.loss == SpecLoss::kUnspecified) t.loss = SpecLoss::kFull;
+  if (t.kernels == SpecKernels::kUnspecified) t.kernels = SpecKernels::kAten;
   Check(spec_rules::kMicroBatchSize, t.micro_batch_size);
   Check(spec_rules::kGradAccumSteps, t.grad_accum_steps);
   Check(spec_rules::kSeqLen, t.seq_len);
@@ -192,8 +193,18 @@ void ApplyDefaultsAndValidate(ExperimentSpec& spec) {
   ValidateMemory(spec.memory);
   ValidateSweep(spec.sweep);
   Check(spec_rules::kTimeLimitSeconds, spec.time_limit_seconds);
+  Require(!(spec.training.kernels == SpecKernels::kFused && spec.device == DeviceKind::kCpu),
+          spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
   Require(spec.memory.snapshot_path.empty() || spec.memory.snapshot_path.find('\0') == std::string::npos,
           "memory.snapshot_path", "must be a path");
+}
+
+void ValidateKernelsRunnable(const ExperimentSpec& spec, bool cuda_device) {
+  if (spec.training.kernels != SpecKernels::kFused) return;
+  Require(cuda_device, spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
+#ifndef VRAMLAB_WITH_FUSED_KERNELS
+  Require(false, spec_rules::kKernelsField, spec_rules::kFusedKernelsNotBuiltMessage);
+#endif
 }
 
 void ValidateAgainstModel(ExperimentSpec& spec, int64_t vocab_size) {

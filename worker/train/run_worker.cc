@@ -49,6 +49,8 @@ class Session {
     ValidateAgainstModel(spec_, config.vocab_size);
     ValidateAdapterAgainstModel(spec_, {config.hidden_size, config.intermediate_size, config.num_attention_heads,
                                         config.num_key_value_heads});
+    ValidateKernelsRunnable(spec_, spec_.device == DeviceKind::kCuda ||
+                                       (spec_.device == DeviceKind::kUnspecified && CudaDeviceAvailable()));
     backend_ = MakeBackend(spec_.device);
     monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
     EmitStarted(config);
@@ -105,6 +107,14 @@ class Session {
     if (spec_.training.attention == SpecAttention::kSdpa && !SdpaAvailable()) {
       sink_.Notice(NoticeLevel::kWarning, std::string("sdpa is unavailable on LibTorch ") + TORCH_VERSION +
                                               "; attention runs eager");
+    }
+    if (spec_.training.kernels == SpecKernels::kFused) {
+      const SpecTraining& t = spec_.training;
+      sink_.Notice(NoticeLevel::kInfo,
+                   "training.kernels FUSED: RMSNorm, rotary, SwiGLU and linear + cross-entropy run vramlab's CUDA "
+                   "kernels (docs/KERNELS.md); the loss takes " +
+                       (t.loss == SpecLoss::kChunked ? std::to_string(t.loss_chunk_tokens) + " tokens a chunk"
+                                                     : std::string("all tokens of a micro-batch in one chunk")));
     }
     const bool on_cpu = backend_->kind() == DeviceKind::kCpu;
     if (on_cpu && !AllocatorConfString(spec_.memory.allocator).empty()) {

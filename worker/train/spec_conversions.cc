@@ -40,6 +40,7 @@ ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device) 
   ModelOptions options;
   options.attention = training.attention == SpecAttention::kSdpa ? AttentionImpl::kSdpa : AttentionImpl::kEager;
   options.checkpoint_every_k_layers = training.checkpoint_every_k_layers;
+  options.kernels = training.kernels == SpecKernels::kFused ? KernelsImpl::kFused : KernelsImpl::kAten;
   options.dtype = ToTorchDtype(training.dtype);
   options.device = device;
   return options;

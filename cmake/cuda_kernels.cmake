@@ -1,0 +1,35 @@
+# Whether to build kernels/ (training.kernels FUSED): the CUDA language is enabled only when a CUDA
+# compiler is found AND the LibTorch found has CUDA. Included from the top-level CMakeLists.txt after
+# find_package(Torch), in the top-level scope that enable_language(CUDA) needs.
+#   -DVRAMLAB_CUDA_KERNELS=AUTO  build them where both are there (default)
+#   -DVRAMLAB_CUDA_KERNELS=ON    build them or fail to configure
+#   -DVRAMLAB_CUDA_KERNELS=OFF   never (FUSED is then refused by the worker, naming training.kernels)
+#   -DVRAMLAB_CUDA_ARCHITECTURES=...  the kernels' targets (default 90-real;90-virtual: sm_90 code and
+#                                     PTX that newer GPUs compile at load)
+# Sets VRAMLAB_BUILD_CUDA_KERNELS.
+set(VRAMLAB_CUDA_KERNELS AUTO CACHE STRING "Build the fused CUDA kernels (AUTO, ON, OFF)")
+set_property(CACHE VRAMLAB_CUDA_KERNELS PROPERTY STRINGS AUTO ON OFF)
+set(VRAMLAB_CUDA_ARCHITECTURES "90-real;90-virtual" CACHE STRING "CUDA architectures of kernels/")
+set(VRAMLAB_BUILD_CUDA_KERNELS OFF)
+if(NOT VRAMLAB_CUDA_KERNELS MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "VRAMLAB_CUDA_KERNELS must be AUTO, ON or OFF, got '${VRAMLAB_CUDA_KERNELS}'")
+endif()
+if(NOT VRAMLAB_CUDA_KERNELS STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER AND TARGET torch_cuda)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "${VRAMLAB_CUDA_ARCHITECTURES}")
+    endif()
+    enable_language(CUDA)
+    set(VRAMLAB_BUILD_CUDA_KERNELS ON)
+    message(STATUS "Fused CUDA kernels: building for ${VRAMLAB_CUDA_ARCHITECTURES} with ${CMAKE_CUDA_COMPILER}")
+  elseif(VRAMLAB_CUDA_KERNELS STREQUAL "ON")
+    if(NOT CMAKE_CUDA_COMPILER)
+      message(FATAL_ERROR "VRAMLAB_CUDA_KERNELS=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER or put nvcc on PATH)")
+    endif()
+    message(FATAL_ERROR "VRAMLAB_CUDA_KERNELS=ON but the LibTorch found (${Torch_DIR}) has no CUDA")
+  else()
+    message(STATUS "Fused CUDA kernels: not built (needs a CUDA compiler and a LibTorch with CUDA)")
+  endif()
+endif()
