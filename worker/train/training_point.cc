@@ -87,6 +87,10 @@ class PointRunner {
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
     }
+    // Which implementation runs the step (e.g. the fused 8-bit kernel or the ATen ops), once per run.
+    if (shape_.sweep_index == 0) {
+      context_.sink->Notice(NoticeLevel::kInfo, "optimizer: " + live.optimizer->Describe());
+    }
   }
 
   // Inside LOAD: the anatomy separates the adapters' (and quantisation constants') allocation
@@ -144,6 +148,8 @@ class PointRunner {
         tracker_.End();
 
         tracker_.Begin(Phase::kBackward, step, micro);
+        // The last micro-batch's backward completes the gradients of this step's update.
+        if (micro == accum - 1) live.optimizer->ExpectStepAfterNextBackward();
         loss.backward();
         loss_sum += loss.item<double>() * accum;
         loss = torch::Tensor();
