@@ -44,7 +44,7 @@ __device__ __forceinline__ void AdamWStep(const AdamWScalars& s, float grad, flo
   sq = sq * s.beta2;                                               // v.mul_(beta2)
   sq = sq + s.one_minus_beta2 * grad * grad;                       // .addcmul_(g, g, 1 - beta2)
   float denom = sqrtf(sq);                                         // v.sqrt()
-  denom = denom / s.sqrt_bias_correction2;                         // .div_(sqrt(bc2))
+  denom = denom * s.inv_sqrt_bias_correction2;                     // .div_(sqrt(bc2))
   denom = denom + s.eps;                                           // .add_(eps)
   param = param + s.neg_step_size * (avg / denom);                 // p.addcdiv_(m, denom, -step)
 }

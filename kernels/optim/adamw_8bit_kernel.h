@@ -47,9 +47,10 @@ struct AdamW8bitTensor {
 
 // The AdamW scalars of one step as ATen hands them to a float kernel (double arguments rounded to
 // float): p *= decay; m = lerp(m, g, lerp_weight); v = v * beta2 + one_minus_beta2 * g * g;
-// p += neg_step_size * (m / (sqrt(v) / sqrt_bias_correction2 + eps)).
+// p += neg_step_size * (m / (sqrt(v) * inv_sqrt_bias_correction2 + eps)). ATen's CUDA division
+// by a scalar multiplies by its reciprocal rounded to float, float(1 / sqrt(1 - beta2^t)).
 struct AdamWScalars {
-  float decay, lerp_weight, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
+  float decay, lerp_weight, beta2, one_minus_beta2, inv_sqrt_bias_correction2, eps, neg_step_size;
 };
 
 struct DynamicMaps {

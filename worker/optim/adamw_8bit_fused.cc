@@ -1,5 +1,6 @@
 #include "worker/optim/adamw_8bit_fused.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -78,8 +79,11 @@ void FusedAdamW8bit(const std::vector<FusedAdamW8bitTensor>& tensors,
   if (table.empty()) return;
   const torch::Tensor device_table = DeviceTable(table, device);
   const AdamWFloatScalars s = FloatScalarsAt(hyper, step);
+  // ATen's CUDA div_ by a scalar multiplies by the reciprocal, taken in double (PyTorch 2.x).
+  const float inv_sqrt_bias_correction2 = static_cast<float>(
+      1.0 / std::sqrt(1.0 - std::pow(hyper.beta2, static_cast<double>(step))));
   const kernels::AdamWScalars scalars{s.decay, s.lerp_weight, s.beta2, s.one_minus_beta2,
-                                      s.sqrt_bias_correction2, s.eps, s.neg_step_size};
+                                      inv_sqrt_bias_correction2, s.eps, s.neg_step_size};
   const kernels::DynamicMaps maps{signed_map.values().data_ptr<float>(),
                                   signed_map.midpoints().data_ptr<float>(),
                                   unsigned_map.values().data_ptr<float>(),

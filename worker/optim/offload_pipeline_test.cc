@@ -74,6 +74,8 @@ TEST(OffloadPipelineTest, MatchesTheSynchronousOffloadStepForEveryKind) {
       Train(sync_params, *sync, 3, 2, /*announce=*/false);
       Train(overlap_params, *overlapped, 3, 2, /*announce=*/true);
       EXPECT_TRUE(SameValues(sync_params, overlap_params)) << what;
+      // The pipeline did the work: its result buffers exist (the synchronous CPU path has none).
+      EXPECT_GT(overlapped->HostStateBytes(), sync->HostStateBytes()) << what;
     }
   }
 }
