@@ -34,18 +34,20 @@ __device__ __forceinline__ void Store(void* data, FloatKind kind, int64_t i, flo
 }
 
 // AdamWUpdate (worker/optim/adamw_math.cc) on one fp32 element, each op as ATen's CUDA kernel
-// writes it.
+// writes it. Where ATen runs two kernels, the result of the first is rounded (__fmul_rn,
+// __fadd_rn: never merged into a multiply-add); inside one ATen kernel (lerp, addcmul, addcdiv)
+// the expression is ATen's, for nvcc to contract as it contracts ATen's.
 __device__ __forceinline__ void AdamWStep(const AdamWScalars& s, float grad, float& param,
                                           float& avg, float& sq) {
-  param = param * s.decay;                                         // p.mul_(1 - lr * wd)
+  param = __fmul_rn(param, s.decay);                               // p.mul_(1 - lr * wd)
   const float diff = grad - avg;                                   // m.lerp_(g, 1 - beta1)
   avg = fabsf(s.lerp_weight) < 0.5f ? avg + s.lerp_weight * diff
                                     : grad - diff * (1.0f - s.lerp_weight);
-  sq = sq * s.beta2;                                               // v.mul_(beta2)
+  sq = __fmul_rn(sq, s.beta2);                                     // v.mul_(beta2)
   sq = sq + s.one_minus_beta2 * grad * grad;                       // .addcmul_(g, g, 1 - beta2)
   float denom = sqrtf(sq);                                         // v.sqrt()
-  denom = denom * s.inv_sqrt_bias_correction2;                     // .div_(sqrt(bc2))
-  denom = denom + s.eps;                                           // .add_(eps)
+  denom = __fmul_rn(denom, s.inv_sqrt_bias_correction2);           // .div_(sqrt(bc2))
+  denom = __fadd_rn(denom, s.eps);                                 // .add_(eps)
   param = param + s.neg_step_size * (avg / denom);                 // p.addcdiv_(m, denom, -step)
 }
 

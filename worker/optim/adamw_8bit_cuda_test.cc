@@ -26,6 +26,7 @@ namespace vramlab::worker::optim_internal {
 namespace {
 
 const torch::Device kCuda(torch::kCUDA, 0);
+constexpr double kLr = 1e-3;  // optim_testing::Options' default
 
 // Fewer than 4096 elements (fp32 moments), exactly one block row, a short tail block, and a tensor
 // of several hundred blocks.
@@ -47,16 +48,21 @@ struct Comparison {
   double worst_fp32_moment_relative = 0;
 };
 
-double WorstRelative(const torch::Tensor& a, const torch::Tensor& b) {
+// The largest |a - b| relative to b elementwise (`per_element`) or to max |b| (a moment that
+// cancels to near 0 keeps only the rounding of its terms).
+double WorstRelative(const torch::Tensor& a, const torch::Tensor& b, bool per_element) {
   torch::Tensor a64 = a.to(torch::kDouble), b64 = b.to(torch::kDouble);
-  return ((a64 - b64).abs() / (b64.abs() + 1e-30)).max().item<double>();
+  torch::Tensor scale = per_element ? b64.abs() : b64.abs().max().expand_as(b64);
+  return ((a64 - b64).abs() / (scale + 1e-30)).max().item<double>();
 }
 
 void Compare(const torch::Tensor& fused_param, const torch::Tensor& aten_param,
              const std::vector<torch::Tensor>& fused_state,
              const std::vector<torch::Tensor>& aten_state, Comparison& c) {
   torch::Tensor diff = (fused_param.to(torch::kDouble) - aten_param.to(torch::kDouble)).abs();
-  torch::Tensor larger = torch::max(fused_param.abs(), aten_param.abs());
+  // At the larger of the two values, or of the learning rate (an update's scale: a parameter near
+  // 0 gets the update's rounding, not its own).
+  torch::Tensor larger = torch::max(fused_param.abs(), aten_param.abs()).to(torch::kDouble).clamp_min(kLr);
   // bf16: one rounding of the same fp32 result; fp32: the ops' own roundings, a few ulps.
   const double steps = fused_param.scalar_type() == torch::kBFloat16 ? 1 : 4;
   c.params_outside_one_rounding +=
@@ -69,18 +75,18 @@ void Compare(const torch::Tensor& fused_param, const torch::Tensor& aten_param,
       c.codes_differing += (code_diff > 0).sum().item<int64_t>();
       c.codes += code_diff.numel();
       c.worst_absmax_relative = std::max(
-          c.worst_absmax_relative, WorstRelative(fused_state[k + 2], aten_state[k + 2]));
+          c.worst_absmax_relative, WorstRelative(fused_state[k + 2], aten_state[k + 2], true));
     }
   } else {
     for (int k = 0; k < 2; ++k) {
       c.worst_fp32_moment_relative = std::max(c.worst_fp32_moment_relative,
-                                              WorstRelative(fused_state[k], aten_state[k]));
+                                              WorstRelative(fused_state[k], aten_state[k], false));
     }
   }
 }
 
 Comparison StepByStep(torch::ScalarType dtype, int steps) {
-  const OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW8bit);
+  const OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW8bit, kLr);
   std::unique_ptr<UpdateRule> fused = MakeAdamW8bitRule(options, kSizes.size(), true);
   std::unique_ptr<UpdateRule> aten = MakeAdamW8bitRule(options, kSizes.size(), false);
   EXPECT_EQ(fused->MultiTensorPath(kCuda), "fused-cuda");

@@ -17,11 +17,12 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
       placement_(placement),
       copies_(params.at(0).device()),
       results_(params.size()) {
-  // The host step uses as many threads as it would on the caller's thread (a fresh thread would
-  // start from OpenMP's default instead of LibTorch's setting).
+  // The host step uses as many threads as it would on the caller's thread: with LibTorch's OpenMP
+  // backend the count is per thread, and a fresh thread starts from OpenMP's default. (The native
+  // backend's count is global, so the two agree and nothing is set.)
   const int threads = at::get_num_threads();
   thread_ = std::thread([this, threads] {
-    at::set_num_threads(threads);
+    if (at::get_num_threads() != threads) at::set_num_threads(threads);
     torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
     Run();
   });
