@@ -12,9 +12,6 @@ namespace vramlab::kernels {
 namespace {
 
 constexpr int kWarps = kAdamW8bitBlock / 32;
-// Resident CUDA blocks per SM that the grid asks for; each then strides over quantization blocks,
-// so the maps are loaded into shared memory once per CUDA block, not once per 256 elements.
-constexpr int kBlocksPerSm = 8;
 
 __device__ __forceinline__ float Load(const void* data, FloatKind kind, int64_t i) {
   switch (kind) {
@@ -119,9 +116,12 @@ __global__ void __launch_bounds__(kAdamW8bitBlock)
   __syncthreads();
 
   // The loop bounds are the same for every thread of the CUDA block, so the barriers inside are
-  // reached by all.
+  // reached by all. Blocks only grow, so the tensor is found by a binary search once and then by
+  // stepping forward.
+  int tensor = FindTensor(tensors, num_tensors, blockIdx.x);
   for (int64_t block = blockIdx.x; block < total_blocks; block += gridDim.x) {
-    const AdamW8bitTensor& t = tensors[FindTensor(tensors, num_tensors, block)];
+    while (tensor + 1 < num_tensors && tensors[tensor + 1].first_block <= block) ++tensor;
+    const AdamW8bitTensor& t = tensors[tensor];
     const int64_t local_block = block - t.first_block;
     const int64_t i = local_block * kAdamW8bitBlock + tid;
     const bool active = i < t.numel;
@@ -175,11 +175,16 @@ void ThrowIfFailed(cudaError_t error, const char* what) {
 void LaunchAdamW8bit(const AdamW8bitTensor* tensors, int32_t num_tensors, int64_t total_blocks,
                      const DynamicMaps& maps, const AdamWScalars& scalars, void* stream) {
   if (num_tensors <= 0 || total_blocks <= 0) return;
-  int device = 0, sms = 0;
+  // One wave of resident CUDA blocks, each striding over the quantization blocks: the maps are
+  // loaded into shared memory once per CUDA block, and no block waits for a second wave.
+  int device = 0, sms = 0, per_sm = 0;
   ThrowIfFailed(cudaGetDevice(&device), "cudaGetDevice");
   ThrowIfFailed(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
                 "cudaDeviceGetAttribute");
-  const int64_t grid = std::min<int64_t>(total_blocks, int64_t{sms} * kBlocksPerSm);
+  ThrowIfFailed(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, AdamW8bitKernel,
+                                                              kAdamW8bitBlock, 0),
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int64_t grid = std::min<int64_t>(total_blocks, int64_t{sms} * std::max(1, per_sm));
   AdamW8bitKernel<<<static_cast<unsigned>(grid), kAdamW8bitBlock, 0,
                     static_cast<cudaStream_t>(stream)>>>(tensors, num_tensors, total_blocks, maps,
                                                          scalars);
