@@ -24,7 +24,8 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
         "training": {"microBatchSize": mb, "gradAccumSteps": accum, "seqLen": seq,
                      # the worker's first step is the warm-up; the table takes the median of the rest
                      "steps": steps + warmup, "dtype": "BFLOAT16", "attention": attention.upper(),
-                     "optimizer": {"kind": optimizer}, "checkpointEveryKLayers": 1 if ckpt else 0,
+                     "optimizer": optimizer if isinstance(optimizer, dict) else {"kind": optimizer},
+                     "checkpointEveryKLayers": 1 if ckpt else 0,
                      "loss": "CHUNKED" if chunked else "FULL", "kernels": kernels, "data": {"seed": 1234}},
         "memory": {"deviceMemoryLimitBytes": str(limit) if limit else "0", "sampleIntervalMs": 10},
         "device": "CUDA",
@@ -54,6 +55,12 @@ ROWS = dict((r[0], r[1:]) for r in [
     row("torture-eager", 1, 1, 512, "eager", LIMIT_24, 1, 0, sweep=TORTURE),
     row("torture-sdpa", 1, 1, 512, "sdpa", LIMIT_24, 1, 0, sweep=TORTURE),
     row("throughput-mb4-s2048", 4, 1, 2048, "sdpa", 0, 5, 2),
+    # The optimizer modes on the sad path (eager, micro-batch 4, sequence 2048, 24 GiB): the step
+    # cost of 8-bit AdamW and of CPU offload against bf16 AdamW (bench/gpu/step_phases.py). Ours
+    # only (SIDES=ours): hf_reference.py has no 8-bit or offloaded optimizer.
+    row("sad-s2048-adamw", 4, 1, 2048, "eager", LIMIT_24, 5, 1),
+    row("sad-s2048-adamw-8bit", 4, 1, 2048, "eager", LIMIT_24, 5, 1, optimizer="ADAMW_8BIT"),
+    row("sad-s2048-adamw-offload", 4, 1, 2048, "eager", LIMIT_24, 5, 1, optimizer={"kind": "ADAMW", "offloadToCpu": True}),
     row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
     # training.kernels FUSED (docs/KERNELS.md), against HF + torch.compile: full loss (all logits
     # once, in bf16) and chunked loss (1024 tokens a chunk).

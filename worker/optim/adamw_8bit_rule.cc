@@ -5,12 +5,16 @@
 //
 // The update runs in fp32 on one range at a time: dequantize both moments, apply the AdamW step,
 // requantize with fresh block scales. Temporaries are a few fp32 copies of the range, never of the
-// whole parameter (drivers hand in ranges of at most a few million elements).
+// whole parameter (drivers hand in ranges of at most a few million elements). On CUDA, where the
+// worker was built with kernels/optim, UpdateWhole runs the same rule as one fused kernel per
+// parameter group instead (adamw_8bit_fused.h), with no temporaries.
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "worker/optim/adamw_8bit_fused.h"
 #include "worker/optim/adamw_math.h"
 #include "worker/optim/blockwise_quantizer.h"
 #include "worker/optim/rules.h"
@@ -22,8 +26,11 @@ constexpr int64_t kMin8bitNumel = 4096;
 
 class AdamW8bitRule final : public UpdateRule {
  public:
-  AdamW8bitRule(const AdamWHyper& hyper, size_t num_params)
-      : UpdateRule(num_params), hyper_(hyper), quantized_(num_params, false) {}
+  AdamW8bitRule(const AdamWHyper& hyper, size_t num_params, bool allow_fused_kernel)
+      : UpdateRule(num_params),
+        hyper_(hyper),
+        allow_fused_kernel_(allow_fused_kernel),
+        quantized_(num_params, false) {}
 
   std::string Name() const override { return "adamw-8bit"; }
   std::string StateDescription(torch::ScalarType /*param_dtype*/) const override {
@@ -69,6 +76,34 @@ class AdamW8bitRule final : public UpdateRule {
     if (!param32.is_same(param_range)) param_range.copy_(param32);
   }
 
+  bool UpdateWhole(const std::vector<size_t>& indices, const std::vector<torch::Tensor>& params,
+                   const std::vector<torch::Tensor>& grads, int64_t step) override {
+    if (params.empty() || MultiTensorPath(params[0].device()).empty()) return false;
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (!FusedAdamW8bitSupports(params[k].scalar_type(), grads[k].scalar_type())) return false;
+    }
+    std::vector<FusedAdamW8bitTensor> tensors;
+    for (size_t k = 0; k < params.size(); ++k) {
+      const auto& s = state(indices[k]);
+      FusedAdamW8bitTensor t;
+      t.param = params[k].view({-1});
+      t.grad = grads[k].contiguous().view({-1});
+      t.exp_avg = s[0];
+      t.exp_avg_sq = s[1];
+      if (quantized_[indices[k]]) {
+        t.exp_avg_absmax = s[2];
+        t.exp_avg_sq_absmax = s[3];
+      }
+      tensors.push_back(std::move(t));
+    }
+    const torch::Device device = params[0].device();
+    FusedAdamW8bit(tensors, *Map(true, device), *Map(false, device), hyper_, step);
+    return true;
+  }
+  std::string MultiTensorPath(const torch::Device& device) const override {
+    return allow_fused_kernel_ && HasFusedAdamW8bit(device) ? "fused-cuda" : "";
+  }
+
  protected:
   std::vector<torch::Tensor> CreateState(size_t index, const torch::Tensor& param,
                                          const StatePlacement& placement) override {
@@ -96,6 +131,7 @@ class AdamW8bitRule final : public UpdateRule {
   }
 
   const AdamWHyper hyper_;
+  const bool allow_fused_kernel_;
   std::vector<bool> quantized_;  // written only in CreateState (single-threaded)
   mutable std::mutex maps_mutex_;
   std::shared_ptr<const QuantizationMap> signed_map_, unsigned_map_;
@@ -103,8 +139,9 @@ class AdamW8bitRule final : public UpdateRule {
 
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeAdamW8bitRule(const OptimizerOptions& options, size_t num_params) {
-  return std::make_unique<AdamW8bitRule>(HyperFrom(options), num_params);
+std::unique_ptr<UpdateRule> MakeAdamW8bitRule(const OptimizerOptions& options, size_t num_params,
+                                              bool allow_fused_kernel) {
+  return std::make_unique<AdamW8bitRule>(HyperFrom(options), num_params, allow_fused_kernel);
 }
 
 }  // namespace vramlab::worker::optim_internal

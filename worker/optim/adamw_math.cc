@@ -4,6 +4,20 @@
 
 namespace vramlab::worker::optim_internal {
 
+AdamWFloatScalars FloatScalarsAt(const AdamWHyper& hyper, int64_t step) {
+  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
+  AdamWFloatScalars c;
+  c.decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
+  c.lerp_weight = static_cast<float>(1.0 - hyper.beta1);
+  c.beta2 = static_cast<float>(hyper.beta2);
+  c.one_minus_beta2 = static_cast<float>(1.0 - hyper.beta2);
+  c.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
+  c.eps = static_cast<float>(hyper.eps);
+  c.neg_step_size = static_cast<float>(-(hyper.lr / bias_correction1));
+  return c;
+}
+
 void AdamWUpdate(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
                  const torch::Tensor& grad, const torch::Tensor& exp_avg,
                  const torch::Tensor& exp_avg_sq) {

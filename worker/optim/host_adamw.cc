@@ -1,11 +1,12 @@
 #include "worker/optim/host_adamw.h"
 
+#include "worker/optim/host_thread_pool.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 namespace vramlab::worker::optim_internal {
@@ -43,10 +44,7 @@ struct Bf16 {
   static void Store(uint16_t* data, int64_t i, float x) { data[i] = static_cast<uint16_t>(RoundedBits(x) >> 16); }
 };
 
-// Scalars as ATen hands them to a float kernel: double arguments cast to float.
-struct Coefficients {
-  float decay, lerp_weight, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
-};
+using Coefficients = AdamWFloatScalars;
 
 // The values one element holds after the step: avg and sq rounded to D as their tensors store
 // them, param before its store's rounding.
@@ -123,34 +121,16 @@ VRAMLAB_HOST_LOOP void UpdateMasterRangeBf16(const Coefficients& c, float* maste
 #undef VRAMLAB_HOST_LOOP
 
 // Runs body(begin, end) over [0, n) split evenly across up to LibTorch's intra-op thread count,
-// on the calling thread and fresh std::threads.
+// on the calling thread and the persistent host threads.
 template <typename Body>
 void ParallelRanges(int64_t n, const Body& body) {
   const int64_t by_size = std::max<int64_t>(1, n / kMinElementsPerThread);
   const int64_t threads = std::min<int64_t>(by_size, std::max(1, at::get_num_threads()));
   const int64_t per_thread = (n + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads - 1));
-  for (int64_t t = 1; t < threads; ++t) {
+  RunOnHostThreads(static_cast<int>(threads), [&body, n, per_thread](int t) {
     const int64_t begin = std::min(n, t * per_thread), end = std::min(n, begin + per_thread);
-    pool.emplace_back([&body, begin, end] { body(begin, end); });
-  }
-  body(0, std::min(n, per_thread));
-  for (std::thread& thread : pool) thread.join();
-}
-
-Coefficients CoefficientsAt(const AdamWHyper& hyper, int64_t step) {
-  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
-  const double bias_correction2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
-  Coefficients c;
-  c.decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
-  c.lerp_weight = static_cast<float>(1.0 - hyper.beta1);
-  c.beta2 = static_cast<float>(hyper.beta2);
-  c.one_minus_beta2 = static_cast<float>(1.0 - hyper.beta2);
-  c.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
-  c.eps = static_cast<float>(hyper.eps);
-  c.neg_step_size = static_cast<float>(-(hyper.lr / bias_correction1));
-  return c;
+    body(begin, end);
+  });
 }
 
 bool ContiguousCpu(const torch::Tensor& t, torch::ScalarType dtype, int64_t numel) {
@@ -181,7 +161,7 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
   if (!HostAdamWSupported(param, grad, exp_avg, exp_avg_sq)) {
     throw std::invalid_argument("HostAdamW needs contiguous CPU tensors of one dtype, float or bf16");
   }
-  const Coefficients c = CoefficientsAt(hyper, step);
+  const Coefficients c = FloatScalarsAt(hyper, step);
   if (param.scalar_type() == torch::kFloat) {
     float *p = Data<float>(param), *g = Data<float>(grad), *m = Data<float>(exp_avg),
           *v = Data<float>(exp_avg_sq);
@@ -224,7 +204,7 @@ void HostAdamWMaster(const AdamWHyper& hyper, int64_t step, const torch::Tensor&
         "HostAdamWMaster needs contiguous CPU tensors: fp32 master and moments, gradient and "
         "parameter of one dtype, float or bf16");
   }
-  const Coefficients c = CoefficientsAt(hyper, step);
+  const Coefficients c = FloatScalarsAt(hyper, step);
   float *w = Data<float>(master), *m = Data<float>(exp_avg), *v = Data<float>(exp_avg_sq);
   if (param.scalar_type() == torch::kFloat) {
     float *g = Data<float>(grad), *p = Data<float>(param);

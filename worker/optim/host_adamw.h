@@ -7,8 +7,9 @@
 // one bf16 rounding in bf16, 99.96 % of elements bit-identical (host_adamw_test). The fp32-master
 // form reads the bf16 gradient and writes the bf16 parameter in the same pass.
 //
-// Threads are std::threads, not at::parallel_for: OpenMP regions of LibTorch hung in libgomp on
-// the GPU host once the host step ran inside them (worker/optim/host_stepper.cc).
+// Threads are persistent std::threads (host_thread_pool.h), not at::parallel_for: OpenMP regions
+// of LibTorch hung in libgomp on the GPU host once the host step ran inside them
+// (worker/optim/host_stepper.cc).
 #ifndef VRAMLAB_WORKER_OPTIM_HOST_ADAMW_H_
 #define VRAMLAB_WORKER_OPTIM_HOST_ADAMW_H_
 

@@ -22,9 +22,9 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
   // values go back up before the staging buffers are reused.
   for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
     const int64_t len = std::min(kStagingChunkElements, n - begin);
-    torch::Tensor grad_host = StagingView(grad_staging_, grad.scalar_type(), len);
+    torch::Tensor grad_host = StagingView(grad_staging_, grad.scalar_type(), len, /*pinned=*/true);
     grad_host.copy_(grad_flat.narrow(0, begin, len));
-    torch::Tensor param_host = StagingView(param_staging_, param.scalar_type(), len);
+    torch::Tensor param_host = StagingView(param_staging_, param.scalar_type(), len, /*pinned=*/true);
     if (rule.ReadsParam()) param_host.copy_(param_flat.narrow(0, begin, len));
     UpdateHostRange(rule, index, step, begin, param_host, grad_host);
     param_flat.narrow(0, begin, len).copy_(param_host);
@@ -41,11 +41,11 @@ void HostStepper::UpdateHostRange(UpdateRule& rule, size_t index, int64_t step, 
   rule.UpdateRange(index, step, begin, param_range, grad_range);
 }
 
-torch::Tensor HostStepper::StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n) {
+torch::Tensor StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n, bool pinned) {
   if (!buffer.defined() || buffer.scalar_type() != dtype || buffer.numel() < n) {
     buffer = torch::Tensor();  // release the old buffer first
     buffer = torch::empty({std::max(n, kStagingChunkElements)},
-                          torch::TensorOptions().dtype(dtype).pinned_memory(true));
+                          torch::TensorOptions().dtype(dtype).pinned_memory(pinned));
   }
   return buffer.narrow(0, 0, n);
 }

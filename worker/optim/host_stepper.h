@@ -16,6 +16,10 @@ namespace vramlab::worker::optim_internal {
 // RangeAlignment().
 constexpr int64_t kStagingChunkElements = int64_t{16} << 20;
 
+// A view of `n` elements of `dtype` at the start of `buffer`, first (re)allocating `buffer` with at
+// least kStagingChunkElements elements, pinned if asked, when it is too small or of another dtype.
+torch::Tensor StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n, bool pinned);
+
 // Thread-compatible; owns the pinned staging buffers (allocated on first use, kept for reuse).
 class HostStepper {
  public:
@@ -31,9 +35,6 @@ class HostStepper {
   // Host views: ranges [begin, begin + n) of the flattened parameter.
   static void UpdateHostRange(UpdateRule& rule, size_t index, int64_t step, int64_t begin,
                               const torch::Tensor& param_range, const torch::Tensor& grad_range);
-  // A pinned host view of `n` elements of `dtype`, growing `buffer` when needed.
-  static torch::Tensor StagingView(torch::Tensor& buffer, torch::ScalarType dtype, int64_t n);
-
   torch::Tensor param_staging_, grad_staging_;
 };
 

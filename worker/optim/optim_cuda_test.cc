@@ -124,6 +124,43 @@ TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
   EXPECT_NE(offloaded->Describe().find("pinned"), std::string::npos) << offloaded->Describe();
 }
 
+// The overlapped offload (gradients copied and stepped on the host during backward, parameters
+// written by Step()) gives the synchronous offload step's result exactly: the same host loops run
+// on the same chunks.
+TEST(CudaOptimizerTest, OverlappedOffloadMatchesTheSynchronousOne) {
+  for (OptimizerKind kind : optim_testing::AllKinds()) {
+    NamedParams sync_params = ToDevice(
+        optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1), torch::kCUDA);
+    NamedParams overlap_params = ToDevice(sync_params, torch::kCUDA);
+    OptimizerOptions options = optim_testing::Options(kind);
+    options.offload_to_cpu = true;
+    auto sync = MakeOptimizer(sync_params, options);
+    auto overlapped = MakeOptimizer(overlap_params, options);
+    EXPECT_NE(overlapped->Describe().find("overlapped with backward"), std::string::npos)
+        << overlapped->Describe();
+    auto loss_of = [](const NamedParams& p, int micro) {
+      torch::Tensor loss = (p[0].second.to(torch::kFloat) * (0.5 + micro)).sin().sum();
+      for (const auto& [name, t] : p) loss = loss + (t.to(torch::kFloat) * 1.5).cos().sum();
+      return loss;
+    };
+    for (int step = 0; step < 2; ++step) {
+      for (int micro = 0; micro < 2; ++micro) {
+        loss_of(sync_params, micro).backward();
+        if (micro == 1) overlapped->ExpectStepAfterNextBackward();
+        loss_of(overlap_params, micro).backward();
+      }
+      sync->Step();
+      overlapped->Step();
+      sync->ZeroGrad();
+      overlapped->ZeroGrad();
+    }
+    for (size_t i = 0; i < sync_params.size(); ++i) {
+      EXPECT_TRUE(torch::equal(sync_params[i].second, overlap_params[i].second))
+          << OptimizerKindName(kind) << " " << sync_params[i].first;
+    }
+  }
+}
+
 // The hook runs on the autograd device thread; a parameter used twice is updated once with the
 // sum of both contributions.
 TEST(CudaOptimizerTest, InBackwardMatchesANormalStep) {

@@ -10,8 +10,6 @@
 namespace vramlab::worker {
 namespace {
 
-using optim_internal::UpdateRule;
-
 void Require(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("optimizer: " + message);
 }
@@ -51,20 +49,6 @@ std::vector<torch::Tensor> DistinctParameters(
   return params;
 }
 
-std::unique_ptr<UpdateRule> MakeRule(const OptimizerOptions& options, size_t num_params) {
-  switch (options.kind) {
-    case OptimizerKind::kAdamW:
-      return optim_internal::MakeAdamWRule(options, num_params);
-    case OptimizerKind::kAdamWFp32Master:
-      return optim_internal::MakeAdamWMasterRule(options, num_params);
-    case OptimizerKind::kSgd:
-      return optim_internal::MakeSgdRule(options, num_params);
-    case OptimizerKind::kAdamW8bit:
-      return optim_internal::MakeAdamW8bitRule(options, num_params);
-  }
-  throw std::invalid_argument("optimizer: unknown kind");
-}
-
 }  // namespace
 
 Optimizer::~Optimizer() = default;
@@ -84,7 +68,7 @@ std::unique_ptr<Optimizer> MakeOptimizer(
     const OptimizerOptions& options) {
   ValidateOptions(options);
   std::vector<torch::Tensor> params = DistinctParameters(named_parameters);
-  std::unique_ptr<UpdateRule> rule = MakeRule(options, params.size());
+  std::unique_ptr<optim_internal::UpdateRule> rule = optim_internal::MakeRule(options, params.size());
   return std::make_unique<optim_internal::RuleOptimizer>(std::move(params), std::move(rule),
                                                          options);
 }

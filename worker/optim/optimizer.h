@@ -28,7 +28,8 @@ struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdamW;
   double lr = 1e-5, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, momentum = 0.9;
   // State (and fp32 master weights) in host memory, pinned when CUDA is present; the update runs
-  // on the host with at::get_num_threads() threads.
+  // on the host with at::get_num_threads() threads, overlapped with backward on CUDA
+  // (ExpectStepAfterNextBackward).
   bool offload_to_cpu = false;
   // Update each parameter from inside backward, as soon as its gradient is complete, and drop the
   // gradient at once. The caller must not accumulate gradients over several backward passes.
@@ -43,6 +44,12 @@ class Optimizer {
   virtual void Step() = 0;
   // Gradients to undefined (set_to_none), like torch's default.
   virtual void ZeroGrad() = 0;
+  // Says that the next backward completes the gradients that the next Step() applies (the last
+  // micro-batch of an accumulation cycle), so the optimizer may start the update during that
+  // backward (offload_to_cpu: copies and the host step overlap it). Between that backward and
+  // Step() the caller must not read or change gradients or parameters. Without this call Step()
+  // does all of its work itself.
+  virtual void ExpectStepAfterNextBackward() {}
   // State bytes on the parameters' device (0 before the first step and with offload_to_cpu).
   virtual int64_t DeviceStateBytes() const = 0;
   // State bytes in (pinned) host memory; with CPU parameters and no offload this is 0 and the

@@ -26,7 +26,7 @@ StatePlacement PlacementFor(const torch::Device& param_device, bool offload) {
 }  // namespace
 
 RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<UpdateRule> rule,
-                             const OptimizerOptions& options)
+                             const OptimizerOptions& options, bool overlap_on_cpu)
     : params_(std::move(params)),
       rule_(std::move(rule)),
       options_(options),
@@ -36,16 +36,53 @@ RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<
   if (options_.in_backward) {
     grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
         params_, [this](size_t index) { OnGradReady(index); });
+  } else if (options_.offload_to_cpu && (device_.is_cuda() || overlap_on_cpu)) {
+    pipeline_ = std::make_unique<OffloadPipeline>(*rule_, params_, placement_);
+    queued_.assign(params_.size(), 0);
+    grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
+        params_, [this](size_t index) { OnGradReadyOverlapped(index); });
   }
+}
+
+// The hooks go first (they call into the pipeline), then the pipeline (its thread uses the rule).
+RuleOptimizer::~RuleOptimizer() {
+  grad_ready_hooks_.reset();
+  pipeline_.reset();
 }
 
 void RuleOptimizer::Step() {
   if (options_.in_backward) return;  // every update already happened inside backward
-  std::vector<size_t> with_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].grad().defined()) with_grad.push_back(i);
+  torch::NoGradGuard no_grad;
+  std::vector<size_t> queued, rest;
+  if (pipeline_ != nullptr) {
+    armed_ = false;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (queued_[i]) queued.push_back(i);
+      queued_[i] = 0;
+    }
+    pipeline_->Drain();
   }
-  Update(with_grad);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].grad().defined() && !std::binary_search(queued.begin(), queued.end(), i)) {
+      rest.push_back(i);
+    }
+  }
+  // Parameters whose gradient came from outside an announced backward: the synchronous way.
+  Update(rest);
+  if (!queued.empty()) pipeline_->Publish(queued);
+}
+
+void RuleOptimizer::ExpectStepAfterNextBackward() {
+  if (pipeline_ != nullptr) armed_ = true;
+}
+
+void RuleOptimizer::OnGradReadyOverlapped(size_t index) {
+  if (!armed_) return;
+  const torch::Tensor& grad = params_[index].grad();
+  // Sparse and empty gradients are left to Step(), which rejects or skips them.
+  if (!grad.defined() || grad.is_sparse() || grad.numel() == 0) return;
+  queued_[index] = 1;
+  pipeline_->Enqueue(index, grad, ++steps_[index]);
 }
 
 void RuleOptimizer::ZeroGrad() {
@@ -105,7 +142,9 @@ int64_t RuleOptimizer::DeviceStateBytes() const {
 }
 
 int64_t RuleOptimizer::HostStateBytes() const {
-  return options_.offload_to_cpu ? rule_->StateBytes() + host_stepper_.StagingBytes() : 0;
+  if (!options_.offload_to_cpu) return 0;
+  return rule_->StateBytes() + host_stepper_.StagingBytes() +
+         (pipeline_ != nullptr ? pipeline_->HostBytes() : 0);
 }
 
 std::string RuleOptimizer::Describe() const {
@@ -113,6 +152,7 @@ std::string RuleOptimizer::Describe() const {
   if (placement_.device.is_cpu()) {
     path = std::string(options_.offload_to_cpu ? "host-step, " : "per-chunk, ") +
            std::to_string(at::get_num_threads()) + " threads";
+    if (pipeline_ != nullptr) path += ", overlapped with backward";
   } else {
     path = rule_->MultiTensorPath(device_);
     if (path.empty()) path = "per-chunk";

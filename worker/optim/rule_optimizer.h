@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "worker/optim/grad_ready_hooks.h"
 #include "worker/optim/host_stepper.h"
+#include "worker/optim/offload_pipeline.h"
 #include "worker/optim/optimizer.h"
 #include "worker/optim/update_rule.h"
 
@@ -20,12 +22,17 @@ namespace vramlab::worker::optim_internal {
 
 class RuleOptimizer final : public Optimizer {
  public:
-  // `params`: distinct, validated leaf tensors on one device.
+  // `params`: distinct, validated leaf tensors on one device. With offload_to_cpu (and not
+  // in_backward) on CUDA parameters, the host step overlaps backward (offload_pipeline.h);
+  // `overlap_on_cpu` makes CPU parameters take that path too (tests: the order of operations is
+  // the same, the copies synchronous).
   RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<UpdateRule> rule,
-                const OptimizerOptions& options);
+                const OptimizerOptions& options, bool overlap_on_cpu = false);
+  ~RuleOptimizer() override;
 
   void Step() override;
   void ZeroGrad() override;
+  void ExpectStepAfterNextBackward() override;
   int64_t DeviceStateBytes() const override;
   int64_t HostStateBytes() const override;
   std::string Describe() const override;
@@ -37,6 +44,8 @@ class RuleOptimizer final : public Optimizer {
   void UpdateOnDevice(const std::vector<size_t>& indices, int64_t step);
   // In-backward: the complete gradient of params_[index] has just been accumulated.
   void OnGradReady(size_t index);
+  // Overlapped offload: the same, in a backward announced by ExpectStepAfterNextBackward.
+  void OnGradReadyOverlapped(size_t index);
 
   const std::vector<torch::Tensor> params_;
   const std::unique_ptr<UpdateRule> rule_;
@@ -46,6 +55,11 @@ class RuleOptimizer final : public Optimizer {
   // steps_[i]: updates applied to params_[i] so far (torch.optim's per-parameter "step").
   std::vector<int64_t> steps_;
   HostStepper host_stepper_;
+  // Overlapped offload only: the pipeline; whether the running backward was announced; which
+  // parameters it has queued (written by the backward thread, read by Step() after backward).
+  std::unique_ptr<OffloadPipeline> pipeline_;
+  std::atomic<bool> armed_{false};
+  std::vector<char> queued_;
   // Declared last so the hooks, which call back into this object, are removed first.
   std::unique_ptr<GradReadyHooks> grad_ready_hooks_;
 };

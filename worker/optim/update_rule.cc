@@ -1,5 +1,9 @@
 #include "worker/optim/update_rule.h"
 
+#include <stdexcept>
+
+#include "worker/optim/rules.h"
+
 namespace vramlab::worker::optim_internal {
 
 std::string ShortDtypeName(torch::ScalarType dtype) {
@@ -21,6 +25,20 @@ torch::Tensor StatePlacement::FlatCopy(const torch::Tensor& source, torch::Scala
       {source.numel()}, torch::TensorOptions().dtype(dtype).device(device).pinned_memory(pinned));
   copy.copy_(source.detach().reshape({-1}));
   return copy;
+}
+
+std::unique_ptr<UpdateRule> MakeRule(const OptimizerOptions& options, size_t num_params) {
+  switch (options.kind) {
+    case OptimizerKind::kAdamW:
+      return MakeAdamWRule(options, num_params);
+    case OptimizerKind::kAdamWFp32Master:
+      return MakeAdamWMasterRule(options, num_params);
+    case OptimizerKind::kSgd:
+      return MakeSgdRule(options, num_params);
+    case OptimizerKind::kAdamW8bit:
+      return MakeAdamW8bitRule(options, num_params);
+  }
+  throw std::invalid_argument("optimizer: unknown kind");
 }
 
 int64_t UpdateRule::StateBytes() const {

@@ -77,10 +77,12 @@ class UpdateRule {
   // Bytes of all state tensors allocated so far.
   virtual int64_t StateBytes() const;
 
+  // The flat state tensors of parameter `index` (empty before EnsureState), in the rule's order.
+  const std::vector<torch::Tensor>& state(size_t index) const { return state_[index]; }
+
  protected:
   virtual std::vector<torch::Tensor> CreateState(size_t index, const torch::Tensor& param,
                                                  const StatePlacement& placement) = 0;
-  const std::vector<torch::Tensor>& state(size_t index) const { return state_[index]; }
 
  private:
   // state_[i]: flat state tensors of parameter i; empty until EnsureState(i).

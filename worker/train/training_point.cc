@@ -92,6 +92,10 @@ class PointRunner {
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
     }
+    // Which implementation runs the step (e.g. the fused 8-bit kernel or the ATen ops), once per run.
+    if (shape_.sweep_index == 0) {
+      context_.sink->Notice(NoticeLevel::kInfo, "optimizer: " + live.optimizer->Describe());
+    }
   }
 
   // At the end of each phase, tells the ledger what the phase's surviving allocations are
@@ -201,6 +205,8 @@ class PointRunner {
         tracker_.End();
 
         tracker_.Begin(Phase::kBackward, step, micro);
+        // The last micro-batch's backward completes the gradients of this step's update.
+        if (micro == accum - 1) live.optimizer->ExpectStepAfterNextBackward();
         loss.backward();
         loss_sum += loss.item<double>() * accum;
         loss = torch::Tensor();

@@ -1,0 +1,162 @@
+#include "worker/optim/offload_pipeline.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "worker/optim/host_stepper.h"
+
+namespace vramlab::worker::optim_internal {
+
+OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tensor>& params,
+                                 const StatePlacement& placement)
+    : rule_(rule),
+      params_(params),
+      placement_(placement),
+      copies_(params.at(0).device()),
+      results_(params.size()) {
+  // The host step uses as many threads as it would on the caller's thread: with LibTorch's OpenMP
+  // backend the count is per thread, and a fresh thread starts from OpenMP's default. (The native
+  // backend's count is global, so the two agree and nothing is set.)
+  const int threads = at::get_num_threads();
+  thread_ = std::thread([this, threads] {
+    if (at::get_num_threads() != threads) at::set_num_threads(threads);
+    torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
+    Run();
+  });
+}
+
+OffloadPipeline::~OffloadPipeline() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  thread_.join();
+}
+
+void OffloadPipeline::Enqueue(size_t index, const torch::Tensor& grad, int64_t step) {
+  Item item{index, grad, step, copies_.MarkCompute()};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(item));
+  }
+  work_ready_.notify_one();
+}
+
+void OffloadPipeline::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  if (error_) {
+    std::exception_ptr error = error_;
+    error_ = nullptr;
+    std::rethrow_exception(error);
+  }
+}
+
+void OffloadPipeline::Publish(const std::vector<size_t>& indices) {
+  StreamMarker published;
+  for (size_t i : indices) {
+    published = copies_.CopyAfter({}, params_[i].view({-1}), results_[i]);
+  }
+  // Copies on one stream complete in order: the last marker covers them all.
+  copies_.ComputeWaits(published);
+}
+
+int64_t OffloadPipeline::HostBytes() const {
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : results_) {
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  }
+  for (const torch::Tensor& t : grad_slots_) {
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  }
+  return bytes;
+}
+
+// Two chunks in flight: the copies of the next one are queued before the arithmetic of the pending
+// one starts, so the copy engine and the host cores work at the same time, across parameters too.
+void OffloadPipeline::Run() {
+  std::optional<Chunk> pending;  // copies queued, arithmetic not yet run
+  std::optional<Item> current;   // the item whose chunks are being issued
+  int64_t next_begin = 0;
+  int next_slot = 0;
+  for (;;) {
+    try {
+      if (!current) {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!pending) {
+          busy_ = false;
+          idle_.notify_all();
+          work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+          if (queue_.empty()) return;  // stopping, nothing left
+        }
+        if (!queue_.empty()) {
+          current = std::move(queue_.front());
+          queue_.pop_front();
+          busy_ = true;
+          next_begin = 0;
+        }
+      }
+      std::optional<Chunk> issued;
+      if (current) {
+        const int64_t n = params_[current->index].numel();
+        Chunk chunk;
+        chunk.item = *current;
+        chunk.begin = next_begin;
+        chunk.length = std::min(kStagingChunkElements, n - next_begin);
+        chunk.slot = next_slot;
+        next_slot ^= 1;
+        IssueCopies(chunk);
+        next_begin += chunk.length;
+        if (next_begin >= n) current.reset();
+        issued = std::move(chunk);
+      }
+      if (pending) Compute(*pending);
+      pending = std::move(issued);
+    } catch (...) {
+      // The first error is Drain()'s to rethrow; the rest of this backward's work is dropped.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      queue_.clear();
+      pending.reset();
+      current.reset();
+    }
+  }
+}
+
+void OffloadPipeline::IssueCopies(Chunk& chunk) {
+  const size_t index = chunk.item.index;
+  const torch::Tensor& param = params_[index];
+  if (chunk.begin == 0) rule_.EnsureState(index, param, placement_);
+  torch::Tensor result = ResultBuffer(index).narrow(0, chunk.begin, chunk.length);
+  torch::Tensor grad_host = StagingView(grad_slots_[chunk.slot], chunk.item.grad.scalar_type(),
+                                        chunk.length, placement_.pinned);
+  chunk.copied = copies_.CopyAfter(chunk.item.ready, grad_host,
+                                   chunk.item.grad.reshape({-1}).narrow(0, chunk.begin, chunk.length));
+  if (rule_.ReadsParam()) {
+    // Same stream, so after the gradient's copy; the parameter is not written before Publish().
+    chunk.copied = copies_.CopyAfter({}, result, param.view({-1}).narrow(0, chunk.begin, chunk.length));
+  }
+}
+
+void OffloadPipeline::Compute(const Chunk& chunk) {
+  CopyStream::HostWait(chunk.copied);
+  const torch::Tensor grad_host = grad_slots_[chunk.slot].narrow(0, 0, chunk.length);
+  rule_.UpdateRange(chunk.item.index, chunk.item.step, chunk.begin,
+                    ResultBuffer(chunk.item.index).narrow(0, chunk.begin, chunk.length), grad_host);
+}
+
+torch::Tensor& OffloadPipeline::ResultBuffer(size_t index) {
+  torch::Tensor& buffer = results_[index];
+  if (!buffer.defined()) {
+    const torch::Tensor& param = params_[index];
+    buffer = torch::empty({param.numel()},
+                          torch::TensorOptions().dtype(param.scalar_type()).pinned_memory(placement_.pinned));
+  }
+  return buffer;
+}
+
+}  // namespace vramlab::worker::optim_internal

@@ -1,0 +1,100 @@
+// The overlapped host step of offloaded optimizer state (offload_to_cpu, not in_backward): while
+// backward still runs, each parameter whose gradient is complete has its gradient (and, where the
+// rule reads it, its current value) copied to host memory on a side stream, and one host thread
+// runs the rule on it chunk by chunk, the copy of the next chunk overlapping the arithmetic of this
+// one. The new values wait in a host buffer per parameter: the device parameters are not written
+// before Publish(), which the optimizer's Step() calls, so the step means what the synchronous one
+// means. Publish() queues the copies up and makes the compute stream wait for them, so the host
+// returns at once and the next forward is queued behind them.
+//
+// The CUDA specifics (side stream, events) are in copy_stream.h; on CPU parameters the same order
+// runs with synchronous copies, which is how the tests check it.
+//
+// Thread-safety: Enqueue from the thread that runs backward; Drain and Publish from the thread that
+// owns the optimizer, never concurrently with Enqueue. The rule is used only by the pipeline's
+// thread between the first Enqueue and Drain.
+#ifndef VRAMLAB_WORKER_OPTIM_OFFLOAD_PIPELINE_H_
+#define VRAMLAB_WORKER_OPTIM_OFFLOAD_PIPELINE_H_
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "worker/optim/copy_stream.h"
+#include "worker/optim/update_rule.h"
+
+namespace vramlab::worker::optim_internal {
+
+class OffloadPipeline {
+ public:
+  // `params`: the optimizer's parameters, all on one device; `rule` keeps its state in `placement`
+  // (host memory). Starts the host thread.
+  OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tensor>& params,
+                  const StatePlacement& placement);
+  // Waits for queued work and stops the thread.
+  ~OffloadPipeline();
+  OffloadPipeline(const OffloadPipeline&) = delete;
+  OffloadPipeline& operator=(const OffloadPipeline&) = delete;
+
+  // Queues the update of params[index] from `grad` (its complete gradient, produced on the calling
+  // thread's current stream) at 1-based `step`.
+  void Enqueue(size_t index, const torch::Tensor& grad, int64_t step);
+  // Blocks until every queued update has run on the host; rethrows the first error of the thread.
+  void Drain();
+  // Copies the new values of params[i] for every i in `indices` (each updated since the last
+  // Publish) into the parameters; the compute stream waits for the copies.
+  void Publish(const std::vector<size_t>& indices);
+
+  // Bytes of the host buffers: one per updated parameter (parameter dtype) and two gradient
+  // staging chunks.
+  int64_t HostBytes() const;
+
+ private:
+  struct Item {
+    size_t index;
+    torch::Tensor grad;
+    int64_t step;
+    StreamMarker ready;  // the gradient is complete on the device
+  };
+  // One staging chunk in flight: its copies to the host are queued.
+  struct Chunk {
+    Item item;
+    int64_t begin = 0, length = 0;
+    int slot = 0;
+    StreamMarker copied;
+  };
+
+  void Run();
+  // Queues the copies of `chunk` into its slot and the parameter's buffer.
+  void IssueCopies(Chunk& chunk);
+  // Waits for the chunk's copies and runs the rule on it.
+  void Compute(const Chunk& chunk);
+  torch::Tensor& ResultBuffer(size_t index);
+
+  UpdateRule& rule_;
+  const std::vector<torch::Tensor> params_;
+  const StatePlacement placement_;
+  const CopyStream copies_;
+
+  std::mutex mu_;
+  std::condition_variable work_ready_, idle_;
+  std::deque<Item> queue_;     // guarded by mu_
+  bool busy_ = false;          // guarded by mu_: the thread holds work taken from queue_
+  bool stopping_ = false;      // guarded by mu_
+  std::exception_ptr error_;   // guarded by mu_
+
+  // Owned by the thread between Enqueue and Drain, by the caller otherwise.
+  std::vector<torch::Tensor> results_;  // results_[i]: new values of params_[i], host memory
+  torch::Tensor grad_slots_[2];
+  std::thread thread_;
+};
+
+}  // namespace vramlab::worker::optim_internal
+
+#endif  // VRAMLAB_WORKER_OPTIM_OFFLOAD_PIPELINE_H_

@@ -1,0 +1,136 @@
+// The overlapped offload step (offload_pipeline.h) on CPU parameters, where its copies are
+// synchronous but its order of operations is the one CUDA runs: gradients queued from the backward
+// hooks, the host step on a second thread during backward, the parameters written only by Step().
+// The results must be bit-identical to the synchronous offload step's, for every kind.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/optim/host_stepper.h"
+#include "worker/optim/optim_test_util.h"
+#include "worker/optim/optimizer.h"
+#include "worker/optim/rule_optimizer.h"
+#include "worker/optim/rules.h"
+
+namespace vramlab::worker::optim_internal {
+namespace {
+
+using optim_testing::NamedParams;
+
+// Single chunks, one below the 8-bit threshold.
+const std::vector<int64_t> kSizes = {70000, 5000, 3};
+
+OptimizerOptions Offloaded(OptimizerKind kind) {
+  OptimizerOptions options = optim_testing::Options(kind);
+  options.offload_to_cpu = true;
+  return options;
+}
+
+std::unique_ptr<Optimizer> Overlapped(const NamedParams& params, const OptimizerOptions& options) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& [name, p] : params) tensors.push_back(p);
+  return std::make_unique<RuleOptimizer>(tensors, MakeRule(options, tensors.size()), options,
+                                         /*overlap_on_cpu=*/true);
+}
+
+// A loss that uses every parameter (the first twice, so its gradient sums two contributions).
+torch::Tensor Loss(const NamedParams& p, int micro) {
+  torch::Tensor loss = (p[0].second.to(torch::kFloat) * (0.5 + micro)).sin().sum();
+  for (const auto& [name, t] : p) loss = loss + (t.to(torch::kFloat) * 1.5).cos().sum();
+  return loss;
+}
+
+bool SameValues(const NamedParams& a, const NamedParams& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i].second, b[i].second)) return false;
+  }
+  return true;
+}
+
+// `steps` steps of `accum` micro-batches each, announcing only the last backward of each step.
+void Train(const NamedParams& params, Optimizer& optimizer, int steps, int accum, bool announce) {
+  for (int step = 0; step < steps; ++step) {
+    for (int micro = 0; micro < accum; ++micro) {
+      if (announce && micro == accum - 1) optimizer.ExpectStepAfterNextBackward();
+      Loss(params, micro).backward();
+    }
+    optimizer.Step();
+    optimizer.ZeroGrad();
+  }
+}
+
+TEST(OffloadPipelineTest, MatchesTheSynchronousOffloadStepForEveryKind) {
+  for (OptimizerKind kind : optim_testing::AllKinds()) {
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      const std::string what = OptimizerKindName(kind) + " " + ShortDtypeName(dtype);
+      NamedParams sync_params = optim_testing::SyntheticParams(kSizes, dtype, 1);
+      NamedParams overlap_params = optim_testing::Clone(sync_params);
+      auto sync = MakeOptimizer(sync_params, Offloaded(kind));
+      auto overlapped = Overlapped(overlap_params, Offloaded(kind));
+      EXPECT_NE(overlapped->Describe().find("overlapped with backward"), std::string::npos) << what;
+      Train(sync_params, *sync, 3, 2, /*announce=*/false);
+      Train(overlap_params, *overlapped, 3, 2, /*announce=*/true);
+      EXPECT_TRUE(SameValues(sync_params, overlap_params)) << what;
+      // The pipeline did the work: its result buffers exist (the synchronous CPU path has none).
+      EXPECT_GT(overlapped->HostStateBytes(), sync->HostStateBytes()) << what;
+    }
+  }
+}
+
+// A parameter of two staging chunks: its second chunk's copies are queued while the first is
+// updated (the chunk logic is the same for every kind).
+TEST(OffloadPipelineTest, MatchesTheSynchronousStepAcrossAChunkBoundary) {
+  NamedParams sync_params = optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 5);
+  NamedParams overlap_params = optim_testing::Clone(sync_params);
+  auto sync = MakeOptimizer(sync_params, Offloaded(OptimizerKind::kAdamW));
+  auto overlapped = Overlapped(overlap_params, Offloaded(OptimizerKind::kAdamW));
+  Train(sync_params, *sync, 2, 1, /*announce=*/false);
+  Train(overlap_params, *overlapped, 2, 1, /*announce=*/true);
+  EXPECT_TRUE(SameValues(sync_params, overlap_params));
+}
+
+TEST(OffloadPipelineTest, ParametersChangeOnlyInStep) {
+  NamedParams params = optim_testing::SyntheticParams({5000, 3}, torch::kFloat, 2);
+  NamedParams before = optim_testing::Clone(params);
+  auto optimizer = Overlapped(params, Offloaded(OptimizerKind::kAdamW));
+  optimizer->ExpectStepAfterNextBackward();
+  Loss(params, 0).backward();
+  EXPECT_TRUE(SameValues(params, before));  // the host step ran, into its own buffers
+  optimizer->Step();
+  EXPECT_FALSE(SameValues(params, before));
+}
+
+TEST(OffloadPipelineTest, GradientsFromOutsideAnAnnouncedBackwardTakeTheSynchronousPath) {
+  NamedParams sync_params = optim_testing::SyntheticParams({5000, 300}, torch::kFloat, 3);
+  NamedParams overlap_params = optim_testing::Clone(sync_params);
+  auto sync = MakeOptimizer(sync_params, Offloaded(OptimizerKind::kAdamW));
+  auto overlapped = Overlapped(overlap_params, Offloaded(OptimizerKind::kAdamW));
+  // Not announced: every gradient is applied by Step() alone.
+  Train(sync_params, *sync, 1, 1, false);
+  Train(overlap_params, *overlapped, 1, 1, false);
+  // Announced, with one gradient set by hand afterwards (no hook saw it).
+  for (auto* run : {&sync_params, &overlap_params}) {
+    Optimizer& optimizer = run == &sync_params ? *sync : *overlapped;
+    optimizer.ExpectStepAfterNextBackward();
+    ((*run)[0].second * 2).sin().sum().backward();
+    (*run)[1].second.mutable_grad() = torch::full({300}, 0.25);
+    optimizer.Step();
+    optimizer.ZeroGrad();
+  }
+  EXPECT_TRUE(SameValues(sync_params, overlap_params));
+}
+
+TEST(OffloadPipelineTest, HostBytesCountTheResultBuffersAndTwoGradientChunks) {
+  NamedParams params = optim_testing::SyntheticParams({5000, 3}, torch::kBFloat16, 4);
+  auto optimizer = Overlapped(params, Offloaded(OptimizerKind::kAdamW));
+  Train(params, *optimizer, 1, 1, true);
+  // bf16 moments (4 bytes per element), the new values (2), two bf16 gradient chunks.
+  EXPECT_EQ(optimizer->HostStateBytes(), 4 * 5003 + 2 * 5003 + 2 * 2 * kStagingChunkElements);
+  EXPECT_EQ(optimizer->DeviceStateBytes(), 0);
+}
+
+}  // namespace
+}  // namespace vramlab::worker::optim_internal
