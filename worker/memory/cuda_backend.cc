@@ -23,10 +23,6 @@ namespace {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
 
-// Index of the AGGREGATE entry of the allocator's StatArrays (StatType::AGGREGATE == 0; the
-// enum moved between namespaces across 2.x releases, the index did not).
-constexpr size_t kAggregate = 0;
-constexpr int kDevice = 0;
 
 // Written by the allocator's OOM observer. Observers cannot be detached, so this state lives as
 // long as the process rather than in a backend object.
@@ -40,16 +36,16 @@ class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend() {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, kDevice) != cudaSuccess) {
+    if (cudaGetDeviceProperties(&prop, kCudaDevice) != cudaSuccess) {
       throw std::runtime_error("cudaGetDeviceProperties failed for device 0");
     }
     name_ = prop.name;
     // The caching allocator is created lazily with the first CUDA tensor (getDeviceStats before
     // that fails with "Invalid device argument"), so allocate one, release it, and only then read
     // stats — also from the sampler thread.
-    (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, kDevice));
+    (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, kCudaDevice));
     cca::emptyCache();
-    (void)cca::getDeviceStats(kDevice);
+    (void)cca::getDeviceStats(kCudaDevice);
 #if TORCH_VERSION_MAJOR >= 2
     // Called by the allocator (its lock released) just before it throws OutOfMemoryError, with
     // the exact rounded request; the exception message only has it in rounded MiB/GiB.
@@ -57,31 +53,31 @@ class CudaBackend final : public DeviceBackend {
       g_oom_requested.store(requested, std::memory_order_relaxed);
       g_oom_free.store(device_free, std::memory_order_relaxed);
       // The stats at the refusal, before unwinding frees the failed step's tensors.
-      const auto stats = cca::getDeviceStats(kDevice);
-      g_oom_allocated.store(stats.allocated_bytes[kAggregate].current, std::memory_order_relaxed);
-      g_oom_reserved.store(stats.reserved_bytes[kAggregate].current, std::memory_order_relaxed);
+      const auto stats = cca::getDeviceStats(kCudaDevice);
+      g_oom_allocated.store(stats.allocated_bytes[kAggregateStat].current, std::memory_order_relaxed);
+      g_oom_reserved.store(stats.reserved_bytes[kAggregateStat].current, std::memory_order_relaxed);
       g_oom_seen.store(true, std::memory_order_release);
     });
 #endif
   }
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
-  torch::Device device() const override { return torch::Device(torch::kCUDA, kDevice); }
+  torch::Device device() const override { return torch::Device(torch::kCUDA, kCudaDevice); }
   std::string device_name() const override { return name_; }
   double peak_bf16_flops() const override { return KnownBf16PeakFlops(name_); }
 
   AllocatorStats Stats() override {
-    const auto stats = cca::getDeviceStats(kDevice);
+    const auto stats = cca::getDeviceStats(kCudaDevice);
     AllocatorStats s;
-    s.allocated = stats.allocated_bytes[kAggregate].current;
-    s.reserved = stats.reserved_bytes[kAggregate].current;
-    s.active = stats.active_bytes[kAggregate].current;
-    s.inactive_split = stats.inactive_split_bytes[kAggregate].current;
+    s.allocated = stats.allocated_bytes[kAggregateStat].current;
+    s.reserved = stats.reserved_bytes[kAggregateStat].current;
+    s.active = stats.active_bytes[kAggregateStat].current;
+    s.inactive_split = stats.inactive_split_bytes[kAggregateStat].current;
 #if TORCH_VERSION_MAJOR >= 2
-    s.requested = stats.requested_bytes[kAggregate].current;
+    s.requested = stats.requested_bytes[kAggregateStat].current;
 #endif
-    s.peak_allocated = stats.allocated_bytes[kAggregate].peak;
-    s.peak_reserved = stats.reserved_bytes[kAggregate].peak;
+    s.peak_allocated = stats.allocated_bytes[kAggregateStat].peak;
+    s.peak_reserved = stats.reserved_bytes[kAggregateStat].peak;
     s.alloc_retries = stats.num_alloc_retries;
     s.oom_count = stats.num_ooms;
     return s;
@@ -97,7 +93,7 @@ class CudaBackend final : public DeviceBackend {
     FreeBlocks result;
     const auto info = cca::snapshot();
     for (const auto& segment : info.segments) {
-      if (segment.device != kDevice) continue;
+      if (segment.device != kCudaDevice) continue;
       for (const auto& block : segment.blocks) {
         if (block.allocated || block.active) continue;
         const auto size = static_cast<int64_t>(block.size);
@@ -108,7 +104,7 @@ class CudaBackend final : public DeviceBackend {
     return result;
   }
 
-  void ResetPeak() override { cca::resetPeakStats(kDevice); }
+  void ResetPeak() override { cca::resetPeakStats(kCudaDevice); }
   void EmptyCache() override { cca::emptyCache(); }
 
   void SetLimit(int64_t bytes) override {
@@ -118,7 +114,7 @@ class CudaBackend final : public DeviceBackend {
     if (bytes > 0 && usage.total > 0 && bytes < usage.total) {
       fraction = static_cast<double>(bytes) / static_cast<double>(usage.total);
     }
-    cca::setMemoryFraction(fraction, kDevice);
+    cca::setMemoryFraction(fraction, kCudaDevice);
   }
 
   int64_t FreeBytes() override {

@@ -21,8 +21,6 @@ namespace {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
 
-constexpr int kDevice = 0;
-constexpr size_t kAggregate = 0;  // StatType::AGGREGATE (see cuda_backend.cc)
 
 // Trackers cannot be detached, so the feed lives as long as the process.
 std::atomic<AllocatorTraceFeed*> g_feed{nullptr};
@@ -30,18 +28,18 @@ std::atomic<AllocatorTraceFeed*> g_feed{nullptr};
 AllocatorTotals ReadTotals() {
   // Inside a tracker callback the allocator's mutex is held by this thread; getDeviceStats takes
   // the same std::recursive_mutex again, so the totals are those of exactly this callback.
-  const auto stats = cca::getDeviceStats(kDevice);
+  const auto stats = cca::getDeviceStats(kCudaDevice);
   AllocatorTotals t;
-  t.allocated = stats.allocated_bytes[kAggregate].current;
-  t.reserved = stats.reserved_bytes[kAggregate].current;
-  t.peak_allocated = stats.allocated_bytes[kAggregate].peak;
+  t.allocated = stats.allocated_bytes[kAggregateStat].current;
+  t.reserved = stats.reserved_bytes[kAggregateStat].current;
+  t.peak_allocated = stats.allocated_bytes[kAggregateStat].peak;
   return t;
 }
 
 // Called by the allocator under its lock: no LibTorch call beyond reading the stats.
 void OnTrace(const cca::TraceEntry& entry) {
   AllocatorTraceFeed* const feed = g_feed.load(std::memory_order_acquire);
-  if (feed == nullptr || static_cast<int>(entry.device_) != kDevice) return;
+  if (feed == nullptr || static_cast<int>(entry.device_) != kCudaDevice) return;
   const auto address = static_cast<uintptr_t>(entry.addr_);
   switch (entry.action_) {
     case cca::TraceEntry::Action::ALLOC:
