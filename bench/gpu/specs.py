@@ -55,12 +55,12 @@ ROWS = dict((r[0], r[1:]) for r in [
     row("torture-eager", 1, 1, 512, "eager", LIMIT_24, 1, 0, sweep=TORTURE),
     row("torture-sdpa", 1, 1, 512, "sdpa", LIMIT_24, 1, 0, sweep=TORTURE),
     row("throughput-mb4-s2048", 4, 1, 2048, "sdpa", 0, 5, 2),
-    # The optimizer modes on the sad path (eager, micro-batch 4, sequence 2048, 24 GiB): the step
+    # The optimizer modes on the sad path (eager, micro-batch 4, sequence 512, 24 GiB): the step
     # cost of 8-bit AdamW and of CPU offload against bf16 AdamW (bench/gpu/step_phases.py). Ours
     # only (SIDES=ours): hf_reference.py has no 8-bit or offloaded optimizer.
-    row("sad-s2048-adamw", 4, 1, 2048, "eager", LIMIT_24, 5, 1),
-    row("sad-s2048-adamw-8bit", 4, 1, 2048, "eager", LIMIT_24, 5, 1, optimizer="ADAMW_8BIT"),
-    row("sad-s2048-adamw-offload", 4, 1, 2048, "eager", LIMIT_24, 5, 1, optimizer={"kind": "ADAMW", "offloadToCpu": True}),
+    row("sad-s512-adamw", 4, 1, 512, "eager", LIMIT_24, 5, 1),
+    row("sad-s512-adamw-8bit", 4, 1, 512, "eager", LIMIT_24, 5, 1, optimizer="ADAMW_8BIT"),
+    row("sad-s512-adamw-offload", 4, 1, 512, "eager", LIMIT_24, 5, 1, optimizer={"kind": "ADAMW", "offloadToCpu": True}),
     row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
     # training.kernels FUSED (docs/KERNELS.md), against HF + torch.compile: full loss (all logits
     # once, in bf16) and chunked loss (1024 tokens a chunk).

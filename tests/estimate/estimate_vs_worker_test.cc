@@ -19,6 +19,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "vramlab/v1/experiment.pb.h"
@@ -32,11 +33,22 @@ using vramlab::v1::MemoryEstimate;
 using vramlab::v1::WorkerEvent;
 
 // Relative tolerances, |predicted - measured| / measured, for the tensors the estimator models
-// moment by moment rather than exactly. Measured with these cases (LibTorch 1.13.1, CPU):
-// activations -1.8% .. +8.4%, peak -1.3% .. +5.5%; the widest is checkpointing every layer with
-// the chunked loss (the others are within 2%).
-constexpr double kActivationsTolerance = 0.10;
-constexpr double kPeakTolerance = 0.06;
+// moment by moment rather than exactly. The estimator's CPU activation model follows the LibTorch
+// that CI builds with (1.13.1): measured there with these cases, activations -1.8% .. +8.4% and
+// peak -1.3% .. +5.5%; the widest is checkpointing every layer with the chunked loss (the others
+// are within 2%). LibTorch 2.x's CPU kernels keep less alive: on the GPU host's LibTorch 2.11
+// (2026-12-01) every case measured 0.3-0.5 MB (6-15%) fewer activation bytes than 1.13 does
+// against the same estimate — activations +4.0% .. +14.5%, peak +2.8% .. +9.3% — so a worker that
+// reports LibTorch 2 is held to those, with the same headroom. The GPU estimate is calibrated on
+// GPU runs instead (testdata/estimator/fit_calibration.jsonl).
+struct Tolerances {
+  double activations;
+  double peak;
+};
+Tolerances TolerancesFor(const std::string& torch_version) {
+  if (absl::StartsWith(torch_version, "1.")) return {0.10, 0.06};
+  return {0.17, 0.11};
+}
 
 std::string BinDir() {
   const char* dir = std::getenv("VRAMLAB_BIN_DIR");
@@ -80,6 +92,7 @@ std::string ToJson(const google::protobuf::Message& message) {
 struct Measured {
   MemoryAnatomy anatomy;
   int64_t parameter_count = 0;
+  std::string torch_version;  // the worker's `started` event
 };
 
 Measured RunWorker(const ExperimentSpec& spec) {
@@ -92,6 +105,7 @@ Measured RunWorker(const ExperimentSpec& spec) {
     const auto status =
         google::protobuf::util::JsonStringToMessage(std::string(line), &event);
     EXPECT_TRUE(status.ok()) << status.ToString() << ": " << line;
+    if (event.has_started()) measured.torch_version = event.started().torch_version();
     if (event.has_report()) {
       measured.anatomy = event.report().anatomy();
       measured.parameter_count = event.report().parameter_count();
@@ -193,9 +207,10 @@ TEST_P(EstimateVsWorkerTest, MatchesTheCountingAllocator) {
   EXPECT_EQ(p.adapter_weights_bytes(), m.adapter_weights_bytes());
   EXPECT_EQ(p.quantization_constants_bytes(), m.quantization_constants_bytes());
   EXPECT_EQ(p.cuda_context_bytes(), 0);
-  EXPECT_LE(RelativeError(p.activations_bytes(), m.activations_bytes()), kActivationsTolerance)
+  const Tolerances tolerances = TolerancesFor(measured.torch_version);
+  EXPECT_LE(RelativeError(p.activations_bytes(), m.activations_bytes()), tolerances.activations)
       << "activations predicted " << p.activations_bytes() << " measured " << m.activations_bytes();
-  EXPECT_LE(RelativeError(p.peak_allocated_bytes(), m.peak_allocated_bytes()), kPeakTolerance)
+  EXPECT_LE(RelativeError(p.peak_allocated_bytes(), m.peak_allocated_bytes()), tolerances.peak)
       << "peak predicted " << p.peak_allocated_bytes() << " measured " << m.peak_allocated_bytes();
   // Printed so that the tolerances above stay grounded in numbers anyone can rerun.
   std::printf("%-28s activations %9lld / %9lld (%+.1f%%)  peak %9lld / %9lld (%+.1f%%)  temporaries %lld / %lld\n",
