@@ -7,17 +7,15 @@
 
 #include <cstdint>
 
+#include "worker/optim/adamw_float_scalars.h"
+
 namespace vramlab::worker::optim_internal {
 
 struct AdamWHyper {
   double lr = 1e-5, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
-// The scalars of AdamWUpdate at 1-based `step` as ATen hands them to a float kernel (double
-// arguments rounded to float), for the one-pass loops (host_adamw.cc, the fused 8-bit kernel).
-struct AdamWFloatScalars {
-  float decay, lerp_weight, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
-};
+// The scalars of AdamWUpdate at 1-based `step` (adamw_float_scalars.h).
 AdamWFloatScalars FloatScalarsAt(const AdamWHyper& hyper, int64_t step);
 
 // At 1-based step `step`, in place, all tensors of one dtype and device:
