@@ -4,8 +4,10 @@
 
 namespace vramlab::worker {
 
-double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len) {
-  return 6.0 * static_cast<double>(config.ParameterCount()) +
+double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len, int64_t adapter_parameters) {
+  const double base_factor = adapter_parameters > 0 ? 4.0 : 6.0;
+  return base_factor * static_cast<double>(config.ParameterCount()) +
+         6.0 * static_cast<double>(adapter_parameters) +
          12.0 * static_cast<double>(config.num_hidden_layers) * static_cast<double>(config.hidden_size) *
              static_cast<double>(seq_len);
 }

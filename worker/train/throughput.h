@@ -10,8 +10,12 @@
 namespace vramlab::worker {
 
 // Training FLOPs per token: 6N for the matrix multiplies of forward and backward plus
-// 12 * layers * hidden * seq for attention scores and values (PaLM appendix B).
-double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len);
+// 12 * layers * hidden * seq for attention scores and values (PaLM appendix B). With adapters
+// (adapter_parameters > 0) the base weights are frozen: their backward computes the input's
+// gradient but no weight gradient, so the base counts 4N and the adapters 6 per parameter.
+// Recomputation under checkpointing is not counted (model FLOPs, not hardware FLOPs).
+double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len,
+                             int64_t adapter_parameters = 0);
 
 // tokens/s * FLOPs per token / peak; 0 when the peak is unknown.
 double ModelFlopsUtilization(double tokens_per_second, double flops_per_token, double peak_flops);

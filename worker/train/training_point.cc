@@ -170,6 +170,7 @@ class PointRunner {
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.adapter", e.what());
     }
+    adapter_parameters_ = adapters.trainable_parameters;
     // As PEFT's print_trainable_parameters(), once per run.
     if (shape_.sweep_index == 0) {
       const double total = static_cast<double>(adapters.trainable_parameters + adapters.frozen_parameters);
@@ -186,7 +187,7 @@ class PointRunner {
     const SpecTraining& t = spec_.training;
     const int32_t accum = t.grad_accum_steps;
     const LossImpl loss_impl = ToLossImpl(t.loss);
-    const double flops_per_token = TrainingFlopsPerToken(config_, shape_.seq_len);
+    const double flops_per_token = TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_);
     const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len * accum;
     TokenSource tokens = MakeTokenSource(t.data, config_.vocab_size);
     const torch::Device device = context_.backend->device();
@@ -286,7 +287,7 @@ class PointRunner {
                                    spec_.training.grad_accum_steps;
     outcome_.tokens_per_second =
         outcome_.median_step_time_seconds > 0 ? tokens_per_step / outcome_.median_step_time_seconds : 0;
-    outcome_.mfu = ModelFlopsUtilization(outcome_.tokens_per_second, TrainingFlopsPerToken(config_, shape_.seq_len),
+    outcome_.mfu = ModelFlopsUtilization(outcome_.tokens_per_second, TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_),
                                          context_.backend->peak_bf16_flops());
     outcome_.final_loss = outcome_.steps.back().loss;
   }
@@ -307,6 +308,7 @@ class PointRunner {
   PhaseTracker tracker_;
   LiveModel live_;
   PointOutcome outcome_;
+  int64_t adapter_parameters_ = 0;  // trainable adapter parameters; 0 when every weight trains
 };
 
 }  // namespace
