@@ -39,6 +39,8 @@ torch::Tensor FusedSwiGlu(const torch::Tensor& gate, const torch::Tensor& up);
 // during the forward (weight's in the parameter dtype). Saves those two gradients (scaled by the
 // loss's incoming gradient in backward); the full-vocab logits of all rows never exist unless
 // chunk_tokens >= n. Gradients are formed only where grad mode is on and an input requires one.
+// The backward scales the saved gradients in place, so it runs once per forward (no
+// retain_graph through this op).
 torch::Tensor FusedLinearCrossEntropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                       const torch::Tensor& targets, int64_t chunk_tokens,
                                       int64_t ignore_index);
