@@ -28,7 +28,7 @@ nlohmann::json RunOnGpu(const std::string& model, const std::string& training) {
   const auto reports = run.Of("report");
   EXPECT_EQ(reports.size(), 1u);
   if (reports.empty()) return nlohmann::json();
-  std::cout << reports[0]["anatomy"].dump(2) << std::endl;  // for the lead's record
+  std::cout << reports[0]["anatomy"].dump(2) << std::endl;  // printed, so that the run's anatomy is in the test log
   return reports[0]["anatomy"];
 }
 
