@@ -13,6 +13,16 @@
 
 namespace vramlab::worker::adapter_testing {
 
+// The adapters the LoRA and QLoRA tests attach to the tiny checkpoint: rank 4, alpha 8, seed 7.
+inline LoraOptions Rank4(double dropout = 0) {
+  LoraOptions options;
+  options.rank = 4;
+  options.alpha = 8;
+  options.dropout = dropout;
+  options.seed = 7;
+  return options;
+}
+
 // `steps` AdamW steps (lr 1e-2) over the model's trainable parameters on `ids` as inputs and
 // labels, checking after every backward that exactly the trainable parameters have a gradient.
 inline void TrainCheckingOnlyTrainableGetGradients(Qwen2ForCausalLM& model, const torch::Tensor& ids,

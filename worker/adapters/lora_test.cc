@@ -21,16 +21,9 @@ namespace {
 using testing::InputIds;
 using testing::LoadCheckpoint;
 using testing::MaxAbsDiff;
+using adapter_testing::Rank4;
 using testing::ReadExpected;
 
-LoraOptions Rank4(double dropout = 0) {
-  LoraOptions options;
-  options.rank = 4;
-  options.alpha = 8;
-  options.dropout = dropout;
-  options.seed = 7;
-  return options;
-}
 
 Qwen2ForCausalLM TinyWithLora(const LoraOptions& options, ModelOptions model_options = {}) {
   Qwen2ForCausalLM model = LoadCheckpoint("qwen2-tiny", model_options);

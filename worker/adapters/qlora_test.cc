@@ -21,15 +21,9 @@ namespace {
 
 using testing::InputIds;
 using testing::LoadCheckpoint;
+using adapter_testing::Rank4;
 using testing::ReadExpected;
 
-LoraOptions Rank4() {
-  LoraOptions options;
-  options.rank = 4;
-  options.alpha = 8;
-  options.seed = 7;
-  return options;
-}
 
 double Loss(Qwen2ForCausalLM& model, const torch::Tensor& ids) {
   torch::NoGradGuard no_grad;

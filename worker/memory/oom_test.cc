@@ -37,5 +37,12 @@ TEST(OomTest, RequestedBytesFromEachAllocatorsWording) {
   EXPECT_EQ(RequestedBytesFromMessage("no size here"), 0);
 }
 
+TEST(OomTest, ParsesRoundedCudaMessages) {
+  EXPECT_EQ(RequestedBytesFromMessage("CUDA out of memory. Tried to allocate 60.00 GiB. GPU 0 has"), 60LL << 30);
+  EXPECT_EQ(RequestedBytesFromMessage("Tried to allocate 2.50 MiB (GPU 0;"), 2621440);
+  EXPECT_EQ(RequestedBytesFromMessage("no size here"), 0);
+  EXPECT_EQ(FirstLinesOfError("CUDA out of memory.\nException raised from malloc at x.cpp:1"), "CUDA out of memory.");
+}
+
 }  // namespace
 }  // namespace vramlab::worker

@@ -12,9 +12,9 @@ namespace {
 
 using testing::CapturedRun;
 using testing::Int64;
+using testing::kTinyParameters;
 using testing::RunCaptured;
 
-constexpr int64_t kTinyParameters = 125504;  // testdata/README.md
 
 nlohmann::json AnatomyOf(const std::string& dtype, const std::string& optimizer) {
   const CapturedRun run = RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",

@@ -18,9 +18,9 @@ using testing::CapturedRun;
 using testing::CategorySum;
 using testing::ExpectPeakMomentsAddUp;
 using testing::Int64;
+using testing::kTinyParameters;
 using testing::RunCaptured;
 
-constexpr int64_t kTinyParameters = 125504;  // testdata/README.md
 
 std::string SpecFile(const std::string& name) {
   std::ifstream in(std::string(VRAMLAB_SOURCE_DIR) + "/experiments/cpu/" + name);

@@ -4,6 +4,7 @@
 #ifndef VRAMLAB_WORKER_TRAIN_TESTING_CAPTURED_RUN_H_
 #define VRAMLAB_WORKER_TRAIN_TESTING_CAPTURED_RUN_H_
 
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -16,6 +17,9 @@
 #include "worker/train/run_worker.h"
 
 namespace vramlab::worker::testing {
+
+// Parameters of the tiny preset (testdata/README.md).
+inline constexpr int64_t kTinyParameters = 125504;
 
 struct CapturedRun {
   int exit_code = -1;
