@@ -52,6 +52,15 @@ def oom_phases(events):
     return phases
 
 
+def point_spec(spec, variable, value, started):
+    """spec_for_point, naming the device the worker ran on when the spec leaves it to the default
+    (the estimator models the CUDA allocator only for a CUDA spec)."""
+    point = spec_for_point(spec, variable, value)
+    if "device" not in point and started.get("device"):
+        point["device"] = started["device"]
+    return point
+
+
 def rows(events_path, spec_path, source):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
@@ -79,7 +88,7 @@ def rows(events_path, spec_path, source):
         row = {
             "name": name if value is None else f"{name}@{value}",
             "source": source or events_path,
-            "spec": spec_for_point(spec, variable, value),
+            "spec": point_spec(spec, variable, value, started),
             "allocator": "expandable" if expandable else "native",
             "outcome": "OOM" if oom else "FIT",
             "limit_bytes": row_limit,
