@@ -100,12 +100,6 @@ if $run_tests; then
   if [ -z "${VRAMLAB_PROMETHEUS:-}" ] && [ ! -x /usr/bin/prometheus ] && command -v prometheus >/dev/null; then
     export VRAMLAB_PROMETHEUS=$(command -v prometheus)
   fi
-  # zsh from the unpacked packages: its completion functions are found through FPATH, which zsh
-  # takes from the environment (its compiled-in fpath points at /usr/share/zsh).
-  if ! command -v zsh >/dev/null && [ -n "$prefix" ] && [ -x "$prefix/bin/zsh" ]; then
-    export PATH="$PATH:$prefix/bin"
-    FPATH=$(find "$prefix/usr/share/zsh" -type d | paste -sd: -); export FPATH
-  fi
   # A test that needs a tool this host lacks is left out by its label, and named, never passed.
   missing=()
   command -v chromium >/dev/null || missing+=(needs-chromium)
@@ -113,9 +107,10 @@ if $run_tests; then
   command -v zsh >/dev/null || missing+=(needs-zsh)
   exclude=()
   if [ ${#missing[@]} -gt 0 ]; then
-    exclude=(-LE "^($(IFS='|'; echo "${missing[*]}"))\$")
+    labels="^($(IFS='|'; echo "${missing[*]}"))\$"
+    exclude=(-LE "$labels")
     echo "not run on this host (the tool is missing; CI runs them):" \
-      $(ctest --test-dir "$build/server" -N -L "^($(IFS='|'; echo "${missing[*]}"))\$" | sed -n 's/^ *Test *#[0-9]*: //p')
+      $(ctest --test-dir "$build/server" -N -L "$labels" | sed -n 's/^ *Test *#[0-9]*: //p')
   fi
   for tree in worker server; do
     start=$(date +%s)
