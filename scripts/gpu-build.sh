@@ -77,6 +77,7 @@ fi
 if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
+build_start=$(date +%s)
 cmake -S "$root" -B "$build/worker" "${common_args[@]}" -DVRAMLAB_CUDA_KERNELS="${VRAMLAB_CUDA_KERNELS:-AUTO}" \
   -DVRAMLAB_BUILD_SERVER=OFF -DCMAKE_PREFIX_PATH="$worker_prefix_path"
 cmake --build "$build/worker" -j "$jobs"
@@ -90,7 +91,7 @@ mkdir -p "$build/bin"
 for b in "$build"/worker/bin/* "$build"/server/bin/*; do
   [ -f "$b" ] && cp -fL "$b" "$build/bin/"
 done
-echo "built: $(ls "$build/bin" | tr '\n' ' ')"
+echo "built in $(( $(date +%s) - build_start )) s: $(ls "$build/bin" | tr '\n' ' ')"
 
 if $run_tests; then
   # As a user runs them: no LD_LIBRARY_PATH from this script. The tests' Python helpers (gRPC
@@ -112,11 +113,16 @@ if $run_tests; then
     echo "not run on this host (the tool is missing; CI runs them):" \
       $(ctest --test-dir "$build/server" -N -L "$labels" | sed -n 's/^ *Test *#[0-9]*: //p')
   fi
+  # ctest runs $jobs tests at once; each LibTorch process would otherwise start one intra-op
+  # thread per core, and $jobs of them oversubscribe the host many times over.
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}
+  suite_start=$(date +%s)
   for tree in worker server; do
     start=$(date +%s)
     env -u LD_LIBRARY_PATH ctest --test-dir "$build/$tree" --output-on-failure -j "$jobs" "${exclude[@]}"
     echo "$tree tests passed in $(( $(date +%s) - start )) s"
   done
+  echo "whole suite passed in $(( $(date +%s) - suite_start )) s"
 fi
 if [ -n "$install_prefix" ]; then
   cmake --install "$build/worker" --prefix "$install_prefix"

@@ -2,6 +2,7 @@
 //
 //   vramlab-worker --spec FILE|- [--events-fd N]
 //                  [--confine-host-paths [--allowed-dir DIR]... [--denied-path PATH]...]
+//                  [--kernel-profile FILE]
 //
 // See worker/README.md for the protocol and the exit codes.
 #include <fcntl.h>
@@ -33,6 +34,8 @@ constexpr char kUsage[] =
     "usage: vramlab-worker --spec FILE|- [--events-fd N]\n"
     "  --spec FILE     ExperimentSpec as protobuf JSON ('-' reads stdin)\n"
     "  --events-fd N   write WorkerEvent JSON lines to fd N instead of stdout\n"
+    "  --kernel-profile FILE  record the last step of the first point by kernel (LibTorch's\n"
+    "                  profiler) and write FILE as JSON (worker/train/kernel_profile.h)\n"
     "  --confine-host-paths  read a spec's host files (weights, token ids) only under the\n"
     "                  --allowed-dir directories (repeatable) and never a --denied-path\n"
     "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";
@@ -44,6 +47,7 @@ struct Args {
   std::string spec_path;
   int events_fd = STDOUT_FILENO;
   bool spec_is_temporary = false;
+  std::string kernel_profile_path;
   vramlab::worker::HostFileConfinement confinement;
 };
 
@@ -79,6 +83,8 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
     } else if (arg == "--denied-path") {
       if (!value(&text)) return Fail(error, "--denied-path needs a value");
       args->confinement.denied_paths.push_back(text);
+    } else if (arg == "--kernel-profile") {
+      if (!value(&args->kernel_profile_path)) return Fail(error, "--kernel-profile needs a value");
     } else if (arg == kTemporarySpecFlag) {
       args->spec_is_temporary = true;
     } else {
@@ -119,6 +125,7 @@ void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_
   const std::string events_fd = std::to_string(args.events_fd);
   std::vector<const char*> new_argv = {argv[0], "--spec", path, "--events-fd", events_fd.c_str(), kTemporarySpecFlag};
   // The confinement travels with the run: the new image reads the same host files.
+  if (!args.kernel_profile_path.empty()) new_argv.insert(new_argv.end(), {"--kernel-profile", args.kernel_profile_path.c_str()});
   if (args.confinement.confined) new_argv.push_back("--confine-host-paths");
   for (const std::string& dir : args.confinement.allowed_dirs) new_argv.insert(new_argv.end(), {"--allowed-dir", dir.c_str()});
   for (const std::string& path : args.confinement.denied_paths) new_argv.insert(new_argv.end(), {"--denied-path", path.c_str()});
@@ -160,6 +167,7 @@ int main(int argc, char** argv) {
   if (args.spec_is_temporary) unlink(args.spec_path.c_str());
 
   vramlab::worker::WorkerHooks hooks;
+  hooks.kernel_profile_path = args.kernel_profile_path;
   hooks.before_device = [&](const ExperimentSpec& spec) {
     ReexecWithAllocatorEnv(spec, spec_text, args, argv);
     const int64_t host_limit = vramlab::worker::HostMemoryLimitFromEnvironment();

@@ -17,6 +17,8 @@ not start at the allocator's start cannot replay, so record with a large enough 
 """
 
 import argparse
+import json
+import os
 import pickle
 import sys
 
@@ -68,6 +70,7 @@ def main(argv):
     parser.add_argument("snapshot")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="the run's memory limit in bytes")
+    parser.add_argument("--raw", help="also write the history's action, addr, size and stream as JSON here")
     args = parser.parse_args(argv)
     try:
         with open(args.snapshot, "rb") as f:
@@ -76,7 +79,11 @@ def main(argv):
     except (OSError, pickle.UnpicklingError, KeyError, IndexError, TypeError) as e:
         print(f"snapshot_to_trace.py: {args.snapshot}: {e}", file=sys.stderr)
         return 2
-    print(f"# from {args.snapshot}, device {args.device}, {len(entries)} history entries")
+    if args.raw:
+        with open(args.raw, "w") as f:
+            json.dump([[e.get("action"), e.get("addr"), e.get("size"), e.get("stream")] for e in entries], f)
+            f.write("\n")
+    print(f"# from {os.path.basename(args.snapshot)}, device {args.device}, {len(entries)} history entries")
     line = config_line(snapshot, args.limit)
     if line:
         print(line)

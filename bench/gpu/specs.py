@@ -70,6 +70,21 @@ ROWS = dict((r[0], r[1:]) for r in [
         hf_from="throughput-mb4-s2048-hf-compile"),
     row("longest-24g-all-switches", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True, chunked=True,
         optimizer="ADAMW_8BIT"),
+    # The same search with FUSED kernels, against HF + torch.compile with checkpointing (HF's
+    # memory switches; it has no chunked loss or 8-bit AdamW without extra packages).
+    row("longest-24g-all-switches-hf-compile", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True,
+        hf_extra=["--compile"]),
+    row("longest-24g-all-switches-fused", 1, 1, 8192, "sdpa", LIMIT_24, 1, 0, sweep=LONG, ckpt=True, chunked=True,
+        optimizer="ADAMW_8BIT", kernels="FUSED", hf_from="longest-24g-all-switches-hf-compile"),
+    # Speed near HF + torch.compile's longest sequence, each side with its memory switches, after
+    # warm-up (compile's included). Its one-step search fits 16,384, but with AdamW's state alive
+    # (the second step) 16,384 runs out of memory in backward; 8,192 is the row.
+    row("long-s16384-24g-hf-compile", 1, 1, 16384, "sdpa", LIMIT_24, 3, 2, ckpt=True, hf_extra=["--compile"]),
+    row("long-s16384-24g-fused", 1, 1, 16384, "sdpa", LIMIT_24, 3, 2, ckpt=True, chunked=True,
+        optimizer="ADAMW_8BIT", kernels="FUSED", hf_from="long-s16384-24g-hf-compile"),
+    row("long-s8192-24g-hf-compile", 1, 1, 8192, "sdpa", LIMIT_24, 3, 2, ckpt=True, hf_extra=["--compile"]),
+    row("long-s8192-24g-fused", 1, 1, 8192, "sdpa", LIMIT_24, 3, 2, ckpt=True, chunked=True,
+        optimizer="ADAMW_8BIT", kernels="FUSED", hf_from="long-s8192-24g-hf-compile"),
     # LoRA r=16, alpha=32 on all seven projections, side by side with HF PEFT (3 timed steps).
     row("lora-1.5b-mb4-s512-eager-24g", 4, 1, 512, "eager", LIMIT_24, 3, 1, lora=(16, 32)),
     row("lora-1.5b-s8192-sdpa-ckpt-24g", 1, 1, 8192, "sdpa", LIMIT_24, 3, 1, ckpt=True, lora=(16, 32)),

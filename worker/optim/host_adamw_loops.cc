@@ -88,9 +88,11 @@ inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master, const t
 
 }  // namespace
 
-// One clone per instruction set, picked at load time: AVX2 where the CPU has it (8 lanes and
-// blends for the bf16 rounding), SSE2 otherwise.
-#define VRAMLAB_HOST_LOOP __attribute__((target_clones("avx2", "default")))
+// One clone per instruction set, picked at load time: AVX-512 (x86-64-v4: 16 lanes, masked
+// blends for the bf16 rounding) where the CPU has it, else AVX2 (8 lanes), else SSE2. The
+// file is compiled with -ffp-contract=off: v4 has FMA, and a fused multiply-add rounds once
+// where ATen's ops round twice, so every clone must compute exactly what ATen computes.
+#define VRAMLAB_HOST_LOOP __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 VRAMLAB_HOST_LOOP void UpdateRangeFp32(const AdamWFloatScalars& c, float* p, const float* g, float* m,
                                        float* v, int64_t begin, int64_t end) {
   UpdateRange<Fp32>(c, p, g, m, v, begin, end);

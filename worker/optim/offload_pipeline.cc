@@ -16,7 +16,8 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
       params_(params),
       placement_(placement),
       copies_(params.at(0).device()),
-      results_(params.size()) {
+      results_(params.size()),
+      host_current_(params.size(), 0) {
   // The host step uses as many threads as it would on the caller's thread: with LibTorch's OpenMP
   // backend the count is per thread, and a fresh thread starts from OpenMP's default. (The native
   // backend's count is global, so the two agree and nothing is set.)
@@ -63,6 +64,13 @@ void OffloadPipeline::Publish(const std::vector<size_t>& indices) {
   }
   // Copies on one stream complete in order: the last marker covers them all.
   copies_.ComputeWaits(published);
+  // The next update of these reads the values from results_; it writes them only after its
+  // gradient copy completed, which the copy stream orders after these copies.
+  for (size_t i : indices) host_current_[i] = 1;
+}
+
+void OffloadPipeline::Forget(const std::vector<size_t>& indices) {
+  for (size_t i : indices) host_current_[i] = 0;
 }
 
 int64_t OffloadPipeline::HostBytes() const {
@@ -136,7 +144,7 @@ void OffloadPipeline::IssueCopies(Chunk& chunk) {
                                         chunk.length, placement_.pinned);
   chunk.copied = copies_.CopyAfter(chunk.item.ready, grad_host,
                                    chunk.item.grad.reshape({-1}).narrow(0, chunk.begin, chunk.length));
-  if (rule_.ReadsParam()) {
+  if (rule_.ReadsParam() && !host_current_[index]) {
     // Same stream, so after the gradient's copy; the parameter is not written before Publish().
     chunk.copied = copies_.CopyAfter({}, result, param.view({-1}).narrow(0, chunk.begin, chunk.length));
   }

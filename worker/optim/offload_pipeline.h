@@ -50,6 +50,9 @@ class OffloadPipeline {
   // Copies the new values of params[i] for every i in `indices` (each updated since the last
   // Publish) into the parameters; the compute stream waits for the copies.
   void Publish(const std::vector<size_t>& indices);
+  // The device values of params[i], i in `indices`, were written other than by Publish (the
+  // synchronous step): their next update copies them from the device again.
+  void Forget(const std::vector<size_t>& indices);
 
   // Bytes of the host buffers: one per updated parameter (parameter dtype) and two gradient
   // staging chunks.
@@ -91,6 +94,11 @@ class OffloadPipeline {
 
   // Owned by the thread between Enqueue and Drain, by the caller otherwise.
   std::vector<torch::Tensor> results_;  // results_[i]: new values of params_[i], host memory
+  // host_current_[i]: results_[i] holds what params_[i] holds on the device (it was published
+  // and nothing has written the parameter since), so an update reads the parameter from there
+  // instead of copying it from the device: a rule that reads parameters (bf16 state) then moves
+  // only the gradient to the host, not the gradient and the parameter.
+  std::vector<char> host_current_;
   torch::Tensor grad_slots_[2];
   std::thread thread_;
 };

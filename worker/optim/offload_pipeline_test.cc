@@ -123,6 +123,21 @@ TEST(OffloadPipelineTest, GradientsFromOutsideAnAnnouncedBackwardTakeTheSynchron
   EXPECT_TRUE(SameValues(sync_params, overlap_params));
 }
 
+// After a published step the pipeline reads a parameter from its own buffer instead of copying it
+// from the device again; a synchronous step in between writes the device values, and the next
+// overlapped step must read those (bf16 state: the rule reads the parameter).
+TEST(OffloadPipelineTest, AStepOutsideThePipelineIsReadBackFromTheDevice) {
+  NamedParams sync_params = optim_testing::SyntheticParams({5000, 300}, torch::kBFloat16, 4);
+  NamedParams overlap_params = optim_testing::Clone(sync_params);
+  auto sync = MakeOptimizer(sync_params, Offloaded(OptimizerKind::kAdamW));
+  auto overlapped = Overlapped(overlap_params, Offloaded(OptimizerKind::kAdamW));
+  for (bool announce : {true, false, true, true}) {
+    Train(sync_params, *sync, 1, 1, /*announce=*/false);
+    Train(overlap_params, *overlapped, 1, 1, announce);
+    EXPECT_TRUE(SameValues(sync_params, overlap_params)) << "announced: " << announce;
+  }
+}
+
 TEST(OffloadPipelineTest, HostBytesCountTheResultBuffersAndTwoGradientChunks) {
   NamedParams params = optim_testing::SyntheticParams({5000, 3}, torch::kBFloat16, 4);
   auto optimizer = Overlapped(params, Offloaded(OptimizerKind::kAdamW));

@@ -69,6 +69,7 @@ void RuleOptimizer::Step() {
   }
   // Parameters whose gradient came from outside an announced backward: the synchronous way.
   Update(rest);
+  if (pipeline_ != nullptr) pipeline_->Forget(rest);
   if (!queued.empty()) pipeline_->Publish(queued);
 }
 

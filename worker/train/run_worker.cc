@@ -42,7 +42,8 @@ void Log(const std::string& line) { std::cerr << "vramlab-worker: " << line << s
 // Everything after the spec is known. Throws; RunWorker maps exceptions to events.
 class Session {
  public:
-  Session(ExperimentSpec spec, EventSink& sink) : spec_(std::move(spec)), sink_(sink) {}
+  Session(ExperimentSpec spec, EventSink& sink, std::string kernel_profile_path)
+      : spec_(std::move(spec)), sink_(sink), kernel_profile_path_(std::move(kernel_profile_path)) {}
 
   int Run() {
     const Qwen2Config config = ResolveModelConfig(spec_.model);
@@ -72,6 +73,7 @@ class Session {
     context.monitor = monitor_.get();
     context.anatomy = &anatomy_;
     context.on_oom = [this] { WriteSnapshot(); };
+    context.kernel_profile_path = kernel_profile_path_;
     ExperimentResult result = RunExperiment(spec_, config, context);
     sampler.Stop();
 
@@ -177,6 +179,7 @@ class Session {
 
   ExperimentSpec spec_;
   EventSink& sink_;
+  const std::string kernel_profile_path_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<MemoryMonitor> monitor_;
@@ -189,7 +192,8 @@ class Session {
 // backtrace; the worker log keeps the whole text for whoever debugs it.
 int ReportError(EventSink& sink, ErrorKind kind, const std::string& message, const std::string& field, int code) {
   sink.Error(WorkerError{kind, FirstLinesOfError(message), field});
-  Log("error: " + (field.empty() ? "" : field + ": ") + message);
+  const bool names_field = !field.empty() && message.compare(0, field.size(), field) != 0;
+  Log("error: " + (names_field ? field + ": " : "") + message);
   return code;
 }
 
@@ -199,7 +203,7 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
   try {
     ExperimentSpec spec = ParseExperimentSpec(spec_text);
     if (hooks.before_device) hooks.before_device(spec);
-    return Session(std::move(spec), sink).Run();
+    return Session(std::move(spec), sink, hooks.kernel_profile_path).Run();
   } catch (const SpecError& e) {
     return ReportError(sink, ErrorKind::kInvalidSpec, e.what(), e.field(), kExitInvalidSpec);
   } catch (const LoadError& e) {

@@ -16,6 +16,9 @@ struct WorkerHooks {
   // Runs after the spec was parsed and before any device is touched; main() re-executes the
   // process here when the allocator environment must be set first. May throw.
   std::function<void(const ExperimentSpec&)> before_device;
+  // Where to write the kernel profile of the first point's last step (kernel_profile.h);
+  // empty: none is recorded.
+  std::string kernel_profile_path;
 };
 
 int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks = {});

@@ -19,6 +19,7 @@
 #include "worker/model/qwen2_model.h"
 #include "worker/optim/optimizer.h"
 #include "worker/safetensors/loader.h"
+#include "worker/train/kernel_profile.h"
 #include "worker/train/phase_tracker.h"
 #include "worker/train/spec_conversions.h"
 #include "worker/train/throughput.h"
@@ -193,6 +194,8 @@ class PointRunner {
     const torch::Device device = context_.backend->device();
 
     for (int32_t step = 0; step < t.steps; ++step) {
+      KernelProfile profile;
+      const bool profiling = step == t.steps - 1 && StartKernelProfile(&profile, device.is_cuda());
       const auto step_start = std::chrono::steady_clock::now();
       double loss_sum = 0;
       for (int32_t micro = 0; micro < accum; ++micro) {
@@ -239,8 +242,29 @@ class PointRunner {
       const MemorySample now = context_.monitor->Read();
       result.peak_allocated_bytes = now.peak_allocated_bytes;
       result.peak_reserved_bytes = now.peak_reserved_bytes;
+      if (profiling) FinishKernelProfile(&profile, step, result.step_time_seconds);
       context_.sink->Step(result);
       outcome_.steps.push_back(result);
+    }
+  }
+
+  // The first point's last step only: every point of a sweep would overwrite one file.
+  bool StartKernelProfile(KernelProfile* profile, bool cuda) {
+    if (context_.kernel_profile_path.empty() || shape_.sweep_index != 0) return false;
+    std::string why_not;
+    if (profile->Start(cuda, &why_not)) return true;
+    context_.sink->Notice(NoticeLevel::kWarning, "no kernel profile: " + why_not);
+    return false;
+  }
+
+  void FinishKernelProfile(KernelProfile* profile, int32_t step, double step_seconds) {
+    std::string why_not;
+    if (profile->Finish(context_.kernel_profile_path, step, step_seconds, &why_not)) {
+      context_.sink->Notice(NoticeLevel::kInfo, "kernel profile of step " + std::to_string(step) + " (timed " +
+                                                    "with the profiler on) written to " +
+                                                    context_.kernel_profile_path);
+    } else {
+      context_.sink->Notice(NoticeLevel::kWarning, "no kernel profile: " + why_not);
     }
   }
 

@@ -32,6 +32,9 @@ struct WorkerContext {
   // Called after an OOM was reported, while the point's model and optimizer still exist (the
   // moment an allocator snapshot shows what filled the memory). May be empty.
   std::function<void()> on_oom;
+  // Non-empty: the first point's last step is recorded by kernel into this file
+  // (kernel_profile.h); a profile that cannot be made is a warning notice, never a failure.
+  std::string kernel_profile_path;
 };
 
 struct PointShape {

@@ -50,13 +50,13 @@ inline int64_t Int64(const nlohmann::json& value) {
   return value.is_string() ? std::stoll(value.get<std::string>()) : value.get<int64_t>();
 }
 
-inline CapturedRun RunCaptured(const std::string& spec_json) {
+inline CapturedRun RunCaptured(const std::string& spec_json, const WorkerHooks& hooks = {}) {
   std::FILE* file = std::tmpfile();
   if (file == nullptr) throw std::runtime_error("tmpfile failed");
   CapturedRun run;
   {
     EventSink sink(fileno(file));
-    run.exit_code = RunWorker(spec_json, sink);
+    run.exit_code = RunWorker(spec_json, sink, hooks);
   }
   std::rewind(file);
   std::string line;
