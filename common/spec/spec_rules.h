@@ -84,6 +84,8 @@ inline constexpr IntRule kDeviceMemoryLimitBytes{"memory.device_memory_limit_byt
 inline constexpr IntRule kMaxSplitSizeMb{"memory.allocator.max_split_size_mb", 21, 1 << 24};
 inline constexpr IntRule kTimeLimitSeconds{"time_limit_seconds", 0, 1 << 30};
 inline constexpr IntRule kSweepPoints{"sweep.values", 0, 64};
+// The bound catches typos; a daemon narrows it to the GPUs of its host.
+inline constexpr IntRule kWorldSize{"parallel.world_size", 0, 64};
 
 inline constexpr IntRule kVocabSize{"model.config.vocab_size", 1, 1 << 20};
 inline constexpr IntRule kHiddenSize{"model.config.hidden_size", 1, 65536};
@@ -130,6 +132,15 @@ int64_t MaxAdapterRank(int64_t hidden_size, int64_t intermediate_size, int64_t n
 
 // "must be at most MAX (min(in_features, out_features) of a wrapped layer), got RANK".
 std::string AdapterRankMessage(int64_t rank, int64_t max_rank);
+
+// --- Parallel runs ---------------------------------------------------------------------------
+// parallel.sharding other than SHARD_NONE needs world_size >= 2.
+inline constexpr const char* kShardingField = "parallel.sharding";
+inline constexpr const char* kShardingNeedsRanksMessage =
+    "sharding needs parallel.world_size >= 2 (one process holds everything)";
+// The names of proto Sharding values 1..4, as JSON spells them.
+inline constexpr const char* kShardingNames[] = {"SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS",
+                                                 "SHARD_FULL"};
 
 // --- Kernels ---------------------------------------------------------------------------------
 // training.kernels FUSED runs the CUDA kernels of kernels/ (docs/KERNELS.md): a CUDA device and a
