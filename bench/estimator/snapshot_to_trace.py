@@ -44,7 +44,9 @@ def trace_lines(entries):
         action, addr, size = entry.get("action"), entry.get("addr"), int(entry.get("size", 0))
         if action in ("segment_alloc", "segment_map"):
             pending_segments = True
-            yield f"segment_alloc {size}"
+            # The address: best fit breaks ties by address, so a replay places segments where
+            # cudaMalloc did (expandable pages map inside one range: their order is the offset's).
+            yield f"segment_alloc {size} {addr}" if action == "segment_alloc" and addr is not None else f"segment_alloc {size}"
         elif action in ("segment_free", "segment_unmap"):
             pending_segments = True
             yield f"segment_free {size}"
@@ -71,12 +73,19 @@ def main(argv):
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="the run's memory limit in bytes")
     parser.add_argument("--raw", help="also write the history's action, addr, size and stream as JSON here")
+    parser.add_argument("--expandable", action="store_true",
+                        help="with a .json history (--raw's output): the run used expandable segments")
     args = parser.parse_args(argv)
     try:
-        with open(args.snapshot, "rb") as f:
-            snapshot = pickle.load(f)
-        entries = snapshot["device_traces"][args.device]
-    except (OSError, pickle.UnpicklingError, KeyError, IndexError, TypeError) as e:
+        if args.snapshot.endswith(".json"):  # a history written by --raw: no settings in it
+            with open(args.snapshot) as f:
+                entries = [dict(zip(("action", "addr", "size", "stream"), e)) for e in json.load(f)]
+            snapshot = {"allocator_settings": {"expandable_segments": args.expandable}}
+        else:
+            with open(args.snapshot, "rb") as f:
+                snapshot = pickle.load(f)
+            entries = snapshot["device_traces"][args.device]
+    except (OSError, ValueError, pickle.UnpicklingError, KeyError, IndexError, TypeError) as e:
         print(f"snapshot_to_trace.py: {args.snapshot}: {e}", file=sys.stderr)
         return 2
     if args.raw:

@@ -19,9 +19,10 @@ GROUPS = [
     ("attention (flash / cuDNN / efficient)", ("flash", "fmha", "cudnn", "sdpa", "attention", "efficient")),
     ("matmul (cuBLAS / CUTLASS)", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_", "sm80_")),
     ("optimizer (multi-tensor AdamW, 8-bit AdamW)", ("multi_tensor", "adam", "AdamW")),
-    ("copies and fills (memcpy, memset)", ("Memcpy", "Memset", "memcpy", "memset", "copy_kernel", "fill")),
-    ("reductions", ("reduce_kernel", "Reduce", "reduction", "softmax", "Softmax", "norm_kernel", "cross_entropy",
-                    "nll_loss", "log_softmax")),
+    ("copies and fills (memcpy, memset, cat)", ("Memcpy", "Memset", "memcpy", "memset", "copy_kernel", "fill",
+                                                "CatArray")),
+    ("reductions", ("reduce_kernel", "Reduce", "reduction", "softmax", "Softmax", "SoftMax", "norm_kernel",
+                    "cross_entropy", "nll_loss", "log_softmax")),
     ("elementwise", ("elementwise", "Elementwise", "vectorized", "unrolled", "index", "where", "cat", "embedding")),
 ]
 

@@ -55,10 +55,26 @@ bool CachingAllocatorSim::Malloc(int64_t id, int64_t bytes, SegmentEvents* event
   return true;
 }
 
+int64_t CachingAllocatorSim::ExpandableSize(int64_t address) const {
+  const Block& block = blocks_.at(address);
+  const auto next = blocks_.upper_bound(address);
+  const bool unmapped_after = next != blocks_.end() && next->second.segment == block.segment && !next->second.mapped;
+  return block.size + (unmapped_after ? next->second.size : 0);
+}
+
 bool CachingAllocatorSim::TryCachedBlock(int64_t size, bool small, int64_t* address) {
   std::set<FreeKey>& pool = FreeSet(small);
-  const auto it = pool.lower_bound({size, 0});
+  auto it = pool.lower_bound({size, 0});
   if (it == pool.end()) return false;
+  if (config_.expandable_segments) {
+    // c10 ranks a free block that ends where the segment's unmapped pages begin by the size it
+    // could grow to, not its mapped size: best fit walks on past it to the larger blocks that
+    // are smaller than that, so growing the segment's tail is the last resort.
+    for (auto next = std::next(it); next != pool.end() && ExpandableSize(next->second) < ExpandableSize(it->second);
+         ++next) {
+      it = next;
+    }
+  }
   const int64_t found = it->first;
   // Oversize blocks (>= max_split_size) serve only large requests that nearly fill them.
   if (size < config_.max_split_size && found >= config_.max_split_size) return false;
@@ -95,11 +111,16 @@ bool CachingAllocatorSim::TryNewMemory(int64_t size, bool small, SegmentEvents* 
     if (!Fits(segment)) return false;
     if (config_.expandable_segments) return TryExpand(size, small, events, address);
     Block block;
-    block.address = next_address_;
-    block.segment = next_address_;
+    if (queued_segment_addresses_.empty()) {
+      block.address = next_address_;
+      next_address_ += segment + kSegmentGap;
+    } else {
+      block.address = queued_segment_addresses_.front();
+      queued_segment_addresses_.pop_front();
+    }
+    block.segment = block.address;
     block.size = segment;
     block.small = small;
-    next_address_ += segment + kSegmentGap;
     blocks_[block.address] = block;
     segments_[block.address] = segment;
     reserved_ += segment;

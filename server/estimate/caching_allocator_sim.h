@@ -25,6 +25,7 @@
 #define VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -63,6 +64,12 @@ class CachingAllocatorSim {
   // Free bytes inside segments that also hold live blocks (c10's inactive_split_bytes).
   int64_t inactive_split() const;
 
+  // Replaying a recorded trace: the next segment a cudaMalloc maps (not an expandable page) is at
+  // `address`. Best fit breaks ties between equal free blocks by address, so a replay must place
+  // segments where the device did to choose as c10 chose; the estimator's own addresses only
+  // ever grow. Addresses queue in order.
+  void QueueSegmentAddress(int64_t address) { queued_segment_addresses_.push_back(address); }
+
   static int64_t RoundSize(int64_t bytes);
   static int64_t SegmentSize(int64_t rounded);
 
@@ -78,6 +85,8 @@ class CachingAllocatorSim {
   using FreeKey = std::pair<int64_t, int64_t>;  // (size, address): best fit, lower address first
 
   bool TryCachedBlock(int64_t size, bool small, int64_t* address);
+  // Expandable segments: block `address`'s size plus the unmapped pages right after it.
+  int64_t ExpandableSize(int64_t address) const;
   bool TryNewMemory(int64_t size, bool small, SegmentEvents* events, int64_t* address);
   bool TryExpand(int64_t size, bool small, SegmentEvents* events, int64_t* address);
   void ReleaseOversize(int64_t size, SegmentEvents* events);
@@ -103,6 +112,7 @@ class CachingAllocatorSim {
   // Expandable: each pool's segment (small, large) start; 0 until first used.
   int64_t expandable_base_[2] = {0, 0};
   int64_t next_address_ = int64_t{1} << 40;
+  std::deque<int64_t> queued_segment_addresses_;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
 

@@ -51,6 +51,7 @@ void Replay(const std::string& name) {
   std::ifstream in(kTraceDir + "/" + name);
   ASSERT_TRUE(in) << name;
   std::unique_ptr<CachingAllocatorSim> sim;
+  AllocatorSimConfig config;
   std::vector<int64_t> expect_mapped, expect_released;
   std::string line;
   int number = 0, checks = 0;
@@ -68,14 +69,19 @@ void Replay(const std::string& name) {
     std::string op;
     if (!(words >> op) || op[0] == '#') continue;
     if (op == "config") {
-      sim = std::make_unique<CachingAllocatorSim>(ParseConfig(words));
+      config = ParseConfig(words);
+      sim = std::make_unique<CachingAllocatorSim>(config);
       continue;
     }
     if (sim == nullptr) sim = std::make_unique<CachingAllocatorSim>(AllocatorSimConfig{});
     if (op == "segment_alloc" || op == "segment_free") {
-      int64_t bytes = 0;
+      int64_t bytes = 0, address = 0;
       ASSERT_TRUE(words >> bytes) << where;
       (op == "segment_alloc" ? expect_mapped : expect_released).push_back(bytes);
+      // A recorded segment's address: placed where the device placed it.
+      if (op == "segment_alloc" && words >> address && !config.expandable_segments) {
+        sim->QueueSegmentAddress(address);
+      }
     } else if (op == "alloc") {
       int64_t id = 0, bytes = 0;
       ASSERT_TRUE(words >> id >> bytes) << where;
