@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/estimate_notes.h"
-#include "common/spec/spec_rules.h"
 #include "server/estimate/fit_verdict.h"
 #include "server/estimate/parallel_buffers.h"
 #include "server/estimate/parameter_state.h"
