@@ -10,6 +10,7 @@
 #include "client/exit_codes.h"
 #include "client/fit_verdict_text.h"
 #include "client/follow_view.h"
+#include "client/parallel_estimate_text.h"
 #include "client/spec_builder.h"
 #include "common/status_macros.h"
 
@@ -75,6 +76,8 @@ absl::StatusOr<int> RunSubmit(CommandEnv& env) {
 void DeclareEstimateFlags(FlagSet& flags) {
   AddSpecFlags(flags);
   flags.Value("limit", "SIZE", "compare with this memory instead of the spec's --memory-limit");
+  flags.Bool("smallest-world-size",
+             "also find the smallest --world-size whose rank fits the limit, for --sharding");
 }
 
 absl::StatusOr<int> RunEstimate(CommandEnv& env) {
@@ -89,6 +92,7 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
     if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--limit: ", bytes.status().message()));
     request.set_limit_bytes(*bytes);
   }
+  request.set_smallest_world_size(args.GetBool("smallest-world-size"));
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
   ASSIGN_OR_RETURN(vramlab::v1::MemoryEstimate estimate, client->Estimate(request));
   if (env.json()) {
@@ -118,6 +122,9 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
                                          sweep.mode() == vramlab::v1::SEARCH_MAX));
   }
   absl::StrAppend(&out, "\n", RenderAnatomyTable(nullptr, &estimate.anatomy()));
+  if (std::string rank = RenderParallelEstimate(estimate); !rank.empty()) {
+    absl::StrAppend(&out, "\n", rank);
+  }
   if (estimate.notes_size() > 0) {
     absl::StrAppend(&out, "\nnotes:\n");
     for (const auto& note : estimate.notes()) absl::StrAppend(&out, "  ", note, "\n");

@@ -117,6 +117,13 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   if (spec.memory().device_memory_limit_bytes() > 0) {
     parts.push_back(absl::StrCat("limit ", FormatBytes(spec.memory().device_memory_limit_bytes())));
   }
+  const vramlab::v1::ParallelSpec& parallel = spec.parallel();
+  if (parallel.world_size() >= 2) parts.push_back(absl::StrCat("ranks:", parallel.world_size()));
+  if (parallel.sharding() > vramlab::v1::SHARD_NONE && parallel.sharding() <= vramlab::v1::SHARD_FULL) {
+    static const char* const kShort[] = {"", "", "optimizer", "gradients", "full"};
+    parts.push_back(absl::StrCat("shard:", kShort[parallel.sharding()],
+                                 parallel.reshard_after_forward() ? "+reshard" : ""));
+  }
   if (spec.has_sweep()) {
     const std::string sweep = SweepSummary(spec.sweep());
     if (!sweep.empty()) parts.push_back(sweep);

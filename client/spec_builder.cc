@@ -280,6 +280,25 @@ absl::Status ApplySweepFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyParallelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
+  auto& parallel = *spec.mutable_parallel();
+  if (auto v = args.Get("world-size")) {
+    ASSIGN_OR_RETURN(int32_t n, ParseIntFlag("world-size", *v, 1,
+                                             static_cast<int32_t>(spec_rules::kWorldSize.max)));
+    parallel.set_world_size(n);
+  }
+  if (auto v = args.Get("sharding")) {
+    ASSIGN_OR_RETURN(int choice,
+                     ParseChoiceFlag("sharding", *v, {"none", "optimizer", "gradients", "full"}));
+    parallel.set_sharding(static_cast<vramlab::v1::Sharding>(choice + 1));
+  }
+  if (args.Has("reshard-after-forward")) {
+    parallel.set_reshard_after_forward(args.GetBool("reshard-after-forward"));
+  }
+  if (spec.parallel().ByteSizeLong() == 0) spec.clear_parallel();
+  return absl::OkStatus();
+}
+
 absl::Status ApplyRunFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   if (auto v = args.Get("name")) spec.set_name(*v);
   if (auto v = args.Get("priority")) {
@@ -328,6 +347,9 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("sweep-batches", "LIST", "run these micro-batch sizes in order, stop at first OOM")
       .Value("search-max-seq", "MIN:MAX[:G]", "bisect for the longest sequence that fits")
       .Value("search-max-batch", "MIN:MAX[:G]", "bisect for the largest micro-batch that fits")
+      .Value("world-size", "N", "data-parallel ranks, one GPU each (docs/PARALLEL.md)")
+      .Value("sharding", "MODE", "none|optimizer|gradients|full (ZeRO-1/2/3; needs --world-size >= 2)")
+      .Bool("reshard-after-forward", "with --sharding full: free each layer's gathered parameters after its forward")
       .Value("priority", "P", "low|normal|high")
       .Value("time-limit", "DURATION", "wall-clock limit, e.g. 30m");
 }
@@ -370,6 +392,7 @@ absl::StatusOr<ExperimentSpec> BuildSpec(const ParsedArgs& args) {
   RETURN_IF_ERROR(ApplyTrainingFlags(args, spec));
   RETURN_IF_ERROR(ApplyMemoryFlags(args, spec));
   RETURN_IF_ERROR(ApplySweepFlags(args, spec));
+  RETURN_IF_ERROR(ApplyParallelFlags(args, spec));
   RETURN_IF_ERROR(ApplyRunFlags(args, spec));
   return spec;
 }

@@ -132,6 +132,7 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.spec_limits.max_sweep_points = absl::GetFlag(FLAGS_max_sweep_points);
   options.spec_limits.allow_fault_injection = absl::GetFlag(FLAGS_enable_fault_injection);
   options.spec_limits.device = options.device;
+  options.spec_limits.host_devices = static_cast<int32_t>(options.slots.size());
   auto host_paths = HostPathPolicy::Create(
       absl::GetFlag(FLAGS_allowed_dir),
       {options.data_dir, absl::GetFlag(FLAGS_auth_tokens), absl::GetFlag(FLAGS_tls_key)});

@@ -143,6 +143,8 @@ grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
   SpecLimits limits = engine_->options().spec_limits;
   // Nothing runs: a fault is irrelevant, and a CPU daemon may predict for a GPU.
   limits.allow_fault_injection = true;
+  // Nor does it need the ranks' devices: a parallel spec is predicted per rank on any host.
+  limits.host_devices = 0;
   if (request->spec().device() != vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
     limits.device = request->spec().device();
   }
@@ -158,7 +160,9 @@ grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
   if (spec.device() == vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
     spec.set_device(engine_->options().device);
   }
-  return Reply(vramlab::server::EstimateMemory(spec, limit), response);
+  return Reply(vramlab::server::EstimateMemory(
+                   spec, limit, {.smallest_world_size = request->smallest_world_size()}),
+               response);
 }
 
 grpc::Status VramlabServiceImpl::GetServerInfo(grpc::ServerContext* context,

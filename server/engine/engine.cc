@@ -42,6 +42,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
                                           const vramlab::v1::SubmitExperimentRequest& request) {
   if (!request.has_spec()) return absl::InvalidArgumentError("spec: required");
   RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
+  RETURN_IF_ERROR(CheckSchedulable(request.spec()));
   vramlab::v1::ExperimentSpec spec = request.spec();
   RETURN_IF_ERROR(options_.host_paths.ResolveSpec(&spec));
   if (request.request_id().size() > 128) {

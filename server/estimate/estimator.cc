@@ -5,10 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/estimate_notes.h"
 #include "server/estimate/fit_verdict.h"
+#include "server/estimate/parallel_buffers.h"
 #include "server/estimate/parameter_state.h"
 #include "server/estimate/reserved_model.h"
 #include "server/estimate/run_settings.h"
@@ -26,6 +28,8 @@ struct Prediction {
   vramlab::v1::MemoryAnatomy anatomy;
   estimate::StepPeaks peaks;
   estimate::FitDecision decision;
+  int64_t gathered_parameters = 0;
+  int64_t communication_buffer = 0;
 };
 
 Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limit) {
@@ -33,6 +37,8 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
   const estimate::StepPeaks peaks = estimate::WalkTrainingStep(run, params);
   Prediction p;
   p.peaks = peaks;
+  p.gathered_parameters = params.gathered_parameters;
+  p.communication_buffer = params.communication_buffer;
   p.decision = estimate::DecideFit(estimate::PredictReserved(run, peaks, allocator),
                                    estimate::MeasuredModelError(run, allocator), limit);
   vramlab::v1::MemoryAnatomy& a = p.anatomy;
@@ -78,6 +84,44 @@ int32_t LargestFitting(FitsFn fits) {
   return static_cast<int32_t>(good);
 }
 
+// One rank of `run` run as `parallel` says, against `limit`.
+vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
+                                          const estimate::ParallelSettings& parallel,
+                                          AllocatorKind allocator, int64_t limit) {
+  RunSettings rank = run;
+  rank.parallel = parallel;
+  const Prediction p = Predict(rank, allocator, limit);
+  vramlab::v1::ParallelEstimate out;
+  out.set_world_size(static_cast<int32_t>(parallel.world_size));
+  out.set_sharding(spec_rules::kShardingNames[parallel.sharding - 1]);
+  out.set_reshard_after_forward(parallel.reshard_after_forward);
+  *out.mutable_anatomy() = p.anatomy;
+  out.set_predicted_peak_bytes(p.anatomy.peak_allocated_bytes());
+  out.set_peak_phase(p.peaks.peak_phase());
+  out.set_verdict(p.decision.verdict);
+  out.set_reserved_low_bytes(p.decision.reserved_low);
+  out.set_reserved_high_bytes(p.decision.reserved_high);
+  out.set_margin_bytes(p.decision.margin);
+  out.set_deciding_phase(p.decision.deciding_phase);
+  out.set_gathered_parameters_bytes(p.gathered_parameters);
+  out.set_communication_buffer_bytes(p.communication_buffer);
+  return out;
+}
+
+// Smallest world size in [1, kWorldSize.max] whose rank is FITS, 0 if none. A rank's memory never
+// grows with the world size (shards only shrink; the buffers do not depend on it), so the first
+// fitting size is the answer.
+int32_t SmallestFittingWorldSize(const RunSettings& run, estimate::ParallelSettings parallel,
+                                 AllocatorKind allocator, int64_t limit) {
+  for (int64_t n = 1; n <= spec_rules::kWorldSize.max; ++n) {
+    parallel.world_size = n;
+    if (PredictRank(run, parallel, allocator, limit).verdict() == vramlab::v1::FITS) {
+      return static_cast<int32_t>(n);
+    }
+  }
+  return 0;
+}
+
 std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
   const double gib = static_cast<double>(estimate::kGiB);
   const std::string band = absl::StrFormat(
@@ -101,12 +145,16 @@ std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
 }  // namespace
 
 absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
-                                                           int64_t limit_bytes) {
+                                                           int64_t limit_bytes,
+                                                           const EstimateOptions& options) {
   if (limit_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("limit_bytes: must not be negative, got ", limit_bytes));
   }
-  ASSIGN_OR_RETURN(const RunSettings base, estimate::ResolveRunSettings(spec));
+  ASSIGN_OR_RETURN(RunSettings base, estimate::ResolveRunSettings(spec));
+  // Everything below is one process's until the rank's prediction at the end.
+  const estimate::ParallelSettings parallel = base.parallel;
+  base.parallel = estimate::ParallelSettings{};
   const int64_t limit =
       limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
   const AllocatorKind allocator =
@@ -161,7 +209,20 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
       return e;
     }, &out);
   }
+  if (parallel.parallel() || options.smallest_world_size) {
+    *out.mutable_parallel() = PredictRank(run, parallel, allocator, limit);
+    if (options.smallest_world_size && limit != 0) {
+      out.mutable_parallel()->set_smallest_world_size_that_fits(
+          SmallestFittingWorldSize(run, parallel, allocator, limit));
+      out.mutable_parallel()->set_searched_up_to(static_cast<int32_t>(spec_rules::kWorldSize.max));
+    }
+  }
   for (std::string& note : estimate::EstimateNotes(run, limit)) out.add_notes(std::move(note));
+  if (parallel.parallel()) {
+    RunSettings rank = run;
+    rank.parallel = parallel;
+    out.add_notes(estimate::ParallelNote(rank));
+  }
   if (std::string note = VerdictNote(out); !note.empty()) out.add_notes(std::move(note));
   return out;
 }

@@ -11,11 +11,19 @@
 
 namespace vramlab::server {
 
+struct EstimateOptions {
+  // Also search the smallest world size whose rank fits (needs a limit): MemoryEstimate.parallel.
+  bool smallest_world_size = false;
+};
+
 // `limit_bytes` overrides spec.memory.device_memory_limit_bytes when non-zero. When both are 0
 // the estimate has no limit: fits is true and the max_* fields are 0.
 // INVALID_ARGUMENT for a spec whose model cannot be resolved (unknown preset, zero shapes).
+// The top-level prediction is one process's; a spec with parallel.world_size >= 2 (or a
+// world-size search) adds one rank's in `parallel` (docs/PARALLEL.md).
 absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
-                                                           int64_t limit_bytes);
+                                                           int64_t limit_bytes,
+                                                           const EstimateOptions& options = {});
 
 }  // namespace vramlab::server
 

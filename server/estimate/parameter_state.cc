@@ -6,6 +6,7 @@
 #include "common/spec/adapter_sizes.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
+#include "server/estimate/parallel_buffers.h"
 
 namespace vramlab::server::estimate {
 namespace {
@@ -166,6 +167,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
       }
     }
   }
+  AddParallelBuffers(run, &s);
   return s;
 }
 
@@ -178,11 +180,20 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   auto grad_bytes = [&](int64_t n) { return AllocatedBytes(run.device, n * run.dtype_bytes); };
   // State on a CUDA device unless offloaded; on the CPU device offload changes nothing.
   const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
+  // One rank's part of each tensor: its shard where the sharding divides that category.
+  const ParallelSettings& par = run.parallel;
+  auto weight_part = [&](int64_t n) { return par.shards_parameters() ? par.ShardElements(n) : n; };
+  auto grad_part = [&](int64_t n) { return par.shards_gradients() ? par.ShardElements(n) : n; };
+  auto state_part = [&](int64_t n) {
+    return par.shards_optimizer_state() ? par.ShardElements(n) : n;
+  };
+  std::vector<int64_t> updated;  // what this rank's update runs over, tensor by tensor
   int64_t largest_matrix = 0;
   for (int64_t n : tensors) {
-    s.weights += grad_bytes(n);
-    s.all_gradients += grad_bytes(n);
-    if (state_on_device) s.optimizer_state += StateBytes(run, n);
+    s.weights += grad_bytes(weight_part(n));
+    s.all_gradients += grad_bytes(grad_part(n));
+    if (state_on_device) s.optimizer_state += StateBytes(run, state_part(n));
+    updated.push_back(state_part(n));
     largest_matrix = std::max(largest_matrix, n);
   }
   if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
@@ -192,19 +203,20 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   // Tensors 1 .. 12 are layer 0's (ParameterTensorElements' order); every layer is alike.
   for (size_t t = 1; t <= 12 && t < tensors.size() && run.model.num_layers > 0; ++t) {
-    s.layer_gradients += grad_bytes(tensors[t]);
-    if (state_on_device) s.layer_state += StateBytes(run, tensors[t]);
+    s.layer_gradients += grad_bytes(grad_part(tensors[t]));
+    if (state_on_device) s.layer_state += StateBytes(run, state_part(tensors[t]));
   }
-  s.head_gradient = grad_bytes(tensors.front());
-  if (state_on_device) s.head_state = StateBytes(run, tensors.front());
+  s.head_gradient = grad_bytes(grad_part(tensors.front()));
+  if (state_on_device) s.head_state = StateBytes(run, state_part(tensors.front()));
   if (run.in_backward) {
     s.gradients = 0;
     s.in_backward_update_temporaries = LargestSingleTensorUpdate(run, tensors);
   } else {
     s.gradients = s.all_gradients;
-    s.step_temporaries = StepTemporaries(run, tensors);
+    s.step_temporaries = StepTemporaries(run, updated);
   }
   if (run.device == Device::kCpu) s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
+  AddParallelBuffers(run, &s);
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Memory that scales with the parameter count: weights, gradients, optimizer state and the
 // temporaries of the update. Computed tensor by tensor (ParameterTensorElements) so that the CUDA
 // allocator's per-tensor rounding, the 8-bit optimizer's per-tensor blocks and the worker's
-// update paths (worker/optim/) are followed exactly.
+// update paths (worker/optim/) are followed exactly. For a rank of a parallel run, each category
+// the sharding divides holds the rank's shard of every tensor (docs/PARALLEL.md).
 #ifndef VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 #define VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 
@@ -54,6 +55,11 @@ struct ParameterState {
   // Peak above the weights while they are initialized (random init makes an fp32 copy of each
   // matrix on the host; counted only where the host is the device).
   int64_t load_temporaries = 0;
+  // A rank of a parallel run (parallel_buffers.h): the full parameters of the units gathered at
+  // once (SHARD_FULL; alive in forward and backward), and the gradients in flight to their
+  // all-reduce or reduce-scatter (alive in backward). 0 in one process.
+  int64_t gathered_parameters = 0;
+  int64_t communication_buffer = 0;
 };
 
 ParameterState EstimateParameterState(const RunSettings& run);

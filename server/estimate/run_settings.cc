@@ -34,6 +34,36 @@ absl::StatusOr<int64_t> DtypeBytes(vramlab::v1::DType dtype) {
   }
 }
 
+absl::StatusOr<ParallelSettings> ResolveParallel(const vramlab::v1::ExperimentSpec& spec,
+                                                 const RunSettings& run) {
+  const vramlab::v1::ParallelSpec& p = spec.parallel();
+  ParallelSettings out;
+  ASSIGN_OR_RETURN(out.world_size,
+                   CountOrDefault(p.world_size(), 1, spec_rules::kWorldSize.field));
+  switch (p.sharding()) {
+    case vramlab::v1::SHARDING_UNSPECIFIED:
+      out.sharding = vramlab::v1::SHARD_NONE;
+      break;
+    case vramlab::v1::SHARD_NONE:
+    case vramlab::v1::SHARD_OPTIMIZER:
+    case vramlab::v1::SHARD_GRADIENTS:
+    case vramlab::v1::SHARD_FULL:
+      out.sharding = p.sharding();
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(spec_rules::kShardingField,
+                                                     ": unknown value ", p.sharding()));
+  }
+  out.reshard_after_forward = p.reshard_after_forward();
+  if (out.shards_optimizer_state() && (run.adapter.enabled() || run.in_backward)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec_rules::kShardingField, ": the per-rank estimate covers full fine-tuning with the "
+        "update after backward; with an adapter or optimizer-in-backward only SHARD_NONE is "
+        "estimated"));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec) {
@@ -134,6 +164,7 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
         "memory.device_memory_limit_bytes: must not be negative, got ",
         spec.memory().device_memory_limit_bytes()));
   }
+  ASSIGN_OR_RETURN(r.parallel, ResolveParallel(spec, r));
   return r;
 }
 

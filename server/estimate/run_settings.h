@@ -25,6 +25,26 @@ struct AdapterSettings {
   bool enabled() const { return lora; }
 };
 
+// spec.parallel: one rank of a data-parallel run (docs/PARALLEL.md). world_size 1 is one process
+// whatever the sharding, so every predicate below is false there.
+struct ParallelSettings {
+  int64_t world_size = 1;
+  vramlab::v1::Sharding sharding = vramlab::v1::SHARD_NONE;
+  bool reshard_after_forward = false;
+
+  bool parallel() const { return world_size > 1; }
+  bool shards_optimizer_state() const {
+    return parallel() && sharding != vramlab::v1::SHARD_NONE;
+  }
+  bool shards_gradients() const {
+    return parallel() &&
+           (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
+  }
+  bool shards_parameters() const { return parallel() && sharding == vramlab::v1::SHARD_FULL; }
+  // Elements of one rank's shard of a tensor of `n` elements: ceil(n / world_size).
+  int64_t ShardElements(int64_t n) const { return (n + world_size - 1) / world_size; }
+};
+
 struct RunSettings {
   ModelShape model;
   Device device = Device::kCuda;
@@ -44,12 +64,14 @@ struct RunSettings {
   int64_t loss_chunk_tokens = 1024;
   bool fused_kernels = false;  // training.kernels FUSED (activation_model.cc, docs/KERNELS.md)
   AdapterSettings adapter;
+  ParallelSettings parallel;
 
   int64_t tokens() const { return micro_batch * seq_len; }
 };
 
 // INVALID_ARGUMENT naming the field for negative sizes, unknown enum values and combinations the
-// worker rejects (optimizer-in-backward with accumulation).
+// worker rejects (optimizer-in-backward with accumulation), and for sharding the per-rank model
+// does not cover (with an adapter or optimizer-in-backward).
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec);
 
 }  // namespace vramlab::server::estimate

@@ -126,12 +126,17 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   // At both ends of the micro-step: weights, token ids and (CUDA) the cuBLAS workspaces.
   const int64_t fixed = m.params.weights + m.inputs.token_ids + BlasWorkspaces(m.run);
   const int64_t in_step = fixed + m.inputs.in_forward;
+  // A rank of a parallel run: gathered parameters through forward and backward, gradients in
+  // flight to their collective through backward (0 in one process).
+  const int64_t gathered = m.params.gathered_parameters;
+  const int64_t in_forward = in_step + gathered;
+  const int64_t in_backward = in_forward + m.params.communication_buffer;
   MicroStepPeaks peaks;
 
   // Forward: checkpointed layers run without autograd and keep only their input.
   std::vector<int64_t> kept_by_layer(static_cast<size_t>(layers));
   int64_t kept = 0;
-  const int64_t forward_base = in_step + held.Before();
+  const int64_t forward_base = in_forward + held.Before();
   for (int64_t i = 0; i < layers; ++i) {
     const bool ckpt = IsCheckpointed(m.run, i);
     const int64_t inner = ckpt ? m.layer.no_grad_peak : m.layer.forward_peak;
@@ -148,8 +153,8 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
     peaks.backward_layers = std::max(peaks.backward_layers, value);
   };
   peaks.backward_loss =
-      std::max(in_step + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient,
-               in_step + held.AtLoss(true) + kept + m.loss.backward_peak_with_head_gradient);
+      std::max(in_backward + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient,
+               in_backward + held.AtLoss(true) + kept + m.loss.backward_peak_with_head_gradient);
   for (int64_t i = layers - 1; i >= 0; --i) {
     kept -= kept_by_layer[i];
     const int64_t grads = held.AtLayer(layers - 1 - i);
@@ -157,17 +162,20 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
       // The saved input, the incoming gradient and the recomputed forward with autograd; then
       // the recomputed output and the layer's backward.
       const int64_t input = m.layer.checkpoint_input;
-      observe(in_step + grads + kept + input + m.layer.hidden + m.layer.forward_peak);
-      observe(in_step + grads + kept + input + m.layer.hidden + m.layer.backward_peak);
+      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.forward_peak);
+      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.backward_peak);
     } else {
-      observe(in_step + grads + kept + m.layer.backward_peak);
+      observe(in_backward + grads + kept + m.layer.backward_peak);
     }
   }
-  observe(in_step + held.AtEmbedding() + m.layer.hidden);
+  observe(in_backward + held.AtEmbedding() + m.layer.hidden);
   peaks.backward = std::max(peaks.backward_loss, peaks.backward_layers);
 
   const int64_t ends = fixed + std::max(held.Before(), held.After());
-  peaks.activations = std::max<int64_t>(0, std::max(peaks.forward, peaks.backward) - ends);
+  // Activations as the worker defines them: the buffers above are constant within a phase, so
+  // taking them off each phase's peak leaves the activations' own peak.
+  peaks.activations = std::max<int64_t>(
+      0, std::max(peaks.forward - gathered, peaks.backward - (in_backward - in_step)) - ends);
   return peaks;
 }
 

@@ -23,6 +23,9 @@ struct SpecLimits {
   bool allow_fault_injection = false;
   // The daemon's device: a spec may leave `device` unset or name this one.
   vramlab::v1::DeviceKind device = vramlab::v1::CPU;
+  // The devices a parallel run's ranks can have on this host: its discovered GPUs (--device
+  // cuda) or its CPU worker slots (--device cpu). 0: not checked (an estimate, which runs nothing).
+  int32_t host_devices = 0;
 };
 
 }  // namespace vramlab::server

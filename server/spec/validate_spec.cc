@@ -255,6 +255,25 @@ absl::Status ValidateSweep(const vramlab::v1::SweepSpec& s, const SpecLimits& li
   return absl::OkStatus();
 }
 
+absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel, const SpecLimits& limits) {
+  RETURN_IF_ERROR(Check(spec_rules::kWorldSize, parallel.world_size()));
+  RETURN_IF_ERROR(
+      CheckEnum(spec_rules::kShardingField, parallel.sharding(), vramlab::v1::Sharding_IsValid));
+  const bool sharded = parallel.sharding() != vramlab::v1::SHARDING_UNSPECIFIED &&
+                       parallel.sharding() != vramlab::v1::SHARD_NONE;
+  if (sharded && parallel.world_size() < 2) {
+    return Invalid(spec_rules::kShardingField, spec_rules::kShardingNeedsRanksMessage);
+  }
+  if (limits.host_devices > 0 && parallel.world_size() > limits.host_devices) {
+    const bool cuda = limits.device == vramlab::v1::CUDA;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.", spec_rules::kWorldSize.field, ": ", parallel.world_size(),
+        " ranks need one device each; this daemon has ", limits.host_devices,
+        cuda ? " GPU(s)" : " CPU worker slot(s) (--cpu-slots)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) {
@@ -288,6 +307,7 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
   if (spec.training().kernels() == vramlab::v1::FUSED && limits.device != vramlab::v1::CUDA) {
     return Invalid(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
   }
+  RETURN_IF_ERROR(ValidateParallel(spec.parallel(), limits));
   RETURN_IF_ERROR(CheckEnum("fault", spec.fault(), vramlab::v1::Fault_IsValid));
   if (spec.fault() != vramlab::v1::FAULT_UNSPECIFIED && !limits.allow_fault_injection) {
     return Invalid("fault", "fault injection is disabled (daemon flag --enable-fault-injection)");

@@ -10,7 +10,8 @@
 namespace vramlab::server {
 
 // OK, or INVALID_ARGUMENT whose message starts with the field path, e.g.
-// "spec.training.seq_len: must be between 0 and 131072, got 200000".
+// "spec.training.seq_len: must be between 0 and 131072, got 200000"; FAILED_PRECONDITION naming
+// spec.parallel.world_size when it exceeds limits.host_devices (a valid spec this host cannot run).
 absl::Status ValidateSpec(const vramlab::v1::ExperimentSpec& spec, const SpecLimits& limits);
 
 }  // namespace vramlab::server

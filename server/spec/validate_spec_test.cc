@@ -232,3 +232,44 @@ TEST(AllocConfTest, JoinsSetFieldsInPyTorchSyntax) {
 
 }  // namespace
 }  // namespace vramlab::server
+
+namespace vramlab::server {
+namespace {
+
+TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
+  SpecLimits host;
+  host.host_devices = 4;
+  auto with = [](int32_t n, vramlab::v1::Sharding sharding) {
+    return [=](ExperimentSpec& s) {
+      s.mutable_parallel()->set_world_size(n);
+      s.mutable_parallel()->set_sharding(sharding);
+    };
+  };
+  EXPECT_EQ(ErrorAfter(with(4, vramlab::v1::SHARD_FULL), host), "");
+  EXPECT_EQ(ErrorAfter(with(1, vramlab::v1::SHARD_NONE), host), "");
+  EXPECT_EQ(ErrorAfter(with(0, vramlab::v1::SHARDING_UNSPECIFIED), host), "");
+  EXPECT_THAT(ErrorAfter(with(65, vramlab::v1::SHARD_NONE)),
+              HasSubstr("spec.parallel.world_size: must be between 0 and 64, got 65"));
+  EXPECT_THAT(ErrorAfter(with(-2, vramlab::v1::SHARD_NONE)),
+              HasSubstr("spec.parallel.world_size: must be between 0 and 64, got -2"));
+  EXPECT_THAT(ErrorAfter(with(1, vramlab::v1::SHARD_OPTIMIZER)),
+              HasSubstr(std::string("spec.parallel.sharding: ") +
+                        spec_rules::kShardingNeedsRanksMessage));
+  EXPECT_THAT(ErrorAfter(with(0, vramlab::v1::SHARD_FULL)), HasSubstr("spec.parallel.sharding"));
+  EXPECT_THAT(ErrorAfter(with(2, static_cast<vramlab::v1::Sharding>(9))),
+              HasSubstr("spec.parallel.sharding: unknown enum value 9"));
+  // More ranks than the host has devices: a valid spec this host cannot run.
+  ExperimentSpec spec = Tiny();
+  with(8, vramlab::v1::SHARD_FULL)(spec);
+  absl::Status status = ValidateSpec(spec, host);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("spec.parallel.world_size: 8 ranks"));
+  EXPECT_THAT(status.message(), HasSubstr("4 CPU worker slot(s)"));
+  host.device = vramlab::v1::CUDA;
+  EXPECT_THAT(ValidateSpec(spec, host).message(), HasSubstr("this daemon has 4 GPU(s)"));
+  // host_devices 0 (an estimate) does not check it.
+  EXPECT_TRUE(ValidateSpec(spec, SpecLimits()).ok());
+}
+
+}  // namespace
+}  // namespace vramlab::server

@@ -1,0 +1,64 @@
+#include "client/parallel_estimate_text.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/byte_size.h"
+#include "client/describe.h"
+#include "client/fit_verdict_text.h"
+#include "client/text_table.h"
+
+namespace vramlab::client {
+
+using vramlab::v1::MemoryEstimate;
+
+std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
+  if (!estimate.has_parallel()) return "";
+  const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
+  const vramlab::v1::MemoryAnatomy& one = estimate.anatomy();
+  const vramlab::v1::MemoryAnatomy& per = rank.anatomy();
+  std::string out = absl::StrCat("per rank, world size ", rank.world_size(), ", ",
+                                 rank.sharding(),
+                                 rank.reshard_after_forward() ? ", reshard after forward" : "",
+                                 ":\n");
+  TextTable table({"", "one process", "per rank"},
+                  {TextTable::Align::kLeft, TextTable::Align::kRight, TextTable::Align::kRight});
+  auto row = [&](const char* name, int64_t single, int64_t ranked) {
+    table.AddRow({name, FormatBytes(single), FormatBytes(ranked)});
+  };
+  row("weights", one.weights_bytes() + one.adapter_weights_bytes() +
+                     one.quantization_constants_bytes(),
+      per.weights_bytes() + per.adapter_weights_bytes() + per.quantization_constants_bytes());
+  row("gradients", one.gradients_bytes(), per.gradients_bytes());
+  row("optimizer state", one.optimizer_state_bytes(), per.optimizer_state_bytes());
+  row("activations", one.activations_bytes(), per.activations_bytes());
+  row("gathered parameters", 0, rank.gathered_parameters_bytes());
+  row("communication buffer", 0, rank.communication_buffer_bytes());
+  row("peak allocated", estimate.predicted_peak_bytes(), rank.predicted_peak_bytes());
+  absl::StrAppend(&out, table.Render());
+  absl::StrAppend(&out, "per-rank peak in ", PhaseName(rank.peak_phase()), "\n");
+  if (estimate.limit_bytes() > 0) {
+    // The rank's verdict, worded as the one-process one.
+    MemoryEstimate as_estimate;
+    as_estimate.set_limit_bytes(estimate.limit_bytes());
+    as_estimate.set_verdict(rank.verdict());
+    as_estimate.set_fits(rank.verdict() == vramlab::v1::FITS);
+    as_estimate.set_reserved_low_bytes(rank.reserved_low_bytes());
+    as_estimate.set_reserved_high_bytes(rank.reserved_high_bytes());
+    as_estimate.set_margin_bytes(rank.margin_bytes());
+    as_estimate.set_deciding_phase(rank.deciding_phase());
+    absl::StrAppend(&out, "per rank ", VerdictLine(as_estimate), "\n");
+  }
+  if (rank.searched_up_to() > 0) {
+    const std::string answer =
+        rank.smallest_world_size_that_fits() > 0
+            ? absl::StrCat(rank.smallest_world_size_that_fits())
+            : absl::StrCat("none up to ", rank.searched_up_to());
+    absl::StrAppend(&out, "smallest world size that fits ", FormatBytes(estimate.limit_bytes()),
+                    " with ", rank.sharding(), ": ", answer, "\n");
+  }
+  return out;
+}
+
+}  // namespace vramlab::client

@@ -1,0 +1,101 @@
+// The parallel flags of vramlab submit / estimate against a real vramlabd on loopback:
+// --world-size, --sharding, --reshard-after-forward and estimate's --smallest-world-size, the
+// per-rank text beside the one-process one, its --json form, and the errors.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cli/cli_runner.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::cli_test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class CliParallelTest : public SharedDaemonTest<CliParallelTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() {
+    return {"--cpu-slots=2", "--worker-path=/bin/true"};
+  }
+
+ protected:
+  static CliResult Run(std::vector<std::string> args) {
+    args.push_back("--addr=" + daemon_->address());
+    return RunCli(args);
+  }
+};
+
+const std::vector<std::string> kEstimate = {
+    "estimate", "--preset", "qwen2.5-1.5b", "--world-size", "4", "--sharding", "full",
+    "--reshard-after-forward", "--limit", "24GiB", "--smallest-world-size"};
+
+TEST_F(CliParallelTest, EstimateShowsTheRankBesideOneProcess) {
+  const CliResult text = Run(kEstimate);
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("ranks:4 shard:full+reshard"));
+  EXPECT_THAT(text.out, HasSubstr("per rank, world size 4, SHARD_FULL, reshard after forward:\n"));
+  EXPECT_THAT(text.out, ::testing::ContainsRegex("one process +per rank\n"));
+  EXPECT_THAT(text.out, HasSubstr("gathered parameters"));
+  EXPECT_THAT(text.out, HasSubstr("communication buffer"));
+  EXPECT_THAT(text.out, HasSubstr("per rank limit 24.00 GiB: "));
+  EXPECT_THAT(text.out, HasSubstr("per rank (world size 4, SHARD_FULL): "));  // the note
+
+  std::vector<std::string> json_args = kEstimate;
+  json_args.push_back("--json");
+  const CliResult json = Run(json_args);
+  ASSERT_EQ(json.exit_code, 0) << Describe(json);
+  vramlab::v1::MemoryEstimate estimate;
+  ASSERT_TRUE(ParseJson(json.out, estimate)) << Describe(json);
+  const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
+  EXPECT_EQ(rank.world_size(), 4);
+  EXPECT_EQ(rank.sharding(), "SHARD_FULL");
+  EXPECT_TRUE(rank.reshard_after_forward());
+  EXPECT_EQ(rank.searched_up_to(), 64);
+  // The text states what the JSON holds.
+  const std::string answer = rank.smallest_world_size_that_fits() > 0
+                                 ? std::to_string(rank.smallest_world_size_that_fits())
+                                 : "none up to 64";
+  EXPECT_THAT(text.out, HasSubstr("smallest world size that fits 24.00 GiB with SHARD_FULL: " +
+                                  answer + "\n"));
+}
+
+TEST_F(CliParallelTest, WithoutTheSearchFlagNoSearchLine) {
+  const CliResult text = Run({"estimate", "--preset", "tiny", "--world-size", "2", "--sharding",
+                              "gradients", "--limit", "1GiB"});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("per rank, world size 2, SHARD_GRADIENTS:\n"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("smallest world size")));
+  // One process: no per-rank section.
+  const CliResult one = Run({"estimate", "--preset", "tiny"});
+  ASSERT_EQ(one.exit_code, 0) << Describe(one);
+  EXPECT_THAT(one.out, ::testing::Not(HasSubstr("per rank")));
+}
+
+TEST_F(CliParallelTest, FlagErrorsAndTheSubmitRefusal) {
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string detail;
+  };
+  const std::vector<Case> cases = {
+      {{"estimate", "--preset", "tiny", "--sharding", "zero3"}, 2, "--sharding"},
+      {{"estimate", "--preset", "tiny", "--world-size", "0"}, 2, "--world-size"},
+      {{"estimate", "--preset", "tiny", "--world-size", "65"}, 2, "--world-size"},
+      {{"estimate", "--preset", "tiny", "--sharding", "full"}, 2, "spec.parallel.sharding"},
+      {{"submit", "--preset", "tiny", "--world-size", "3"}, 6, "this daemon has 2 CPU worker slot(s)"},
+      {{"submit", "--preset", "tiny", "--world-size", "2", "--sharding", "optimizer"}, 6,
+       "not yet scheduled by this daemon"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = Run(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << Describe(r);
+    EXPECT_THAT(r.err, StartsWith("vramlab: ")) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr(c.detail)) << Describe(r);
+  }
+}
+
+}  // namespace
+}  // namespace vramlab::cli_test
