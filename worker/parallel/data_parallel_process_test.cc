@@ -148,11 +148,11 @@ std::vector<double> StepLosses(const FinishedWorker& worker) {
 // proportion to its gradient, so the rounding differences of averaged gradients stay at their own
 // size; AdamW divides by the gradient's magnitude and turns them, in elements whose gradient is
 // near zero, into parameter differences of up to the learning rate (docs/PARALLEL-worker.md).
-std::string Spec(int micro_batch_size, const std::string& parallel) {
+std::string Spec(int micro_batch_size, const std::string& parallel, const std::string& dtype = "FLOAT32") {
   return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",
              "training": {"microBatchSize": )" +
          std::to_string(micro_batch_size) + R"(, "gradAccumSteps": 2, "seqLen": 16, "steps": )" +
-         std::to_string(kSteps) + R"(, "dtype": "FLOAT32", "data": {"seed": 11},
+         std::to_string(kSteps) + R"(, "dtype": ")" + dtype + R"(", "data": {"seed": 11},
                           "optimizer": {"kind": "SGD", "learningRate": 0.05}})" +
          (parallel.empty() ? "" : R"(, "parallel": )" + parallel) + "}";
 }
@@ -175,6 +175,25 @@ double LargestDifference(const std::string& a_path, const std::string& b_path) {
     largest = std::max(largest, (x.to(torch::kFloat64) - y.to(torch::kFloat64)).abs().max().item<double>());
   }
   return largest;
+}
+
+std::string RankOutput(const ScratchDir& dir, int rank) { return dir.File("rank" + std::to_string(rank) + ".jsonl"); }
+
+// Starts kRanks ranks of `spec_json` (rank R saves its parameters to rankR.safetensors in `dir`)
+// and waits for all of them.
+std::vector<FinishedWorker> RunRanks(const ScratchDir& dir, const std::string& spec_json) {
+  const std::string spec = dir.File("parallel.json");
+  WriteFile(spec, spec_json);
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    outs.push_back(RankOutput(dir, rank));
+    pids.push_back(StartWorker(spec, outs.back(),
+                               {"--rank", std::to_string(rank), "--rendezvous", rendezvous, "--save-parameters",
+                                dir.File("rank" + std::to_string(rank) + ".safetensors")}));
+  }
+  return WaitAll(pids, outs, std::chrono::seconds(300));
 }
 
 class DataParallelProcessTest : public ::testing::TestWithParam<const char*> {
@@ -222,22 +241,11 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
   ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
 
   ScratchDir dir;
-  const std::string spec = dir.File("parallel.json");
-  WriteFile(spec, Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + GetParam() + R"("})"));
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    outs.push_back(dir.File("rank" + std::to_string(rank) + ".jsonl"));
-    pids.push_back(StartWorker(spec, outs.back(),
-                               {"--rank", std::to_string(rank), "--rendezvous", rendezvous, "--save-parameters",
-                                dir.File("rank" + std::to_string(rank) + ".safetensors")}));
-  }
-  const std::vector<FinishedWorker> ranks = WaitAll(pids, outs, std::chrono::seconds(300));
-
+  const std::vector<FinishedWorker> ranks =
+      RunRanks(dir, Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + GetParam() + R"("})"));
   for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(outs[rank]);
+    ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
     const std::vector<double> losses = StepLosses(ranks[rank]);
     ASSERT_EQ(losses.size(), reference_losses.size());
     for (size_t step = 0; step < losses.size(); ++step) {
@@ -256,6 +264,22 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
                          ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// LibTorch 1.13's Gloo has no bfloat16: such tensors travel as float32 copies. The ranks must
+// still agree exactly (one process's bfloat16 run rounds differently, so it is no reference).
+TEST(DataParallelBfloat16Test, RanksEndWithIdenticalParameters) {
+  ScratchDir dir;
+  const std::vector<FinishedWorker> ranks =
+      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS"})", "BFLOAT16"));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
+  }
+  EXPECT_EQ(StepLosses(ranks[0]), StepLosses(ranks[1]));
+  EXPECT_EQ(StepLosses(ranks[0]).size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(LargestDifference(dir.File("rank0.safetensors"), dir.File("rank1.safetensors")), 0);
+  const auto parameters = SafetensorsFile::Open(dir.File("rank0.safetensors"));
+  EXPECT_EQ(parameters->entries().begin()->second.dtype, "BF16");
+}
 
 }  // namespace
 }  // namespace vramlab::worker
