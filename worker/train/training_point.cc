@@ -18,6 +18,7 @@
 #include "worker/model/loss.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/optim/optimizer.h"
+#include "worker/safetensors/load_error.h"
 #include "worker/safetensors/loader.h"
 #include "worker/safetensors/safetensors_writer.h"
 #include "worker/train/kernel_profile.h"
@@ -270,7 +271,11 @@ class PointRunner {
     if (context_.save_parameters_path.empty() || shape_.sweep_index != 0) return;
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
     for (const auto& named : live.model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
-    WriteSafetensors(context_.save_parameters_path, tensors);
+    try {
+      WriteSafetensors(context_.save_parameters_path, tensors);
+    } catch (const LoadError& e) {  // not the weights' fault: an internal error of this run
+      throw std::runtime_error(std::string("--save-parameters: ") + e.what());
+    }
   }
 
   // The first point's last step only: every point of a sweep would overwrite one file.
