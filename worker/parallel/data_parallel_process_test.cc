@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -264,6 +265,33 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
                          ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// A rank that dies (killed, crashed, or out of memory and exiting) ends the others at their next
+// collective with an internal error, rather than leaving them waiting.
+TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
+  ScratchDir dir;
+  const std::string spec = dir.File("parallel.json");
+  std::string json = Spec(kRowsPerRank, R"({"worldSize": 2})");
+  json.replace(json.find(R"("steps": 3)"), 10, R"("steps": 100000)");
+  WriteFile(spec, json);
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  const pid_t survivor = StartWorker(spec, RankOutput(dir, 0), {"--rank", "0", "--rendezvous", rendezvous});
+  const pid_t victim = StartWorker(spec, RankOutput(dir, 1), {"--rank", "1", "--rendezvous", rendezvous});
+  // Killed once it has finished a step, i.e. mid-run.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  for (bool stepped = false; !stepped && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(RankOutput(dir, 1));
+    stepped = std::string(std::istreambuf_iterator<char>(in), {}).find(R"({"step":)") != std::string::npos;
+  }
+  kill(victim, SIGKILL);
+  const std::vector<FinishedWorker> ranks =
+      WaitAll({survivor, victim}, {RankOutput(dir, 0), RankOutput(dir, 1)}, std::chrono::seconds(300));
+  EXPECT_EQ(ranks[0].exit_code, kExitInternalError) << ReadLog(RankOutput(dir, 0));
+  ASSERT_FALSE(ranks[0].events.empty());
+  EXPECT_EQ(ranks[0].events.back()["error"]["kind"], "INTERNAL") << ranks[0].events.back();
+  EXPECT_LT(StepLosses(ranks[0]).size(), 100000u);
+}
 
 // LibTorch 1.13's Gloo has no bfloat16: such tensors travel as float32 copies. The ranks must
 // still agree exactly (one process's bfloat16 run rounds differently, so it is no reference).
