@@ -149,12 +149,14 @@ std::vector<double> StepLosses(const FinishedWorker& worker) {
 // proportion to its gradient, so the rounding differences of averaged gradients stay at their own
 // size; AdamW divides by the gradient's magnitude and turns them, in elements whose gradient is
 // near zero, into parameter differences of up to the learning rate (docs/PARALLEL-worker.md).
-std::string Spec(int micro_batch_size, const std::string& parallel, const std::string& dtype = "FLOAT32") {
+std::string Spec(int micro_batch_size, const std::string& parallel, const std::string& dtype = "FLOAT32",
+                 const std::string& adapter = "") {
   return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",
              "training": {"microBatchSize": )" +
          std::to_string(micro_batch_size) + R"(, "gradAccumSteps": 2, "seqLen": 16, "steps": )" +
          std::to_string(kSteps) + R"(, "dtype": ")" + dtype + R"(", "data": {"seed": 11},
-                          "optimizer": {"kind": "SGD", "learningRate": 0.05}})" +
+                          "optimizer": {"kind": "SGD", "learningRate": 0.05})" +
+         (adapter.empty() ? "" : R"(, "adapter": )" + adapter) + "}" +
          (parallel.empty() ? "" : R"(, "parallel": )" + parallel) + "}";
 }
 
@@ -265,6 +267,43 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
                          ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// LoRA: only the adapters train, so the ranks own, average and broadcast a subset of the
+// model's parameters.
+TEST(DataParallelAdapterTest, LoraRanksTrainAsOneProcessWithTheGlobalBatch) {
+  const std::string lora = R"({"kind": "LORA", "rank": 4})";
+  ScratchDir dir;
+  const std::string single_spec = dir.File("single.json");
+  WriteFile(single_spec, Spec(kRanks * kRowsPerRank, "", "FLOAT32", lora));
+  const std::string single_out = dir.File("single.jsonl");
+  const pid_t single =
+      StartWorker(single_spec, single_out, {"--save-parameters", dir.File("single.safetensors")});
+  const FinishedWorker reference = WaitAll({single}, {single_out}, std::chrono::seconds(300))[0];
+  ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(single_out);
+
+  const std::vector<FinishedWorker> ranks =
+      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER"})", "FLOAT32", lora));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
+    const std::vector<double> losses = StepLosses(ranks[rank]);
+    ASSERT_EQ(losses.size(), StepLosses(reference).size());
+    for (size_t step = 0; step < losses.size(); ++step) {
+      EXPECT_NEAR(losses[step], StepLosses(reference)[step], kTolerance) << "step " << step;
+    }
+    EXPECT_LE(LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"), dir.File("single.safetensors")),
+              kTolerance);
+  }
+  // lora_B starts at zero (as PEFT's): trained, it is far from zero.
+  const auto trained = SafetensorsFile::Open(dir.File("single.safetensors"));
+  double largest_b = 0;
+  for (const auto& [name, entry] : trained->entries()) {
+    if (name.find("lora_B") != std::string::npos) {
+      largest_b = std::max(largest_b, trained->View(name).abs().max().item<double>());
+    }
+  }
+  EXPECT_GT(largest_b, 1000 * kTolerance);
+}
 
 // A rank that dies (killed, crashed, or out of memory and exiting) ends the others at their next
 // collective with an internal error, rather than leaving them waiting.
