@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev libgmock-dev
-  libtorch-dev prometheus chromium curl python3 libxml2-utils python3-yaml python3-grpcio
+  libtorch-dev libgloo-dev prometheus chromium curl python3 libxml2-utils python3-yaml python3-grpcio
   openssl zsh
 )
 missing=()

@@ -2,7 +2,8 @@
 //
 //   vramlab-worker --spec FILE|- [--events-fd N]
 //                  [--confine-host-paths [--allowed-dir DIR]... [--denied-path PATH]...]
-//                  [--kernel-profile FILE]
+//                  [--kernel-profile FILE] [--save-parameters FILE]
+//                  [--rank R --rendezvous HOST:PORT]
 //
 // See worker/README.md for the protocol and the exit codes.
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "worker/memory/allocator_env.h"
 #include "worker/memory/device_backend.h"
 #include "worker/memory/host_memory_limit.h"
+#include "worker/parallel/rank_group.h"
 #include "worker/train/run_worker.h"
 #include "worker/util/host_files.h"
 
@@ -36,6 +38,9 @@ constexpr char kUsage[] =
     "  --events-fd N   write WorkerEvent JSON lines to fd N instead of stdout\n"
     "  --kernel-profile FILE  record the last step of the first point by kernel (LibTorch's\n"
     "                  profiler) and write FILE as JSON (worker/train/kernel_profile.h)\n"
+    "  --save-parameters FILE  write the parameters after the last step to FILE (safetensors)\n"
+    "  --rank R --rendezvous HOST:PORT  be rank R of a parallel run (spec parallel.world_size >= 2);\n"
+    "                  rank 0 hosts the ranks' TCPStore at PORT (docs/PARALLEL-worker.md)\n"
     "  --confine-host-paths  read a spec's host files (weights, token ids) only under the\n"
     "                  --allowed-dir directories (repeatable) and never a --denied-path\n"
     "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";
@@ -48,6 +53,8 @@ struct Args {
   int events_fd = STDOUT_FILENO;
   bool spec_is_temporary = false;
   std::string kernel_profile_path;
+  std::string save_parameters_path;
+  vramlab::worker::RankFlags rank_flags;
   vramlab::worker::HostFileConfinement confinement;
 };
 
@@ -85,6 +92,21 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
       args->confinement.denied_paths.push_back(text);
     } else if (arg == "--kernel-profile") {
       if (!value(&args->kernel_profile_path)) return Fail(error, "--kernel-profile needs a value");
+    } else if (arg == "--save-parameters") {
+      if (!value(&args->save_parameters_path)) return Fail(error, "--save-parameters needs a value");
+    } else if (arg == "--rank") {
+      if (!value(&text)) return Fail(error, "--rank needs a value");
+      char* end = nullptr;
+      const long rank = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || rank < 0 || rank > 65535) return Fail(error, "--rank " + text + " is not a rank");
+      args->rank_flags.rank = static_cast<int32_t>(rank);
+    } else if (arg == "--rendezvous") {
+      if (!value(&args->rank_flags.rendezvous)) return Fail(error, "--rendezvous needs a value");
+      try {
+        vramlab::worker::ParseRendezvous(args->rank_flags.rendezvous);
+      } catch (const std::invalid_argument& e) {
+        return Fail(error, e.what());
+      }
     } else if (arg == kTemporarySpecFlag) {
       args->spec_is_temporary = true;
     } else {
@@ -126,6 +148,10 @@ void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_
   std::vector<const char*> new_argv = {argv[0], "--spec", path, "--events-fd", events_fd.c_str(), kTemporarySpecFlag};
   // The confinement travels with the run: the new image reads the same host files.
   if (!args.kernel_profile_path.empty()) new_argv.insert(new_argv.end(), {"--kernel-profile", args.kernel_profile_path.c_str()});
+  if (!args.save_parameters_path.empty()) new_argv.insert(new_argv.end(), {"--save-parameters", args.save_parameters_path.c_str()});
+  const std::string rank = std::to_string(args.rank_flags.rank);
+  if (args.rank_flags.rank >= 0) new_argv.insert(new_argv.end(), {"--rank", rank.c_str()});
+  if (!args.rank_flags.rendezvous.empty()) new_argv.insert(new_argv.end(), {"--rendezvous", args.rank_flags.rendezvous.c_str()});
   if (args.confinement.confined) new_argv.push_back("--confine-host-paths");
   for (const std::string& dir : args.confinement.allowed_dirs) new_argv.insert(new_argv.end(), {"--allowed-dir", dir.c_str()});
   for (const std::string& path : args.confinement.denied_paths) new_argv.insert(new_argv.end(), {"--denied-path", path.c_str()});
@@ -168,6 +194,8 @@ int main(int argc, char** argv) {
 
   vramlab::worker::WorkerHooks hooks;
   hooks.kernel_profile_path = args.kernel_profile_path;
+  hooks.save_parameters_path = args.save_parameters_path;
+  hooks.rank_flags = args.rank_flags;
   hooks.before_device = [&](const ExperimentSpec& spec) {
     ReexecWithAllocatorEnv(spec, spec_text, args, argv);
     const int64_t host_limit = vramlab::worker::HostMemoryLimitFromEnvironment();

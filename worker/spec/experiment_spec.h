@@ -135,12 +135,26 @@ struct SpecSweep {
   bool active() const { return !values.empty() || mode == SweepMode::kSearchMax; }
 };
 
+// Proto Sharding values (SHARDING_UNSPECIFIED resolves to kNone).
+enum class SpecSharding { kUnspecified = 0, kNone = 1, kOptimizer = 2, kGradients = 3, kFull = 4 };
+
+// Data parallel over world_size ranks (docs/PARALLEL-worker.md). Resolved: world_size >= 1,
+// sharding never kUnspecified, and sharding other than kNone only with world_size >= 2.
+struct SpecParallel {
+  int32_t world_size = 1;
+  SpecSharding sharding = SpecSharding::kNone;
+  bool reshard_after_forward = false;
+
+  bool active() const { return world_size >= 2; }
+};
+
 struct ExperimentSpec {
   std::string name;
   SpecModel model;
   SpecTraining training;
   SpecMemory memory;
   SpecSweep sweep;
+  SpecParallel parallel;
   int32_t priority = 0;
   int32_t time_limit_seconds = 0;
   DeviceKind device = DeviceKind::kUnspecified;

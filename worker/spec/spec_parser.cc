@@ -26,6 +26,9 @@ const EnumNames kAdapterTargetNames = {{"ADAPTER_TARGET_UNSPECIFIED", 0}, {"Q_PR
 const EnumNames kSweepVariableNames = {{"SWEEP_VARIABLE_UNSPECIFIED", 0}, {"SEQ_LEN", 1}, {"MICRO_BATCH_SIZE", 2}};
 const EnumNames kSweepModeNames = {{"SWEEP_MODE_UNSPECIFIED", 0}, {"LIST", 1}, {"SEARCH_MAX", 2}};
 const EnumNames kDeviceNames = {{"DEVICE_KIND_UNSPECIFIED", 0}, {"CUDA", 1}, {"CPU", 2}};
+const EnumNames kShardingNames = {{"SHARDING_UNSPECIFIED", 0}, {spec_rules::kShardingNames[0], 1},
+                                  {spec_rules::kShardingNames[1], 2}, {spec_rules::kShardingNames[2], 3},
+                                  {spec_rules::kShardingNames[3], 4}};
 const EnumNames kFaultNames = {{"FAULT_UNSPECIFIED", 0}, {"SEGFAULT", 1},        {"ABORT", 2},
                                {"HANG", 3},              {"EXIT_MID_STREAM", 4}, {"FLOOD_OUTPUT", 5},
                                {"INVALID_JSON", 6},      {"HUGE_LINE", 7}};
@@ -147,6 +150,15 @@ SpecSweep ReadSweep(const nlohmann::json& json) {
   return s;
 }
 
+SpecParallel ReadParallel(const nlohmann::json& json) {
+  JsonObjectReader r(json, "parallel", {"world_size", "sharding", "reshard_after_forward"});
+  SpecParallel p;
+  p.world_size = r.Int32("world_size");
+  p.sharding = static_cast<SpecSharding>(r.Enum("sharding", kShardingNames));
+  p.reshard_after_forward = r.Bool("reshard_after_forward");
+  return p;
+}
+
 }  // namespace
 
 ExperimentSpec ParseExperimentSpec(const std::string& json_text) {
@@ -158,13 +170,14 @@ ExperimentSpec ParseExperimentSpec(const std::string& json_text) {
   }
   JsonObjectReader r(root, "",
                      {"name", "model", "training", "memory", "sweep", "priority", "time_limit_seconds", "device",
-                      "fault"});
+                      "fault", "parallel"});
   ExperimentSpec spec;
   spec.name = r.String("name");
   spec.model = ReadModel(r.Object("model"));
   spec.training = ReadTraining(r.Object("training"));
   spec.memory = ReadMemory(r.Object("memory"));
   spec.sweep = ReadSweep(r.Object("sweep"));
+  spec.parallel = ReadParallel(r.Object("parallel"));
   spec.priority = r.Enum("priority", kPriorityNames);
   spec.time_limit_seconds = r.Int32("time_limit_seconds");
   spec.device = static_cast<DeviceKind>(r.Enum("device", kDeviceNames));

@@ -183,6 +183,25 @@ void ValidateSweep(SpecSweep& s) {
           "no multiple of the granularity lies in [search_min, search_max]");
 }
 
+// A parallel run's ranks must stay in step: each collective waits for every rank, so anything
+// that lets one rank's sequence of steps differ (a sweep's OOM ends a rank's point early) or that
+// consumes a gradient before it is averaged (an in-backward update) is refused.
+void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
+  Check(spec_rules::kWorldSize, p.world_size);
+  DefaultIfZero(p.world_size, 1);
+  if (p.sharding == SpecSharding::kUnspecified) p.sharding = SpecSharding::kNone;
+  Require(p.sharding == SpecSharding::kNone || p.world_size >= 2, spec_rules::kShardingField,
+          spec_rules::kShardingNeedsRanksMessage);
+  Require(!p.reshard_after_forward || p.sharding == SpecSharding::kFull, "parallel.reshard_after_forward",
+          "applies to SHARD_FULL only");
+  if (!p.active()) return;
+  Require(!spec.sweep.active(), "sweep",
+          "a parallel run measures one point (a sweep's out-of-memory point would end one rank's run early)");
+  Require(!spec.training.optimizer.in_backward, "training.optimizer.in_backward",
+          "a parallel run averages each gradient over the ranks before the update; an in-backward update "
+          "would apply it first");
+}
+
 }  // namespace
 
 bool IsKnownPreset(const std::string& preset) { return spec_rules::FindModelPreset(preset) != nullptr; }
@@ -192,6 +211,7 @@ void ApplyDefaultsAndValidate(ExperimentSpec& spec) {
   ValidateTraining(spec.training);
   ValidateMemory(spec.memory);
   ValidateSweep(spec.sweep);
+  ValidateParallel(spec.parallel, spec);
   Check(spec_rules::kTimeLimitSeconds, spec.time_limit_seconds);
   Require(!(spec.training.kernels == SpecKernels::kFused && spec.device == DeviceKind::kCpu),
           spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);

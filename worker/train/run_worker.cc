@@ -15,6 +15,8 @@
 #include "worker/memory/oom.h"
 #include "worker/memory/sampler.h"
 #include "worker/model/attention.h"
+#include "worker/parallel/data_parallel.h"
+#include "worker/parallel/rank_group.h"
 #include "worker/safetensors/load_error.h"
 #include "worker/train/anatomy_builder.h"
 #include "worker/train/experiment_runner.h"
@@ -42,8 +44,8 @@ void Log(const std::string& line) { std::cerr << "vramlab-worker: " << line << s
 // Everything after the spec is known. Throws; RunWorker maps exceptions to events.
 class Session {
  public:
-  Session(ExperimentSpec spec, EventSink& sink, std::string kernel_profile_path)
-      : spec_(std::move(spec)), sink_(sink), kernel_profile_path_(std::move(kernel_profile_path)) {}
+  Session(ExperimentSpec spec, EventSink& sink, const WorkerHooks& hooks)
+      : spec_(std::move(spec)), sink_(sink), hooks_(hooks) {}
 
   int Run() {
     const Qwen2Config config = ResolveModelConfig(spec_.model);
@@ -56,6 +58,7 @@ class Session {
     monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
     EmitStarted(config);
     EmitNotices();
+    JoinRanks();
     AttachLedger();
 
     Sampler sampler(monitor_.get(), &sink_, std::chrono::milliseconds(spec_.memory.sample_interval_ms),
@@ -73,7 +76,9 @@ class Session {
     context.monitor = monitor_.get();
     context.anatomy = &anatomy_;
     context.on_oom = [this] { WriteSnapshot(); };
-    context.kernel_profile_path = kernel_profile_path_;
+    context.kernel_profile_path = hooks_.kernel_profile_path;
+    context.parallel = parallel_.get();
+    context.save_parameters_path = hooks_.save_parameters_path;
     ExperimentResult result = RunExperiment(spec_, config, context);
     sampler.Stop();
 
@@ -138,6 +143,21 @@ class Session {
     }
   }
 
+  // A parallel run's rank joins the others here, once its device is known, and says which it is
+  // (the `started` event has no field for it).
+  void JoinRanks() {
+    if (!spec_.parallel.active()) return;
+    const RankFlags& flags = hooks_.rank_flags;
+    Log("rank " + std::to_string(flags.rank) + " of " + std::to_string(spec_.parallel.world_size) +
+        ": joining at " + flags.rendezvous);
+    ranks_ = RankGroup::Join(flags, spec_.parallel.world_size, backend_->kind() == DeviceKind::kCuda);
+    parallel_ = std::make_unique<DataParallel>(ranks_.get(), spec_.parallel.sharding);
+    sink_.Notice(NoticeLevel::kInfo, "rank " + std::to_string(flags.rank) + " of a parallel run: " +
+                                         parallel_->Describe() + ", " + std::to_string(spec_.training.micro_batch_size) +
+                                         " rows of each global micro-batch of " +
+                                         std::to_string(spec_.training.micro_batch_size * spec_.parallel.world_size));
+  }
+
   void Setup() {
     PhaseTracker tracker(monitor_.get(), &sink_, nullptr);
     tracker.Begin(Phase::kSetup, 0, 0);
@@ -179,11 +199,13 @@ class Session {
 
   ExperimentSpec spec_;
   EventSink& sink_;
-  const std::string kernel_profile_path_;
+  const WorkerHooks& hooks_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<MemoryMonitor> monitor_;
   AnatomyBuilder anatomy_;
+  std::unique_ptr<RankGroup> ranks_;
+  std::unique_ptr<DataParallel> parallel_;
   bool snapshot_written_ = false;
   bool snapshot_failure_reported_ = false;
 };
@@ -202,8 +224,10 @@ int ReportError(EventSink& sink, ErrorKind kind, const std::string& message, con
 int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks) {
   try {
     ExperimentSpec spec = ParseExperimentSpec(spec_text);
+    CheckRankFlags(spec.parallel, hooks.rank_flags);
+    if (spec.parallel.active()) CheckShardingImplemented(spec.parallel.sharding);
     if (hooks.before_device) hooks.before_device(spec);
-    return Session(std::move(spec), sink, hooks.kernel_profile_path).Run();
+    return Session(std::move(spec), sink, hooks).Run();
   } catch (const SpecError& e) {
     return ReportError(sink, ErrorKind::kInvalidSpec, e.what(), e.field(), kExitInvalidSpec);
   } catch (const LoadError& e) {

@@ -8,6 +8,7 @@
 
 #include "worker/events/event_sink.h"
 #include "common/exit_codes.h"
+#include "worker/parallel/rank_group.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {
@@ -19,6 +20,11 @@ struct WorkerHooks {
   // Where to write the kernel profile of the first point's last step (kernel_profile.h);
   // empty: none is recorded.
   std::string kernel_profile_path;
+  // --rank and --rendezvous: this process is one rank of a parallel run (rank_group.h). Checked
+  // against the spec's parallel.world_size before any device is touched.
+  RankFlags rank_flags;
+  // Where to write the parameters after the last step (safetensors); empty: nowhere.
+  std::string save_parameters_path;
 };
 
 int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks = {});

@@ -18,7 +18,9 @@
 #include "worker/model/loss.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/optim/optimizer.h"
+#include "worker/safetensors/load_error.h"
 #include "worker/safetensors/loader.h"
+#include "worker/safetensors/safetensors_writer.h"
 #include "worker/train/kernel_profile.h"
 #include "worker/train/phase_tracker.h"
 #include "worker/train/spec_conversions.h"
@@ -60,6 +62,7 @@ class PointRunner {
     try {
       Load(live);
       Train(live);
+      SaveParameters(live);
     } catch (const std::exception& e) {
       if (!IsOutOfMemory(e)) throw;
       // Still inside the point: the model and optimizer state are alive for the reading.
@@ -89,7 +92,10 @@ class PointRunner {
     tracker_.End();
     try {
       // Only what trains: every parameter, or the adapters alone.
-      live.optimizer = MakeOptimizer(TrainableParameters(*live.model), ToOptimizerOptions(spec_.training.optimizer));
+      const OptimizerOptions options = ToOptimizerOptions(spec_.training.optimizer);
+      live.optimizer = context_.parallel != nullptr
+                           ? context_.parallel->MakeRankOptimizer(TrainableParameters(*live.model), options)
+                           : MakeOptimizer(TrainableParameters(*live.model), options);
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
     }
@@ -201,7 +207,7 @@ class PointRunner {
       for (int32_t micro = 0; micro < accum; ++micro) {
         // Inputs exist before FORWARD begins and after BACKWARD ends, so they cancel out of the
         // gradient and activation arithmetic (anatomy_builder.h).
-        torch::Tensor ids = tokens.Next(shape_.micro_batch_size, shape_.seq_len).to(device);
+        torch::Tensor ids = NextRows(tokens).to(device);
         tracker_.Begin(Phase::kForward, step, micro);
         torch::Tensor loss = CausalLmLoss(live.model, ids, ids, loss_impl, t.loss_chunk_tokens);
         // One optimizer step per cycle must see the mean over the cycle's micro-batches.
@@ -209,9 +215,11 @@ class PointRunner {
         tracker_.End();
 
         tracker_.Begin(Phase::kBackward, step, micro);
-        // The last micro-batch's backward completes the gradients of this step's update.
-        if (micro == accum - 1) live.optimizer->ExpectStepAfterNextBackward();
+        // The last micro-batch's backward completes the gradients of this step's update. A
+        // parallel run averages them after that backward, so the update must not start during it.
+        if (micro == accum - 1 && context_.parallel == nullptr) live.optimizer->ExpectStepAfterNextBackward();
         loss.backward();
+        if (context_.parallel != nullptr) context_.parallel->AfterBackward(micro == accum - 1);
         loss_sum += loss.item<double>() * accum;
         loss = torch::Tensor();
         if (t.optimizer.in_backward && step == 0 && micro == 0) {
@@ -222,18 +230,20 @@ class PointRunner {
 
       tracker_.Begin(Phase::kOptimizerStep, step, accum - 1);
       live.optimizer->Step();
+      if (context_.parallel != nullptr) context_.parallel->AfterStep();
       const PhaseMeasurement optimizer_phase = tracker_.End();
       if (step == 0) CrossCheckOptimizerState(*live.optimizer, optimizer_phase);
 
       tracker_.Begin(Phase::kZeroGrad, step, accum - 1);
       live.optimizer->ZeroGrad();
+      if (context_.parallel != nullptr) context_.parallel->ZeroGrad();
       tracker_.End();
       if (device.is_cuda()) torch::cuda::synchronize();
 
       StepResult result;
       result.step = step;
       result.sweep_index = shape_.sweep_index;
-      result.loss = loss_sum / accum;
+      result.loss = context_.parallel != nullptr ? context_.parallel->MeanOverRanks(loss_sum / accum) : loss_sum / accum;
       result.step_time_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
       result.tokens_per_second = result.step_time_seconds > 0 ? tokens_per_step / result.step_time_seconds : 0;
@@ -245,6 +255,26 @@ class PointRunner {
       if (profiling) FinishKernelProfile(&profile, step, result.step_time_seconds);
       context_.sink->Step(result);
       outcome_.steps.push_back(result);
+    }
+  }
+
+  // A parallel rank's rows of the global micro-batch, drawn as one process with world_size times
+  // the micro-batch would draw them (token_source.h: rows come from one stream).
+  torch::Tensor NextRows(TokenSource& tokens) {
+    if (context_.parallel == nullptr) return tokens.Next(shape_.micro_batch_size, shape_.seq_len);
+    const int64_t global_rows = static_cast<int64_t>(shape_.micro_batch_size) * context_.parallel->world_size();
+    return context_.parallel->LocalRows(tokens.Next(global_rows, shape_.seq_len));
+  }
+
+  // The first point's parameters, as the model names them, after its last step.
+  void SaveParameters(LiveModel& live) {
+    if (context_.save_parameters_path.empty() || shape_.sweep_index != 0) return;
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (const auto& named : live.model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+    try {
+      WriteSafetensors(context_.save_parameters_path, tensors);
+    } catch (const LoadError& e) {  // not the weights' fault: an internal error of this run
+      throw std::runtime_error(std::string("--save-parameters: ") + e.what());
     }
   }
 

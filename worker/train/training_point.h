@@ -17,6 +17,7 @@
 #include "worker/memory/device_backend.h"
 #include "worker/memory/memory_monitor.h"
 #include "worker/model/qwen2_config.h"
+#include "worker/parallel/data_parallel.h"
 #include "worker/spec/experiment_spec.h"
 #include "worker/train/anatomy_builder.h"
 
@@ -35,6 +36,11 @@ struct WorkerContext {
   // Non-empty: the first point's last step is recorded by kernel into this file
   // (kernel_profile.h); a profile that cannot be made is a warning notice, never a failure.
   std::string kernel_profile_path;
+  // Set in a parallel run: this rank's side of data parallel (data_parallel.h). The point trains
+  // on its rows of each global micro-batch and reports the mean loss over the ranks.
+  DataParallel* parallel = nullptr;
+  // Non-empty: the first point's parameters after its last step are written here (safetensors).
+  std::string save_parameters_path;
 };
 
 struct PointShape {

@@ -1,0 +1,115 @@
+#include "worker/parallel/data_parallel.h"
+
+#include <unordered_set>
+
+#include "worker/parallel/parameter_partition.h"
+
+namespace vramlab::worker {
+namespace {
+
+// The optimizer of a rank that owns no parameter (more ranks than parameters).
+class NoParametersOptimizer : public Optimizer {
+ public:
+  void Step() override {}
+  void ZeroGrad() override {}
+  int64_t DeviceStateBytes() const override { return 0; }
+  int64_t HostStateBytes() const override { return 0; }
+  std::string Describe() const override { return "none (this rank owns no parameter)"; }
+};
+
+std::string ShardingName(SpecSharding sharding) {
+  const int index = static_cast<int>(sharding) - 1;
+  return index >= 0 && index < 4 ? spec_rules::kShardingNames[index] : "SHARDING_UNSPECIFIED";
+}
+
+}  // namespace
+
+void CheckShardingImplemented(SpecSharding sharding) {
+  if (sharding == SpecSharding::kFull) {
+    throw SpecError(spec_rules::kShardingField, "SHARD_FULL is not implemented by this worker yet "
+                                                "(SHARD_NONE, SHARD_OPTIMIZER and SHARD_GRADIENTS are)");
+  }
+}
+
+DataParallel::DataParallel(RankGroup* group, SpecSharding sharding) : group_(group), sharding_(sharding) {
+  CheckShardingImplemented(sharding_);
+}
+
+std::string DataParallel::Describe() const {
+  return ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
+}
+
+torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
+  const int64_t rows = global_batch.size(0) / world_size();
+  return global_batch.narrow(0, rank() * rows, rows);
+}
+
+std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters, const OptimizerOptions& options) {
+  parameters_.clear();
+  std::vector<std::string> names;
+  std::unordered_set<const void*> seen;
+  for (const auto& [name, p] : named_parameters) {
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;  // a tied tensor's second name
+    parameters_.push_back(p);
+    names.push_back(name);
+  }
+  if (sharding_ == SpecSharding::kNone) {
+    owner_.assign(parameters_.size(), rank());
+  } else {
+    std::vector<int64_t> numels;
+    for (const torch::Tensor& p : parameters_) numels.push_back(p.numel());
+    owner_ = PartitionParameters(numels, world_size());
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> owned;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (owner_[i] == rank()) owned.emplace_back(names[i], parameters_[i]);
+  }
+  if (owned.empty()) return std::make_unique<NoParametersOptimizer>();
+  return MakeOptimizer(std::move(owned), options);
+}
+
+torch::Tensor& DataParallel::GradientOrZeros(torch::Tensor& parameter) {
+  torch::Tensor& grad = parameter.mutable_grad();
+  if (!grad.defined()) grad = torch::zeros_like(parameter);
+  return grad;
+}
+
+void DataParallel::AfterBackward(bool last) {
+  torch::NoGradGuard no_grad;
+  const double scale = 1.0 / world_size();
+  if (sharding_ == SpecSharding::kGradients) {
+    // Summed into the owner after every micro-batch: the owner's gradient carries the sum so far
+    // into the next backward, which adds to it; the others start again from none.
+    std::vector<RootedTensor> reduced;
+    for (size_t i = 0; i < parameters_.size(); ++i) reduced.emplace_back(GradientOrZeros(parameters_[i]), owner_[i]);
+    group_->ReduceSum(reduced);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      if (owner_[i] != rank()) {
+        parameters_[i].mutable_grad().reset();
+      } else if (last) {
+        parameters_[i].mutable_grad().mul_(scale);
+      }
+    }
+    return;
+  }
+  if (!last) return;  // gradients accumulate locally over the step's micro-batches
+  std::vector<torch::Tensor> grads;
+  for (torch::Tensor& p : parameters_) grads.push_back(GradientOrZeros(p));
+  group_->AllReduceSum(grads);
+  for (torch::Tensor& g : grads) g.mul_(scale);
+}
+
+void DataParallel::AfterStep() {
+  if (sharding_ == SpecSharding::kNone) return;  // every rank stepped every parameter alike
+  torch::NoGradGuard no_grad;
+  std::vector<RootedTensor> updated;
+  for (size_t i = 0; i < parameters_.size(); ++i) updated.emplace_back(parameters_[i].detach(), owner_[i]);
+  group_->Broadcast(updated);
+}
+
+void DataParallel::ZeroGrad() {
+  for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
+}
+
+}  // namespace vramlab::worker

@@ -1,0 +1,80 @@
+// One rank's side of data-parallel training (docs/PARALLEL-worker.md). The training loop calls it
+// at fixed points of every step, and every rank makes the same calls in the same order:
+//
+//   LocalRows(global micro-batch)  -> this rank's rows
+//   forward, backward, AfterBackward(last)    (per micro-batch)
+//   optimizer->Step(), AfterStep(), ZeroGrad()
+//
+// so that the run trains as one process with world_size times the micro-batch would: each rank's
+// loss is the mean over its rows, and the gradients are averaged over the ranks before a step.
+//
+//   SHARD_NONE       AfterBackward(last) all-reduces every gradient and divides it by world_size;
+//                    each rank's optimizer holds and updates every parameter.
+//   SHARD_OPTIMIZER  gradients as SHARD_NONE; each rank's optimizer holds only the parameters it
+//                    owns (parameter_partition.h); AfterStep broadcasts each from its owner.
+//   SHARD_GRADIENTS  AfterBackward (every micro-batch) reduces each gradient to its owner (sum)
+//                    and frees it on the other ranks; the owner divides by world_size after the
+//                    last; otherwise as SHARD_OPTIMIZER.
+//
+// Every trainable parameter is assumed to take part in every forward (true of the Qwen2 model
+// and its adapters): a gradient that a rank lacks at a collective counts as zeros.
+#ifndef VRAMLAB_WORKER_PARALLEL_DATA_PARALLEL_H_
+#define VRAMLAB_WORKER_PARALLEL_DATA_PARALLEL_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/optim/optimizer.h"
+#include "worker/parallel/rank_group.h"
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+
+// Throws SpecError (parallel.sharding) for a sharding this worker does not implement (SHARD_FULL).
+void CheckShardingImplemented(SpecSharding sharding);
+
+class DataParallel {
+ public:
+  // `group` outlives this object. Throws as CheckShardingImplemented.
+  DataParallel(RankGroup* group, SpecSharding sharding);
+
+  int rank() const { return group_->rank(); }
+  int world_size() const { return group_->world_size(); }
+  // "SHARD_OPTIMIZER over 2 ranks (gloo)".
+  std::string Describe() const;
+
+  // Rows [rank * m, (rank + 1) * m) of a global micro-batch of world_size * m rows.
+  torch::Tensor LocalRows(const torch::Tensor& global_batch) const;
+
+  // This rank's optimizer over `named_parameters` (the trainable parameters in model order, a
+  // tied tensor possibly listed twice): all of them for SHARD_NONE, else the ones this rank owns.
+  // Remembers the parameters for the calls below. Throws as MakeOptimizer.
+  std::unique_ptr<Optimizer> MakeRankOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
+                                               const OptimizerOptions& options);
+
+  // After each micro-batch's backward; `last`: the step's last one, after which every gradient
+  // the rank's optimizer reads is the mean over the ranks.
+  void AfterBackward(bool last);
+  // After the optimizer's step: every rank holds every updated parameter.
+  void AfterStep();
+  // Drops every trainable parameter's gradient, including those the rank's optimizer does not hold.
+  void ZeroGrad();
+  // The mean over ranks of a per-rank value (the step's loss).
+  double MeanOverRanks(double value) { return group_->MeanOverRanks(value); }
+
+ private:
+  torch::Tensor& GradientOrZeros(torch::Tensor& parameter);
+
+  RankGroup* const group_;
+  const SpecSharding sharding_;
+  std::vector<torch::Tensor> parameters_;  // distinct, in model order
+  std::vector<int> owner_;                 // per parameter; all this rank for SHARD_NONE
+};
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_PARALLEL_DATA_PARALLEL_H_

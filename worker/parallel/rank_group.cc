@@ -1,0 +1,187 @@
+#include "worker/parallel/rank_group.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#ifdef VRAMLAB_WITH_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef VRAMLAB_WITH_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace vramlab::worker {
+namespace {
+
+constexpr char kWorldSizeField[] = "parallel.world_size";
+
+// The collectives of one concrete c10d process group. Templated on the class rather than typed
+// by its base, which is c10d::ProcessGroup in LibTorch 1.13 and c10d::Backend from 2.0 on.
+template <typename Group>
+class C10dRankGroup : public RankGroup {
+ public:
+  C10dRankGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group, int rank, int world_size,
+                std::string name, torch::Device device, bool float32_wire_for_bfloat16)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        rank_(rank),
+        world_size_(world_size),
+        name_(std::move(name)),
+        device_(device),
+        float32_wire_for_bfloat16_(float32_wire_for_bfloat16) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend_name() const override { return name_; }
+
+  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+    LaunchEachThenWait(tensors, [this](const torch::Tensor&, std::vector<at::Tensor>& wire) {
+      return group_->allreduce(wire, c10d::AllreduceOptions{});
+    });
+  }
+
+  void ReduceSum(const std::vector<RootedTensor>& tensors) override {
+    LaunchEachThenWait(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
+      c10d::ReduceOptions options;
+      options.rootRank = rooted.second;
+      return group_->reduce(wire, options);
+    });
+  }
+
+  void Broadcast(const std::vector<RootedTensor>& tensors) override {
+    LaunchEachThenWait(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
+      c10d::BroadcastOptions options;
+      options.rootRank = rooted.second;
+      return group_->broadcast(wire, options);
+    });
+  }
+
+  double MeanOverRanks(double value) override {
+    torch::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+    AllReduceSum({t});
+    return t.item<double>() / world_size_;
+  }
+
+ private:
+  static const torch::Tensor& TensorOf(const torch::Tensor& t) { return t; }
+  static const torch::Tensor& TensorOf(const RootedTensor& rooted) { return rooted.first; }
+
+  // One collective per item, all launched before the first is waited for. `launch(item, wire)`
+  // starts the item's collective on `wire`: the item's tensor itself, or, for a bfloat16 tensor
+  // on Gloo (LibTorch 1.13's has no bfloat16), a float32 copy whose result is copied back (exact
+  // for broadcasts; sums are rounded to bfloat16 once, at the end).
+  template <typename Item, typename Launch>
+  void LaunchEachThenWait(const std::vector<Item>& items, Launch launch) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> staged;  // (tensor, its float32 wire copy)
+    for (const Item& item : items) {
+      const torch::Tensor& tensor = TensorOf(item);
+      std::vector<at::Tensor> wire{tensor};
+      if (float32_wire_for_bfloat16_ && tensor.scalar_type() == torch::kBFloat16) {
+        wire[0] = tensor.to(torch::kFloat32);
+        staged.emplace_back(tensor, wire[0]);
+      }
+      pending.push_back(launch(item, wire));
+    }
+    for (auto& work : pending) work->wait();
+    for (auto& [tensor, wire] : staged) tensor.copy_(wire);
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;  // outlives the group that talks through it
+  c10::intrusive_ptr<Group> group_;
+  const int rank_;
+  const int world_size_;
+  const std::string name_;
+  const torch::Device device_;
+  const bool float32_wire_for_bfloat16_;
+};
+
+}  // namespace
+
+RankGroup::~RankGroup() = default;
+
+RendezvousAddress ParseRendezvous(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    throw std::invalid_argument("--rendezvous " + text + " is not HOST:PORT");
+  }
+  const std::string port_text = text.substr(colon + 1);
+  char* end = nullptr;
+  const long port = std::strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port < 1 || port > 65535) {
+    throw std::invalid_argument("--rendezvous " + text + ": the port must be a number in [1, 65535]");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [IPv6]
+  return {host, static_cast<uint16_t>(port)};
+}
+
+void CheckRankFlags(const SpecParallel& parallel, const RankFlags& flags) {
+  if (!parallel.active()) {
+    if (flags.given()) {
+      throw SpecError(kWorldSizeField, "--rank and --rendezvous start a rank of a parallel run; this spec's "
+                                       "world size is " + std::to_string(parallel.world_size));
+    }
+    return;
+  }
+  if (flags.rank < 0 || flags.rendezvous.empty()) {
+    throw SpecError(kWorldSizeField, "a parallel run's ranks are started with --rank and --rendezvous (world size " +
+                                         std::to_string(parallel.world_size) + ")");
+  }
+  if (flags.rank >= parallel.world_size) {
+    throw SpecError(kWorldSizeField, "--rank " + std::to_string(flags.rank) + " is not in [0, " +
+                                         std::to_string(parallel.world_size) + ")");
+  }
+}
+
+std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_size, bool cuda) {
+  const RendezvousAddress address = ParseRendezvous(flags.rendezvous);
+  // Refused before the store, so that no rank waits for the others only to fail.
+#ifndef VRAMLAB_WITH_C10D_NCCL
+  if (cuda) {
+    throw SpecError(kWorldSizeField, "this worker was built without c10d's NCCL process group; a parallel run on "
+                                     "CUDA needs it");
+  }
+#endif
+#ifndef VRAMLAB_WITH_C10D_GLOO
+  if (!cuda) {
+    throw SpecError(kWorldSizeField, "this worker was built without c10d's Gloo process group (its headers, "
+                                     "gloo/*.h, were not found); a parallel run on the CPU needs it");
+  }
+#endif
+  c10d::TCPStoreOptions options;
+  options.port = address.port;
+  options.isServer = flags.rank == 0;
+  options.numWorkers = static_cast<size_t>(world_size);
+  options.waitWorkers = true;
+  auto store = c10::make_intrusive<c10d::TCPStore>(address.host, options);
+#ifdef VRAMLAB_WITH_C10D_NCCL
+  if (cuda) {
+    // Each rank's device is its current CUDA device (the launcher gives each rank its own GPU).
+    auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, flags.rank, world_size,
+                                                             c10d::ProcessGroupNCCL::Options::create());
+    return std::make_unique<C10dRankGroup<c10d::ProcessGroupNCCL>>(store, group, flags.rank, world_size, "nccl",
+                                                                   torch::Device(torch::kCUDA), false);
+  }
+#endif
+#ifdef VRAMLAB_WITH_C10D_GLOO
+  if (!cuda) {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create();
+    // The ranks' own traffic goes over GLOO_SOCKET_IFNAME's interface where it is set, else over
+    // the rendezvous host's address (right for every rank of a run on one host).
+    const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+    gloo_options->devices.push_back(interface != nullptr && *interface != '\0'
+                                        ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                                        : c10d::ProcessGroupGloo::createDeviceForHostname(address.host));
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, flags.rank, world_size, gloo_options);
+    return std::make_unique<C10dRankGroup<c10d::ProcessGroupGloo>>(store, group, flags.rank, world_size, "gloo",
+                                                                   torch::Device(torch::kCPU), true);
+  }
+#endif
+  throw std::logic_error("RankGroup::Join: no process group for this device");  // refused above
+}
+
+}  // namespace vramlab::worker

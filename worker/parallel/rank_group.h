@@ -1,0 +1,75 @@
+// One rank's membership in a parallel run: the c10d process group of the LibTorch the worker is
+// built with (ProcessGroupGloo on the CPU, ProcessGroupNCCL on CUDA), joined through a TCPStore
+// that rank 0 hosts at the rendezvous address. No collective is implemented here: each call is
+// one c10d collective per tensor, launched together and waited for together.
+//
+// Every rank must make the same calls in the same order with tensors of the same shapes and
+// dtypes (c10d's contract); a rank that stops calling leaves the others waiting until the
+// process group's timeout.
+#ifndef VRAMLAB_WORKER_PARALLEL_RANK_GROUP_H_
+#define VRAMLAB_WORKER_PARALLEL_RANK_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/spec/experiment_spec.h"
+
+namespace vramlab::worker {
+
+// The command-line flags that make a worker process one rank (--rank R --rendezvous HOST:PORT).
+struct RankFlags {
+  int32_t rank = -1;  // -1: not given (a single-process run)
+  std::string rendezvous;
+
+  bool given() const { return rank >= 0 || !rendezvous.empty(); }
+};
+
+struct RendezvousAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "HOST:PORT" (the last colon splits; PORT in [1, 65535]; "[::1]:PORT" gives host ::1). Throws
+// std::invalid_argument.
+RendezvousAddress ParseRendezvous(const std::string& text);
+
+// The flags against the spec: a spec with parallel.world_size >= 2 needs --rank in
+// [0, world_size) and --rendezvous; a single-process spec takes neither. Throws SpecError naming
+// parallel.world_size.
+void CheckRankFlags(const SpecParallel& parallel, const RankFlags& flags);
+
+// A tensor and the rank that roots its collective (reduce's destination, broadcast's source).
+using RootedTensor = std::pair<torch::Tensor, int>;
+
+class RankGroup {
+ public:
+  virtual ~RankGroup();
+
+  // Joins the group: blocks until all `world_size` ranks have reached the store (rank 0 hosts
+  // it). `cuda`: the ranks' tensors live on CUDA (NCCL); otherwise on the CPU (Gloo). Throws
+  // SpecError (parallel.world_size) when this worker was built without that backend, and
+  // c10::Error / std::runtime_error when the rendezvous fails.
+  static std::unique_ptr<RankGroup> Join(const RankFlags& flags, int world_size, bool cuda);
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend_name() const = 0;  // "gloo" or "nccl"
+
+  // Each tensor becomes the element-wise sum of its copies on all ranks.
+  virtual void AllReduceSum(const std::vector<torch::Tensor>& tensors) = 0;
+  // Each tensor becomes the sum of its copies on its root rank; other ranks' copies are unspecified.
+  virtual void ReduceSum(const std::vector<RootedTensor>& tensors) = 0;
+  // Each tensor becomes its root rank's copy on every rank.
+  virtual void Broadcast(const std::vector<RootedTensor>& tensors) = 0;
+  // The mean over ranks of a value each rank computed (one all-reduce of a float64 scalar).
+  virtual double MeanOverRanks(double value) = 0;
+};
+
+}  // namespace vramlab::worker
+
+#endif  // VRAMLAB_WORKER_PARALLEL_RANK_GROUP_H_
