@@ -40,7 +40,7 @@ constexpr char kUsage[] =
     "                  profiler) and write FILE as JSON (worker/train/kernel_profile.h)\n"
     "  --save-parameters FILE  write the parameters after the last step to FILE (safetensors)\n"
     "  --rank R --rendezvous HOST:PORT  be rank R of a parallel run (spec parallel.world_size >= 2);\n"
-    "                  rank 0 hosts the ranks' TCPStore at PORT (docs/PARALLEL-worker.md)\n"
+    "                  rank 0 hosts the ranks' TCPStore at PORT (docs/PARALLEL.md)\n"
     "  --confine-host-paths  read a spec's host files (weights, token ids) only under the\n"
     "                  --allowed-dir directories (repeatable) and never a --denied-path\n"
     "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";

@@ -42,7 +42,7 @@ const std::vector<IntRule>& AllIntRules() {
       kCheckpointEveryKLayers, kLossChunkTokens, kTokenIdBound, kSampleIntervalMs,
       kDeviceMemoryLimitBytes, kMaxSplitSizeMb, kTimeLimitSeconds, kSweepPoints,
       kVocabSize,       kHiddenSize,          kIntermediateSize, kNumHiddenLayers,
-      kNumAttentionHeads, kNumKeyValueHeads, kMaxPositionEmbeddings, kAdapterRank};
+      kNumAttentionHeads, kNumKeyValueHeads, kMaxPositionEmbeddings, kAdapterRank, kWorldSize};
   return rules;
 }
 

@@ -1,4 +1,4 @@
-// One rank's side of data-parallel training (docs/PARALLEL-worker.md). The training loop calls it
+// One rank's side of data-parallel training (docs/PARALLEL.md). The training loop calls it
 // at fixed points of every step, and every rank makes the same calls in the same order:
 //
 //   LocalRows(global micro-batch)  -> this rank's rows

@@ -148,7 +148,7 @@ std::vector<double> StepLosses(const FinishedWorker& worker) {
 // SGD with momentum (sharded state under SHARD_OPTIMIZER/GRADIENTS) moves a parameter in
 // proportion to its gradient, so the rounding differences of averaged gradients stay at their own
 // size; AdamW divides by the gradient's magnitude and turns them, in elements whose gradient is
-// near zero, into parameter differences of up to the learning rate (docs/PARALLEL-worker.md).
+// near zero, into parameter differences of up to the learning rate (docs/PARALLEL.md).
 std::string Spec(int micro_batch_size, const std::string& parallel, const std::string& dtype = "FLOAT32",
                  const std::string& adapter = "") {
   return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",

@@ -138,7 +138,7 @@ struct SpecSweep {
 // Proto Sharding values (SHARDING_UNSPECIFIED resolves to kNone).
 enum class SpecSharding { kUnspecified = 0, kNone = 1, kOptimizer = 2, kGradients = 3, kFull = 4 };
 
-// Data parallel over world_size ranks (docs/PARALLEL-worker.md). Resolved: world_size >= 1,
+// Data parallel over world_size ranks (docs/PARALLEL.md). Resolved: world_size >= 1,
 // sharding never kUnspecified, and sharding other than kNone only with world_size >= 2.
 struct SpecParallel {
   int32_t world_size = 1;
