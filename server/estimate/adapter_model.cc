@@ -42,7 +42,7 @@ AdapterTensors ListAdapterTensors(const RunSettings& run) {
     tensors.trainable.insert(tensors.trainable.end(), tensors.layer_trainable.begin(),
                              tensors.layer_trainable.end());
     for (const Projection& p : Projections(m)) {
-      if (Wraps(run, p.target)) tensors.wrapped[static_cast<size_t>(1 + 12 * layer + p.layer_index)] = true;
+      if (Wraps(run, p.target)) tensors.wrapped[LayerTensorBegin(layer) + static_cast<size_t>(p.layer_index)] = true;
     }
   }
   return tensors;

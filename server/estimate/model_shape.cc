@@ -92,7 +92,7 @@ absl::StatusOr<ModelShape> ResolveModelShape(const vramlab::v1::ModelSpec& spec)
 std::vector<int64_t> ParameterTensorElements(const ModelShape& m) {
   const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
   std::vector<int64_t> sizes;
-  sizes.reserve(static_cast<size_t>(m.num_layers) * 12 + 3);
+  sizes.reserve(LayerTensorBegin(m.num_layers) + 2);
   sizes.push_back(m.vocab_size * h);  // embed_tokens (also lm_head when tied)
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     sizes.insert(sizes.end(), {h * h, h,    // q_proj weight, bias

@@ -5,6 +5,7 @@
 #ifndef VRAMLAB_SERVER_ESTIMATE_MODEL_SHAPE_H_
 #define VRAMLAB_SERVER_ESTIMATE_MODEL_SHAPE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ std::vector<std::string> PresetNames();
 // (embed_tokens; per layer q/k/v weight and bias, o_proj, gate/up/down, two RMSNorm weights;
 // final norm; lm_head when untied).
 std::vector<int64_t> ParameterTensorElements(const ModelShape& shape);
+// Tensors per decoder layer in that list: layer L's are [LayerTensorBegin(L), +kTensorsPerLayer).
+inline constexpr size_t kTensorsPerLayer = 12;
+inline constexpr size_t LayerTensorBegin(int64_t layer) {
+  return 1 + kTensorsPerLayer * static_cast<size_t>(layer);
+}
 
 int64_t ParameterCount(const ModelShape& shape);
 

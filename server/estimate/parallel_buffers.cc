@@ -10,16 +10,16 @@
 namespace vramlab::server::estimate {
 
 ShardingUnits UnitsOf(const RunSettings& run) {
-  // ParameterTensorElements' order: embed_tokens, then 12 tensors per layer, then the final
-  // norm and (untied) lm_head. Every layer is alike, so layer 0's tensors are 1 .. 12.
+  // ParameterTensorElements' order: embed_tokens, the layers, then the final norm and
+  // (untied) lm_head. Every layer is alike, so layer 0's tensors stand for each.
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
-  const size_t layer_end = 1 + 12 * static_cast<size_t>(run.model.num_layers);
+  const size_t layer_end = LayerTensorBegin(run.model.num_layers);
   ShardingUnits units;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const int64_t bytes = AllocatedBytes(run.device, tensors[t] * run.dtype_bytes);
     if (t == 0 || t >= layer_end) {
       units.root_bytes += bytes;
-    } else if (t <= 12) {
+    } else if (t < LayerTensorBegin(1)) {
       units.layer_bytes += bytes;
     }
   }

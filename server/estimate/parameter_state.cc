@@ -201,8 +201,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     s.optimizer_state += 2 * (AllocatedBytes(run.device, kAdam8bitMapEntries * kFp32) +
                               AllocatedBytes(run.device, (kAdam8bitMapEntries - 1) * kFp32));
   }
-  // Tensors 1 .. 12 are layer 0's (ParameterTensorElements' order); every layer is alike.
-  for (size_t t = 1; t <= 12 && t < tensors.size() && run.model.num_layers > 0; ++t) {
+  // Layer 0's tensors stand for every layer's (all are alike).
+  for (size_t t = LayerTensorBegin(0); t < LayerTensorBegin(1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
     s.layer_gradients += grad_bytes(grad_part(tensors[t]));
     if (state_on_device) s.layer_state += StateBytes(run, state_part(tensors[t]));
   }
