@@ -264,6 +264,9 @@ absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel, const S
   if (sharded && parallel.world_size() < 2) {
     return Invalid(spec_rules::kShardingField, spec_rules::kShardingNeedsRanksMessage);
   }
+  if (parallel.reshard_after_forward() && parallel.sharding() != vramlab::v1::SHARD_FULL) {
+    return Invalid(spec_rules::kReshardAfterForwardField, spec_rules::kReshardNeedsFullShardingMessage);
+  }
   if (limits.host_devices > 0 && parallel.world_size() > limits.host_devices) {
     const bool cuda = limits.device == vramlab::v1::CUDA;
     return absl::FailedPreconditionError(absl::StrCat(

@@ -256,6 +256,18 @@ TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
               HasSubstr(std::string("spec.parallel.sharding: ") +
                         spec_rules::kShardingNeedsRanksMessage));
   EXPECT_THAT(ErrorAfter(with(0, vramlab::v1::SHARD_FULL)), HasSubstr("spec.parallel.sharding"));
+  // As the worker refuses it: only SHARD_FULL gathers parameters to free after forward.
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                with(2, vramlab::v1::SHARD_OPTIMIZER)(s);
+                s.mutable_parallel()->set_reshard_after_forward(true);
+              }),
+              HasSubstr(std::string("spec.parallel.reshard_after_forward: ") +
+                        spec_rules::kReshardNeedsFullShardingMessage));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                with(2, vramlab::v1::SHARD_FULL)(s);
+                s.mutable_parallel()->set_reshard_after_forward(true);
+              }, host),
+              ::testing::IsEmpty());
   EXPECT_THAT(ErrorAfter(with(2, static_cast<vramlab::v1::Sharding>(9))),
               HasSubstr("spec.parallel.sharding: unknown enum value 9"));
   // More ranks than the host has devices: a valid spec this host cannot run.

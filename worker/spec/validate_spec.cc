@@ -192,8 +192,8 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   if (p.sharding == SpecSharding::kUnspecified) p.sharding = SpecSharding::kNone;
   Require(p.sharding == SpecSharding::kNone || p.world_size >= 2, spec_rules::kShardingField,
           spec_rules::kShardingNeedsRanksMessage);
-  Require(!p.reshard_after_forward || p.sharding == SpecSharding::kFull, "parallel.reshard_after_forward",
-          "applies to SHARD_FULL only");
+  Require(!p.reshard_after_forward || p.sharding == SpecSharding::kFull, spec_rules::kReshardAfterForwardField,
+          spec_rules::kReshardNeedsFullShardingMessage);
   if (!p.active()) return;
   Require(!spec.sweep.active(), "sweep",
           "a parallel run measures one point (a sweep's out-of-memory point would end one rank's run early)");
