@@ -1,11 +1,12 @@
 // AdamW over host memory in one pass per element, for the state of a GPU run offloaded to pinned
 // host memory. AdamWUpdate (adamw_math.h) is the same update as ~10 ATen ops, each a full pass
 // over the range with its own rounding and a temporary; on the host, those passes made the
-// offloaded step of qwen2.5-1.5b take 13.7 s on an H200 host. This loop reproduces each op's
-// rounding to the tensor dtype (bf16 rounds after every op, as ATen stores each result): the two
-// agree within 2e-7 relative in fp32 (ATen's vector kernels use fused multiply-adds) and within
-// one bf16 rounding in bf16, 99.96 % of elements bit-identical (host_adamw_test). The fp32-master
-// form reads the bf16 gradient and writes the bf16 parameter in the same pass.
+// offloaded step of qwen2.5-1.5b take 13.7 s on an H200 host. In fp32 this loop rounds as those
+// ops do (the two agree within 2e-7 relative: ATen's vector kernels use fused multiply-adds). In
+// bf16 it computes what the GPU's fused AdamW kernel computes for bf16 state — every value upcast,
+// the update in fp32, one rounding per stored tensor — so an offloaded run updates as the same run
+// with its state on the GPU does, not as the bf16 ATen ops, which round after every op. The
+// fp32-master form reads the bf16 gradient and writes the bf16 parameter in the same pass.
 //
 // Threads are persistent std::threads (host_thread_pool.h), not at::parallel_for: OpenMP regions
 // of LibTorch hung in libgomp on the GPU host once the host step ran inside them
@@ -26,7 +27,8 @@ namespace vramlab::worker::optim_internal {
 bool HostAdamWSupported(const torch::Tensor& param, const torch::Tensor& grad,
                         const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq);
 
-// The update of AdamWUpdate, in place, at 1-based `step`; requires HostAdamWSupported.
+// The update of AdamWUpdate, in place, at 1-based `step`, in fp32 (bf16 values upcast, results
+// rounded once); requires HostAdamWSupported.
 void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param,
                const torch::Tensor& grad, const torch::Tensor& exp_avg,
                const torch::Tensor& exp_avg_sq);

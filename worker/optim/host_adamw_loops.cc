@@ -6,12 +6,11 @@
 namespace vramlab::worker::optim_internal {
 namespace {
 
-// Element access for the loop, branch-free so that the compiler vectorizes it. Round(x) is the
-// fp32 value a tensor of this dtype stores for x.
+// Element access for the loop, branch-free so that the compiler vectorizes it. Store rounds to
+// the value a tensor of this dtype stores.
 struct Fp32 {
   using Stored = float;
   static float Load(const float* data, int64_t i) { return data[i]; }
-  static float Round(float x) { return x; }
   static void Store(float* data, int64_t i, float x) { data[i] = x; }
 };
 
@@ -31,42 +30,41 @@ struct Bf16 {
     return (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : rounded;
   }
   static float Load(const uint16_t* data, int64_t i) { return FromBits(static_cast<uint32_t>(data[i]) << 16); }
-  static float Round(float x) { return FromBits(RoundedBits(x)); }
   static void Store(uint16_t* data, int64_t i, float x) { data[i] = static_cast<uint16_t>(RoundedBits(x) >> 16); }
 };
 
-// The values one element holds after the step: avg and sq rounded to D as their tensors store
-// them, param before its store's rounding.
+// The values one element holds after the step, in fp32: param before its store's rounding.
 struct Element {
   float param, avg, sq;
 };
 
-template <typename D>
+// AdamWUpdate's ops in their order, each rounded to fp32 as the fp32 ATen ops round.
 inline Element Step(const AdamWFloatScalars& c, float param, float grad, float avg, float sq) {
   Element out;
   // p.mul_(1 - lr * wd)
-  const float decayed = D::Round(param * c.decay);
+  const float decayed = param * c.decay;
   // m.lerp_(g, 1 - beta1): ATen's formula for a weight below 0.5
-  out.avg = D::Round(avg + c.lerp_weight * (grad - avg));
+  out.avg = avg + c.lerp_weight * (grad - avg);
   // v.mul_(beta2).addcmul_(g, g, 1 - beta2)
-  out.sq = D::Round(D::Round(sq * c.beta2) + c.one_minus_beta2 * grad * grad);
+  out.sq = sq * c.beta2 + c.one_minus_beta2 * grad * grad;
   // denom = v.sqrt().div_(sqrt(bc2)).add_(eps)
-  float denom = D::Round(std::sqrt(out.sq));
-  denom = D::Round(denom / c.sqrt_bias_correction2);
-  denom = D::Round(denom + c.eps);
+  const float denom = std::sqrt(out.sq) / c.sqrt_bias_correction2 + c.eps;
   // p.addcdiv_(m, denom, -step_size)
   out.param = decayed + c.neg_step_size * out.avg / denom;
   return out;
 }
 
-template <typename D>
-inline void UpdateRange(const AdamWFloatScalars& c, typename D::Stored* p, const typename D::Stored* g,
-                        typename D::Stored* m, typename D::Stored* v, int64_t begin, int64_t end) {
+// Stored values of type S, the update in fp32 (Step), each result rounded once as S
+// stores it: for fp32 the ATen ops' update, for bf16 what a fused AdamW kernel computes (the
+// update in fp32 from upcast values, one rounding per stored tensor).
+template <typename S>
+inline void UpdateRange(const AdamWFloatScalars& c, typename S::Stored* p, const typename S::Stored* g,
+                        typename S::Stored* m, typename S::Stored* v, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
-    const Element e = Step<D>(c, D::Load(p, i), D::Load(g, i), D::Load(m, i), D::Load(v, i));
-    D::Store(p, i, e.param);
-    D::Store(m, i, e.avg);
-    D::Store(v, i, e.sq);
+    const Element e = Step(c, S::Load(p, i), S::Load(g, i), S::Load(m, i), S::Load(v, i));
+    S::Store(p, i, e.param);
+    S::Store(m, i, e.avg);
+    S::Store(v, i, e.sq);
   }
 }
 
@@ -78,7 +76,7 @@ inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master, const t
                               float* m, float* v, typename P::Stored* param, int64_t begin,
                               int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
-    const Element e = Step<Fp32>(c, master[i], P::Load(g, i), m[i], v[i]);
+    const Element e = Step(c, master[i], P::Load(g, i), m[i], v[i]);
     master[i] = e.param;
     m[i] = e.avg;
     v[i] = e.sq;
@@ -91,7 +89,7 @@ inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master, const t
 // One clone per instruction set, picked at load time: AVX-512 (x86-64-v4: 16 lanes, masked
 // blends for the bf16 rounding) where the CPU has it, else AVX2 (8 lanes), else SSE2. The
 // file is compiled with -ffp-contract=off: v4 has FMA, and a fused multiply-add rounds once
-// where ATen's ops round twice, so every clone must compute exactly what ATen computes.
+// where the fp32 ATen ops round twice, so every clone must compute exactly what they compute.
 #define VRAMLAB_HOST_LOOP __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 VRAMLAB_HOST_LOOP void UpdateRangeFp32(const AdamWFloatScalars& c, float* p, const float* g, float* m,
                                        float* v, int64_t begin, int64_t end) {

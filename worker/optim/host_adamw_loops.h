@@ -1,7 +1,9 @@
 // The one-pass AdamW loops over raw host arrays behind host_adamw.h, free of LibTorch so that they
 // compile on their own with -O3 -fno-math-errno (worker/CMakeLists.txt): each is the update of
-// AdamWUpdate (adamw_math.h) for elements [begin, end), rounding as ATen's ops round (bf16 after
-// every op). bf16 arrays are raw 16-bit words. Callers split the range across threads.
+// AdamWUpdate (adamw_math.h) in fp32 for elements [begin, end), exactly as the fp32 ATen ops
+// round; bf16 values are upcast, updated in fp32 and rounded once per stored tensor, as a fused
+// AdamW kernel does (not after every op, as the bf16 ATen ops do). bf16 arrays are raw 16-bit
+// words. Callers split the range across threads.
 #ifndef VRAMLAB_WORKER_OPTIM_HOST_ADAMW_LOOPS_H_
 #define VRAMLAB_WORKER_OPTIM_HOST_ADAMW_LOOPS_H_
 

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -47,9 +48,20 @@ void OffloadPipeline::Enqueue(size_t index, const torch::Tensor& grad, int64_t s
   work_ready_.notify_one();
 }
 
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
 void OffloadPipeline::Drain() {
+  const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  times_.drain_wait_seconds += SecondsSince(start);
+  ++times_.drains;
   if (error_) {
     std::exception_ptr error = error_;
     error_ = nullptr;
@@ -71,6 +83,15 @@ void OffloadPipeline::Publish(const std::vector<size_t>& indices) {
 
 void OffloadPipeline::Forget(const std::vector<size_t>& indices) {
   for (size_t i : indices) host_current_[i] = 0;
+}
+
+OffloadPipeline::HostTimes OffloadPipeline::Times() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  HostTimes times = times_;
+  // The thread wrote these before it last went idle, under mu_, which Drain() waited for.
+  times.arithmetic_seconds = arithmetic_seconds_;
+  times.copy_wait_seconds = copy_wait_seconds_;
+  return times;
 }
 
 int64_t OffloadPipeline::HostBytes() const {
@@ -151,10 +172,14 @@ void OffloadPipeline::IssueCopies(Chunk& chunk) {
 }
 
 void OffloadPipeline::Compute(const Chunk& chunk) {
+  const auto wait_start = std::chrono::steady_clock::now();
   CopyStream::HostWait(chunk.copied);
+  const auto arithmetic_start = std::chrono::steady_clock::now();
+  copy_wait_seconds_ += std::chrono::duration<double>(arithmetic_start - wait_start).count();
   const torch::Tensor grad_host = grad_slots_[chunk.slot].narrow(0, 0, chunk.length);
   rule_.UpdateRange(chunk.item.index, chunk.item.step, chunk.begin,
                     ResultBuffer(chunk.item.index).narrow(0, chunk.begin, chunk.length), grad_host);
+  arithmetic_seconds_ += SecondsSince(arithmetic_start);
 }
 
 torch::Tensor& OffloadPipeline::ResultBuffer(size_t index) {

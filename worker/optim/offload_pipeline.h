@@ -58,6 +58,16 @@ class OffloadPipeline {
   // staging chunks.
   int64_t HostBytes() const;
 
+  // Where the host's time went since construction, summed over every Drain(). Read between a
+  // Drain() and the next Enqueue().
+  struct HostTimes {
+    int64_t drains = 0;             // optimizer steps the pipeline ran
+    double arithmetic_seconds = 0;  // the rule's updates on host chunks
+    double copy_wait_seconds = 0;   // waiting for a chunk's copies to the host
+    double drain_wait_seconds = 0;  // Drain() blocked: host work left after backward ended
+  };
+  HostTimes Times() const;
+
  private:
   struct Item {
     size_t index;
@@ -85,12 +95,14 @@ class OffloadPipeline {
   const StatePlacement placement_;
   const CopyStream copies_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable work_ready_, idle_;
   std::deque<Item> queue_;     // guarded by mu_
   bool busy_ = false;          // guarded by mu_: the thread holds work taken from queue_
   bool stopping_ = false;      // guarded by mu_
   std::exception_ptr error_;   // guarded by mu_
+  HostTimes times_;            // guarded by mu_ (drains, drain_wait_seconds); the rest below
+  double arithmetic_seconds_ = 0, copy_wait_seconds_ = 0;  // written by the thread only
 
   // Owned by the thread between Enqueue and Drain, by the caller otherwise.
   std::vector<torch::Tensor> results_;  // results_[i]: new values of params_[i], host memory

@@ -92,6 +92,22 @@ TEST(OffloadPipelineTest, MatchesTheSynchronousStepAcrossAChunkBoundary) {
   EXPECT_TRUE(SameValues(sync_params, overlap_params));
 }
 
+// The summary counts the steps the pipeline ran and says where their host time went; the
+// synchronous offload and a step before any has none.
+TEST(OffloadPipelineTest, HostStepSummaryCountsThePipelinesSteps) {
+  NamedParams params = optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 7);
+  auto overlapped = Overlapped(params, Offloaded(OptimizerKind::kAdamW));
+  EXPECT_EQ(overlapped->HostStepSummary(), "");
+  Train(params, *overlapped, 3, 1, /*announce=*/true);
+  const std::string summary = overlapped->HostStepSummary();
+  EXPECT_EQ(summary.rfind("host step per optimizer step: ", 0), 0u) << summary;
+  EXPECT_NE(summary.find("(3 steps)"), std::string::npos) << summary;
+  NamedParams sync_params = optim_testing::SyntheticParams({5000}, torch::kFloat, 7);
+  auto sync = MakeOptimizer(sync_params, Offloaded(OptimizerKind::kAdamW));
+  Train(sync_params, *sync, 1, 1, /*announce=*/false);
+  EXPECT_EQ(sync->HostStepSummary(), "");
+}
+
 TEST(OffloadPipelineTest, ParametersChangeOnlyInStep) {
   NamedParams params = optim_testing::SyntheticParams({5000, 3}, torch::kFloat, 2);
   NamedParams before = optim_testing::Clone(params);

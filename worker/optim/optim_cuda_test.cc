@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,41 @@ TEST(CudaOptimizerTest, Bf16AdamWStaysWithinBf16RoundingOfTheCpuResult) {
   EXPECT_LE(CpuVsCudaDifference(optim_testing::Options(OptimizerKind::kAdamWFp32Master), kSizes,
                                 torch::kBFloat16, 3),
             0.05);
+}
+
+// bf16 AdamW with its state offloaded updates as the same optimizer with its state on the GPU
+// (the fused kernel): both compute in fp32 and round once per stored tensor. They can differ only
+// where the kernel's own order of operations (double-precision scalars, multiply-adds) moves a
+// value across a bf16 rounding boundary.
+TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
+  NamedParams on_device = ToDevice(
+      optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1), torch::kCUDA);
+  NamedParams offloaded = ToDevice(on_device, torch::kCUDA);
+  OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW);
+  auto device_optimizer = MakeOptimizer(on_device, options);
+  options.offload_to_cpu = true;
+  auto host_optimizer = MakeOptimizer(offloaded, options);
+  for (int t = 0; t < 3; ++t) {
+    optim_testing::SetGradients(on_device, 20 + t);
+    CopyGradients(on_device, offloaded);
+    device_optimizer->Step();
+    host_optimizer->Step();
+  }
+  int64_t elements = 0, identical = 0;
+  double worst_relative = 0;
+  for (size_t i = 0; i < on_device.size(); ++i) {
+    const torch::Tensor a = on_device[i].second.cpu(), b = offloaded[i].second.cpu();
+    elements += a.numel();
+    identical += a.eq(b).sum().item<int64_t>();
+    const torch::Tensor a64 = a.to(torch::kDouble), b64 = b.to(torch::kDouble);
+    worst_relative = std::max(
+        worst_relative, ((a64 - b64).abs() / a64.abs().clamp_min(1e-30)).max().item<double>());
+  }
+  const double identical_fraction = static_cast<double>(identical) / static_cast<double>(elements);
+  std::cout << "offloaded bf16 AdamW against the fused kernel: identical " << identical_fraction
+            << ", worst relative " << worst_relative << "\n";
+  EXPECT_GT(identical_fraction, 0.999);
+  EXPECT_LE(worst_relative, 1.0 / 128);  // one bf16 rounding step
 }
 
 TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {

@@ -57,6 +57,10 @@ class Optimizer {
   virtual int64_t HostStateBytes() const = 0;
   // e.g. "adamw fused (bf16 state)".
   virtual std::string Describe() const = 0;
+  // Offload overlapped with backward, after at least one Step(): the host's time per step, e.g.
+  // "host step per optimizer step: 0.310 s arithmetic on 16 threads, 0.004 s waiting for
+  // gradient copies, 0.250 s after backward ended (3 steps)". Empty otherwise.
+  virtual std::string HostStepSummary() const { return {}; }
 };
 
 // Builds the optimizer for `named_parameters` (a parameter listed twice under two names, as a tied

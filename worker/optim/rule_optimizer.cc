@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -166,6 +167,20 @@ std::string RuleOptimizer::Describe() const {
   }
   if (options_.in_backward) description += ", applied in backward";
   return description;
+}
+
+std::string RuleOptimizer::HostStepSummary() const {
+  if (pipeline_ == nullptr) return {};
+  const OffloadPipeline::HostTimes t = pipeline_->Times();
+  if (t.drains == 0) return {};
+  const double n = static_cast<double>(t.drains);
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "host step per optimizer step: %.3f s arithmetic on %d threads, %.3f s waiting for "
+                "gradient copies, %.3f s after backward ended (%lld steps)",
+                t.arithmetic_seconds / n, at::get_num_threads(), t.copy_wait_seconds / n,
+                t.drain_wait_seconds / n, static_cast<long long>(t.drains));
+  return text;
 }
 
 }  // namespace vramlab::worker::optim_internal

@@ -36,6 +36,7 @@ class RuleOptimizer final : public Optimizer {
   int64_t DeviceStateBytes() const override;
   int64_t HostStateBytes() const override;
   std::string Describe() const override;
+  std::string HostStepSummary() const override;
 
  private:
   // Updates params_[i] for every i in `indices` from its gradient (each must have one).

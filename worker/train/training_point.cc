@@ -256,6 +256,9 @@ class PointRunner {
       context_.sink->Step(result);
       outcome_.steps.push_back(result);
     }
+    // Offload: how much of the host's step the backward hid (BENCHMARKS.md, the offload rows).
+    const std::string host_step = live.optimizer->HostStepSummary();
+    if (!host_step.empty()) context_.sink->Notice(NoticeLevel::kInfo, "optimizer: " + host_step);
   }
 
   // A parallel rank's rows of the global micro-batch, drawn as one process with world_size times
