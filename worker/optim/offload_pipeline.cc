@@ -60,8 +60,13 @@ void OffloadPipeline::Drain() {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
-  times_.drain_wait_seconds += SecondsSince(start);
-  ++times_.drains;
+  StepTimes step;
+  step.drain_wait_seconds = SecondsSince(start);
+  step.arithmetic_seconds = arithmetic_seconds_ - arithmetic_drained_;
+  step.copy_wait_seconds = copy_wait_seconds_ - copy_wait_drained_;
+  arithmetic_drained_ = arithmetic_seconds_;
+  copy_wait_drained_ = copy_wait_seconds_;
+  times_.push_back(step);
   if (error_) {
     std::exception_ptr error = error_;
     error_ = nullptr;
@@ -85,13 +90,9 @@ void OffloadPipeline::Forget(const std::vector<size_t>& indices) {
   for (size_t i : indices) host_current_[i] = 0;
 }
 
-OffloadPipeline::HostTimes OffloadPipeline::Times() const {
+std::vector<OffloadPipeline::StepTimes> OffloadPipeline::Times() const {
   std::lock_guard<std::mutex> lock(mu_);
-  HostTimes times = times_;
-  // The thread wrote these before it last went idle, under mu_, which Drain() waited for.
-  times.arithmetic_seconds = arithmetic_seconds_;
-  times.copy_wait_seconds = copy_wait_seconds_;
-  return times;
+  return times_;
 }
 
 int64_t OffloadPipeline::HostBytes() const {

@@ -58,15 +58,14 @@ class OffloadPipeline {
   // staging chunks.
   int64_t HostBytes() const;
 
-  // Where the host's time went since construction, summed over every Drain(). Read between a
-  // Drain() and the next Enqueue().
-  struct HostTimes {
-    int64_t drains = 0;             // optimizer steps the pipeline ran
+  // Where the host's time went in one optimizer step (one Drain()).
+  struct StepTimes {
     double arithmetic_seconds = 0;  // the rule's updates on host chunks
     double copy_wait_seconds = 0;   // waiting for a chunk's copies to the host
     double drain_wait_seconds = 0;  // Drain() blocked: host work left after backward ended
   };
-  HostTimes Times() const;
+  // One entry per Drain() so far, in order. Read between a Drain() and the next Enqueue().
+  std::vector<StepTimes> Times() const;
 
  private:
   struct Item {
@@ -101,8 +100,11 @@ class OffloadPipeline {
   bool busy_ = false;          // guarded by mu_: the thread holds work taken from queue_
   bool stopping_ = false;      // guarded by mu_
   std::exception_ptr error_;   // guarded by mu_
-  HostTimes times_;            // guarded by mu_ (drains, drain_wait_seconds); the rest below
-  double arithmetic_seconds_ = 0, copy_wait_seconds_ = 0;  // written by the thread only
+  std::vector<StepTimes> times_;  // guarded by mu_
+  // Written by the thread only, summed over every chunk since construction; read by Drain()
+  // once the thread is idle (ordered by mu_).
+  double arithmetic_seconds_ = 0, copy_wait_seconds_ = 0;
+  double arithmetic_drained_ = 0, copy_wait_drained_ = 0;  // guarded by mu_: the sums at the last Drain()
 
   // Owned by the thread between Enqueue and Drain, by the caller otherwise.
   std::vector<torch::Tensor> results_;  // results_[i]: new values of params_[i], host memory

@@ -108,16 +108,18 @@ TEST(CudaOptimizerTest, Bf16AdamWStaysWithinBf16RoundingOfTheCpuResult) {
 // where the kernel's own order of operations (double-precision scalars, multiply-adds) moves a
 // value across a bf16 rounding boundary.
 TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
-  NamedParams on_device = ToDevice(
-      optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1), torch::kCUDA);
-  NamedParams offloaded = ToDevice(on_device, torch::kCUDA);
+  // The gradients are made on the CPU (optim_testing::SetGradients) and copied to both.
+  NamedParams source = optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1);
+  NamedParams on_device = ToDevice(source, torch::kCUDA);
+  NamedParams offloaded = ToDevice(source, torch::kCUDA);
   OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW);
   auto device_optimizer = MakeOptimizer(on_device, options);
   options.offload_to_cpu = true;
   auto host_optimizer = MakeOptimizer(offloaded, options);
   for (int t = 0; t < 3; ++t) {
-    optim_testing::SetGradients(on_device, 20 + t);
-    CopyGradients(on_device, offloaded);
+    optim_testing::SetGradients(source, 20 + t);
+    CopyGradients(source, on_device);
+    CopyGradients(source, offloaded);
     device_optimizer->Step();
     host_optimizer->Step();
   }

@@ -171,15 +171,26 @@ std::string RuleOptimizer::Describe() const {
 
 std::string RuleOptimizer::HostStepSummary() const {
   if (pipeline_ == nullptr) return {};
-  const OffloadPipeline::HostTimes t = pipeline_->Times();
-  if (t.drains == 0) return {};
-  const double n = static_cast<double>(t.drains);
-  char text[256];
+  const std::vector<OffloadPipeline::StepTimes> steps = pipeline_->Times();
+  if (steps.empty()) return {};
+  // The first step also allocates and first-touches the host state: reported on its own, and the
+  // median of the rest is the steady state.
+  auto median = [&](double OffloadPipeline::StepTimes::*field) {
+    std::vector<double> values;
+    for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) values.push_back(steps[i].*field);
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    return values[values.size() / 2];
+  };
+  using Times = OffloadPipeline::StepTimes;
+  char text[384];
   std::snprintf(text, sizeof(text),
-                "host step per optimizer step: %.3f s arithmetic on %d threads, %.3f s waiting for "
-                "gradient copies, %.3f s after backward ended (%lld steps)",
-                t.arithmetic_seconds / n, at::get_num_threads(), t.copy_wait_seconds / n,
-                t.drain_wait_seconds / n, static_cast<long long>(t.drains));
+                "host step, median of %zu steps after the first: %.3f s arithmetic on %d threads, "
+                "%.3f s waiting for gradient copies, %.3f s after backward ended; first step: "
+                "%.3f / %.3f / %.3f s",
+                steps.size() > 1 ? steps.size() - 1 : 0, median(&Times::arithmetic_seconds),
+                at::get_num_threads(), median(&Times::copy_wait_seconds),
+                median(&Times::drain_wait_seconds), steps[0].arithmetic_seconds,
+                steps[0].copy_wait_seconds, steps[0].drain_wait_seconds);
   return text;
 }
 
