@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "worker/optim/host_stepper.h"
+#include "worker/optim/host_thread_pool.h"
 
 namespace vramlab::worker::optim_internal {
 
@@ -23,8 +24,13 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
   // backend the count is per thread, and a fresh thread starts from OpenMP's default. (The native
   // backend's count is global, so the two agree and nothing is set.)
   const int threads = at::get_num_threads();
+  // On a GPU the caller's thread keeps running backward (and launching its kernels) while this
+  // thread computes: the host loops leave it a core (measured on a 16-core host, 1.5B parameters:
+  // the offloaded step 0.43 s with 15 loop threads, 0.65 s with 16; docs/BENCHMARKS.md).
+  host_threads_ = params_.at(0).device().is_cuda() && threads > 1 ? threads - 1 : threads;
   thread_ = std::thread([this, threads] {
     if (at::get_num_threads() != threads) at::set_num_threads(threads);
+    HostThreadCap cap(host_threads_);
     torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
     Run();
   });

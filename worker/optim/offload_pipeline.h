@@ -67,6 +67,9 @@ class OffloadPipeline {
   // One entry per Drain() so far, in order. Read between a Drain() and the next Enqueue().
   std::vector<StepTimes> Times() const;
 
+  // The threads the host loops of this pipeline split an update into.
+  int HostThreads() const { return host_threads_; }
+
  private:
   struct Item {
     size_t index;
@@ -100,6 +103,7 @@ class OffloadPipeline {
   bool busy_ = false;          // guarded by mu_: the thread holds work taken from queue_
   bool stopping_ = false;      // guarded by mu_
   std::exception_ptr error_;   // guarded by mu_
+  int host_threads_ = 1;          // set before the thread starts, constant after
   std::vector<StepTimes> times_;  // guarded by mu_
   // Written by the thread only, summed over every chunk since construction; read by Drain()
   // once the thread is idle (ordered by mu_).

@@ -123,21 +123,26 @@ TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
     device_optimizer->Step();
     host_optimizer->Step();
   }
+  // Apart from identical elements, the two may differ by one bf16 rounding of the result and, where
+  // a stored moment landed one bf16 step apart in an earlier step, by that moment's share of the
+  // update: a few 2^-8 of the learning rate (which matters only where the update cancels the
+  // parameter down to near zero).
+  const double lr = options.lr;
   int64_t elements = 0, identical = 0;
-  double worst_relative = 0;
+  double worst_excess = 0;  // beyond max(|a|, |b|) / 128, in learning rates
   for (size_t i = 0; i < on_device.size(); ++i) {
     const torch::Tensor a = on_device[i].second.cpu(), b = offloaded[i].second.cpu();
     elements += a.numel();
     identical += a.eq(b).sum().item<int64_t>();
     const torch::Tensor a64 = a.to(torch::kDouble), b64 = b.to(torch::kDouble);
-    worst_relative = std::max(
-        worst_relative, ((a64 - b64).abs() / a64.abs().clamp_min(1e-30)).max().item<double>());
+    const torch::Tensor excess = (a64 - b64).abs() - torch::max(a64.abs(), b64.abs()) / 128;
+    worst_excess = std::max(worst_excess, excess.max().item<double>() / lr);
   }
   const double identical_fraction = static_cast<double>(identical) / static_cast<double>(elements);
   std::cout << "offloaded bf16 AdamW against the fused kernel: identical " << identical_fraction
-            << ", worst relative " << worst_relative << "\n";
+            << ", worst difference beyond one bf16 rounding " << worst_excess << " lr\n";
   EXPECT_GT(identical_fraction, 0.999);
-  EXPECT_LE(worst_relative, 1.0 / 128);  // one bf16 rounding step
+  EXPECT_LE(worst_excess, 1.0 / 16);
 }
 
 TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {

@@ -188,7 +188,7 @@ std::string RuleOptimizer::HostStepSummary() const {
                 "%.3f s waiting for gradient copies, %.3f s after backward ended; first step: "
                 "%.3f / %.3f / %.3f s",
                 steps.size() > 1 ? steps.size() - 1 : 0, median(&Times::arithmetic_seconds),
-                at::get_num_threads(), median(&Times::copy_wait_seconds),
+                pipeline_->HostThreads(), median(&Times::copy_wait_seconds),
                 median(&Times::drain_wait_seconds), steps[0].arithmetic_seconds,
                 steps[0].copy_wait_seconds, steps[0].drain_wait_seconds);
   return text;
