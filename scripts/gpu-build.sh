@@ -117,11 +117,22 @@ if $run_tests; then
   # thread per core, and $jobs of them oversubscribe the host many times over.
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}
   suite_start=$(date +%s)
+  # Both trees run even when the first fails, so one run reports every failure; then a failure
+  # stops the script before it installs or packages.
+  failed=()
   for tree in worker server; do
     start=$(date +%s)
-    env -u LD_LIBRARY_PATH ctest --test-dir "$build/$tree" --output-on-failure -j "$jobs" "${exclude[@]}"
-    echo "$tree tests passed in $(( $(date +%s) - start )) s"
+    if env -u LD_LIBRARY_PATH ctest --test-dir "$build/$tree" --output-on-failure -j "$jobs" "${exclude[@]}"; then
+      echo "$tree tests passed in $(( $(date +%s) - start )) s"
+    else
+      echo "$tree tests FAILED (after $(( $(date +%s) - start )) s)"
+      failed+=("$tree")
+    fi
   done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "gpu-build.sh: tests failed in: ${failed[*]}; nothing installed or packaged" >&2
+    exit 1
+  fi
   echo "whole suite passed in $(( $(date +%s) - suite_start )) s"
 fi
 if [ -n "$install_prefix" ]; then

@@ -123,10 +123,11 @@ TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
     device_optimizer->Step();
     host_optimizer->Step();
   }
-  // Apart from identical elements, the two may differ by one bf16 rounding of the result and, where
-  // a stored moment landed one bf16 step apart in an earlier step, by that moment's share of the
-  // update: a few 2^-8 of the learning rate (which matters only where the update cancels the
-  // parameter down to near zero).
+  // Apart from identical elements, the two may differ by one bf16 rounding of the result and,
+  // where a stored moment landed one bf16 step apart in an earlier step, by that moment's share
+  // of the later updates. For an element whose gradients are near zero, v is near zero too and
+  // m / sqrt(v) moves by up to its own size: each step's update is at most about lr, so three
+  // steps bound it by 3 lr (measured on an H200: 0.96 lr, in 0.009 % of the elements).
   const double lr = options.lr;
   int64_t elements = 0, identical = 0;
   double worst_excess = 0;  // beyond max(|a|, |b|) / 128, in learning rates
@@ -142,7 +143,7 @@ TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
   std::cout << "offloaded bf16 AdamW against the fused kernel: identical " << identical_fraction
             << ", worst difference beyond one bf16 rounding " << worst_excess << " lr\n";
   EXPECT_GT(identical_fraction, 0.999);
-  EXPECT_LE(worst_excess, 1.0 / 16);
+  EXPECT_LE(worst_excess, 3.0);
 }
 
 TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
