@@ -6,6 +6,7 @@
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
+#include "client/rank_views.h"
 #include "client/text_table.h"
 
 namespace vramlab::client {
@@ -114,7 +115,8 @@ std::string RenderOutcome(const Experiment& e) {
   if (e.start_time().seconds() > 0 && e.end_time().seconds() > 0) {
     absl::StrAppend(&out, " after ", FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
   }
-  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderRankSection(e),
+                  RenderSweepTable(e));
   if (e.has_snapshot()) {
     absl::StrAppend(&out, "\nallocator snapshot: vramlab snapshot ", e.id(), " -o ", e.id(),
                     ".pickle\n");
@@ -137,6 +139,7 @@ std::string RenderExperimentDetails(const Experiment& e) {
   AppendField(out, "started", FormatTimestamp(e.start_time()));
   AppendField(out, "ended", FormatTimestamp(e.end_time()));
   if (e.state() != Experiment::QUEUED) AppendField(out, "slot", absl::StrCat(e.slot()));
+  if (IsParallel(e)) AppendField(out, "ranks", WorldAndSlots(e));
   if (e.attempts() > 0) AppendField(out, "attempts", absl::StrCat(e.attempts()));
   if (e.has_report()) {
     const auto& r = e.report();
@@ -150,7 +153,8 @@ std::string RenderExperimentDetails(const Experiment& e) {
     AppendField(out, "final loss", absl::StrFormat("%.4f", r.final_loss()));
   }
   AppendField(out, "snapshot", e.has_snapshot() ? "yes (vramlab snapshot ID -o FILE)" : "no");
-  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderRankSection(e),
+                  RenderSweepTable(e));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "client/command_env.h"
 #include "client/describe.h"
 #include "client/experiment_details.h"
+#include "client/rank_views.h"
 #include "client/report_formats.h"
 #include "client/report_svg.h"
 
@@ -88,6 +89,19 @@ std::string AnatomyHtml(const Experiment& e) {
   return out;
 }
 
+// The per-rank table of a parallel run (BuildRankTable), with its notes; empty otherwise.
+std::string RanksHtml(const Experiment& e) {
+  if (!IsParallel(e)) return "";
+  const RankTable table = BuildRankTable(e);
+  std::string out = absl::StrCat("<h2>Ranks</h2>\n<div class=\"settings\">",
+                                 XmlEscape(RankSectionTitle(e)), "</div>\n<table class=\"ranks\">\n",
+                                 Row(table.header, "th"));
+  for (const auto& row : table.rows) out += Row(row);
+  out += "</table>\n";
+  for (const std::string& note : table.notes) absl::StrAppend(&out, "<p>", XmlEscape(note), "</p>\n");
+  return out;
+}
+
 }  // namespace
 
 std::string RenderJsonReport(const Experiment& e, const Timeline& timeline) {
@@ -148,6 +162,7 @@ std::string RenderHtmlReport(const Experiment& e, const Timeline& timeline) {
   out += "</table>\n<h2>Memory over time</h2>\n";
   out += RenderSvg(e, timeline);
   out += AnatomyHtml(e);
+  out += RanksHtml(e);
   const std::string sweep = RenderSweepTable(e);
   if (!sweep.empty()) absl::StrAppend(&out, "<h2>Sweep</h2>\n<pre>", XmlEscape(sweep), "</pre>\n");
   if (e.has_oom() && !e.oom().message().empty()) {
