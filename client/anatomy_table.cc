@@ -215,14 +215,15 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     std::vector<std::string> row = {e.id(), e.spec().name().empty() ? "-" : e.spec().name(),
                                     OutcomeSummary(e), SpecSummary(e.spec())};
     if (any_parallel) {
-      row.push_back(IsParallel(e) ? WorldAndSlots(e) : "1");
+      row.push_back(absl::StrCat(WorldSize(e)));
       row.push_back(IsParallel(e) ? ShardingName(e.spec().parallel()) : "-");
     }
     legend.AddRow(row);
   }
   out += legend.Render();
   if (any_parallel) {
-    out += "parallel runs: the largest value over their ranks (max per rank); at peak: the rank whose allocated peaked highest.\n";
+    out += "parallel runs: each figure is the largest over their ranks (max per rank); at peak: the "
+           "rank that peaked highest.\n";
   }
   out += "\n";
 

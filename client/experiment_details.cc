@@ -6,6 +6,7 @@
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
+#include "client/parallel_estimate_text.h"
 #include "client/rank_views.h"
 #include "client/text_table.h"
 
@@ -37,9 +38,11 @@ std::string OomDetail(const Experiment& e) {
     absl::StrAppend(&out, "\n  peak allocated ", FormatBytes(oom.memory().peak_allocated_bytes()),
                     ", peak reserved ", FormatBytes(oom.memory().peak_reserved_bytes()));
     if (e.has_prediction()) {
-      absl::StrAppend(&out, "; predicted ",
-                      FormatBytes(e.prediction().anatomy().peak_allocated_bytes()), " and ",
-                      FormatBytes(e.prediction().anatomy().peak_reserved_bytes()));
+      // A parallel run's OOM is one rank's: next to the prediction for one rank.
+      const vramlab::v1::MemoryEstimate p =
+          IsParallel(e) ? RankAsEstimate(e.prediction()) : e.prediction();
+      absl::StrAppend(&out, "; predicted ", FormatBytes(p.anatomy().peak_allocated_bytes()),
+                      " and ", FormatBytes(p.anatomy().peak_reserved_bytes()));
     }
   }
   absl::StrAppend(&out, "\n");
@@ -47,15 +50,18 @@ std::string OomDetail(const Experiment& e) {
   return out;
 }
 
+// A parallel run's report is rank 0's: it stands next to the prediction for one rank.
 std::string AnatomySection(const Experiment& e) {
+  const bool parallel = IsParallel(e);
+  const vramlab::v1::MemoryEstimate p = parallel ? RankAsEstimate(e.prediction()) : e.prediction();
   const auto* measured = e.has_report() ? &e.report().anatomy() : nullptr;
-  const auto* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
+  const auto* predicted = e.has_prediction() ? &p.anatomy() : nullptr;
   if (measured == nullptr && predicted == nullptr) return "";
-  std::string out = "\nmemory anatomy";
+  std::string out = parallel ? "\nmemory anatomy of rank 0" : "\nmemory anatomy";
+  if (parallel && e.prediction().has_parallel()) absl::StrAppend(&out, ", predicted per rank");
   if (measured == nullptr) absl::StrAppend(&out, " (predicted only: no final report)");
   absl::StrAppend(&out, ":\n", RenderAnatomyTable(measured, predicted));
   if (e.has_prediction()) {
-    const auto& p = e.prediction();
     absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",
                     PhaseName(p.peak_phase()));
     if (p.limit_bytes() > 0) absl::StrAppend(&out, "; ", VerdictLine(p));

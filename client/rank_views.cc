@@ -19,7 +19,7 @@ bool IsParallel(const Experiment& e) {
 }
 
 int WorldSize(const Experiment& e) {
-  int world = std::max(e.spec().parallel().world_size(), e.slots_size());
+  int world = std::max({1, e.spec().parallel().world_size(), e.slots_size()});
   for (const RankResult& r : e.ranks()) world = std::max(world, r.rank() + 1);
   return world;
 }
@@ -206,7 +206,9 @@ RankTable BuildRankTable(const Experiment& e) {
   if (partial_sum) table.notes.push_back("≥: the sum over the ranks that tell it; the others ended first.");
   for (int r = 0; r < world; ++r) {
     const RankResult* rank = FindRank(e, r);
+    // The deciding rank's outcome has its own line.
     if (rank == nullptr || (rank->has_report() && !rank->has_oom())) continue;
+    if (e.has_deciding_rank() && e.deciding_rank() == r) continue;
     table.notes.push_back(absl::StrCat("rank ", r, " on slot ", rank->slot(), ": ", RankOutcome(*rank)));
   }
   std::string deciding = DecidingRankLine(e);

@@ -19,7 +19,8 @@ namespace vramlab::client {
 // more than one slot or any rank result. One-process runs are shown exactly as before ranks.
 bool IsParallel(const vramlab::v1::Experiment& experiment);
 
-// The world size: spec.parallel.world_size, or the number of slots or ranks where larger.
+// The world size: spec.parallel.world_size, or the number of slots or ranks where larger; 1 for
+// a one-process run.
 int WorldSize(const vramlab::v1::Experiment& experiment);
 
 // "2×[0,1]": world size × the slots, rank r on the r-th; "2×[-]" before the daemon gave slots.

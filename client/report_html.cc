@@ -35,9 +35,15 @@ std::string Row(const std::vector<std::string>& cells, const char* tag = "td") {
 
 std::string AnatomyHtml(const Experiment& e) {
   const MemoryAnatomy* measured = e.has_report() ? &e.report().anatomy() : nullptr;
-  const MemoryAnatomy* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
+  // A parallel run's report is rank 0's, next to the prediction for one rank.
+  const bool per_rank = IsParallel(e) && e.prediction().has_parallel();
+  const MemoryAnatomy* predicted =
+      !e.has_prediction() ? nullptr
+      : per_rank          ? &e.prediction().parallel().anatomy()
+                          : &e.prediction().anatomy();
   if (measured == nullptr && predicted == nullptr) return "";
-  std::string out = "<h2>Memory anatomy</h2>\n<table class=\"anatomy\">\n";
+  std::string out = IsParallel(e) ? "<h2>Memory anatomy of rank 0</h2>\n<table class=\"anatomy\">\n"
+                                  : "<h2>Memory anatomy</h2>\n<table class=\"anatomy\">\n";
   const bool at_peak = measured != nullptr && measured->has_at_peak_allocated();
   std::vector<std::string> header = {"category"};
   if (at_peak) header.push_back("at peak allocated");
