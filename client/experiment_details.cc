@@ -57,9 +57,14 @@ std::string AnatomySection(const Experiment& e) {
   const auto* measured = e.has_report() ? &e.report().anatomy() : nullptr;
   const auto* predicted = e.has_prediction() ? &p.anatomy() : nullptr;
   if (measured == nullptr && predicted == nullptr) return "";
-  std::string out = parallel ? "\nmemory anatomy of rank 0" : "\nmemory anatomy";
-  if (parallel && e.prediction().has_parallel()) absl::StrAppend(&out, ", predicted per rank");
-  if (measured == nullptr) absl::StrAppend(&out, " (predicted only: no final report)");
+  const bool per_rank = parallel && e.prediction().has_parallel();
+  std::string out = "\nmemory anatomy";
+  if (measured != nullptr && parallel) absl::StrAppend(&out, " of rank 0");
+  if (measured != nullptr && per_rank) absl::StrAppend(&out, ", predicted per rank");
+  if (measured == nullptr) {
+    absl::StrAppend(&out, per_rank ? " (predicted per rank only: no final report)"
+                                   : " (predicted only: no final report)");
+  }
   absl::StrAppend(&out, ":\n", RenderAnatomyTable(measured, predicted));
   if (e.has_prediction()) {
     absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",

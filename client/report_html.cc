@@ -42,8 +42,10 @@ std::string AnatomyHtml(const Experiment& e) {
       : per_rank          ? &e.prediction().parallel().anatomy()
                           : &e.prediction().anatomy();
   if (measured == nullptr && predicted == nullptr) return "";
-  std::string out = IsParallel(e) ? "<h2>Memory anatomy of rank 0</h2>\n<table class=\"anatomy\">\n"
-                                  : "<h2>Memory anatomy</h2>\n<table class=\"anatomy\">\n";
+  std::string out = absl::StrCat("<h2>Memory anatomy",
+                                 measured != nullptr && IsParallel(e) ? " of rank 0" : "",
+                                 per_rank ? ", predicted per rank" : "",
+                                 "</h2>\n<table class=\"anatomy\">\n");
   const bool at_peak = measured != nullptr && measured->has_at_peak_allocated();
   std::vector<std::string> header = {"category"};
   if (at_peak) header.push_back("at peak allocated");
