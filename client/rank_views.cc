@@ -203,13 +203,16 @@ RankTable BuildRankTable(const Experiment& e) {
     if (predicted) cells.push_back(Cell(PredictedPerRank(e, row)));
     table.rows.push_back(cells);
   }
-  if (partial_sum) table.notes.push_back("≥: the sum over the ranks that tell it; the others ended first.");
+  if (partial_sum) {
+    table.notes.push_back("≥: the sum over the ranks that tell it; the others ended first.");
+  }
   for (int r = 0; r < world; ++r) {
     const RankResult* rank = FindRank(e, r);
     // The deciding rank's outcome has its own line.
     if (rank == nullptr || (rank->has_report() && !rank->has_oom())) continue;
     if (e.has_deciding_rank() && e.deciding_rank() == r) continue;
-    table.notes.push_back(absl::StrCat("rank ", r, " on slot ", rank->slot(), ": ", RankOutcome(*rank)));
+    table.notes.push_back(
+        absl::StrCat("rank ", r, " on slot ", rank->slot(), ": ", RankOutcome(*rank)));
   }
   std::string deciding = DecidingRankLine(e);
   if (!deciding.empty()) {

@@ -137,6 +137,25 @@ TEST(RankViewsTest, ARunningRankHasNoFiguresYet) {
   EXPECT_THAT(RenderRankSection(e), ::testing::ContainsRegex("\nresult +fits +running\n"));
 }
 
+TEST(RankViewsTest, CompareTakesTheMomentsAtThePeakFromTheRankThatPeakedHighest) {
+  Experiment parallel = TwoRanks();
+  for (int r = 0; r < 2; ++r) {
+    MemoryAnatomy* anatomy = parallel.mutable_ranks(r)->mutable_report()->mutable_anatomy();
+    anatomy->mutable_at_peak_allocated()->mutable_categories()->set_weights_bytes((1 + r) * kMiB);
+  }
+  Experiment one;
+  one.set_id("exp-000041");
+  one.mutable_report()->mutable_anatomy()->set_peak_allocated_bytes(200 * kMiB);
+  const std::string table = RenderCompareTable({one, parallel});
+  EXPECT_THAT(table, ::testing::ContainsRegex(
+                         "\nexp-000042 +- +SUCCEEDED +mb1 acc1 seq512 eager adamw ranks:2 shard:full "
+                         "+2 +full\n"));
+  // Rank 1 peaked highest (110 MiB): its moment at the peak, and the peak itself, stand.
+  EXPECT_THAT(table, ::testing::ContainsRegex("\nat peak: weights +- +2.00 MiB +-\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\npeak allocated +200.00 MiB +110.00 MiB +-90.00 MiB\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\ncommunication buffers +0 B +5.00 MiB +\\+5.00 MiB\n"));
+}
+
 ExperimentEvent StepOfRank(int rank) {
   ExperimentEvent event;
   event.mutable_worker_event()->set_rank(rank);
