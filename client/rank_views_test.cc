@@ -184,6 +184,9 @@ TEST(RankViewsWatchTest, EventsOfAParallelRunNameTheirRank) {
   EXPECT_THAT(frame, HasSubstr("RUNNING  slots 2×[2,5]"));
   EXPECT_THAT(frame, HasSubstr("  rank 0: allocated 3.00 MiB (peak 3.00 MiB)\n"));
   EXPECT_THAT(frame, HasSubstr("  rank 1: allocated 5.00 MiB (peak 5.00 MiB)\n"));
+  // The main reading is rank 0's, not the last sample of any rank.
+  EXPECT_THAT(frame, HasSubstr("  rank 0 allocated 3.00 MiB (peak 3.00 MiB)"));
+  EXPECT_EQ(state.recent_allocated().size(), 1u);
 }
 
 TEST(RankViewsWatchTest, OneProcessEventsKeepTheirPlainPrefix) {

@@ -71,6 +71,8 @@ void WatchState::ApplySample(const MemorySample& sample) {
     rank_allocated_[rank] = sample.allocated_bytes();
     rank_peak_[rank] = std::max({rank_peak_[rank], sample.allocated_bytes(), sample.peak_allocated_bytes()});
   }
+  // A parallel run's main reading and sparkline follow rank 0: ranks interleaved would saw-tooth.
+  if (world_size_ >= 2 && event_rank_ != 0) return;
   has_sample_ = true;
   last_sample_ = sample;
   peak_allocated_ = std::max({peak_allocated_, sample.allocated_bytes(), sample.peak_allocated_bytes()});
@@ -196,13 +198,14 @@ std::string WatchState::RenderFrame() const {
     }
   }
   absl::StrAppend(&out, "\n");
+  const char* allocated = world_size_ >= 2 ? "  rank 0 allocated " : "  allocated ";
   if (has_sample_) {
-    absl::StrAppend(&out, "  allocated ", FormatBytes(last_sample_.allocated_bytes()), " (peak ",
+    absl::StrAppend(&out, allocated, FormatBytes(last_sample_.allocated_bytes()), " (peak ",
                     FormatBytes(peak_allocated_), ")  reserved ",
                     FormatBytes(last_sample_.reserved_bytes()), " (peak ",
                     FormatBytes(peak_reserved_), ")  fragmentation ",
                     FormatPercent(last_sample_.fragmentation_ratio()), "\n");
-    absl::StrAppend(&out, "  allocated ", Sparkline(recent_allocated_), "\n");
+    absl::StrAppend(&out, allocated, Sparkline(recent_allocated_), "\n");
   }
   for (size_t rank = 0; rank < rank_allocated_.size(); ++rank) {
     absl::StrAppend(&out, "  rank ", rank, ": allocated ", FormatBytes(rank_allocated_[rank]), " (peak ",

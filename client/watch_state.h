@@ -26,7 +26,9 @@ class WatchState {
   // boundary that only moves the live view.
   std::optional<std::string> Apply(const vramlab::v1::ExperimentEvent& event);
 
-  // The multi-line live view (no trailing newline handling needed: every line ends in '\n').
+  // The multi-line live view (no trailing newline handling needed: every line ends in '\n'). Of
+  // a parallel run: the slots in the header, rank 0's reading and sparkline, then a line per rank
+  // with its allocated bytes and peak.
   std::string RenderFrame() const;
 
   vramlab::v1::Experiment::State state() const { return state_; }
