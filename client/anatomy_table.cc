@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
+#include "client/rank_views.h"
 #include "client/text_table.h"
 
 namespace vramlab::client {
@@ -125,6 +126,20 @@ std::vector<ByteRow> ByteRows(const std::vector<const MemoryAnatomy*>& shown) {
   return rows;
 }
 
+// ByteRows, and with a parallel run among those compared, its two rows before the totals:
+// gathered parameters and communication buffers (no categories at the peak moments).
+std::vector<ByteRow> CompareRows(const std::vector<const MemoryAnatomy*>& shown, bool parallel) {
+  std::vector<ByteRow> rows = ByteRows(shown);
+  if (!parallel) return rows;
+  const auto none = [](const MemoryAnatomy&) -> std::optional<int64_t> { return std::nullopt; };
+  const auto totals = rows.end() - std::size(kTotals);
+  rows.insert(totals, {{"gathered parameters",
+                        [](const MemoryAnatomy& a) { return a.gathered_parameters_bytes(); }, none},
+                       {"communication buffers",
+                        [](const MemoryAnatomy& a) { return a.communication_buffers_bytes(); }, none}});
+  return rows;
+}
+
 std::string Ratio(double numerator, double denominator) {
   if (denominator <= 0 || numerator <= 0) return "-";
   return absl::StrFormat("x%.2f", numerator / denominator);
@@ -190,12 +205,26 @@ std::string OutcomeSummary(const Experiment& experiment) {
 std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   using Align = TextTable::Align;
   std::string out;
-  TextTable legend({"id", "name", "state", "settings"}, {});
+  // Parallel runs are compared by the per-rank peak: each figure's largest value over the ranks.
+  const bool any_parallel = std::any_of(experiments.begin(), experiments.end(),
+                                        [](const Experiment& e) { return IsParallel(e); });
+  std::vector<std::string> legend_headers = {"id", "name", "state", "settings"};
+  if (any_parallel) legend_headers.insert(legend_headers.end(), {"world size", "sharding"});
+  TextTable legend(legend_headers, {});
   for (const auto& e : experiments) {
-    legend.AddRow({e.id(), e.spec().name().empty() ? "-" : e.spec().name(), OutcomeSummary(e),
-                   SpecSummary(e.spec())});
+    std::vector<std::string> row = {e.id(), e.spec().name().empty() ? "-" : e.spec().name(),
+                                    OutcomeSummary(e), SpecSummary(e.spec())};
+    if (any_parallel) {
+      row.push_back(absl::StrCat(WorldSize(e)));
+      row.push_back(IsParallel(e) ? ShardingName(e.spec().parallel()) : "-");
+    }
+    legend.AddRow(row);
   }
   out += legend.Render();
+  if (any_parallel) {
+    out += "parallel runs: each figure is the largest over their ranks (max per rank); at peak: the "
+           "rank that peaked highest.\n";
+  }
   out += "\n";
 
   std::vector<std::string> headers = {"category"};
@@ -214,6 +243,7 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   // before any report, the peaks it reached up to the failure (the categories are unknown then).
   const auto cell = [&](const Experiment& e, const std::string& label,
                         const std::function<int64_t(const MemoryAnatomy&)>& bytes) -> std::optional<int64_t> {
+    if (e.ranks_size() > 0) return MaxOverRanks(e, label, bytes);
     if (has_report(e)) return bytes(e.report().anatomy());
     if (const auto* at_oom = oom_memory(e)) {
       if (label == "peak allocated") return at_oom->peak_allocated_bytes();
@@ -225,8 +255,19 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   for (const auto& e : experiments) {
     if (e.has_report()) shown.push_back(&e.report().anatomy());
     if (e.has_prediction()) shown.push_back(&e.prediction().anatomy());
+    for (const auto& rank : e.ranks()) {
+      if (rank.has_report()) shown.push_back(&rank.report().anatomy());
+    }
   }
-  for (const auto& [label, bytes, at_peak_bytes] : ByteRows(shown)) {
+  // The anatomy whose moments at the peak stand for the run: a parallel run's peak rank's.
+  const auto peak_anatomy = [](const Experiment& e) -> const MemoryAnatomy* {
+    if (e.ranks_size() > 0) {
+      const vramlab::v1::RankResult* rank = PeakRank(e);
+      return rank != nullptr ? &rank->report().anatomy() : nullptr;
+    }
+    return e.has_report() ? &e.report().anatomy() : nullptr;
+  };
+  for (const auto& [label, bytes, at_peak_bytes] : CompareRows(shown, any_parallel)) {
     std::vector<std::string> row = {label};
     std::vector<std::optional<int64_t>> values;
     for (const auto& e : experiments) {
@@ -241,13 +282,16 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   // The moments allocated and reserved peaked, for the runs that have them: categories that sum
   // to peak allocated, and the cache where reserved peaked. The rows above are maxima over the run.
   bool any_at_peak = false;
-  for (const auto& e : experiments) any_at_peak = any_at_peak || (has_report(e) && e.report().anatomy().has_at_peak_allocated());
+  for (const auto& e : experiments) {
+    any_at_peak = any_at_peak || (peak_anatomy(e) != nullptr && peak_anatomy(e)->has_at_peak_allocated());
+  }
   if (any_at_peak) {
-    for (const auto& [label, bytes, at_peak_bytes] : ByteRows(shown)) {
+    for (const auto& [label, bytes, at_peak_bytes] : CompareRows(shown, any_parallel)) {
       std::vector<std::string> row = {absl::StrCat("at peak: ", label)};
       std::vector<std::optional<int64_t>> values;
       for (const auto& e : experiments) {
-        values.push_back(has_report(e) ? at_peak_bytes(e.report().anatomy()) : std::nullopt);
+        const MemoryAnatomy* anatomy = peak_anatomy(e);
+        values.push_back(anatomy != nullptr ? at_peak_bytes(*anatomy) : std::nullopt);
         row.push_back(values.back() ? FormatBytes(*values.back()) : "-");
       }
       if (std::none_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); })) continue;
@@ -261,7 +305,10 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   const auto predicted_row = [&](const char* label, int64_t (*bytes)(const MemoryAnatomy&)) {
     std::vector<std::string> row = {label};
     for (const auto& e : experiments) {
-      row.push_back(e.has_prediction() ? FormatBytes(bytes(e.prediction().anatomy())) : "-");
+      // A parallel run's prediction for one rank, what its max per rank is compared with.
+      const MemoryAnatomy& predicted = e.prediction().has_parallel() ? e.prediction().parallel().anatomy()
+                                                                     : e.prediction().anatomy();
+      row.push_back(e.has_prediction() ? FormatBytes(bytes(predicted)) : "-");
     }
     row.resize(headers.size(), "");
     table.AddRow(row);

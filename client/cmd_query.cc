@@ -7,6 +7,7 @@
 #include "client/describe.h"
 #include "client/exit_codes.h"
 #include "client/experiment_details.h"
+#include "client/experiment_list.h"
 #include "client/flag_values.h"
 #include "client/text_table.h"
 #include "common/status_macros.h"
@@ -28,14 +29,6 @@ absl::Status AddStateFilter(absl::string_view text, vramlab::v1::ListExperiments
     request.add_states(state);
   }
   return absl::OkStatus();
-}
-
-std::string PeakColumn(const Experiment& e) {
-  if (e.has_report()) return FormatBytes(e.report().anatomy().peak_allocated_bytes());
-  if (e.has_oom() && e.oom().has_memory()) {
-    return absl::StrCat(FormatBytes(e.oom().memory().peak_allocated_bytes()), " (OOM)");
-  }
-  return "-";
 }
 
 }  // namespace
@@ -75,19 +68,7 @@ absl::StatusOr<int> RunList(CommandEnv& env) {
     env.PrintJson(all);
     return kExitOk;
   }
-  using Align = TextTable::Align;
-  TextTable table({"ID", "OWNER", "STATE", "NAME", "SETTINGS", "PEAK", "QUEUE"},
-                  {Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft,
-                   Align::kRight, Align::kRight});
-  for (const auto& e : all.experiments()) {
-    table.AddRow({e.id(), e.owner(), StateName(e.state()), e.spec().name().empty() ? "-" : e.spec().name(),
-                  SpecSummary(e.spec()), PeakColumn(e),
-                  e.state() == Experiment::QUEUED ? absl::StrCat(e.queue_position()) : ""});
-  }
-  env.out() << table.Render();
-  if (!all.next_page_token().empty()) {
-    env.out() << "(more: raise --limit, or --limit 0 for all)\n";
-  }
+  env.out() << RenderExperimentList(all);
   return kExitOk;
 }
 

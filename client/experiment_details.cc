@@ -6,6 +6,8 @@
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
+#include "client/parallel_estimate_text.h"
+#include "client/rank_views.h"
 #include "client/text_table.h"
 
 namespace vramlab::client {
@@ -36,9 +38,11 @@ std::string OomDetail(const Experiment& e) {
     absl::StrAppend(&out, "\n  peak allocated ", FormatBytes(oom.memory().peak_allocated_bytes()),
                     ", peak reserved ", FormatBytes(oom.memory().peak_reserved_bytes()));
     if (e.has_prediction()) {
-      absl::StrAppend(&out, "; predicted ",
-                      FormatBytes(e.prediction().anatomy().peak_allocated_bytes()), " and ",
-                      FormatBytes(e.prediction().anatomy().peak_reserved_bytes()));
+      // A parallel run's OOM is one rank's: next to the prediction for one rank.
+      const vramlab::v1::MemoryEstimate p =
+          IsParallel(e) ? RankAsEstimate(e.prediction()) : e.prediction();
+      absl::StrAppend(&out, "; predicted ", FormatBytes(p.anatomy().peak_allocated_bytes()),
+                      " and ", FormatBytes(p.anatomy().peak_reserved_bytes()));
     }
   }
   absl::StrAppend(&out, "\n");
@@ -46,15 +50,23 @@ std::string OomDetail(const Experiment& e) {
   return out;
 }
 
+// A parallel run's report is rank 0's: it stands next to the prediction for one rank.
 std::string AnatomySection(const Experiment& e) {
+  const bool parallel = IsParallel(e);
+  const vramlab::v1::MemoryEstimate p = parallel ? RankAsEstimate(e.prediction()) : e.prediction();
   const auto* measured = e.has_report() ? &e.report().anatomy() : nullptr;
-  const auto* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
+  const auto* predicted = e.has_prediction() ? &p.anatomy() : nullptr;
   if (measured == nullptr && predicted == nullptr) return "";
+  const bool per_rank = parallel && e.prediction().has_parallel();
   std::string out = "\nmemory anatomy";
-  if (measured == nullptr) absl::StrAppend(&out, " (predicted only: no final report)");
+  if (measured != nullptr && parallel) absl::StrAppend(&out, " of rank 0");
+  if (measured != nullptr && per_rank) absl::StrAppend(&out, ", predicted per rank");
+  if (measured == nullptr) {
+    absl::StrAppend(&out, per_rank ? " (predicted per rank only: no final report)"
+                                   : " (predicted only: no final report)");
+  }
   absl::StrAppend(&out, ":\n", RenderAnatomyTable(measured, predicted));
   if (e.has_prediction()) {
-    const auto& p = e.prediction();
     absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",
                     PhaseName(p.peak_phase()));
     if (p.limit_bytes() > 0) absl::StrAppend(&out, "; ", VerdictLine(p));
@@ -114,7 +126,8 @@ std::string RenderOutcome(const Experiment& e) {
   if (e.start_time().seconds() > 0 && e.end_time().seconds() > 0) {
     absl::StrAppend(&out, " after ", FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
   }
-  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderRankSection(e),
+                  RenderSweepTable(e));
   if (e.has_snapshot()) {
     absl::StrAppend(&out, "\nallocator snapshot: vramlab snapshot ", e.id(), " -o ", e.id(),
                     ".pickle\n");
@@ -137,6 +150,7 @@ std::string RenderExperimentDetails(const Experiment& e) {
   AppendField(out, "started", FormatTimestamp(e.start_time()));
   AppendField(out, "ended", FormatTimestamp(e.end_time()));
   if (e.state() != Experiment::QUEUED) AppendField(out, "slot", absl::StrCat(e.slot()));
+  if (IsParallel(e)) AppendField(out, "ranks", WorldAndSlots(e));
   if (e.attempts() > 0) AppendField(out, "attempts", absl::StrCat(e.attempts()));
   if (e.has_report()) {
     const auto& r = e.report();
@@ -150,7 +164,8 @@ std::string RenderExperimentDetails(const Experiment& e) {
     AppendField(out, "final loss", absl::StrFormat("%.4f", r.final_loss()));
   }
   AppendField(out, "snapshot", e.has_snapshot() ? "yes (vramlab snapshot ID -o FILE)" : "no");
-  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderSweepTable(e));
+  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderRankSection(e),
+                  RenderSweepTable(e));
   return out;
 }
 

@@ -13,6 +13,23 @@ namespace vramlab::client {
 
 using vramlab::v1::MemoryEstimate;
 
+MemoryEstimate RankAsEstimate(const MemoryEstimate& estimate) {
+  if (!estimate.has_parallel()) return estimate;
+  const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
+  MemoryEstimate as_estimate;
+  *as_estimate.mutable_anatomy() = rank.anatomy();
+  as_estimate.set_predicted_peak_bytes(rank.predicted_peak_bytes());
+  as_estimate.set_peak_phase(rank.peak_phase());
+  as_estimate.set_limit_bytes(estimate.limit_bytes());
+  as_estimate.set_verdict(rank.verdict());
+  as_estimate.set_fits(rank.verdict() == vramlab::v1::FITS);
+  as_estimate.set_reserved_low_bytes(rank.reserved_low_bytes());
+  as_estimate.set_reserved_high_bytes(rank.reserved_high_bytes());
+  as_estimate.set_margin_bytes(rank.margin_bytes());
+  as_estimate.set_deciding_phase(rank.deciding_phase());
+  return as_estimate;
+}
+
 std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
   if (!estimate.has_parallel()) return "";
   const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
@@ -40,15 +57,7 @@ std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
   absl::StrAppend(&out, "per-rank peak in ", PhaseName(rank.peak_phase()), "\n");
   if (estimate.limit_bytes() > 0) {
     // The rank's verdict, worded as the one-process one.
-    MemoryEstimate as_estimate;
-    as_estimate.set_limit_bytes(estimate.limit_bytes());
-    as_estimate.set_verdict(rank.verdict());
-    as_estimate.set_fits(rank.verdict() == vramlab::v1::FITS);
-    as_estimate.set_reserved_low_bytes(rank.reserved_low_bytes());
-    as_estimate.set_reserved_high_bytes(rank.reserved_high_bytes());
-    as_estimate.set_margin_bytes(rank.margin_bytes());
-    as_estimate.set_deciding_phase(rank.deciding_phase());
-    absl::StrAppend(&out, "per rank ", VerdictLine(as_estimate), "\n");
+    absl::StrAppend(&out, "per rank ", VerdictLine(RankAsEstimate(estimate)), "\n");
   }
   if (rank.searched_up_to() > 0) {
     const std::string answer =

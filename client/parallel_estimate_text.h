@@ -15,6 +15,11 @@ namespace vramlab::client {
 // world-size search ran, its answer.
 std::string RenderParallelEstimate(const vramlab::v1::MemoryEstimate& estimate);
 
+// The estimate's `parallel` part as a one-process estimate of one rank: its anatomy, peak and
+// verdict against the estimate's limit, so that the one-process views word it alike. The
+// estimate itself when it has no `parallel` part.
+vramlab::v1::MemoryEstimate RankAsEstimate(const vramlab::v1::MemoryEstimate& estimate);
+
 }  // namespace vramlab::client
 
 #endif  // VRAMLAB_CLIENT_PARALLEL_ESTIMATE_TEXT_H_

@@ -10,6 +10,7 @@
 #include "client/command_env.h"
 #include "client/describe.h"
 #include "client/experiment_details.h"
+#include "client/rank_views.h"
 #include "client/report_formats.h"
 #include "client/report_svg.h"
 
@@ -34,9 +35,17 @@ std::string Row(const std::vector<std::string>& cells, const char* tag = "td") {
 
 std::string AnatomyHtml(const Experiment& e) {
   const MemoryAnatomy* measured = e.has_report() ? &e.report().anatomy() : nullptr;
-  const MemoryAnatomy* predicted = e.has_prediction() ? &e.prediction().anatomy() : nullptr;
+  // A parallel run's report is rank 0's, next to the prediction for one rank.
+  const bool per_rank = IsParallel(e) && e.prediction().has_parallel();
+  const MemoryAnatomy* predicted =
+      !e.has_prediction() ? nullptr
+      : per_rank          ? &e.prediction().parallel().anatomy()
+                          : &e.prediction().anatomy();
   if (measured == nullptr && predicted == nullptr) return "";
-  std::string out = "<h2>Memory anatomy</h2>\n<table class=\"anatomy\">\n";
+  std::string out = absl::StrCat("<h2>Memory anatomy",
+                                 measured != nullptr && IsParallel(e) ? " of rank 0" : "",
+                                 per_rank ? ", predicted per rank" : "",
+                                 "</h2>\n<table class=\"anatomy\">\n");
   const bool at_peak = measured != nullptr && measured->has_at_peak_allocated();
   std::vector<std::string> header = {"category"};
   if (at_peak) header.push_back("at peak allocated");
@@ -85,6 +94,19 @@ std::string AnatomyHtml(const Experiment& e) {
     const std::string note = PeakMomentNote(*measured);
     if (!note.empty()) absl::StrAppend(&out, "<p class=\"peak-moments\">", XmlEscape(note), "</p>\n");
   }
+  return out;
+}
+
+// The per-rank table of a parallel run (BuildRankTable), with its notes; empty otherwise.
+std::string RanksHtml(const Experiment& e) {
+  if (!IsParallel(e)) return "";
+  const RankTable table = BuildRankTable(e);
+  std::string out = absl::StrCat("<h2>Ranks</h2>\n<div class=\"settings\">",
+                                 XmlEscape(RankSectionTitle(e)), "</div>\n<table class=\"ranks\">\n",
+                                 Row(table.header, "th"));
+  for (const auto& row : table.rows) out += Row(row);
+  out += "</table>\n";
+  for (const std::string& note : table.notes) absl::StrAppend(&out, "<p>", XmlEscape(note), "</p>\n");
   return out;
 }
 
@@ -148,6 +170,7 @@ std::string RenderHtmlReport(const Experiment& e, const Timeline& timeline) {
   out += "</table>\n<h2>Memory over time</h2>\n";
   out += RenderSvg(e, timeline);
   out += AnatomyHtml(e);
+  out += RanksHtml(e);
   const std::string sweep = RenderSweepTable(e);
   if (!sweep.empty()) absl::StrAppend(&out, "<h2>Sweep</h2>\n<pre>", XmlEscape(sweep), "</pre>\n");
   if (e.has_oom() && !e.oom().message().empty()) {

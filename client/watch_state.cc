@@ -4,9 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
+#include "client/rank_views.h"
 
 namespace vramlab::client {
 
@@ -19,9 +21,16 @@ WatchState::WatchState(const Experiment& experiment)
       state_(experiment.state()),
       queue_position_(experiment.queue_position()),
       slot_(experiment.slot()),
+      slots_(experiment.slots().begin(), experiment.slots().end()),
+      world_size_(IsParallel(experiment) ? WorldSize(experiment) : 1),
       reason_(experiment.state_reason()) {}
 
 std::string WatchState::Prefix() const { return absl::StrCat(id_, " "); }
+
+std::string WatchState::EventPrefix(const WorkerEvent& event) const {
+  if (world_size_ < 2 && event.rank() == 0) return Prefix();
+  return absl::StrCat(id_, " rank ", event.rank(), ": ");
+}
 
 int WatchState::TotalSteps() const {
   return spec_.training().steps() > 0 ? spec_.training().steps() : 1;
@@ -40,13 +49,30 @@ std::optional<std::string> WatchState::Apply(const ExperimentEvent& event) {
   if (state_ == Experiment::QUEUED && queue_position_ > 0) {
     absl::StrAppend(&line, " (position ", queue_position_, " in queue)");
   } else if (state_ == Experiment::RUNNING) {
-    absl::StrAppend(&line, " on slot ", slot_);
+    absl::StrAppend(&line, " on ", SlotText());
   }
   if (!reason_.empty()) absl::StrAppend(&line, ": ", reason_);
   return line;
 }
 
+std::string WatchState::SlotText() const {
+  if (world_size_ < 2) return absl::StrCat("slot ", slot_);
+  if (slots_.empty()) return absl::StrCat("slot ", slot_, ", world size ", world_size_);
+  return absl::StrCat("slots ", world_size_, "×[", absl::StrJoin(slots_, ","), "]");
+}
+
 void WatchState::ApplySample(const MemorySample& sample) {
+  if (event_rank_ >= 0 && event_rank_ < world_size_ && world_size_ >= 2) {
+    const size_t rank = static_cast<size_t>(event_rank_);
+    if (rank_allocated_.size() <= rank) {
+      rank_allocated_.resize(rank + 1, 0);
+      rank_peak_.resize(rank + 1, 0);
+    }
+    rank_allocated_[rank] = sample.allocated_bytes();
+    rank_peak_[rank] = std::max({rank_peak_[rank], sample.allocated_bytes(), sample.peak_allocated_bytes()});
+  }
+  // A parallel run's main reading and sparkline follow rank 0: ranks interleaved would saw-tooth.
+  if (world_size_ >= 2 && event_rank_ != 0) return;
   has_sample_ = true;
   last_sample_ = sample;
   peak_allocated_ = std::max({peak_allocated_, sample.allocated_bytes(), sample.peak_allocated_bytes()});
@@ -56,11 +82,13 @@ void WatchState::ApplySample(const MemorySample& sample) {
 }
 
 std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event) {
+  event_rank_ = event.rank();
+  const std::string prefix = EventPrefix(event);
   switch (event.payload_case()) {
     case WorkerEvent::kStarted: {
       const WorkerStarted& s = event.started();
       device_ = s.device_name();
-      return absl::StrCat(Prefix(), "worker started: ", s.device_name().empty() ? "?" : s.device_name(),
+      return absl::StrCat(prefix, "worker started: ", s.device_name().empty() ? "?" : s.device_name(),
                           ", torch ", s.torch_version(), ", ", s.parameter_count(), " parameters");
     }
     case WorkerEvent::kPhase: {
@@ -80,7 +108,7 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
       const StepResult& s = event.step();
       last_step_ = s;
       steps_done_in_point_ = s.step() + 1;
-      return absl::StrFormat("%sstep %d/%d loss %.4f  %s  %.0f tok/s  peak %s", Prefix(),
+      return absl::StrFormat("%sstep %d/%d loss %.4f  %s  %.0f tok/s  peak %s", prefix,
                              s.step() + 1, TotalSteps(), s.loss(), FormatSeconds(s.step_time_seconds()),
                              s.tokens_per_second(), FormatBytes(s.peak_allocated_bytes()));
     }
@@ -91,17 +119,17 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
       const std::string predicted = PointPredictionText(prediction_, p.value());
       const std::string suffix = predicted.empty() ? "" : absl::StrCat(" (", predicted, ")");
       if (p.oom()) {
-        return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
+        return absl::StrCat(prefix, "sweep point ", p.sweep_index() + 1, " ", variable, "=",
                             p.value(), ": OOM", suffix);
       }
-      return absl::StrCat(Prefix(), "sweep point ", p.sweep_index() + 1, " ", variable, "=",
+      return absl::StrCat(prefix, "sweep point ", p.sweep_index() + 1, " ", variable, "=",
                           p.value(), ": fits, peak allocated ",
                           FormatBytes(p.anatomy().peak_allocated_bytes()), ", ",
                           FormatSeconds(p.step_time_seconds()), "/step", suffix);
     }
     case WorkerEvent::kOom: {
       const OomReport& oom = event.oom();
-      std::string line = absl::StrCat(Prefix(), "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
+      std::string line = absl::StrCat(prefix, "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
                                        ", micro-step ", oom.micro_step(), "): tried to allocate ",
                                        FormatBytes(oom.requested_bytes()), ", ",
                                        FormatBytes(oom.free_bytes()), " free");
@@ -113,14 +141,14 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
       return line;
     }
     case WorkerEvent::kNotice:
-      return absl::StrCat(Prefix(),
+      return absl::StrCat(prefix,
                           event.notice().level() == Notice::WARNING ? "warning: " : "notice: ",
                           event.notice().message());
     case WorkerEvent::kError:
-      return absl::StrCat(Prefix(), "worker error: ", event.error().message(),
+      return absl::StrCat(prefix, "worker error: ", event.error().message(),
                           event.error().field().empty() ? "" : absl::StrCat(" (", event.error().field(), ")"));
     case WorkerEvent::kReport:
-      return absl::StrCat(Prefix(), "final report received");
+      return absl::StrCat(prefix, "final report received");
     default:
       return std::nullopt;
   }
@@ -151,7 +179,7 @@ std::string WatchState::RenderFrame() const {
     absl::StrAppend(&out, "\n  ", SpecSummary(spec_), "\n");
     return out;
   }
-  if (state_ == Experiment::RUNNING) absl::StrAppend(&out, "  slot ", slot_);
+  if (state_ == Experiment::RUNNING) absl::StrAppend(&out, "  ", SlotText());
   if (!device_.empty()) absl::StrAppend(&out, "  ", device_);
   absl::StrAppend(&out, "\n");
   const int total = TotalSteps();
@@ -170,13 +198,18 @@ std::string WatchState::RenderFrame() const {
     }
   }
   absl::StrAppend(&out, "\n");
+  const char* allocated = world_size_ >= 2 ? "  rank 0 allocated " : "  allocated ";
   if (has_sample_) {
-    absl::StrAppend(&out, "  allocated ", FormatBytes(last_sample_.allocated_bytes()), " (peak ",
+    absl::StrAppend(&out, allocated, FormatBytes(last_sample_.allocated_bytes()), " (peak ",
                     FormatBytes(peak_allocated_), ")  reserved ",
                     FormatBytes(last_sample_.reserved_bytes()), " (peak ",
                     FormatBytes(peak_reserved_), ")  fragmentation ",
                     FormatPercent(last_sample_.fragmentation_ratio()), "\n");
-    absl::StrAppend(&out, "  allocated ", Sparkline(recent_allocated_), "\n");
+    absl::StrAppend(&out, allocated, Sparkline(recent_allocated_), "\n");
+  }
+  for (size_t rank = 0; rank < rank_allocated_.size(); ++rank) {
+    absl::StrAppend(&out, "  rank ", rank, ": allocated ", FormatBytes(rank_allocated_[rank]), " (peak ",
+                    FormatBytes(rank_peak_[rank]), ")\n");
   }
   if (last_step_.has_value()) {
     absl::StrAppend(&out, absl::StrFormat("  last step: loss %.4f  %s/step  %.0f tok/s\n",

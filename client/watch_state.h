@@ -26,7 +26,9 @@ class WatchState {
   // boundary that only moves the live view.
   std::optional<std::string> Apply(const vramlab::v1::ExperimentEvent& event);
 
-  // The multi-line live view (no trailing newline handling needed: every line ends in '\n').
+  // The multi-line live view (no trailing newline handling needed: every line ends in '\n'). Of
+  // a parallel run: the slots in the header, rank 0's reading and sparkline, then a line per rank
+  // with its allocated bytes and peak.
   std::string RenderFrame() const;
 
   vramlab::v1::Experiment::State state() const { return state_; }
@@ -36,7 +38,13 @@ class WatchState {
  private:
   std::optional<std::string> ApplyWorkerEvent(const vramlab::v1::WorkerEvent& event);
   void ApplySample(const vramlab::v1::MemorySample& sample);
+  // "exp-000042 ", or "exp-000042 rank 1: " for an event of a parallel run (or any event whose
+  // rank is set).
   std::string Prefix() const;
+  std::string EventPrefix(const vramlab::v1::WorkerEvent& event) const;
+  // "slot 0"; for a parallel run "slots 2×[0,1]", or "slot 0, world size 2" before its slots are
+  // known.
+  std::string SlotText() const;
   int TotalSteps() const;
 
   std::string id_;
@@ -45,6 +53,8 @@ class WatchState {
   vramlab::v1::Experiment::State state_;
   int32_t queue_position_ = 0;
   int32_t slot_ = 0;
+  std::vector<int32_t> slots_;  // a parallel run's, rank r on slots_[r]; empty until known
+  int world_size_ = 1;
   std::string reason_;
   int64_t last_sequence_ = 0;
 
@@ -60,6 +70,10 @@ class WatchState {
   std::deque<int64_t> recent_allocated_;
   std::optional<vramlab::v1::StepResult> last_step_;
   std::string device_;
+  // A parallel run's last allocated bytes and peak allocated per rank, in rank order.
+  std::vector<int64_t> rank_allocated_;
+  std::vector<int64_t> rank_peak_;
+  int32_t event_rank_ = 0;  // the rank of the event being applied
 };
 
 // "▁▂▅█" from `values`, scaled from 0 to their maximum.
