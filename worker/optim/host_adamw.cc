@@ -14,12 +14,12 @@ namespace {
 // Below this many elements per thread, another thread costs more than it saves.
 constexpr int64_t kMinElementsPerThread = int64_t{1} << 18;
 
-// Runs body(begin, end) over [0, n) split evenly across up to HostThreadsForThisThread() tasks,
+// Runs body(begin, end) over [0, n) split evenly across up to LibTorch's intra-op thread count,
 // on the calling thread and the persistent host threads.
 template <typename Body>
 void ParallelRanges(int64_t n, const Body& body) {
   const int64_t by_size = std::max<int64_t>(1, n / kMinElementsPerThread);
-  const int64_t threads = std::min<int64_t>(by_size, HostThreadsForThisThread());
+  const int64_t threads = std::min<int64_t>(by_size, std::max(1, at::get_num_threads()));
   const int64_t per_thread = (n + threads - 1) / threads;
   RunOnHostThreads(static_cast<int>(threads), [&body, n, per_thread](int t) {
     const int64_t begin = std::min(n, t * per_thread), end = std::min(n, begin + per_thread);

@@ -1,8 +1,5 @@
 #include "worker/optim/host_thread_pool.h"
 
-#include <ATen/Parallel.h>
-
-#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -11,8 +8,6 @@
 
 namespace vramlab::worker::optim_internal {
 namespace {
-
-thread_local int host_thread_cap = 0;  // 0: no cap on this thread
 
 class HostThreadPool {
  public:
@@ -74,16 +69,5 @@ void RunOnHostThreads(int tasks, const std::function<void(int)>& task) {
   static HostThreadPool* pool = new HostThreadPool();
   pool->Run(tasks, task);
 }
-
-int HostThreadsForThisThread() {
-  const int threads = std::max(1, at::get_num_threads());
-  return host_thread_cap > 0 ? std::min(threads, host_thread_cap) : threads;
-}
-
-HostThreadCap::HostThreadCap(int threads) : previous_(host_thread_cap) {
-  host_thread_cap = std::max(1, threads);
-}
-
-HostThreadCap::~HostThreadCap() { host_thread_cap = previous_; }
 
 }  // namespace vramlab::worker::optim_internal

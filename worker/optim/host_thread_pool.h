@@ -15,25 +15,6 @@ namespace vramlab::worker::optim_internal {
 // Calls from several threads are served one after another. `task` must not throw.
 void RunOnHostThreads(int tasks, const std::function<void(int)>& task);
 
-// The most tasks a host loop called on this thread splits into: LibTorch's intra-op thread count,
-// or less while a HostThreadCap lives on this thread. At least 1.
-int HostThreadsForThisThread();
-
-// Lowers HostThreadsForThisThread() on the constructing thread to at most `threads` (>= 1) for
-// its lifetime. Used where another thread of the process stays busy beside the host loops (the
-// thread that runs backward and launches its kernels while the offloaded step computes): one
-// task per core on top of it oversubscribes the cores and slows both.
-class HostThreadCap {
- public:
-  explicit HostThreadCap(int threads);
-  ~HostThreadCap();
-  HostThreadCap(const HostThreadCap&) = delete;
-  HostThreadCap& operator=(const HostThreadCap&) = delete;
-
- private:
-  int previous_;
-};
-
 }  // namespace vramlab::worker::optim_internal
 
 #endif  // VRAMLAB_WORKER_OPTIM_HOST_THREAD_POOL_H_
