@@ -19,18 +19,6 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
       copies_(params.at(0).device()),
       results_(params.size()),
       host_current_(params.size(), 0) {
-  // On a GPU the caller's thread keeps running the training (forward, backward, kernel launches)
-  // beside the host step, and the process keeps one core free of LibTorch's intra-op threads for
-  // it: on a 16-core host, qwen2.5-1.5b's sad path stepped in 0.43 s with 15 intra-op threads and
-  // 0.65 s with 16, its forward and backward alone twice as slow with 16 (docs/BENCHMARKS.md,
-  // "Host AdamW of CPU offload"). Set for the whole process, once: later pipelines (sweep
-  // points, tests) find it set.
-  static std::once_flag leave_a_core;
-  if (params_.at(0).device().is_cuda()) {
-    std::call_once(leave_a_core, [] {
-      if (at::get_num_threads() > 1) at::set_num_threads(at::get_num_threads() - 1);
-    });
-  }
   // The host step uses as many threads as the caller's thread: with LibTorch's OpenMP backend
   // the count is per thread, and a fresh thread starts from OpenMP's default. (The native
   // backend's count is global, so the two agree and nothing is set.)
