@@ -38,6 +38,7 @@ void EventChannel::Shutdown() {
 }
 
 EventChannel::ReadResult EventChannel::Read(int64_t next, size_t max_events, absl::Duration wait,
+                                            bool store_failing,
                                             std::vector<vramlab::v1::ExperimentEvent>* out,
                                             int64_t* persisted) {
   absl::MutexLock lock(&mu_);
@@ -56,9 +57,9 @@ EventChannel::ReadResult EventChannel::Read(int64_t next, size_t max_events, abs
     };
     bool stored = mu_.AwaitWithTimeout(absl::Condition(&committed), wait);
     if (shutdown_) return ReadResult::kShutdown;
-    if (!stored && !closed_) return ReadResult::kTimeout;
-    // Still not stored after the run ended (the store fails): go on from the ring, which ends
-    // with the final state, rather than wait on the disk. The skipped events stay held.
+    if (!stored && !(closed_ && store_failing)) return ReadResult::kTimeout;
+    // Still not stored after the run ended and the store refuses writes: go on from the ring,
+    // which ends with the final state, rather than wait on the disk. The skipped events stay held.
     if (!stored) next = ring_start;
   }
   if (next < ring_start) {

@@ -42,7 +42,10 @@ class EventChannel {
     kEnded,      // closed and `next` is past the last event
     kShutdown,
   };
-  ReadResult Read(int64_t next, size_t max_events, absl::Duration wait,
+  // `store_failing`: the store refuses writes now (EventWriter::failing). Only then does a closed
+  // channel serve a watcher from the ring past events that are not committed yet; a store that is
+  // merely slow is waited for (kTimeout), so no event is skipped.
+  ReadResult Read(int64_t next, size_t max_events, absl::Duration wait, bool store_failing,
                   std::vector<vramlab::v1::ExperimentEvent>* out, int64_t* persisted);
 
   int64_t last_sequence() const;

@@ -113,6 +113,21 @@ TEST_F(EventHubTest, AStuckWatcherNeverBlocksThePublisherOrOthers) {
   EXPECT_EQ(Drain(*stuck), Range(1, 5001));  // catches up from the store when it reads again
 }
 
+TEST_F(EventHubTest, AWatcherBehindTheRingWaitsForASlowStoreAfterTheRunEnded) {
+  // Commits far apart: the run ends while most of its events are neither in the ring nor stored.
+  hub_.reset();
+  EventHubOptions options;
+  options.ring_capacity = 4;
+  options.flush_interval = absl::Milliseconds(300);
+  hub_ = std::make_unique<EventHub>(store_.get(), options);
+  hub_->Open("e", 0);
+  auto cursor = *WatchCursor::Create(hub_.get(), "e", 0, false);
+  PublishSamples("e", 100);
+  PublishFinal("e");
+  ASSERT_FALSE(hub_->StoreFailing());
+  EXPECT_EQ(Drain(*cursor), Range(1, 101));
+}
+
 TEST_F(EventHubTest, ShutdownEndsWatchesWithUnavailable) {
   hub_->Open("e", 0);
   auto cursor = *WatchCursor::Create(hub_.get(), "e", 0, false);

@@ -70,7 +70,7 @@ absl::StatusOr<bool> WatchCursor::Next(std::vector<vramlab::v1::ExperimentEvent>
   }
   std::vector<vramlab::v1::ExperimentEvent> batch;
   int64_t persisted = 0;
-  switch (channel_->Read(next_, kBatch, wait, &batch, &persisted)) {
+  switch (channel_->Read(next_, kBatch, wait, hub_->StoreFailing(), &batch, &persisted)) {
     case EventChannel::ReadResult::kEvents:
       Deliver(&batch, out);
       return true;
