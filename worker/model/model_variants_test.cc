@@ -195,6 +195,43 @@ TEST(InitializeWeightsTest, IndependentOfDtype) {
   }
 }
 
+TEST(InitializeWeightsTest, IndependentOfThreadCount) {
+  // The embedding (vocab x hidden) spans several blocks, so the blocks are drawn on several threads.
+  Qwen2Config config = PresetConfig("tiny");
+  config.vocab_size = 4096;
+  config.hidden_size = 640;
+  ASSERT_GT(int64_t{config.vocab_size} * config.hidden_size, 2 * kInitBlockElements);
+  Qwen2ForCausalLM one(config, ModelOptions{}), many(config, ModelOptions{});
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  InitializeWeights(*one, 9, 0.02);
+  at::set_num_threads(4);
+  InitializeWeights(*many, 9, 0.02);
+  at::set_num_threads(threads);
+  auto reference = one->named_parameters();
+  for (const auto& item : many->named_parameters()) {
+    EXPECT_TRUE(torch::equal(item.value(), reference[item.key()])) << item.key();
+  }
+}
+
+TEST(InitializeWeightsTest, BlocksOfOneWeightAreDrawnIndependently) {
+  Qwen2Config config = PresetConfig("tiny");
+  config.vocab_size = 4096;
+  config.hidden_size = 640;
+  Qwen2ForCausalLM model(config, ModelOptions{});
+  InitializeWeights(*model, 3, 0.02);
+  torch::Tensor flat = model->named_parameters()["model.embed_tokens.weight"].view({-1});
+  torch::Tensor first = flat.narrow(0, 0, kInitBlockElements);
+  torch::Tensor second = flat.narrow(0, kInitBlockElements, kInitBlockElements);
+  EXPECT_FALSE(torch::equal(first, second));
+  EXPECT_LT(torch::corrcoef(torch::stack({first, second})).index({0, 1}).abs().item<double>(), 0.01);
+  for (const torch::Tensor& block : {first, second}) {
+    EXPECT_NEAR(block.mean().item<double>(), 0.0, 0.0002);
+    EXPECT_NEAR(block.std().item<double>(), 0.02, 0.0002);
+  }
+  EXPECT_NE(InitBlockSeed(3, 0, 1), InitBlockSeed(3, 1, 0));
+}
+
 TEST(ModelTest, TiedModelHasOneEmbeddingParameter) {
   Qwen2ForCausalLM tied(PresetConfig("tiny"), ModelOptions{});
   EXPECT_FALSE(tied->named_parameters().contains("lm_head.weight"));
