@@ -109,6 +109,7 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   if (t.kernels() == FUSED) parts.push_back("kernels:fused");
   if (t.optimizer().offload_to_cpu()) parts.push_back("offload");
   if (t.optimizer().in_backward()) parts.push_back("in-backward");
+  if (t.optimizer().delayed_update()) parts.push_back("delayed-update");
   const AllocatorConfig& allocator = spec.memory().allocator();
   if (allocator.expandable_segments()) parts.push_back("expandable");
   if (allocator.max_split_size_mb() > 0) {

@@ -211,6 +211,7 @@ absl::Status ApplyTrainingFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   if (args.Has("optimizer-in-backward")) {
     optimizer.set_in_backward(args.GetBool("optimizer-in-backward"));
   }
+  if (args.Has("delayed-update")) optimizer.set_delayed_update(args.GetBool("delayed-update"));
   if (args.Has("lora") && args.Has("qlora")) {
     return absl::InvalidArgumentError("--lora and --qlora exclude each other");
   }
@@ -333,6 +334,7 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("lr", "X", "learning rate (default 1e-5)")
       .Bool("offload", "keep optimizer state in pinned host memory")
       .Bool("optimizer-in-backward", "update each parameter as its gradient completes")
+      .Bool("delayed-update", "with --offload: apply each host step one step late, overlapping the next step")
       .Value("lora", "K=V,...", "train LoRA adapters only: r=8,alpha=8,dropout=0,targets=all|q,k,v,o,gate,up,down,dtype=fp32 (or default)")
       .Value("qlora", "K=V,...", "as --lora, over NF4-quantised base weights (bf16/fp16 compute)")
       .Value("loss", "IMPL", "full|chunked")

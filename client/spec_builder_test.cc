@@ -46,7 +46,7 @@ TEST(BuildSpecTest, TheLabReportsSadPathFromFlags) {
 
 TEST(BuildSpecTest, EveryMemorySwitch) {
   auto spec = Build({"--checkpointing", "every:2", "--loss", "chunked", "--loss-chunk", "256", "--kernels", "fused",
-                     "--optimizer", "adamw-8bit", "--offload", "--optimizer-in-backward",
+                     "--optimizer", "adamw-8bit", "--offload", "--optimizer-in-backward", "--delayed-update",
                      "--dtype", "fp32", "--alloc-conf",
                      "expandable_segments:True,max_split_size_mb:128,"
                      "garbage_collection_threshold:0.6,roundup_power2_divisions:4",
@@ -61,6 +61,7 @@ TEST(BuildSpecTest, EveryMemorySwitch) {
   EXPECT_EQ(t.optimizer().kind(), vramlab::v1::ADAMW_8BIT);
   EXPECT_TRUE(t.optimizer().offload_to_cpu());
   EXPECT_TRUE(t.optimizer().in_backward());
+  EXPECT_TRUE(t.optimizer().delayed_update());
   EXPECT_EQ(t.dtype(), vramlab::v1::FLOAT32);
   const auto& a = spec->memory().allocator();
   EXPECT_TRUE(a.expandable_segments());

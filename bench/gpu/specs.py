@@ -61,6 +61,10 @@ ROWS = dict((r[0], r[1:]) for r in [
     row("sad-s512-adamw", 4, 1, 512, "eager", LIMIT_24, 5, 1),
     row("sad-s512-adamw-8bit", 4, 1, 512, "eager", LIMIT_24, 5, 1, optimizer="ADAMW_8BIT"),
     row("sad-s512-adamw-offload", 4, 1, 512, "eager", LIMIT_24, 5, 1, optimizer={"kind": "ADAMW", "offloadToCpu": True}),
+    # The same with the one-step delayed update (training.optimizer.delayed_update): the host
+    # update of step t runs during step t+1's forward and backward.
+    row("sad-s512-adamw-offload-delayed", 4, 1, 512, "eager", LIMIT_24, 5, 1,
+        optimizer={"kind": "ADAMW", "offloadToCpu": True, "delayedUpdate": True}),
     row("throughput-mb4-s2048-hf-compile", 4, 1, 2048, "sdpa", 0, 5, 2, hf_extra=["--compile"]),
     # training.kernels FUSED (docs/KERNELS.md), against HF + torch.compile: full loss (all logits
     # once, in bf16) and chunked loss (1024 tokens a chunk).

@@ -145,6 +145,18 @@ inline constexpr const char* kReshardNeedsFullShardingMessage = "applies to SHAR
 inline constexpr const char* kShardingNames[] = {"SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS",
                                                  "SHARD_FULL"};
 
+// --- Delayed update ----------------------------------------------------------------------------
+// training.optimizer.delayed_update delays the offloaded host step by one optimizer step: it needs
+// offload_to_cpu, excludes in_backward, and a parallel run (whose ranks average gradients before an
+// update) refuses it. The daemon and the worker refuse each case with these words.
+inline constexpr const char* kDelayedUpdateField = "training.optimizer.delayed_update";
+inline constexpr const char* kDelayedUpdateNeedsOffloadMessage =
+    "delays the offloaded host step; set training.optimizer.offload_to_cpu";
+inline constexpr const char* kDelayedUpdateWithInBackwardMessage =
+    "excludes training.optimizer.in_backward (an in-backward update applies each gradient at once)";
+inline constexpr const char* kDelayedUpdateParallelMessage =
+    "not supported with parallel.world_size >= 2 (the ranks average each gradient before its update)";
+
 // --- Kernels ---------------------------------------------------------------------------------
 // training.kernels FUSED runs the CUDA kernels of kernels/ (docs/KERNELS.md): a CUDA device and a
 // worker built with them. The daemon and the worker refuse it elsewhere with these words.

@@ -112,6 +112,12 @@ absl::Status ValidateOptimizer(const vramlab::v1::OptimizerSpec& o, int grad_acc
   if (o.in_backward() && grad_accum_steps > 1) {
     return Invalid("training.optimizer.in_backward", "requires grad_accum_steps == 1");
   }
+  if (o.delayed_update() && !o.offload_to_cpu()) {
+    return Invalid(spec_rules::kDelayedUpdateField, spec_rules::kDelayedUpdateNeedsOffloadMessage);
+  }
+  if (o.delayed_update() && o.in_backward()) {
+    return Invalid(spec_rules::kDelayedUpdateField, spec_rules::kDelayedUpdateWithInBackwardMessage);
+  }
   return absl::OkStatus();
 }
 
@@ -255,7 +261,8 @@ absl::Status ValidateSweep(const vramlab::v1::SweepSpec& s, const SpecLimits& li
   return absl::OkStatus();
 }
 
-absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel, const SpecLimits& limits) {
+absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel,
+                              const vramlab::v1::OptimizerSpec& optimizer, const SpecLimits& limits) {
   RETURN_IF_ERROR(Check(spec_rules::kWorldSize, parallel.world_size()));
   RETURN_IF_ERROR(
       CheckEnum(spec_rules::kShardingField, parallel.sharding(), vramlab::v1::Sharding_IsValid));
@@ -266,6 +273,9 @@ absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel, const S
   }
   if (parallel.reshard_after_forward() && parallel.sharding() != vramlab::v1::SHARD_FULL) {
     return Invalid(spec_rules::kReshardAfterForwardField, spec_rules::kReshardNeedsFullShardingMessage);
+  }
+  if (optimizer.delayed_update() && parallel.world_size() >= 2) {
+    return Invalid(spec_rules::kDelayedUpdateField, spec_rules::kDelayedUpdateParallelMessage);
   }
   if (limits.host_devices > 0 && parallel.world_size() > limits.host_devices) {
     const bool cuda = limits.device == vramlab::v1::CUDA;
@@ -310,7 +320,7 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
   if (spec.training().kernels() == vramlab::v1::FUSED && limits.device != vramlab::v1::CUDA) {
     return Invalid(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
   }
-  RETURN_IF_ERROR(ValidateParallel(spec.parallel(), limits));
+  RETURN_IF_ERROR(ValidateParallel(spec.parallel(), spec.training().optimizer(), limits));
   RETURN_IF_ERROR(CheckEnum("fault", spec.fault(), vramlab::v1::Fault_IsValid));
   if (spec.fault() != vramlab::v1::FAULT_UNSPECIFIED && !limits.allow_fault_injection) {
     return Invalid("fault", "fault injection is disabled (daemon flag --enable-fault-injection)");

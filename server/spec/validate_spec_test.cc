@@ -283,5 +283,36 @@ TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
   EXPECT_TRUE(ValidateSpec(spec, SpecLimits()).ok());
 }
 
+// The delayed update is the offloaded host step one step late: without offload, with an
+// in-backward update or over several ranks it is refused naming the field, in common/spec's words.
+TEST(ValidateSpecTest, DelayedUpdateNeedsOffloadOneProcessAndNoInBackward) {
+  SpecLimits host;
+  host.host_devices = 4;
+  auto delayed = [](bool offload, bool in_backward, int32_t world_size) {
+    return [=](ExperimentSpec& s) {
+      auto* o = s.mutable_training()->mutable_optimizer();
+      o->set_delayed_update(true);
+      o->set_offload_to_cpu(offload);
+      o->set_in_backward(in_backward);
+      s.mutable_parallel()->set_world_size(world_size);
+    };
+  };
+  const std::string field = std::string("spec.") + spec_rules::kDelayedUpdateField + ": ";
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 0), host), "");
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 1), host), "");
+  EXPECT_EQ(ErrorAfter(delayed(false, false, 0), host),
+            field + spec_rules::kDelayedUpdateNeedsOffloadMessage);
+  EXPECT_EQ(ErrorAfter(delayed(true, true, 0), host),
+            field + spec_rules::kDelayedUpdateWithInBackwardMessage);
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 2), host), field + spec_rules::kDelayedUpdateParallelMessage);
+  // Refused before the host's device count is looked at (INVALID_ARGUMENT, not FAILED_PRECONDITION).
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 8), host), field + spec_rules::kDelayedUpdateParallelMessage);
+  // The same parallel spec without the switch is one this host's devices decide.
+  ExperimentSpec spec = Tiny();
+  delayed(true, false, 2)(spec);
+  spec.mutable_training()->mutable_optimizer()->set_delayed_update(false);
+  EXPECT_TRUE(ValidateSpec(spec, host).ok());
+}
+
 }  // namespace
 }  // namespace vramlab::server

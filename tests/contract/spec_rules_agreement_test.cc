@@ -179,5 +179,31 @@ TEST_F(SpecRulesAgreementTest, FusedKernelsOnTheCpuAreRefusedAlike) {
   EXPECT_EQ(named.worker, expected);
 }
 
+// training.optimizer.delayed_update without offload, with an in-backward update and over two
+// ranks: both refuse each naming the field, in common/spec's words (the two-rank spec before the
+// daemon compares the ranks with its one CPU slot).
+TEST_F(SpecRulesAgreementTest, DelayedUpdateCombinationsAreRefusedAlike) {
+  const std::string field = std::string("spec.") + spec_rules::kDelayedUpdateField + ": ";
+  const json base = BaseSpec("training.optimizer.delayed_update");
+  struct Case {
+    json optimizer;
+    int world_size;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {{{"delayedUpdate", true}}, 0, spec_rules::kDelayedUpdateNeedsOffloadMessage},
+      {{{"delayedUpdate", true}, {"offloadToCpu", true}, {"inBackward", true}}, 0,
+       spec_rules::kDelayedUpdateWithInBackwardMessage},
+      {{{"delayedUpdate", true}, {"offloadToCpu", true}}, 2, spec_rules::kDelayedUpdateParallelMessage}};
+  for (const Case& c : cases) {
+    json spec = base;
+    spec["training"]["optimizer"] = c.optimizer;
+    if (c.world_size > 0) spec["parallel"]["worldSize"] = c.world_size;
+    const Verdicts verdicts = Judge(spec);
+    EXPECT_EQ(verdicts.daemon, field + c.message) << spec.dump();
+    EXPECT_EQ(verdicts.worker, verdicts.daemon) << spec.dump();
+  }
+}
+
 }  // namespace
 }  // namespace vramlab::testing

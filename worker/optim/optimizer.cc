@@ -25,6 +25,8 @@ void ValidateOptions(const OptimizerOptions& o) {
     Require(o.beta2 >= 0 && o.beta2 < 1, "AdamW beta2 must be in [0, 1)");
     Require(o.eps > 0 && std::isfinite(o.eps), "AdamW epsilon must be finite and > 0");
   }
+  Require(!o.delayed_update || o.offload_to_cpu, "a delayed update needs offload_to_cpu");
+  Require(!(o.delayed_update && o.in_backward), "a delayed update excludes in_backward");
 }
 
 // Checks every parameter and drops repeats of one tensor (a tied embedding listed under the

@@ -37,6 +37,11 @@ RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<
   if (options_.in_backward) {
     grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
         params_, [this](size_t index) { OnGradReady(index); });
+  } else if (options_.delayed_update) {
+    delayed_ = std::make_unique<DelayedUpdatePipeline>(*rule_, params_, placement_);
+    queued_.assign(params_.size(), 0);
+    grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
+        params_, [this](size_t index) { OnGradReadyOverlapped(index); });
   } else if (options_.offload_to_cpu && (device_.is_cuda() || overlap_on_cpu)) {
     pipeline_ = std::make_unique<OffloadPipeline>(*rule_, params_, placement_);
     queued_.assign(params_.size(), 0);
@@ -49,10 +54,12 @@ RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<
 RuleOptimizer::~RuleOptimizer() {
   grad_ready_hooks_.reset();
   pipeline_.reset();
+  delayed_.reset();
 }
 
 void RuleOptimizer::Step() {
   if (options_.in_backward) return;  // every update already happened inside backward
+  if (delayed_ != nullptr) return StepDelayed();
   torch::NoGradGuard no_grad;
   std::vector<size_t> queued, rest;
   if (pipeline_ != nullptr) {
@@ -74,8 +81,36 @@ void RuleOptimizer::Step() {
   if (!queued.empty()) pipeline_->Publish(queued);
 }
 
+// Update t-1 is published before anything else writes a parameter, so that a synchronous update
+// below starts from it and the update started here from what the parameters will hold.
+void RuleOptimizer::StepDelayed() {
+  torch::NoGradGuard no_grad;
+  armed_ = false;
+  std::vector<size_t> queued, rest;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (queued_[i]) {
+      queued.push_back(i);
+    } else if (params_[i].grad().defined()) {
+      rest.push_back(i);
+    }
+    queued_[i] = 0;
+  }
+  delayed_->Publish(delayed_->WaitForUpdate());
+  // Gradients from outside an announced backward: applied now, not delayed.
+  Update(rest);
+  delayed_->Forget(rest);
+  for (size_t i : queued) rule_->EnsureState(i, params_[i], placement_);
+  delayed_->Start(queued);
+}
+
+void RuleOptimizer::Finish() {
+  if (delayed_ == nullptr) return;
+  torch::NoGradGuard no_grad;
+  delayed_->Publish(delayed_->WaitForUpdate());
+}
+
 void RuleOptimizer::ExpectStepAfterNextBackward() {
-  if (pipeline_ != nullptr) armed_ = true;
+  if (pipeline_ != nullptr || delayed_ != nullptr) armed_ = true;
 }
 
 void RuleOptimizer::OnGradReadyOverlapped(size_t index) {
@@ -84,7 +119,11 @@ void RuleOptimizer::OnGradReadyOverlapped(size_t index) {
   // Sparse and empty gradients are left to Step(), which rejects or skips them.
   if (!grad.defined() || grad.is_sparse() || grad.numel() == 0) return;
   queued_[index] = 1;
-  pipeline_->Enqueue(index, grad, ++steps_[index]);
+  if (delayed_ != nullptr) {
+    delayed_->Enqueue(index, grad, ++steps_[index]);
+  } else {
+    pipeline_->Enqueue(index, grad, ++steps_[index]);
+  }
 }
 
 void RuleOptimizer::ZeroGrad() {
@@ -146,7 +185,8 @@ int64_t RuleOptimizer::DeviceStateBytes() const {
 int64_t RuleOptimizer::HostStateBytes() const {
   if (!options_.offload_to_cpu) return 0;
   return rule_->StateBytes() + host_stepper_.StagingBytes() +
-         (pipeline_ != nullptr ? pipeline_->HostBytes() : 0);
+         (pipeline_ != nullptr ? pipeline_->HostBytes() : 0) +
+         (delayed_ != nullptr ? delayed_->HostBytes() : 0);
 }
 
 std::string RuleOptimizer::Describe() const {
@@ -155,6 +195,9 @@ std::string RuleOptimizer::Describe() const {
     path = std::string(options_.offload_to_cpu ? "host-step, " : "per-chunk, ") +
            std::to_string(at::get_num_threads()) + " threads";
     if (pipeline_ != nullptr) path += ", overlapped with backward";
+    if (delayed_ != nullptr) {
+      path += ", update delayed by one step (overlapped with the next step's forward and backward)";
+    }
   } else {
     path = rule_->MultiTensorPath(device_);
     if (path.empty()) path = "per-chunk";
@@ -170,8 +213,10 @@ std::string RuleOptimizer::Describe() const {
 }
 
 std::string RuleOptimizer::HostStepSummary() const {
-  if (pipeline_ == nullptr) return {};
-  const std::vector<OffloadPipeline::StepTimes> steps = pipeline_->Times();
+  if (pipeline_ == nullptr && delayed_ == nullptr) return {};
+  const std::vector<OffloadPipeline::StepTimes> steps =
+      pipeline_ != nullptr ? pipeline_->Times() : delayed_->Times();
+  const int host_threads = pipeline_ != nullptr ? pipeline_->HostThreads() : delayed_->HostThreads();
   if (steps.empty()) return {};
   // The first step also allocates and first-touches the host state: reported on its own, and the
   // median of the rest is the steady state.
@@ -188,7 +233,7 @@ std::string RuleOptimizer::HostStepSummary() const {
                 "%.3f s waiting for gradient copies, %.3f s after backward ended; first step: "
                 "%.3f / %.3f / %.3f s",
                 steps.size() > 1 ? steps.size() - 1 : 0, median(&Times::arithmetic_seconds),
-                pipeline_->HostThreads(), median(&Times::copy_wait_seconds),
+                host_threads, median(&Times::copy_wait_seconds),
                 median(&Times::drain_wait_seconds), steps[0].arithmetic_seconds,
                 steps[0].copy_wait_seconds, steps[0].drain_wait_seconds);
   return text;

@@ -71,6 +71,8 @@ struct SpecOptimizer {
   double momentum = spec_rules::kDefaultMomentum;
   bool offload_to_cpu = false;
   bool in_backward = false;
+  // Offloaded step one optimizer step late (OptimizerOptions::delayed_update).
+  bool delayed_update = false;
 };
 
 struct SpecData {

@@ -80,6 +80,12 @@ TEST(ParallelSpecTest, RefusesWhatWouldLetRanksDiverge) {
             "sweep");
   EXPECT_EQ(ParallelError(R"({"worldSize": 2})", R"(, "training": {"optimizer": {"inBackward": true}})").field(),
             "training.optimizer.in_backward");
+  EXPECT_EQ(ParallelError(R"({"worldSize": 2})",
+                          R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})")
+                .field(),
+            spec_rules::kDelayedUpdateField);
+  EXPECT_NO_THROW(ParseWithParallel(R"({"worldSize": 1})",
+                                    R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})"));
   // One process: both are as before.
   EXPECT_NO_THROW(ParseWithParallel(R"({"worldSize": 1})", R"(, "training": {"optimizer": {"inBackward": true}})"));
 }

@@ -67,7 +67,7 @@ SpecModel ReadModel(const nlohmann::json& json) {
 SpecOptimizer ReadOptimizer(const nlohmann::json& json) {
   JsonObjectReader r(json, "training.optimizer",
                      {"kind", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "momentum",
-                      "offload_to_cpu", "in_backward"});
+                      "offload_to_cpu", "in_backward", "delayed_update"});
   SpecOptimizer o;
   o.kind = static_cast<SpecOptimizerKind>(r.Enum("kind", kOptimizerNames));
   o.learning_rate = r.Double("learning_rate");
@@ -79,6 +79,7 @@ SpecOptimizer ReadOptimizer(const nlohmann::json& json) {
   o.momentum = r.Double("momentum");
   o.offload_to_cpu = r.Bool("offload_to_cpu");
   o.in_backward = r.Bool("in_backward");
+  o.delayed_update = r.Bool("delayed_update");
   return o;
 }
 

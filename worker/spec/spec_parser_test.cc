@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/spec/spec_rules.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {
@@ -159,6 +160,29 @@ TEST(SpecParserTest, RejectsOutOfRangeValues) {
   EXPECT_EQ(ErrorField(R"({"model": {"config": {"vocabSize": 8, "hiddenSize": 10, "intermediateSize": 4,
                                                 "numHiddenLayers": 1, "numAttentionHeads": 3}}})"),
             "model.config.hidden_size");
+}
+
+// training.optimizer.delayed_update: offload only, not with in_backward; read from its JSON name.
+TEST(SpecParserTest, DelayedUpdateNeedsOffloadAndNoInBackward) {
+  const ExperimentSpec spec = ParseExperimentSpec(
+      R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}}})");
+  EXPECT_TRUE(spec.training.optimizer.delayed_update);
+  EXPECT_FALSE(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.optimizer.delayed_update);
+  for (const char* optimizer : {R"({"delayedUpdate": true})",
+                                R"({"delayedUpdate": true, "offloadToCpu": true, "inBackward": true})"}) {
+    const std::string json =
+        std::string(R"({"model": {"preset": "tiny"}, "training": {"optimizer": )") + optimizer + "}}";
+    try {
+      ParseExperimentSpec(json);
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const SpecError& e) {
+      EXPECT_EQ(e.field(), spec_rules::kDelayedUpdateField) << json;
+      const std::string expected = std::string(optimizer).find("inBackward") != std::string::npos
+                                       ? spec_rules::kDelayedUpdateWithInBackwardMessage
+                                       : spec_rules::kDelayedUpdateNeedsOffloadMessage;
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(SpecParserTest, RejectsContradictoryCombinations) {

@@ -82,6 +82,10 @@ void ValidateOptimizer(SpecOptimizer& o, int32_t grad_accum_steps) {
   Require(!(o.in_backward && grad_accum_steps > 1), p + "in_backward",
           "an in-backward update consumes each gradient at once, so it cannot accumulate over " +
               std::to_string(grad_accum_steps) + " micro-batches; set training.grad_accum_steps to 1");
+  Require(!o.delayed_update || o.offload_to_cpu, spec_rules::kDelayedUpdateField,
+          spec_rules::kDelayedUpdateNeedsOffloadMessage);
+  Require(!(o.delayed_update && o.in_backward), spec_rules::kDelayedUpdateField,
+          spec_rules::kDelayedUpdateWithInBackwardMessage);
 }
 
 // Ranges are checked whatever the kind (as the daemon does); the combinations only for a kind.
@@ -200,6 +204,8 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   Require(!spec.training.optimizer.in_backward, "training.optimizer.in_backward",
           "a parallel run averages each gradient over the ranks before the update; an in-backward update "
           "would apply it first");
+  Require(!spec.training.optimizer.delayed_update, spec_rules::kDelayedUpdateField,
+          spec_rules::kDelayedUpdateParallelMessage);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ OptimizerOptions ToOptimizerOptions(const SpecOptimizer& o) {
   options.momentum = o.momentum;
   options.offload_to_cpu = o.offload_to_cpu;
   options.in_backward = o.in_backward;
+  options.delayed_update = o.delayed_update;
   return options;
 }
 

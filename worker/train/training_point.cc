@@ -256,6 +256,10 @@ class PointRunner {
       context_.sink->Step(result);
       outcome_.steps.push_back(result);
     }
+    // A delayed update (training.optimizer.delayed_update) still holds the last step's: the final
+    // parameters, the report and --save-parameters include every step's update.
+    live.optimizer->Finish();
+    if (device.is_cuda()) torch::cuda::synchronize();
     // Offload: how much of the host's step the backward hid (BENCHMARKS.md, the offload rows).
     const std::string host_step = live.optimizer->HostStepSummary();
     if (!host_step.empty()) context_.sink->Notice(NoticeLevel::kInfo, "optimizer: " + host_step);
