@@ -43,13 +43,4 @@ absl::Status CheckFitsDevice(const vramlab::v1::MemoryEstimate& estimate,
       Gib(estimate.predicted_peak_bytes()), capped, memory, Gib(device_total_bytes), Gib(usable)));
 }
 
-absl::Status CheckSchedulable(const vramlab::v1::ExperimentSpec& spec) {
-  const int32_t world_size = spec.parallel().world_size();
-  if (world_size < 2) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "spec.parallel.world_size: parallel runs (world size %d) are not yet scheduled by this "
-      "daemon (it cannot launch the %d ranks together); `vramlab estimate` predicts them per rank",
-      world_size, world_size));
-}
-
 }  // namespace vramlab::server

@@ -32,11 +32,6 @@ absl::Status CheckFitsDevice(const vramlab::v1::MemoryEstimate& estimate,
                              const vramlab::v1::ExperimentSpec& spec,
                              vramlab::v1::DeviceKind device, int64_t device_total_bytes);
 
-// OK for a one-process spec. FAILED_PRECONDITION for parallel.world_size >= 2: this daemon does
-// not yet launch the ranks of a parallel run together (docs/PARALLEL.md, "Not done yet"); the
-// message points to `vramlab estimate`, which predicts them per rank.
-absl::Status CheckSchedulable(const vramlab::v1::ExperimentSpec& spec);
-
 }  // namespace vramlab::server
 
 #endif  // VRAMLAB_SERVER_ENGINE_ADMISSION_H_
