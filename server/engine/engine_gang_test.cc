@@ -2,6 +2,7 @@
 // the worker: it records its arguments and environment, then waits until the test releases its
 // experiment and ends with a report. So the test decides when each run ends and sees exactly
 // which processes the Engine started, on which slots, with which rendezvous and threads.
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,7 +45,9 @@ class EngineGangTest : public ::testing::Test {
                           << "echo \"$@\" > $out.args\n"
                           << "env > $out.env\n"
                           << "while [ ! -e " << root_ << "/release-$VRAMLAB_EXPERIMENT_ID ]; do "
-                          << "sleep 0.02; done\n"
+                          << "if [ -e $out.oom ]; then "
+                          << "echo '{\"oom\":{\"message\":\"out of memory\",\"step\":2}}' >&3; "
+                          << "exit 3; fi; sleep 0.02; done\n"
                           << "echo '{\"report\":{\"finalLoss\":1.0}}' >&3\n";
     chmod(worker.c_str(), 0755);
     EngineOptions options;
@@ -79,6 +82,10 @@ class EngineGangTest : public ::testing::Test {
     return engine_->Submit(user_, request);
   }
   void Release(const std::string& id) { std::ofstream(root_ + "/release-" + id) << "go\n"; }
+  // Makes `rank` of `id` report an out-of-memory and exit 3, as the worker does.
+  void RunOutOfMemory(const std::string& id, int rank) {
+    std::ofstream(root_ + "/" + id + "." + std::to_string(rank) + ".oom") << "oom\n";
+  }
   Experiment WaitUntil(const std::string& id, const std::function<bool(const Experiment&)>& done) {
     absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (true) {
@@ -191,6 +198,36 @@ TEST_F(EngineGangTest, AGangTakesItsSlotsTogetherAndBackfillCannotDelayIt) {
   EXPECT_EQ(WaitState(c->id(), Experiment::RUNNING).state(), Experiment::RUNNING);
   Release(c->id());
   EXPECT_EQ(WaitState(c->id(), Experiment::SUCCEEDED).state(), Experiment::SUCCEEDED);
+}
+
+TEST_F(EngineGangTest, OneRanksOomEndsTheRunWithThatRanksAnswer) {
+  StartEngine(2);
+  auto pair = Submit(2, 60);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_EQ(pair->state(), Experiment::RUNNING);
+  Recorded(pair->id(), 1, "args");  // both ranks are up
+  Recorded(pair->id(), 0, "args");
+  RunOutOfMemory(pair->id(), 1);
+  Experiment done = WaitState(pair->id(), Experiment::OOM);
+  ASSERT_EQ(done.state(), Experiment::OOM) << done.state_reason();
+  EXPECT_EQ(done.state_reason(), "rank 1 ran out of memory");
+  ASSERT_TRUE(done.has_deciding_rank());
+  EXPECT_EQ(done.deciding_rank(), 1);
+  EXPECT_EQ(done.worker_exit_status(), 3);
+  EXPECT_EQ(done.oom().step(), 2);
+  EXPECT_FALSE(done.has_report());
+  ASSERT_EQ(done.ranks_size(), 2);
+  EXPECT_EQ(done.ranks(0).rank(), 0);
+  EXPECT_EQ(done.ranks(0).state_reason(), "stopped: rank 1 ran out of memory");
+  EXPECT_EQ(done.ranks(0).worker_exit_status(), -SIGTERM);
+  EXPECT_FALSE(done.ranks(0).has_oom());
+  EXPECT_EQ(done.ranks(1).worker_exit_status(), 3);
+  EXPECT_EQ(done.ranks(1).oom().message(), "out of memory");
+  // Both slots are free: the next run starts.
+  auto next = Submit(2, 60);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->state(), Experiment::RUNNING);
+  Release(next->id());
 }
 
 TEST_F(EngineGangTest, EachRankGetsItsShareOfTheCoresAndOffloadOneFewer) {

@@ -310,6 +310,21 @@ TEST_F(SupervisorTest, ARankKilledBySignalDecidesOverOneThatFailsAfterIt) {
   EXPECT_EQ(verdict.exit_status, -SIGKILL);
 }
 
+TEST_F(SupervisorTest, ATimeLimitIsDecidedByARankAndEndsEveryRank) {
+  StartSupervisor();
+  supervisor_->Launch(Ranks("slow", {"sleep 30", "sleep 30"}, /*time_limit=*/1));
+  auto verdict = listener_.WaitVerdict("slow", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::FAILED);
+  ASSERT_TRUE(verdict->deciding_rank.has_value());
+  const std::string rank = std::to_string(*verdict->deciding_rank);
+  EXPECT_EQ(verdict->reason, "rank " + rank + ": timed out: time limit of 1 s exceeded");
+  auto ends = listener_.RankEnds("slow");
+  ASSERT_EQ(ends.size(), 2u);
+  for (const RankEnd& end : ends) EXPECT_THAT(end.state_reason, HasSubstr("timed out"));
+  for (int pid : listener_.RankPids("slow")) EXPECT_NE(kill(pid, 0), 0) << pid;
+}
+
 TEST_F(SupervisorTest, CancelStopsEveryRankWithoutADecidingRank) {
   StartSupervisor();
   supervisor_->Launch(Ranks("cancel", {"sleep 30", "trap '' TERM; sleep 30"}));
