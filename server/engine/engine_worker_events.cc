@@ -12,8 +12,18 @@ namespace vramlab::server {
 using vramlab::v1::Experiment;
 
 void Engine::OnWorkerStarted(const std::string& experiment_id, int rank, int pid) {
-  std::fprintf(stderr, "vramlabd: %s rank %d started (worker pid %d)\n", experiment_id.c_str(),
-               rank, pid);
+  bool parallel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(experiment_id);
+    parallel = it != active_.end() && it->second.slots.size() >= 2;
+  }
+  if (parallel) {
+    std::fprintf(stderr, "vramlabd: %s rank %d started (worker pid %d)\n", experiment_id.c_str(),
+                 rank, pid);
+  } else {
+    std::fprintf(stderr, "vramlabd: %s started (worker pid %d)\n", experiment_id.c_str(), pid);
+  }
 }
 
 void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) {
