@@ -110,6 +110,18 @@ absl::Status Engine::Recover() {
       experiment.clear_ranks();
       experiment.clear_deciding_rank();
     }
+    const int world_size = WorldSizeOf(experiment.spec());
+    if (experiment.state() == Experiment::QUEUED &&
+        world_size > static_cast<int>(options_.slots.size())) {
+      // Queued by a daemon with more slots: this one can never start it.
+      experiment.set_state(Experiment::FAILED);
+      experiment.set_state_reason(
+          absl::StrCat("spec.parallel.world_size: ", world_size,
+                       " ranks need one device each; this daemon now has ",
+                       options_.slots.size(), " slot(s)"));
+      *experiment.mutable_end_time() = NowTimestamp();
+      PublishState(experiment);
+    }
     if (absl::Status stored = PersistLocked(experiment, /*requeue_pending=*/false); !stored.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot write the store in ", options_.data_dir, ": ", stored.message()));

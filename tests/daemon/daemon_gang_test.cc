@@ -226,5 +226,24 @@ TEST_F(DaemonGangTest, DaemonKilledWithoutRequeueLeavesTheRunInterruptedWithEver
   }
 }
 
+TEST_F(DaemonGangTest, ARestartWithFewerSlotsFailsAQueuedRunItCanNeverStart) {
+  // One slot is held by a long one-process run, so the run of two ranks waits.
+  auto holder = Submit(*stub_, TinySpec(/*seq_len=*/32, /*steps=*/10000));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE(WaitForState(*stub_, holder->id(), Experiment::RUNNING).ok());
+  auto pair = Submit(*stub_, TwoRanks(vramlab::v1::SHARD_NONE, 3));
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  EXPECT_EQ(pair->state(), Experiment::QUEUED);
+  ASSERT_TRUE(daemon_->Kill().ok());
+  ASSERT_TRUE(daemon_->Restart({"--cpu-slots=1"}).ok());
+  stub_ = daemon_->NewStub();
+  auto done = WaitForFinalState(*stub_, pair->id(), absl::Seconds(10));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), Experiment::FAILED);
+  EXPECT_EQ(done->state_reason(),
+            "spec.parallel.world_size: 2 ranks need one device each; this daemon now has 1 "
+            "slot(s)");
+}
+
 }  // namespace
 }  // namespace vramlab::testing
