@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace vramlab::server {
@@ -28,28 +29,31 @@ absl::Status CheckFitsDevice(const vramlab::v1::MemoryEstimate& estimate,
                              vramlab::v1::DeviceKind device, int64_t device_total_bytes) {
   if (device_total_bytes <= 0) return absl::OkStatus();
   const int64_t limit = spec.memory().device_memory_limit_bytes();
-  const int64_t bounded =
-      limit > 0 ? std::min(estimate.predicted_peak_bytes(), limit) : estimate.predicted_peak_bytes();
+  const int world_size = std::max(1, spec.parallel().world_size());
+  // A parallel run: one rank's peak on each device; on the CPU device the ranks share it.
+  int64_t peak = estimate.predicted_peak_bytes();
+  if (world_size >= 2 && estimate.has_parallel()) peak = estimate.parallel().predicted_peak_bytes();
+  const int64_t bounded_rank = limit > 0 ? std::min(peak, limit) : peak;
+  const int sharers = world_size >= 2 && device == vramlab::v1::CPU ? world_size : 1;
+  const int64_t bounded = bounded_rank * sharers;
   const int64_t usable = UsableDeviceBytes(device_total_bytes);
   if (bounded <= usable) return absl::OkStatus();
   const char* memory = device == vramlab::v1::CUDA ? "GPU memory" : "host memory (CPU device)";
-  const std::string capped =
+  std::string capped =
       limit > 0 ? absl::StrFormat(", capped by memory.device_memory_limit_bytes at %s", Gib(limit))
                 : "";
+  if (world_size >= 2) {
+    absl::StrAppend(&capped, " per rank");
+    if (sharers > 1) {
+      absl::StrAppend(&capped,
+                      absl::StrFormat(" (%d ranks share it: %s)", sharers, Gib(bounded)));
+    }
+  }
   return absl::FailedPreconditionError(absl::StrFormat(
       "spec: the estimated peak of %s%s does not fit this daemon's %s of %s (%s usable after a "
       "margin); lower the settings, set memory.device_memory_limit_bytes below the usable memory "
       "to end it in OOM there, or submit with force (vramlab submit --force) to run it anyway",
-      Gib(estimate.predicted_peak_bytes()), capped, memory, Gib(device_total_bytes), Gib(usable)));
-}
-
-absl::Status CheckSchedulable(const vramlab::v1::ExperimentSpec& spec) {
-  const int32_t world_size = spec.parallel().world_size();
-  if (world_size < 2) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "spec.parallel.world_size: parallel runs (world size %d) are not yet scheduled by this "
-      "daemon (it cannot launch the %d ranks together); `vramlab estimate` predicts them per rank",
-      world_size, world_size));
+      Gib(peak), capped, memory, Gib(device_total_bytes), Gib(usable)));
 }
 
 }  // namespace vramlab::server

@@ -25,17 +25,14 @@ int64_t LargestSlotBytes(const std::vector<Slot>& slots);
 
 // OK when the experiment's bounded peak fits UsableDeviceBytes(device_total_bytes); the bounded
 // peak is the estimate's predicted peak, or the spec's memory.device_memory_limit_bytes when that
-// is set and smaller (the worker enforces the limit, so the run ends in OOM there instead).
+// is set and smaller (the worker enforces the limit, so the run ends in OOM there instead). For a
+// parallel spec (world size N >= 2) it is one rank's predicted peak (estimate.parallel) on each
+// device; on the CPU device the N ranks share the host's memory, so N times that must fit.
 // FAILED_PRECONDITION otherwise, naming the estimate, the device memory and how to force it.
 // A device of unknown size (0) admits everything.
 absl::Status CheckFitsDevice(const vramlab::v1::MemoryEstimate& estimate,
                              const vramlab::v1::ExperimentSpec& spec,
                              vramlab::v1::DeviceKind device, int64_t device_total_bytes);
-
-// OK for a one-process spec. FAILED_PRECONDITION for parallel.world_size >= 2: this daemon does
-// not yet launch the ranks of a parallel run together (docs/PARALLEL.md, "Not done yet"); the
-// message points to `vramlab estimate`, which predicts them per rank.
-absl::Status CheckSchedulable(const vramlab::v1::ExperimentSpec& spec);
 
 }  // namespace vramlab::server
 

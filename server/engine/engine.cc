@@ -42,7 +42,6 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
                                           const vramlab::v1::SubmitExperimentRequest& request) {
   if (!request.has_spec()) return absl::InvalidArgumentError("spec: required");
   RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
-  RETURN_IF_ERROR(CheckSchedulable(request.spec()));
   vramlab::v1::ExperimentSpec spec = request.spec();
   RETURN_IF_ERROR(options_.host_paths.ResolveSpec(&spec));
   if (request.request_id().size() > 128) {
@@ -233,9 +232,9 @@ vramlab::v1::ServerInfo Engine::Info() {
   }
   int running = 0;
   for (const auto& [id, active] : active_) {
-    if (active.slot < 0) continue;
+    if (active.slots.empty()) continue;
     ++running;
-    info.mutable_gpus(active.slot)->set_running_experiment_id(id);
+    for (int position : active.slots) info.mutable_gpus(position)->set_running_experiment_id(id);
   }
   info.set_queue_depth(queue_.size());
   info.set_running(running);

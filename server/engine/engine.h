@@ -4,7 +4,12 @@
 // Invariants (all under mu_):
 //  - every QUEUED or RUNNING experiment is in active_, has an open event channel, and its state
 //    is committed to the store before any caller or watcher can observe it;
-//  - a QUEUED experiment is in queue_; a RUNNING one holds exactly one slot;
+//  - a QUEUED experiment is in queue_; a RUNNING one holds exactly its world size of slots
+//    (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is held by two;
+//    free_slots_ holds every other slot;
+//  - experiments start in the order and by the rule of PlanGangStarts (server/queue/gang_plan.h):
+//    the queue's order, a reservation for the first that cannot start, backfill that cannot delay
+//    it;
 //  - the store is updated synchronously on every state change, so kill -9 loses no accepted
 //    experiment and no state transition.
 // Durability when the store cannot write (disk full, I/O error, see docs/DAEMON.md):
@@ -79,15 +84,23 @@ class Engine : public SupervisorListener {
   const EngineOptions& options() const { return options_; }
 
   // SupervisorListener (supervisor thread).
-  void OnWorkerStarted(const std::string& experiment_id, int pid) override;
+  void OnWorkerStarted(const std::string& experiment_id, int rank, int pid) override;
   void OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) override;
+  void OnRankExited(const std::string& experiment_id, const RankEnd& end) override;
   void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) override;
 
  private:
   struct Active {
     int64_t seq = 0;
     vramlab::v1::Experiment experiment;
-    int slot = -1;  // position in options_.slots while RUNNING
+    // Positions in options_.slots while RUNNING, rank r on slots[r]; empty otherwise.
+    std::vector<int> slots;
+    // While RUNNING: the latest time it can hold its slots (the gang plan's end bound).
+    absl::Time end_bound;
+    // A parallel run's ranks while RUNNING (rank and slot set at launch; report and oom from the
+    // rank's events; the rest when it ends), and which of them have ended.
+    std::vector<vramlab::v1::RankResult> ranks;
+    std::vector<bool> rank_ended;
     bool cancel_requested = false;
     int published_position = 0;  // last queue position sent to watchers
   };
@@ -104,8 +117,11 @@ class Engine : public SupervisorListener {
 
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks the experiment RUNNING (stored first) and starts its worker. False, with nothing
-  // changed, when the store refused the change.
+  // How long an experiment can hold its slots once started: its time limit and the time it
+  // takes to be stopped after it.
+  absl::Duration MaxRunDuration(const vramlab::v1::ExperimentSpec& spec) const;
+  // Marks the experiment RUNNING on active.slots (stored first) and starts its workers, one per
+  // rank. False, with nothing changed, when the store refused the change.
   bool LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
   // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and

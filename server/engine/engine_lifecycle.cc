@@ -13,11 +13,25 @@
 #include "server/engine/admission.h"
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
+#include "server/engine/worker_threads.h"
+#include "server/queue/gang_plan.h"
 #include "server/spec/alloc_conf.h"
+#include "server/supervise/loopback_port.h"
 
 namespace vramlab::server {
 
 using vramlab::v1::Experiment;
+
+namespace {
+
+// Beyond the grace period, how long a stopped worker may still take to be reaped and drained.
+constexpr absl::Duration kStopAllowance = absl::Seconds(5);
+
+int WorldSizeOf(const vramlab::v1::ExperimentSpec& spec) {
+  return std::max(1, spec.parallel().world_size());
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options, Metrics* metrics) {
   if (options.slots.empty()) return absl::InvalidArgumentError("no slots to run experiments on");
@@ -69,10 +83,17 @@ absl::Status Engine::Recover() {
     hub_.Open(experiment.id(), last_sequence);
     bool requeue_pending = row.requeue_pending;
     if (experiment.state() == Experiment::RUNNING) {
-      // Its worker died with the daemon (PR_SET_PDEATHSIG).
+      // Its workers, every rank, died with the daemon (PR_SET_PDEATHSIG).
       experiment.set_state(Experiment::INTERRUPTED);
       experiment.set_state_reason("the daemon stopped while the experiment ran");
       *experiment.mutable_end_time() = NowTimestamp();
+      // A parallel run's ranks that had not ended ended with it.
+      for (int r = experiment.ranks_size(); r < experiment.slots_size(); ++r) {
+        vramlab::v1::RankResult* rank = experiment.add_ranks();
+        rank->set_rank(r);
+        rank->set_slot(experiment.slots(r));
+        rank->set_state_reason(experiment.state_reason());
+      }
       PublishState(experiment);
       requeue_pending = true;
     }
@@ -85,6 +106,21 @@ absl::Status Engine::Recover() {
       experiment.clear_end_time();
       experiment.clear_report();
       experiment.clear_oom();
+      experiment.clear_slots();
+      experiment.clear_ranks();
+      experiment.clear_deciding_rank();
+    }
+    const int world_size = WorldSizeOf(experiment.spec());
+    if (experiment.state() == Experiment::QUEUED &&
+        world_size > static_cast<int>(options_.slots.size())) {
+      // Queued by a daemon with more slots: this one can never start it.
+      experiment.set_state(Experiment::FAILED);
+      experiment.set_state_reason(
+          absl::StrCat("spec.parallel.world_size: ", world_size,
+                       " ranks need one device each; this daemon now has ",
+                       options_.slots.size(), " slot(s)"));
+      *experiment.mutable_end_time() = NowTimestamp();
+      PublishState(experiment);
     }
     if (absl::Status stored = PersistLocked(experiment, /*requeue_pending=*/false); !stored.ok()) {
       return absl::FailedPreconditionError(
@@ -138,28 +174,71 @@ void Engine::UpdateQueueMetricsLocked() {
   }
 }
 
+absl::Duration Engine::MaxRunDuration(const vramlab::v1::ExperimentSpec& spec) const {
+  return absl::Seconds(spec.time_limit_seconds()) +
+         absl::FromChrono(options_.worker_limits.cancel_grace_period) + kStopAllowance;
+}
+
 void Engine::ScheduleLocked() {
-  bool popped = false;
   // Nothing starts while the store cannot write: its RUNNING state could not be recorded.
-  while (accepting_ && store_error_.empty() && !free_slots_.empty() && !queue_.empty()) {
-    FairQueue::Entry entry = *queue_.Pop();
-    popped = true;
-    Active& active = active_[entry.id];
-    active.slot = *free_slots_.begin();
-    free_slots_.erase(free_slots_.begin());
+  if (!accepting_ || !store_error_.empty() || free_slots_.empty() || queue_.empty()) return;
+  const absl::Time now = absl::Now();
+  std::vector<GangPlanRunning> running;
+  for (const auto& [id, active] : active_) {
+    if (!active.slots.empty()) {
+      running.push_back({static_cast<int>(active.slots.size()), active.end_bound});
+    }
+  }
+  std::vector<GangPlanCandidate> candidates;
+  for (const std::string& id : queue_.Order()) {
+    const vramlab::v1::ExperimentSpec& spec = active_[id].experiment.spec();
+    candidates.push_back({id, WorldSizeOf(spec), MaxRunDuration(spec)});
+  }
+  GangPlanResult plan =
+      PlanGangStarts(static_cast<int>(options_.slots.size()), static_cast<int>(free_slots_.size()),
+                     running, candidates, now);
+  bool started = false;
+  for (const std::string& id : plan.start) {
+    Active& active = active_[id];
+    const Experiment& experiment = active.experiment;
+    FairQueue::Entry entry{id, experiment.owner(), experiment.spec().priority()};
+    // The next in turn is popped (its owner's turn passes); a backfilled one leaves its line.
+    if (queue_.Position(id) == 1) {
+      queue_.Pop();
+    } else {
+      queue_.Remove(id);
+    }
+    started = true;
+    const int world_size = WorldSizeOf(experiment.spec());
+    for (int r = 0; r < world_size; ++r) {
+      active.slots.push_back(*free_slots_.begin());
+      free_slots_.erase(free_slots_.begin());
+    }
+    active.end_bound = now + MaxRunDuration(experiment.spec());
     if (!LaunchLocked(active)) {
       // Still QUEUED, at the back of its owner's line; launched once the store writes again.
-      free_slots_.insert(active.slot);
-      active.slot = -1;
+      free_slots_.insert(active.slots.begin(), active.slots.end());
+      active.slots.clear();
       queue_.Push(std::move(entry));
       break;
     }
   }
-  if (popped) UpdateQueueMetricsLocked();
+  if (started) UpdateQueueMetricsLocked();
 }
 
 bool Engine::LaunchLocked(Active& active) {
-  const Slot& slot = options_.slots[active.slot];
+  const int world_size = static_cast<int>(active.slots.size());
+  int rendezvous_port = 0;
+  if (world_size >= 2) {
+    absl::StatusOr<int> port = PickFreeLoopbackPort();
+    if (!port.ok()) {
+      std::fprintf(stderr, "vramlabd: %s not started: no rendezvous port (%s)\n",
+                   active.experiment.id().c_str(), std::string(port.status().message()).c_str());
+      return false;
+    }
+    rendezvous_port = *port;
+  }
+  const Slot& slot = options_.slots[active.slots[0]];
   // The worker's files first: a disk that cannot take its spec keeps the experiment QUEUED
   // (and stops launches until it can), rather than failing a run that never started.
   ExperimentFiles files(options_.data_dir, active.experiment.id());
@@ -179,6 +258,21 @@ bool Engine::LaunchLocked(Active& active) {
   Experiment running = active.experiment;
   running.set_state(Experiment::RUNNING);
   running.set_slot(slot.index);
+  running.clear_slots();
+  running.clear_ranks();
+  running.clear_deciding_rank();
+  active.ranks.clear();
+  active.rank_ended.assign(world_size, false);
+  if (world_size >= 2) {
+    for (int r = 0; r < world_size; ++r) {
+      const int index = options_.slots[active.slots[r]].index;
+      running.add_slots(index);
+      vramlab::v1::RankResult rank;
+      rank.set_rank(r);
+      rank.set_slot(index);
+      active.ranks.push_back(rank);
+    }
+  }
   running.set_queue_position(0);
   running.clear_state_reason();
   *running.mutable_start_time() = NowTimestamp();
@@ -186,41 +280,54 @@ bool Engine::LaunchLocked(Active& active) {
   Experiment& experiment = active.experiment;
   experiment = std::move(running);
   PublishState(experiment);
-  metrics_->OnExperimentStarted(slot.index, experiment);
+  for (int position : active.slots) {
+    metrics_->OnExperimentStarted(options_.slots[position].index, experiment);
+  }
 
   LaunchRequest request;
   request.experiment_id = experiment.id();
   request.log_path = files.log_path();
   request.time_limit_seconds = experiment.spec().time_limit_seconds();
-  request.spawn.path = options_.worker_path;
-  request.spawn.args = {"--spec", files.spec_path(), "--events-fd",
-                        std::to_string(kWorkerEventsFd)};
   // The worker checks every host file it opens against the same policy (a link may change
   // between submit and run): an empty list confines it to nothing.
-  request.spawn.args.push_back("--confine-host-paths");
+  std::vector<std::string> args = {"--spec", files.spec_path(), "--events-fd",
+                                   std::to_string(kWorkerEventsFd), "--confine-host-paths"};
   for (const std::string& dir : options_.host_paths.dirs()) {
-    request.spawn.args.insert(request.spawn.args.end(), {"--allowed-dir", dir});
+    args.insert(args.end(), {"--allowed-dir", dir});
   }
   for (const std::string& path : options_.host_paths.never()) {
-    request.spawn.args.insert(request.spawn.args.end(), {"--denied-path", path});
+    args.insert(args.end(), {"--denied-path", path});
   }
   std::string alloc_conf = AllocatorConfString(experiment.spec().memory().allocator());
-  std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices,
-                                  "VRAMLAB_EXPERIMENT_ID=" + experiment.id()};
+  std::vector<std::string> common_env = {"VRAMLAB_EXPERIMENT_ID=" + experiment.id()};
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
-    env.push_back(alloc_conf.empty() ? std::string(name) : absl::StrCat(name, "=", alloc_conf));
+    common_env.push_back(alloc_conf.empty() ? std::string(name)
+                                            : absl::StrCat(name, "=", alloc_conf));
   }
   // The most host memory the worker should let itself use (it sets its own limit from this):
   // the host's RAM less the admission margin. 0 when the host's RAM is unknown.
-  env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
-                             UsableDeviceBytes(HostMemoryBytes())));
-  if (options_.device == vramlab::v1::CPU && getenv("OMP_NUM_THREADS") == nullptr) {
-    // Slots share the cores instead of each worker spawning a thread per core.
-    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    unsigned per_slot = std::max<unsigned>(1, cores / options_.slots.size());
-    env.push_back(absl::StrCat("OMP_NUM_THREADS=", per_slot));
+  common_env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                                    UsableDeviceBytes(HostMemoryBytes())));
+  if (getenv("OMP_NUM_THREADS") == nullptr) {
+    std::optional<int> threads =
+        IntraOpThreads(std::thread::hardware_concurrency(), options_.device,
+                       static_cast<int>(options_.slots.size()), experiment.spec());
+    if (threads.has_value()) common_env.push_back(absl::StrCat("OMP_NUM_THREADS=", *threads));
   }
-  request.spawn.env = EnvironmentWith(env);
+  for (int r = 0; r < world_size; ++r) {
+    SpawnRequest spawn;
+    spawn.path = options_.worker_path;
+    spawn.args = args;
+    if (world_size >= 2) {
+      spawn.args.insert(spawn.args.end(), {"--rank", std::to_string(r), "--rendezvous",
+                                           absl::StrCat("127.0.0.1:", rendezvous_port)});
+    }
+    // Each rank sees its own GPU, as device 0.
+    std::vector<std::string> env = common_env;
+    env.push_back("CUDA_VISIBLE_DEVICES=" + options_.slots[active.slots[r]].cuda_visible_devices);
+    spawn.env = EnvironmentWith(env);
+    request.ranks.push_back(std::move(spawn));
+  }
   supervisor_.Launch(std::move(request));
   return true;
 }

@@ -11,16 +11,30 @@ namespace vramlab::server {
 
 using vramlab::v1::Experiment;
 
-void Engine::OnWorkerStarted(const std::string& experiment_id, int pid) {
-  std::fprintf(stderr, "vramlabd: %s started (worker pid %d)\n", experiment_id.c_str(), pid);
+void Engine::OnWorkerStarted(const std::string& experiment_id, int rank, int pid) {
+  bool parallel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(experiment_id);
+    parallel = it != active_.end() && it->second.slots.size() >= 2;
+  }
+  if (parallel) {
+    std::fprintf(stderr, "vramlabd: %s rank %d started (worker pid %d)\n", experiment_id.c_str(),
+                 rank, pid);
+  } else {
+    std::fprintf(stderr, "vramlabd: %s started (worker pid %d)\n", experiment_id.c_str(), pid);
+  }
 }
 
 void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) {
   absl::MutexLock lock(&mu_);
   auto it = active_.find(experiment_id);
-  if (it == active_.end() || it->second.slot < 0) return;
+  if (it == active_.end() || it->second.slots.empty()) return;
   Active& active = it->second;
-  int gpu = options_.slots[active.slot].index;
+  const int rank = event.rank();
+  if (rank < 0 || rank >= static_cast<int>(active.slots.size())) return;
+  const bool parallel = active.slots.size() >= 2;
+  int gpu = options_.slots[active.slots[rank]].index;
   switch (event.payload_case()) {
     case vramlab::v1::WorkerEvent::kSample:
       metrics_->OnSample(gpu, event.sample());
@@ -32,10 +46,17 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
       metrics_->OnStepResult(gpu, event.step());
       break;
     case vramlab::v1::WorkerEvent::kOom:
-      *active.experiment.mutable_oom() = event.oom();
+      // A parallel run's OOM is the deciding rank's, set when the run ends.
+      if (parallel) {
+        *active.ranks[rank].mutable_oom() = event.oom();
+      } else {
+        *active.experiment.mutable_oom() = event.oom();
+      }
       break;
     case vramlab::v1::WorkerEvent::kReport:
-      *active.experiment.mutable_report() = event.report();
+      if (parallel) *active.ranks[rank].mutable_report() = event.report();
+      // The experiment's report is rank 0's (every rank's loss is the global batch's).
+      if (rank == 0) *active.experiment.mutable_report() = event.report();
       break;
     default:
       break;
@@ -45,11 +66,40 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
   hub_.Publish(experiment_id, std::move(wrapped));
 }
 
+void Engine::OnRankExited(const std::string& experiment_id, const RankEnd& end) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(experiment_id);
+  if (it == active_.end()) return;
+  Active& active = it->second;
+  if (end.rank < 0 || end.rank >= static_cast<int>(active.ranks.size())) return;
+  std::fprintf(stderr, "vramlabd: %s rank %d ended %s%s%s\n", experiment_id.c_str(), end.rank,
+               Experiment::State_Name(end.verdict.state).c_str(),
+               end.state_reason.empty() ? "" : ": ", end.state_reason.c_str());
+  vramlab::v1::RankResult& rank = active.ranks[end.rank];
+  rank.set_worker_exit_status(end.verdict.exit_status);
+  rank.set_state_reason(end.state_reason);
+  active.rank_ended[end.rank] = true;
+  // Experiment.ranks: the ranks that have ended, in rank order.
+  active.experiment.clear_ranks();
+  for (size_t r = 0; r < active.ranks.size(); ++r) {
+    if (active.rank_ended[r]) *active.experiment.add_ranks() = active.ranks[r];
+  }
+}
+
 void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) {
   absl::MutexLock lock(&mu_);
   auto it = active_.find(experiment_id);
   if (it == active_.end()) return;
-  it->second.experiment.set_worker_exit_status(verdict.exit_status);
+  Experiment& experiment = it->second.experiment;
+  experiment.set_worker_exit_status(verdict.exit_status);
+  if (verdict.deciding_rank.has_value()) {
+    const int deciding = *verdict.deciding_rank;
+    experiment.set_deciding_rank(deciding);
+    if (deciding >= 0 && deciding < static_cast<int>(it->second.ranks.size()) &&
+        it->second.ranks[deciding].has_oom()) {
+      *experiment.mutable_oom() = it->second.ranks[deciding].oom();
+    }
+  }
   if (verdict.abnormal) metrics_->OnWorkerAbnormalExit();
   std::fprintf(stderr, "vramlabd: %s ended %s%s%s\n", experiment_id.c_str(),
                Experiment::State_Name(verdict.state).c_str(), verdict.reason.empty() ? "" : ": ",
@@ -86,10 +136,10 @@ absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state
   // Published (and the watch ended) also when unstored: the final state is known and kept.
   PublishState(final_state);
   hub_.Close(id);
-  if (active.slot >= 0) {
-    metrics_->OnExperimentFinished(options_.slots[active.slot].index, final_state);
-    free_slots_.insert(active.slot);
-  }
+  std::vector<int> gpus;
+  for (int position : active.slots) gpus.push_back(options_.slots[position].index);
+  metrics_->OnExperimentFinishedOnSlots(gpus.empty() ? std::vector<int>{-1} : gpus, final_state);
+  free_slots_.insert(active.slots.begin(), active.slots.end());
   active_.erase(it);
   return absl::OkStatus();
 }

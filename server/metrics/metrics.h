@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/metrics/metrics_http_server.h"
@@ -44,12 +45,17 @@ class Metrics {
   // A worker sample or phase-boundary sample of the experiment running on `slot`.
   virtual void OnSample(int slot, const vramlab::v1::MemorySample& sample) = 0;
   virtual void OnStepResult(int slot, const vramlab::v1::StepResult& step) = 0;
-  // Adds vramlab_experiment_running_info{gpu, experiment, owner, name} 1 and the slot's limit.
+  // Adds vramlab_experiment_running_info{gpu, experiment, owner, name} 1 and the slot's limit;
+  // called for each slot of a parallel run.
   virtual void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) = 0;
   // Counts vramlab_experiments_total{outcome} and, if `experiment` is the one running on `slot`,
   // removes its _info series and zeroes the slot's allocator gauges. Call it for every
   // experiment that reaches a final state, also one cancelled while queued (any slot, e.g. -1).
   virtual void OnExperimentFinished(int slot, const vramlab::v1::Experiment& experiment) = 0;
+  // The same for an experiment that held several slots (a parallel run's GPUs): counted once,
+  // and its _info series ended on each of them.
+  virtual void OnExperimentFinishedOnSlots(const std::vector<int>& slots,
+                                           const vramlab::v1::Experiment& experiment) = 0;
   virtual void SetQueueDepth(vramlab::v1::Priority priority, int depth) = 0;
   virtual void SetWatchers(int watchers) = 0;
   // A worker process ended abnormally (signal, killed for output, time limit).

@@ -143,6 +143,28 @@ TEST(MetricsTest, FinishedExperimentLeavesNoInfoSeriesAndCountsOutcome) {
   EXPECT_EQ(SeriesValue(text, "vramlab_step_duration_seconds_count{gpu=\"0\"}"), 1);
 }
 
+TEST(MetricsTest, AParallelRunIsNamedOnEachOfItsGpusAndCountedOnce) {
+  auto metrics = Metrics::CreateUnexposed();
+  for (int gpu : {0, 1, 2}) metrics->SetSlot(gpu, 1000000);
+  Experiment e = RunningExperiment("exp-000002", "two ranks");
+  metrics->OnExperimentStarted(0, e);
+  metrics->OnExperimentStarted(2, e);
+  metrics->OnSample(2, Sample(300, 400));
+  std::string text = metrics->Serialize();
+  EXPECT_TRUE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"0\",experiment=\"exp-000002\""))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"2\",experiment=\"exp-000002\""));
+  EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"1\""));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"2\"}"), 300);
+
+  e.set_state(Experiment::SUCCEEDED);
+  metrics->OnExperimentFinishedOnSlots({0, 2}, e);
+  text = metrics->Serialize();
+  EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{"));
+  EXPECT_EQ(SeriesValue(text, "vramlab_experiments_total{outcome=\"succeeded\"}"), 1);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"2\"}"), 0);
+}
+
 TEST(MetricsTest, QueuedCancellationDoesNotEndTheRunningExperiment) {
   auto metrics = Metrics::CreateUnexposed();
   metrics->OnExperimentStarted(0, RunningExperiment("exp-running", "r"));

@@ -112,16 +112,26 @@ void PrometheusMetrics::OnExperimentStarted(int slot, const Experiment& experime
 }
 
 void PrometheusMetrics::OnExperimentFinished(int slot, const Experiment& experiment) {
+  OnExperimentFinishedOnSlots({slot}, experiment);
+}
+
+void PrometheusMetrics::OnExperimentFinishedOnSlots(const std::vector<int>& slots,
+                                                    const Experiment& experiment) {
   absl::MutexLock lock(&mutex_);
   const std::string outcome = OutcomeLabel(experiment.state());
   if (!outcome.empty()) outcomes_[outcome] += 1;
-  auto it = slots_.find(slot);
-  // An experiment cancelled while queued never ran: leave whatever runs on `slot` alone.
-  if (it == slots_.end() || it->second.running == nullptr ||
-      it->second.running->id != experiment.id()) {
-    return;
+  for (int slot : slots) {
+    auto it = slots_.find(slot);
+    // An experiment cancelled while queued never ran: leave whatever runs on `slot` alone.
+    if (it == slots_.end() || it->second.running == nullptr ||
+        it->second.running->id != experiment.id()) {
+      continue;
+    }
+    ReleaseSlotLocked(it->second);
   }
-  Slot& s = it->second;
+}
+
+void PrometheusMetrics::ReleaseSlotLocked(Slot& s) {
   s.running.reset();
   s.last_sample.Clear();
   s.has_device_reading = false;

@@ -41,6 +41,8 @@ class PrometheusMetrics : public Metrics {
   void OnStepResult(int slot, const vramlab::v1::StepResult& step) override;
   void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) override;
   void OnExperimentFinished(int slot, const vramlab::v1::Experiment& experiment) override;
+  void OnExperimentFinishedOnSlots(const std::vector<int>& slots,
+                                   const vramlab::v1::Experiment& experiment) override;
   void SetQueueDepth(vramlab::v1::Priority priority, int depth) override;
   void SetWatchers(int watchers) override;
   void OnWorkerAbnormalExit() override;
@@ -75,6 +77,8 @@ class PrometheusMetrics : public Metrics {
   };
 
   Slot& SlotLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the running experiment of `s` and zeroes its allocator gauges.
+  void ReleaseSlotLocked(Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CollectSlots(std::vector<prometheus::MetricFamily>& out) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void CollectDaemon(std::vector<prometheus::MetricFamily>& out) const

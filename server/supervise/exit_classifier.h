@@ -36,6 +36,9 @@ struct ExitVerdict {
   int exit_status = 0;
   // Crashed, killed by the daemon, or timed out (counted by the metrics exporter).
   bool abnormal = false;
+  // A parallel run that one rank ended (server/supervise/worker_group.h): that rank. Never set
+  // by ClassifyExit.
+  std::optional<int> deciding_rank;
 };
 
 ExitVerdict ClassifyExit(const WorkerRunFacts& facts);

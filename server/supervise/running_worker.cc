@@ -156,6 +156,8 @@ void RunningWorker::RequestStop(StopReason reason, SteadyTime now) {
     case StopReason::kInterrupt:
       facts_.interrupted = true;
       break;
+    case StopReason::kPeerEnded:
+      break;
   }
   SignalGroup(SIGTERM);
   kill_at_ = now + limits_.cancel_grace_period;

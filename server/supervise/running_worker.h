@@ -50,8 +50,10 @@ class RunningWorker {
   // Copies at most a bounded amount of stdout/stderr to the log file, up to its size cap.
   void PumpLog();
 
-  enum class StopReason { kCancel, kTimeLimit, kInterrupt };
-  // SIGTERM to the group now, SIGKILL after the grace period (first reason wins).
+  // kPeerEnded: another rank of the same parallel run decided it (server/supervise/worker_group.h);
+  // it sets none of the facts' flags.
+  enum class StopReason { kCancel, kTimeLimit, kInterrupt, kPeerEnded };
+  // SIGTERM to the process group now, SIGKILL after the grace period (first reason wins).
   void RequestStop(StopReason reason, SteadyTime now);
   // Time limit and grace-period deadlines.
   void CheckTimers(SteadyTime now);

@@ -78,30 +78,45 @@ void Supervisor::Stop() {
   close(wake_write_);
 }
 
-void Supervisor::Finish(const std::string& experiment_id, const WorkerRunFacts& facts) {
-  listener_->OnWorkerExited(experiment_id, ClassifyExit(facts));
+void Supervisor::Finish(const std::string& experiment_id, const ExitVerdict& verdict) {
+  listener_->OnWorkerExited(experiment_id, verdict);
   absl::MutexLock lock(&mu_);
   --active_;
 }
 
+void Supervisor::ReportRankEnd(const std::string& experiment_id, int ranks, const RankEnd& end) {
+  if (ranks >= 2) listener_->OnRankExited(experiment_id, end);
+}
+
 void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
-  if (interrupting_) {
+  const std::string& id = request.experiment_id;
+  const int size = static_cast<int>(request.ranks.size());
+  auto report = [this, &id, size](const RankEnd& end) { ReportRankEnd(id, size, end); };
+  if (interrupting_ || size == 0) {
     WorkerRunFacts facts;
-    facts.interrupted = true;
-    Finish(request.experiment_id, facts);
+    facts.interrupted = interrupting_;
+    if (size == 0) facts.spawn_error = "no process to start";
+    Finish(id, ClassifyExit(facts));
     return;
   }
-  auto process = SpawnWorkerProcess(request.spawn);
-  if (!process.ok()) {
-    WorkerRunFacts facts;
-    facts.spawn_error = std::string(process.status().message());
-    Finish(request.experiment_id, facts);
-    return;
+  WorkerLimits limits = limits_;
+  limits.max_log_bytes = limits_.max_log_bytes / size;
+  std::vector<std::unique_ptr<RunningWorker>> ranks;
+  for (int r = 0; r < size; ++r) {
+    auto process = SpawnWorkerProcess(request.ranks[r]);
+    if (!process.ok()) {
+      // The ranks already started cannot run without this one.
+      for (auto& started : ranks) started->KillAndReap();
+      WorkerRunFacts facts;
+      facts.spawn_error = std::string(process.status().message());
+      Finish(id, WorkerGroup::SpawnFailed(size, r, facts, report));
+      return;
+    }
+    ranks.push_back(std::make_unique<RunningWorker>(id, *process, request.log_path,
+                                                    request.time_limit_seconds, limits, now));
+    listener_->OnWorkerStarted(id, r, process->pid);
   }
-  auto run = std::make_unique<RunningWorker>(request.experiment_id, *process, request.log_path,
-                                         request.time_limit_seconds, limits_, now);
-  listener_->OnWorkerStarted(request.experiment_id, process->pid);
-  runs_[request.experiment_id] = std::move(run);
+  runs_[id] = std::make_unique<WorkerGroup>(id, std::move(ranks));
 }
 
 void Supervisor::ProcessCommands(SteadyTime now) {
@@ -129,7 +144,7 @@ void Supervisor::ProcessCommands(SteadyTime now) {
         WorkerRunFacts facts;
         facts.cancelled = true;
         launches.erase(it);
-        Finish(id, facts);
+        Finish(id, ClassifyExit(facts));
         dropped = true;
         break;
       }
@@ -143,19 +158,27 @@ void Supervisor::ProcessCommands(SteadyTime now) {
 
 void Supervisor::Loop() {
   std::vector<pollfd> fds;
-  std::vector<std::pair<RunningWorker*, bool>> owners;  // (run, is_events) per fd after the first
+  struct FdOwner {
+    WorkerGroup* group;
+    int rank;
+    bool is_events;
+  };
+  std::vector<FdOwner> owners;  // per fd after the first
   while (true) {
     fds.clear();
     owners.clear();
     fds.push_back({wake_read_, POLLIN, 0});
-    for (auto& [id, run] : runs_) {
-      if (run->events_fd() >= 0) {
-        fds.push_back({run->events_fd(), POLLIN, 0});
-        owners.emplace_back(run.get(), true);
-      }
-      if (run->log_fd() >= 0) {
-        fds.push_back({run->log_fd(), POLLIN, 0});
-        owners.emplace_back(run.get(), false);
+    for (auto& [id, group] : runs_) {
+      for (int r = 0; r < group->size(); ++r) {
+        RunningWorker& run = group->rank(r);
+        if (run.events_fd() >= 0) {
+          fds.push_back({run.events_fd(), POLLIN, 0});
+          owners.push_back({group.get(), r, true});
+        }
+        if (run.log_fd() >= 0) {
+          fds.push_back({run.log_fd(), POLLIN, 0});
+          owners.push_back({group.get(), r, false});
+        }
       }
     }
     poll(fds.data(), fds.size(), kPollIntervalMs);
@@ -167,34 +190,42 @@ void Supervisor::Loop() {
     ProcessCommands(now);
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      auto [run, is_events] = owners[i - 1];
-      if (is_events) {
-        const std::string& id = run->experiment_id();
-        run->PumpEvents(now, [this, &id](vramlab::v1::WorkerEvent event) {
+      const FdOwner& owner = owners[i - 1];
+      RunningWorker& run = owner.group->rank(owner.rank);
+      if (owner.is_events) {
+        const std::string& id = owner.group->experiment_id();
+        const int rank = owner.rank;
+        run.PumpEvents(now, [this, &id, rank](vramlab::v1::WorkerEvent event) {
+          event.set_rank(rank);
           listener_->OnWorkerEvent(id, std::move(event));
         });
       } else {
-        run->PumpLog();
+        run.PumpLog();
       }
     }
     for (auto it = runs_.begin(); it != runs_.end();) {
-      RunningWorker& run = *it->second;
-      run.CheckTimers(now);
-      run.TryReap(now);
-      if (run.Finished(now)) {
-        WorkerRunFacts facts = run.facts();
-        std::string id = it->first;
+      WorkerGroup& group = *it->second;
+      const std::string id = it->first;
+      group.Advance(now, [this, &id, &group](const RankEnd& end) {
+        ReportRankEnd(id, group.size(), end);
+      });
+      if (group.Finished()) {
+        ExitVerdict verdict = group.Verdict();
         it = runs_.erase(it);
-        Finish(id, facts);
+        Finish(id, verdict);
       } else {
         ++it;
       }
     }
   }
   // Stopping: nothing may outlive the daemon's bookkeeping.
-  for (auto& [id, run] : runs_) {
-    run->KillAndReap();
-    Finish(id, run->facts());
+  for (auto& [id, group] : runs_) {
+    const std::string& run_id = id;
+    WorkerGroup& run_group = *group;
+    run_group.KillAndReap([this, &run_id, &run_group](const RankEnd& end) {
+      ReportRankEnd(run_id, run_group.size(), end);
+    });
+    Finish(id, run_group.Verdict());
   }
   runs_.clear();
   std::deque<LaunchRequest> launches;
@@ -205,7 +236,7 @@ void Supervisor::Loop() {
   for (const LaunchRequest& request : launches) {
     WorkerRunFacts facts;
     facts.interrupted = true;
-    Finish(request.experiment_id, facts);
+    Finish(request.experiment_id, ClassifyExit(facts));
   }
 }
 

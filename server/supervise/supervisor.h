@@ -1,5 +1,6 @@
-// Runs worker processes. One dedicated thread spawns every worker (never an RPC thread: the
-// PR_SET_PDEATHSIG of a child is tied to the thread that forked it) and multiplexes all of their
+// Runs worker processes: one per rank of each experiment (server/supervise/worker_group.h). One
+// dedicated thread spawns every worker, every rank included (never an RPC thread: the
+// PR_SET_PDEATHSIG of a child is tied to the thread that forked it), and multiplexes all of their
 // pipes with poll(), so a worker that floods output or stops reading cannot stall another.
 //
 // Thread-safe: Launch/Cancel/InterruptAll may be called from any thread; they queue a command and
@@ -22,13 +23,16 @@
 #include "server/supervise/exit_classifier.h"
 #include "server/supervise/spawn.h"
 #include "server/supervise/running_worker.h"
+#include "server/supervise/worker_group.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
 
 struct LaunchRequest {
   std::string experiment_id;
-  SpawnRequest spawn;
+  // One process per rank, rank r at ranks[r]; a one-process run has one. Spawned in rank order;
+  // each rank's output goes to the same log, each capped at max_log_bytes / ranks.
+  std::vector<SpawnRequest> ranks;
   std::string log_path;
   int time_limit_seconds = 0;
 };
@@ -36,9 +40,12 @@ struct LaunchRequest {
 class SupervisorListener {
  public:
   virtual ~SupervisorListener() = default;
-  virtual void OnWorkerStarted(const std::string& experiment_id, int pid) = 0;
+  virtual void OnWorkerStarted(const std::string& experiment_id, int rank, int pid) = 0;
+  // `event.rank()` is set to the rank whose process wrote it (0 for a one-process run).
   virtual void OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) = 0;
-  // Exactly once per Launch, whether or not the process could be started.
+  // A launch of two or more ranks: once per rank as it ends, before OnWorkerExited.
+  virtual void OnRankExited(const std::string& experiment_id, const RankEnd& end) = 0;
+  // Exactly once per Launch, when every rank has ended, whether or not they could be started.
   virtual void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) = 0;
 };
 
@@ -49,7 +56,7 @@ class Supervisor {
 
   absl::Status Start();
   void Launch(LaunchRequest request);
-  // Cancels a pending or running launch; unknown ids are ignored.
+  // Cancels a pending or running launch (every rank); unknown ids are ignored.
   void Cancel(const std::string& experiment_id);
   // SIGTERM to every worker (SIGKILL after the grace period); pending launches are dropped. Each
   // ends with an INTERRUPTED verdict unless it completes first.
@@ -64,7 +71,8 @@ class Supervisor {
   void Wake();
   void ProcessCommands(SteadyTime now);
   void StartWorker(LaunchRequest request, SteadyTime now);
-  void Finish(const std::string& experiment_id, const WorkerRunFacts& facts);
+  void Finish(const std::string& experiment_id, const ExitVerdict& verdict);
+  void ReportRankEnd(const std::string& experiment_id, int ranks, const RankEnd& end);
 
   const WorkerLimits limits_;
   SupervisorListener* const listener_;
@@ -81,7 +89,7 @@ class Supervisor {
   int active_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Supervisor thread only.
-  std::map<std::string, std::unique_ptr<RunningWorker>> runs_;
+  std::map<std::string, std::unique_ptr<WorkerGroup>> runs_;
   bool interrupting_ = false;
 };
 

@@ -3,6 +3,7 @@
 // tests/daemon/daemon_faults_test.cc).
 #include "server/supervise/supervisor.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,9 +23,15 @@ using vramlab::v1::Experiment;
 
 class RecordingListener : public SupervisorListener {
  public:
-  void OnWorkerStarted(const std::string& id, int pid) override {
+  void OnWorkerStarted(const std::string& id, int rank, int pid) override {
     absl::MutexLock lock(&mu_);
-    pids_[id] = pid;
+    if (rank == 0) pids_[id] = pid;
+    rank_pids_[id].push_back(pid);
+  }
+  void OnRankExited(const std::string& id, const RankEnd& end) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_FALSE(verdicts_.contains(id)) << "a rank of " << id << " reported after the run";
+    rank_ends_[id].push_back(end);
   }
   void OnWorkerEvent(const std::string& id, vramlab::v1::WorkerEvent event) override {
     absl::MutexLock lock(&mu_);
@@ -48,10 +55,20 @@ class RecordingListener : public SupervisorListener {
     absl::MutexLock lock(&mu_);
     return pids_.contains(id);
   }
+  std::vector<int> RankPids(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return rank_pids_[id];
+  }
+  std::vector<RankEnd> RankEnds(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return rank_ends_[id];
+  }
 
  private:
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> pids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<int>> rank_pids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<RankEnd>> rank_ends_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<vramlab::v1::WorkerEvent>> events_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ExitVerdict> verdicts_ ABSL_GUARDED_BY(mu_);
@@ -78,12 +95,33 @@ class SupervisorTest : public ::testing::Test {
   LaunchRequest Script(const std::string& id, const std::string& script, int time_limit = 30) {
     LaunchRequest request;
     request.experiment_id = id;
-    request.spawn.path = "/bin/sh";
-    request.spawn.args = {"-c", script};
-    request.spawn.env = EnvironmentWith({"CUDA_VISIBLE_DEVICES=7", "PYTORCH_CUDA_ALLOC_CONF"});
+    request.ranks.resize(1);
+    request.ranks[0].path = "/bin/sh";
+    request.ranks[0].args = {"-c", script};
+    request.ranks[0].env = EnvironmentWith({"CUDA_VISIBLE_DEVICES=7", "PYTORCH_CUDA_ALLOC_CONF"});
     request.log_path = dir_ + "/" + id + ".log";
     request.time_limit_seconds = time_limit;
     return request;
+  }
+  // A parallel launch: rank r runs scripts[r], with RANK=r in its environment.
+  LaunchRequest Ranks(const std::string& id, const std::vector<std::string>& scripts,
+                      int time_limit = 30) {
+    LaunchRequest request = Script(id, "", time_limit);
+    request.ranks.clear();
+    for (size_t r = 0; r < scripts.size(); ++r) {
+      SpawnRequest spawn;
+      spawn.path = "/bin/sh";
+      spawn.args = {"-c", scripts[r]};
+      spawn.env = EnvironmentWith({"RANK=" + std::to_string(r)});
+      request.ranks.push_back(spawn);
+    }
+    return request;
+  }
+  ExitVerdict RunRanks(const std::string& id, const std::vector<std::string>& scripts) {
+    supervisor_->Launch(Ranks(id, scripts));
+    auto verdict = listener_.WaitVerdict(id, absl::Seconds(20));
+    EXPECT_TRUE(verdict.has_value()) << id << " did not finish";
+    return verdict.value_or(ExitVerdict{});
   }
   ExitVerdict Run(const std::string& id, const std::string& script, int time_limit = 30) {
     supervisor_->Launch(Script(id, script, time_limit));
@@ -183,7 +221,7 @@ TEST_F(SupervisorTest, CrashAndExecFailure) {
   ExitVerdict crash = Run("crash", "kill -SEGV $$");
   EXPECT_THAT(crash.reason, HasSubstr("killed by signal 11"));
   LaunchRequest missing = Script("missing", "");
-  missing.spawn.path = "/nonexistent/vramlab-worker";
+  missing.ranks[0].path = "/nonexistent/vramlab-worker";
   supervisor_->Launch(missing);
   auto verdict = listener_.WaitVerdict("missing", absl::Seconds(10));
   ASSERT_TRUE(verdict.has_value());
@@ -201,6 +239,123 @@ TEST_F(SupervisorTest, InterruptAllEndsEveryWorkerInterrupted) {
   EXPECT_TRUE(supervisor_->WaitIdle(absl::Seconds(10)));
   EXPECT_EQ(listener_.WaitVerdict("one", absl::Seconds(1))->state, Experiment::INTERRUPTED);
   EXPECT_EQ(listener_.WaitVerdict("two", absl::Seconds(1))->state, Experiment::INTERRUPTED);
+}
+
+TEST_F(SupervisorTest, EveryRankSucceedsAndItsEventsCarryItsRank) {
+  StartSupervisor();
+  const std::string rank_script = R"(
+    echo "{\"notice\":{\"message\":\"I am $RANK\"}}" >&3
+    echo "rank $RANK log" >&2
+    echo '{"report":{"finalLoss":2.5}}' >&3)";
+  ExitVerdict verdict = RunRanks("pair", {rank_script, rank_script});
+  EXPECT_EQ(verdict.state, Experiment::SUCCEEDED) << verdict.reason;
+  EXPECT_FALSE(verdict.deciding_rank.has_value());
+  EXPECT_EQ(listener_.RankPids("pair").size(), 2u);
+  int notices[2] = {0, 0};
+  for (const auto& event : listener_.Events("pair")) {
+    ASSERT_GE(event.rank(), 0);
+    ASSERT_LT(event.rank(), 2);
+    if (event.has_notice()) {
+      EXPECT_EQ(event.notice().message(), "I am " + std::to_string(event.rank()));
+      ++notices[event.rank()];
+    }
+  }
+  EXPECT_EQ(notices[0], 1);
+  EXPECT_EQ(notices[1], 1);
+  auto ends = listener_.RankEnds("pair");
+  ASSERT_EQ(ends.size(), 2u);
+  for (const RankEnd& end : ends) {
+    EXPECT_EQ(end.verdict.state, Experiment::SUCCEEDED);
+    EXPECT_EQ(end.state_reason, "");
+  }
+  EXPECT_THAT(ReadLog("pair"), HasSubstr("rank 0 log"));
+  EXPECT_THAT(ReadLog("pair"), HasSubstr("rank 1 log"));
+}
+
+TEST_F(SupervisorTest, OneRanksOomDecidesAndStopsTheOthers) {
+  StartSupervisor();
+  auto start = std::chrono::steady_clock::now();
+  ExitVerdict verdict = RunRanks(
+      "oom", {"sleep 30", "sleep 30", R"(echo '{"oom":{"message":"out of memory"}}' >&3; exit 3)"});
+  EXPECT_EQ(verdict.state, Experiment::OOM);
+  EXPECT_EQ(verdict.reason, "rank 2 ran out of memory");
+  ASSERT_TRUE(verdict.deciding_rank.has_value());
+  EXPECT_EQ(*verdict.deciding_rank, 2);
+  EXPECT_EQ(verdict.exit_status, 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  auto ends = listener_.RankEnds("oom");
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends[0].rank, 2);
+  EXPECT_EQ(ends[0].verdict.state, Experiment::OOM);
+  for (size_t i = 1; i < ends.size(); ++i) {
+    EXPECT_EQ(ends[i].verdict.exit_status, -SIGTERM);
+    EXPECT_EQ(ends[i].state_reason, "stopped: rank 2 ran out of memory");
+  }
+  // No process of the run is left.
+  for (int pid : listener_.RankPids("oom")) EXPECT_NE(kill(pid, 0), 0) << pid;
+}
+
+TEST_F(SupervisorTest, ARankKilledBySignalDecidesOverOneThatFailsAfterIt) {
+  StartSupervisor();
+  // Rank 0 fails with an internal error as soon as rank 1 is gone (as a collective would);
+  // both end within one pass, and the killed rank is the cause.
+  const std::string marker = dir_ + "/rank1-dying";
+  ExitVerdict verdict = RunRanks(
+      "crash", {"while [ ! -e " + marker + " ]; do sleep 0.001; done; sleep 0.02; exit 1",
+                "touch " + marker + "; kill -KILL $$"});
+  EXPECT_EQ(verdict.state, Experiment::FAILED);
+  ASSERT_TRUE(verdict.deciding_rank.has_value());
+  EXPECT_EQ(*verdict.deciding_rank, 1);
+  EXPECT_THAT(verdict.reason, HasSubstr("rank 1: worker crashed: killed by signal 9"));
+  EXPECT_EQ(verdict.exit_status, -SIGKILL);
+}
+
+TEST_F(SupervisorTest, ATimeLimitIsDecidedByARankAndEndsEveryRank) {
+  StartSupervisor();
+  supervisor_->Launch(Ranks("slow", {"sleep 30", "sleep 30"}, /*time_limit=*/1));
+  auto verdict = listener_.WaitVerdict("slow", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::FAILED);
+  ASSERT_TRUE(verdict->deciding_rank.has_value());
+  const std::string rank = std::to_string(*verdict->deciding_rank);
+  EXPECT_EQ(verdict->reason, "rank " + rank + ": timed out: time limit of 1 s exceeded");
+  auto ends = listener_.RankEnds("slow");
+  ASSERT_EQ(ends.size(), 2u);
+  for (const RankEnd& end : ends) EXPECT_THAT(end.state_reason, HasSubstr("timed out"));
+  for (int pid : listener_.RankPids("slow")) EXPECT_NE(kill(pid, 0), 0) << pid;
+}
+
+TEST_F(SupervisorTest, CancelStopsEveryRankWithoutADecidingRank) {
+  StartSupervisor();
+  supervisor_->Launch(Ranks("cancel", {"sleep 30", "trap '' TERM; sleep 30"}));
+  for (int i = 0; i < 200 && listener_.RankPids("cancel").size() < 2; ++i) usleep(10000);
+  supervisor_->Cancel("cancel");
+  auto verdict = listener_.WaitVerdict("cancel", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::CANCELLED);
+  EXPECT_FALSE(verdict->deciding_rank.has_value());
+  auto ends = listener_.RankEnds("cancel");
+  ASSERT_EQ(ends.size(), 2u);
+  for (const RankEnd& end : ends) EXPECT_EQ(end.state_reason, "cancelled while running");
+  for (int pid : listener_.RankPids("cancel")) EXPECT_NE(kill(pid, 0), 0) << pid;
+}
+
+TEST_F(SupervisorTest, ARankThatCannotStartFailsTheRun) {
+  StartSupervisor();
+  LaunchRequest request = Ranks("missing-rank", {"sleep 30", "sleep 30"});
+  request.ranks[1].path = "/nonexistent/vramlab-worker";
+  supervisor_->Launch(request);
+  auto verdict = listener_.WaitVerdict("missing-rank", absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::FAILED);
+  EXPECT_THAT(verdict->reason, HasSubstr("rank 1: worker could not be started: exec /nonexistent"));
+  ASSERT_TRUE(verdict->deciding_rank.has_value());
+  EXPECT_EQ(*verdict->deciding_rank, 1);
+  auto ends = listener_.RankEnds("missing-rank");
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_THAT(ends[0].state_reason, HasSubstr("stopped: rank 1: worker could not be started"));
+  // Rank 0 had started: it is gone.
+  for (int pid : listener_.RankPids("missing-rank")) EXPECT_NE(kill(pid, 0), 0) << pid;
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ TEST_F(CliParallelTest, WithoutTheSearchFlagNoSearchLine) {
   EXPECT_THAT(one.out, ::testing::Not(HasSubstr("per rank")));
 }
 
-TEST_F(CliParallelTest, FlagErrorsAndTheSubmitRefusal) {
+TEST_F(CliParallelTest, FlagErrorsAndTheSubmitOfMoreRanksThanSlots) {
   struct Case {
     std::vector<std::string> args;
     int exit_code;
@@ -86,8 +86,6 @@ TEST_F(CliParallelTest, FlagErrorsAndTheSubmitRefusal) {
       {{"estimate", "--preset", "tiny", "--world-size", "65"}, 2, "--world-size"},
       {{"estimate", "--preset", "tiny", "--sharding", "full"}, 2, "spec.parallel.sharding"},
       {{"submit", "--preset", "tiny", "--world-size", "3"}, 6, "this daemon has 2 CPU worker slot(s)"},
-      {{"submit", "--preset", "tiny", "--world-size", "2", "--sharding", "optimizer"}, 6,
-       "not yet scheduled by this daemon"},
   };
   for (const Case& c : cases) {
     const CliResult r = Run(c.args);
@@ -95,6 +93,11 @@ TEST_F(CliParallelTest, FlagErrorsAndTheSubmitRefusal) {
     EXPECT_THAT(r.err, StartsWith("vramlab: ")) << Describe(r);
     EXPECT_THAT(r.err, HasSubstr(c.detail)) << Describe(r);
   }
+  // A world size the host's slots hold is accepted and queued.
+  const CliResult accepted =
+      Run({"submit", "--preset", "tiny", "--world-size", "2", "--sharding", "optimizer"});
+  EXPECT_EQ(accepted.exit_code, 0) << Describe(accepted);
+  EXPECT_THAT(accepted.out, HasSubstr("exp-")) << Describe(accepted);
 }
 
 }  // namespace
