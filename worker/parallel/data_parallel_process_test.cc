@@ -1,7 +1,8 @@
 // Real parallel runs: two vramlab-worker processes of the tree joined through c10d (Gloo on the
 // CPU) train the tiny model in FLOAT32 and must match one process that takes the whole global
 // micro-batch: the same loss at every step and the same parameters after the last, within 1e-6,
-// on every rank, for each sharding the worker implements.
+// on every rank, for each sharding the worker implements (SHARD_FULL also with and without
+// resharding after forward, activation checkpointing, three micro-batches, LoRA and padded rows).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -144,20 +145,41 @@ std::vector<double> StepLosses(const FinishedWorker& worker) {
   return losses;
 }
 
-// The tiny model in FLOAT32 on the CPU, two micro-batches a step (so gradients also accumulate).
-// SGD with momentum (sharded state under SHARD_OPTIMIZER/GRADIENTS) moves a parameter in
-// proportion to its gradient, so the rounding differences of averaged gradients stay at their own
-// size; AdamW divides by the gradient's magnitude and turns them, in elements whose gradient is
-// near zero, into parameter differences of up to the learning rate (docs/PARALLEL.md).
-std::string Spec(int micro_batch_size, const std::string& parallel, const std::string& dtype = "FLOAT32",
-                 const std::string& adapter = "") {
-  return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",
+// What a run trains besides its micro-batch size and parallel settings.
+struct RunShape {
+  std::string model = R"({"preset": "tiny", "initSeed": 5})";
+  std::string dtype = "FLOAT32";
+  std::string adapter;  // the spec's training.adapter object; empty: none
+  int grad_accum_steps = 2;
+  int checkpoint_every_k_layers = 0;
+};
+
+// On the CPU, by default the tiny model in FLOAT32 with two micro-batches a step (so gradients
+// also accumulate). SGD with momentum (sharded state under SHARD_OPTIMIZER/GRADIENTS/FULL) moves a
+// parameter in proportion to its gradient, so the rounding differences of averaged gradients stay
+// at their own size; AdamW divides by the gradient's magnitude and turns them, in elements whose
+// gradient is near zero, into parameter differences of up to the learning rate (docs/PARALLEL.md).
+std::string Spec(int micro_batch_size, const std::string& parallel, const RunShape& shape = {}) {
+  return R"({"model": )" + shape.model + R"(, "device": "CPU",
              "training": {"microBatchSize": )" +
-         std::to_string(micro_batch_size) + R"(, "gradAccumSteps": 2, "seqLen": 16, "steps": )" +
-         std::to_string(kSteps) + R"(, "dtype": ")" + dtype + R"(", "data": {"seed": 11},
-                          "optimizer": {"kind": "SGD", "learningRate": 0.05})" +
-         (adapter.empty() ? "" : R"(, "adapter": )" + adapter) + "}" +
+         std::to_string(micro_batch_size) + R"(, "gradAccumSteps": )" + std::to_string(shape.grad_accum_steps) +
+         R"(, "seqLen": 16, "steps": )" + std::to_string(kSteps) + R"(, "dtype": ")" + shape.dtype +
+         R"(", "checkpointEveryKLayers": )" + std::to_string(shape.checkpoint_every_k_layers) +
+         R"(, "data": {"seed": 11}, "optimizer": {"kind": "SGD", "learningRate": 0.05})" +
+         (shape.adapter.empty() ? "" : R"(, "adapter": )" + shape.adapter) + "}" +
          (parallel.empty() ? "" : R"(, "parallel": )" + parallel) + "}";
+}
+
+RunShape WithDtype(const std::string& dtype) {
+  RunShape shape;
+  shape.dtype = dtype;
+  return shape;
+}
+
+RunShape WithAdapter(const std::string& adapter) {
+  RunShape shape;
+  shape.adapter = adapter;
+  return shape;
 }
 
 void WriteFile(const std::string& path, const std::string& text) {
@@ -182,6 +204,17 @@ double LargestDifference(const std::string& a_path, const std::string& b_path) {
 
 std::string RankOutput(const ScratchDir& dir, int rank) { return dir.File("rank" + std::to_string(rank) + ".jsonl"); }
 
+// The parameters as the worker initializes them before its first step.
+void WriteInitialParameters(const std::string& spec_json, const std::string& path) {
+  const ExperimentSpec spec = ParseExperimentSpec(spec_json);
+  const Qwen2Config config = ResolveModelConfig(spec.model);
+  Qwen2ForCausalLM model(config, ToModelOptions(spec.training, torch::Device(torch::kCPU)));
+  InitializeWeights(*model, spec.model.init_seed, config.initializer_range);
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& named : model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+  WriteSafetensors(path, tensors);
+}
+
 // Starts kRanks ranks of `spec_json` (rank R saves its parameters to rankR.safetensors in `dir`)
 // and waits for all of them.
 std::vector<FinishedWorker> RunRanks(const ScratchDir& dir, const std::string& spec_json) {
@@ -199,6 +232,52 @@ std::vector<FinishedWorker> RunRanks(const ScratchDir& dir, const std::string& s
   return WaitAll(pids, outs, std::chrono::seconds(300));
 }
 
+// One process of `spec_json` in `dir` (single.json, single.jsonl, single.safetensors).
+FinishedWorker RunSingle(const ScratchDir& dir, const std::string& spec_json) {
+  const std::string spec = dir.File("single.json");
+  WriteFile(spec, spec_json);
+  const std::string out = dir.File("single.jsonl");
+  const pid_t pid = StartWorker(spec, out, {"--save-parameters", dir.File("single.safetensors")});
+  return WaitAll({pid}, {out}, std::chrono::seconds(300))[0];
+}
+
+// Every rank's losses and saved parameters against the single process's in `reference_dir`
+// (single.safetensors); returns the largest parameter difference over the ranks.
+double ExpectRanksMatch(const ScratchDir& dir, const std::vector<FinishedWorker>& ranks,
+                        const FinishedWorker& reference, const ScratchDir& reference_dir) {
+  const std::vector<double> reference_losses = StepLosses(reference);
+  EXPECT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
+  double largest = 0;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
+    if (ranks[rank].exit_code != kExitSucceeded) continue;
+    const std::vector<double> losses = StepLosses(ranks[rank]);
+    EXPECT_EQ(losses.size(), reference_losses.size());
+    for (size_t step = 0; step < losses.size() && step < reference_losses.size(); ++step) {
+      EXPECT_NEAR(losses[step], reference_losses[step], kTolerance) << "step " << step;
+    }
+    const double difference = LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"),
+                                                reference_dir.File("single.safetensors"));
+    EXPECT_LE(difference, kTolerance);
+    largest = std::max(largest, difference);
+  }
+  return largest;
+}
+
+// The memory anatomy of the run's report event.
+nlohmann::json ReportAnatomy(const FinishedWorker& worker) {
+  for (const auto& event : worker.events) {
+    if (event.contains("report")) return event["report"]["anatomy"];
+  }
+  ADD_FAILURE() << "no report event";
+  return nlohmann::json::object();
+}
+
+int64_t AnatomyBytes(const nlohmann::json& anatomy, const char* field) {
+  return anatomy.contains(field) ? std::stoll(anatomy[field].get<std::string>()) : 0;
+}
+
 class DataParallelProcessTest : public ::testing::TestWithParam<const char*> {
  protected:
   // The single process's losses and parameters, computed once for all shardings.
@@ -213,16 +292,6 @@ class DataParallelProcessTest : public ::testing::TestWithParam<const char*> {
     WriteInitialParameters(Spec(kRanks * kRowsPerRank, ""), reference_dir_->File("initial.safetensors"));
   }
 
-  // The parameters as the worker initializes them before its first step.
-  static void WriteInitialParameters(const std::string& spec_json, const std::string& path) {
-    const ExperimentSpec spec = ParseExperimentSpec(spec_json);
-    const Qwen2Config config = ResolveModelConfig(spec.model);
-    Qwen2ForCausalLM model(config, ToModelOptions(spec.training, torch::Device(torch::kCPU)));
-    InitializeWeights(*model, spec.model.init_seed, config.initializer_range);
-    std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (const auto& named : model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
-    WriteSafetensors(path, tensors);
-  }
   static void TearDownTestSuite() {
     delete reference_;
     delete reference_log_;
@@ -265,7 +334,7 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
-                         ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS"),
+                         ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_FULL"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 // LoRA: only the adapters train, so the ranks own, average and broadcast a subset of the
@@ -273,16 +342,11 @@ INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
 TEST(DataParallelAdapterTest, LoraRanksTrainAsOneProcessWithTheGlobalBatch) {
   const std::string lora = R"({"kind": "LORA", "rank": 4})";
   ScratchDir dir;
-  const std::string single_spec = dir.File("single.json");
-  WriteFile(single_spec, Spec(kRanks * kRowsPerRank, "", "FLOAT32", lora));
-  const std::string single_out = dir.File("single.jsonl");
-  const pid_t single =
-      StartWorker(single_spec, single_out, {"--save-parameters", dir.File("single.safetensors")});
-  const FinishedWorker reference = WaitAll({single}, {single_out}, std::chrono::seconds(300))[0];
-  ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(single_out);
+  const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", WithAdapter(lora)));
+  ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
 
   const std::vector<FinishedWorker> ranks =
-      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER"})", "FLOAT32", lora));
+      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER"})", WithAdapter(lora)));
   for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
@@ -337,7 +401,7 @@ TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
 TEST(DataParallelBfloat16Test, RanksEndWithIdenticalParameters) {
   ScratchDir dir;
   const std::vector<FinishedWorker> ranks =
-      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS"})", "BFLOAT16"));
+      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS"})", WithDtype("BFLOAT16")));
   for (int rank = 0; rank < kRanks; ++rank) {
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
   }
@@ -347,6 +411,106 @@ TEST(DataParallelBfloat16Test, RanksEndWithIdenticalParameters) {
   const auto parameters = SafetensorsFile::Open(dir.File("rank0.safetensors"));
   EXPECT_EQ(parameters->entries().begin()->second.dtype, "BF16");
 }
+
+// SHARD_FULL against one process, in the variations its machinery handles differently: freeing
+// the layers after forward or not, activation checkpointing (the recompute needs the layer
+// gathered again), three micro-batches (shard gradients accumulate), LoRA (frozen parameters are
+// sharded and gathered too, and layer 0's input needs no gradient, so its gradients are reduced
+// after backward), and a model whose rows do not divide by the ranks (padded chunks; untied
+// lm_head in the root).
+struct FullShardCase {
+  const char* name;
+  bool reshard_after_forward;
+  RunShape shape;
+};
+
+RunShape FullShardShape(int grad_accum_steps, int checkpoint_every_k_layers, const std::string& adapter = "",
+                        const std::string& model = "") {
+  RunShape shape;
+  shape.grad_accum_steps = grad_accum_steps;
+  shape.checkpoint_every_k_layers = checkpoint_every_k_layers;
+  shape.adapter = adapter;
+  if (!model.empty()) shape.model = model;
+  return shape;
+}
+
+// Vocabulary 301 and intermediate size 45 are odd: the embeddings, lm_head, gate_proj and
+// up_proj are padded by a row on rank 1.
+constexpr char kOddRowsModel[] = R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 45,
+    "numHiddenLayers": 3, "numAttentionHeads": 4, "numKeyValueHeads": 2, "maxPositionEmbeddings": 64,
+    "ropeTheta": 10000, "rmsNormEps": 1e-6, "tieWordEmbeddings": false, "initializerRange": 0.02}, "initSeed": 5})";
+
+void PrintTo(const FullShardCase& c, std::ostream* os) { *os << c.name; }
+
+class DataParallelFullShardTest : public ::testing::TestWithParam<FullShardCase> {};
+
+// Largest |lora_B| in a parameter file (lora_B starts at zero).
+double LargestLoraB(const std::string& path) {
+  const auto parameters = SafetensorsFile::Open(path);
+  double largest = 0;
+  for (const auto& [name, entry] : parameters->entries()) {
+    if (name.find("lora_B") != std::string::npos) {
+      largest = std::max(largest, parameters->View(name).abs().max().item<double>());
+    }
+  }
+  return largest;
+}
+
+TEST_P(DataParallelFullShardTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
+  const FullShardCase& c = GetParam();
+  ScratchDir dir;
+  const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", c.shape));
+  ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
+  const std::string parallel = std::string(R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": )") +
+                               (c.reshard_after_forward ? "true" : "false") + "}";
+  const std::vector<FinishedWorker> ranks = RunRanks(dir, Spec(kRowsPerRank, parallel, c.shape));
+  const double largest = ExpectRanksMatch(dir, ranks, reference, dir);
+  std::printf("%s: largest parameter difference %.3g\n", c.name, largest);
+
+  // Trained values, not the initialization, are compared.
+  if (c.shape.adapter.empty()) {
+    WriteInitialParameters(Spec(kRanks * kRowsPerRank, "", c.shape), dir.File("initial.safetensors"));
+    EXPECT_GT(LargestDifference(dir.File("initial.safetensors"), dir.File("single.safetensors")), 1000 * kTolerance);
+  } else {
+    EXPECT_GT(LargestLoraB(dir.File("single.safetensors")), 1000 * kTolerance);
+  }
+
+  // Each rank holds half of every parameter (the tiny model's rows all divide by two): its
+  // weights, adapters and optimizer state are half the single process's. The gathered full
+  // parameters are counted apart: resharded after forward, never all at once (the root and
+  // at most one layer in forward, two in backward, of the tiny model's two); kept, all of them.
+  if (c.shape.model != RunShape().model) return;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const nlohmann::json single = ReportAnatomy(reference);
+    const nlohmann::json sharded = ReportAnatomy(ranks[rank]);
+    EXPECT_EQ(2 * AnatomyBytes(sharded, "weightsBytes"), AnatomyBytes(single, "weightsBytes"));
+    EXPECT_EQ(2 * AnatomyBytes(sharded, "adapterWeightsBytes"), AnatomyBytes(single, "adapterWeightsBytes"));
+    EXPECT_EQ(2 * AnatomyBytes(sharded, "optimizerStateBytes"), AnatomyBytes(single, "optimizerStateBytes"));
+    const int64_t model_bytes = AnatomyBytes(single, "weightsBytes") + AnatomyBytes(single, "adapterWeightsBytes");
+    const int64_t gathered = AnatomyBytes(sharded, "gatheredParametersBytes");
+    if (c.reshard_after_forward) {
+      EXPECT_GT(gathered, 0);
+      EXPECT_LT(gathered, model_bytes);
+    } else {
+      EXPECT_EQ(gathered, model_bytes);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variations, DataParallelFullShardTest,
+    ::testing::Values(FullShardCase{"ReshardAfterForward", true, FullShardShape(2, 0)},
+                      FullShardCase{"CheckpointedLayers", true, FullShardShape(2, 1)},
+                      FullShardCase{"CheckpointedLayersKeptGathered", false, FullShardShape(2, 1)},
+                      FullShardCase{"ThreeMicroBatches", true, FullShardShape(3, 0)},
+                      FullShardCase{"ThreeMicroBatchesKeptGathered", false, FullShardShape(3, 0)},
+                      FullShardCase{"Lora", true, FullShardShape(2, 0, R"({"kind": "LORA", "rank": 4})")},
+                      FullShardCase{"LoraCheckpointedKeptGathered", false,
+                                    FullShardShape(2, 1, R"({"kind": "LORA", "rank": 4})")},
+                      FullShardCase{"PaddedRows", true, FullShardShape(2, 0, "", kOddRowsModel)},
+                      FullShardCase{"PaddedRowsCheckpointed", true, FullShardShape(2, 1, "", kOddRowsModel)}),
+    [](const ::testing::TestParamInfo<FullShardCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace vramlab::worker
