@@ -478,7 +478,7 @@ TEST_P(DataParallelFullShardTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
   // Each rank holds half of every parameter (the tiny model's rows all divide by two): its
   // weights, adapters and optimizer state are half the single process's. The gathered full
   // parameters are counted apart: resharded after forward, never all at once (the root and
-  // at most one layer in forward, two in backward, of the tiny model's two); kept, all of them.
+  // one of the tiny model's two layers at a time); kept, all of them.
   if (c.shape.model != RunShape().model) return;
   for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));

@@ -223,8 +223,8 @@ torch::Tensor FullShard::BeforeLayer(size_t index, const torch::Tensor& input) {
   if (input.requires_grad()) {
     // Runs once the gradient of the layer's input is complete, i.e. the layer's backward is done,
     // and before the node that produced the input: the layer below's last one (or the
-    // embedding's). So one hook finishes this layer and then gathers the one below, and no more
-    // than two layers (with the root) are gathered at once in backward.
+    // embedding's). So one hook finishes this layer and then gathers the one below: with
+    // reshard_after_forward one layer (and the root) is gathered at a time in backward too.
     input.register_hook([this, index](const torch::Tensor&) {
       ReduceGradients(units_[index]);
       if (index > 0) Gather(units_[index - 1]);

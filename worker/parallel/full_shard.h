@@ -16,7 +16,8 @@
 //             then gathers layer i-1 again if it was freed: the input is layer i-1's output, so
 //             this happens before layer i-1's first backward node and before a checkpointed
 //             layer's recompute. The top layer gets the same gather from a hook on its output.
-//             Nothing is prefetched: at most two layers and the root are gathered at once.
+//             Nothing is prefetched: with reshard_after_forward at most the root and one layer
+//             are gathered at once, in forward and in backward.
 //   FinishBackward, after loss.backward(): the same for the root and for every unit whose
 //             input hook did not run (an input that needs no gradient, e.g. layer 0's under LoRA).
 //
