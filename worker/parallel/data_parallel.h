@@ -60,8 +60,8 @@ class DataParallel {
   // Rows [rank * m, (rank + 1) * m) of a global micro-batch of world_size * m rows.
   torch::Tensor LocalRows(const torch::Tensor& global_batch) const;
 
-  // SHARD_FULL: shards `model`'s parameters (FullShard), which must then outlive neither this
-  // object nor the next ReleaseModel(). Every other sharding: nothing.
+  // SHARD_FULL: shards `model`'s parameters (FullShard) until ReleaseModel() or this object's
+  // end, whichever comes first. Every other sharding: nothing.
   void ShardModel(Qwen2ForCausalLMImpl& model);
   // SHARD_FULL: the sharding of the model ShardModel was given; null otherwise.
   const FullShard* full_shard() const { return full_shard_.get(); }

@@ -39,7 +39,7 @@ torch::Tensor AsRows(const torch::Tensor& t) { return t.dim() == 0 ? t.reshape({
 }  // namespace
 
 FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard_after_forward)
-    : group_(group), model_(model.model.get()), reshard_after_forward_(reshard_after_forward) {
+    : group_(group), model_(model.model.ptr()), reshard_after_forward_(reshard_after_forward) {
   torch::NoGradGuard no_grad;
   const int world = group_->world_size();
   const int rank = group_->rank();

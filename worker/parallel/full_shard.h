@@ -39,6 +39,7 @@
 #define VRAMLAB_WORKER_PARALLEL_FULL_SHARD_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,9 +58,9 @@ class FullShard : public ForwardUnitHooks {
   // Shards `model`'s parameters (each must be contiguous at storage offset 0; a tied parameter is
   // sharded once) and installs itself as the model's unit hooks. The rank's shards are copied
   // out of the full values and each full parameter's storage is freed as soon as its shard
-  // exists, so the peak is the full model plus one shard. `group` outlives this object, and this
-  // object outlives every forward and backward of `model`. Throws std::invalid_argument for a
-  // parameter that is not contiguous at offset 0.
+  // exists, so the peak is the full model plus one shard. `group` outlives this object; the
+  // model's Qwen2Model is kept alive until it is destroyed, so it never calls a destroyed hook.
+  // Throws std::invalid_argument for a parameter that is not contiguous at offset 0.
   FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard_after_forward);
   // Removes itself from the model's hooks.
   ~FullShard() override;
@@ -119,7 +120,7 @@ class FullShard : public ForwardUnitHooks {
   void AddCommunicationBytes(int64_t bytes);
 
   RankGroup* const group_;
-  Qwen2ModelImpl* const model_;
+  const std::shared_ptr<Qwen2ModelImpl> model_;
   const bool reshard_after_forward_;
   std::vector<ShardedParameter> parameters_;  // model order
   std::vector<Unit> units_;                   // the layers in order, then the root
