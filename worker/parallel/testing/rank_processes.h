@@ -155,6 +155,7 @@ struct RunShape {
   std::string adapter;  // the spec's training.adapter object; empty: none
   int grad_accum_steps = 2;
   int checkpoint_every_k_layers = 0;
+  std::string optimizer = R"({"kind": "SGD", "learningRate": 0.05})";  // training.optimizer
 };
 
 // On the CPU, by default the tiny model in FLOAT32 with two micro-batches a step (so gradients
@@ -168,7 +169,7 @@ inline std::string Spec(int micro_batch_size, const std::string& parallel, const
          std::to_string(micro_batch_size) + R"(, "gradAccumSteps": )" + std::to_string(shape.grad_accum_steps) +
          R"(, "seqLen": 16, "steps": )" + std::to_string(kSteps) + R"(, "dtype": ")" + shape.dtype +
          R"(", "checkpointEveryKLayers": )" + std::to_string(shape.checkpoint_every_k_layers) +
-         R"(, "data": {"seed": 11}, "optimizer": {"kind": "SGD", "learningRate": 0.05})" +
+         R"(, "data": {"seed": 11}, "optimizer": )" + shape.optimizer +
          (shape.adapter.empty() ? "" : R"(, "adapter": )" + shape.adapter) + "}" +
          (parallel.empty() ? "" : R"(, "parallel": )" + parallel) + "}";
 }
@@ -275,6 +276,22 @@ inline nlohmann::json ReportAnatomy(const FinishedWorker& worker) {
   }
   ADD_FAILURE() << "no report event";
   return nlohmann::json::object();
+}
+
+// A category's live bytes in the allocation ledger at the end of the first step's optimizer step
+// (the phase event's memory.categories). Unlike the anatomy's growth-based fields, it is not moved
+// by frees of older blocks during the phase (Gloo releases a finished collective's staging on its
+// own threads, possibly a phase later).
+inline int64_t LedgerBytesAfterFirstStep(const FinishedWorker& worker, const char* field) {
+  for (const auto& event : worker.events) {
+    if (!event.contains("phase")) continue;
+    const nlohmann::json& phase = event["phase"];
+    if (phase.value("phase", "") == "OPTIMIZER_STEP" && phase.value("edge", "") == "END" && phase.value("step", 0) == 0) {
+      return std::stoll(phase["memory"]["categories"][field].get<std::string>());
+    }
+  }
+  ADD_FAILURE() << "no end of the first OPTIMIZER_STEP";
+  return -1;
 }
 
 inline int64_t AnatomyBytes(const nlohmann::json& anatomy, const char* field) {
