@@ -117,6 +117,10 @@ struct MemoryAnatomy {
   double free_block_fragmentation_ratio = 0;
   int64_t adapter_weights_bytes = 0;
   int64_t quantization_constants_bytes = 0;
+  // SHARD_FULL: the largest total of all-gathered full parameters alive at once, and of the
+  // staging buffers of its collectives (worker/parallel/full_shard.h); 0 otherwise.
+  int64_t gathered_parameters_bytes = 0;
+  int64_t communication_buffers_bytes = 0;
   PeakAllocatedMoment at_peak_allocated;
   PeakReservedMoment at_peak_reserved;
 };

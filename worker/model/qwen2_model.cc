@@ -50,15 +50,18 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {
   in.sdpa_native_gqa = options_.sdpa_native_gqa;
   in.kernels = options_.kernels;
   in.preserve_rng_state = preserve_rng_state_;
+  if (unit_hooks_ != nullptr) unit_hooks_->BeforeRoot();
   torch::Tensor hidden = embed_tokens(input_ids);
   const int k = options_.checkpoint_every_k_layers;
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     in.sdpa_backend = i == 0 ? &sdpa_backend_ : nullptr;
+    if (unit_hooks_ != nullptr) hidden = unit_hooks_->BeforeLayer(i, hidden);
     if (k > 0 && i % static_cast<size_t>(k) == 0) {
       hidden = CheckpointedLayerForward(*decoder_layers_[i], hidden, in);
     } else {
       hidden = decoder_layers_[i]->forward(hidden, in);
     }
+    if (unit_hooks_ != nullptr) hidden = unit_hooks_->AfterLayer(i, hidden);
   }
   return norm->Apply(hidden, options_.kernels);
 }

@@ -20,6 +20,7 @@
 
 #include "worker/model/qwen2_config.h"
 #include "worker/model/qwen2_layers.h"
+#include "worker/model/unit_hooks.h"
 
 namespace vramlab::worker {
 
@@ -53,6 +54,9 @@ class Qwen2ModelImpl : public torch::nn::Module {
   void set_preserve_rng_state(bool preserve) { preserve_rng_state_ = preserve; }
   // The decoder layers in order (the same modules as `layers`).
   const std::vector<Qwen2DecoderLayer>& decoder_layers() const { return decoder_layers_; }
+  // Called around the root and each layer in every forward (unit_hooks.h); null (the default):
+  // none. `hooks` outlives the model's forwards and backwards.
+  void set_unit_hooks(ForwardUnitHooks* hooks) { unit_hooks_ = hooks; }
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // registered for the names; same modules as below
@@ -64,6 +68,7 @@ class Qwen2ModelImpl : public torch::nn::Module {
   std::vector<Qwen2DecoderLayer> decoder_layers_;
   std::string sdpa_backend_;
   bool preserve_rng_state_ = false;
+  ForwardUnitHooks* unit_hooks_ = nullptr;
 };
 TORCH_MODULE(Qwen2Model);
 

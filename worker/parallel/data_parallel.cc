@@ -1,5 +1,6 @@
 #include "worker/parallel/data_parallel.h"
 
+#include <stdexcept>
 #include <unordered_set>
 
 #include "worker/parallel/parameter_partition.h"
@@ -24,19 +25,28 @@ std::string ShardingName(SpecSharding sharding) {
 
 }  // namespace
 
-void CheckShardingImplemented(SpecSharding sharding) {
-  if (sharding == SpecSharding::kFull) {
-    throw SpecError(spec_rules::kShardingField, "SHARD_FULL is not implemented by this worker yet "
-                                                "(SHARD_NONE, SHARD_OPTIMIZER and SHARD_GRADIENTS are)");
+void CheckShardingImplemented(const SpecParallel& parallel, const SpecAdapter& adapter) {
+  if (parallel.sharding == SpecSharding::kFull && adapter.kind == SpecAdapterKind::kQlora) {
+    throw SpecError(spec_rules::kShardingField, "SHARD_FULL does not shard QLoRA's NF4 base weights in this worker; "
+                                                "use LORA, or SHARD_GRADIENTS with QLORA");
   }
 }
 
-DataParallel::DataParallel(RankGroup* group, SpecSharding sharding) : group_(group), sharding_(sharding) {
-  CheckShardingImplemented(sharding_);
-}
+DataParallel::DataParallel(RankGroup* group, const SpecParallel& parallel)
+    : group_(group), sharding_(parallel.sharding), reshard_after_forward_(parallel.reshard_after_forward) {}
 
 std::string DataParallel::Describe() const {
-  return ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
+  std::string text =
+      ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
+  if (sharding_ == SpecSharding::kFull) {
+    text += reshard_after_forward_ ? ", resharded after forward" : ", not resharded after forward";
+  }
+  return text;
+}
+
+void DataParallel::ShardModel(Qwen2ForCausalLMImpl& model) {
+  if (sharding_ != SpecSharding::kFull) return;
+  full_shard_ = std::make_unique<FullShard>(group_, model, reshard_after_forward_);
 }
 
 torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
@@ -47,6 +57,12 @@ torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
 std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
     const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters, const OptimizerOptions& options) {
   parameters_.clear();
+  if (sharding_ == SpecSharding::kFull) {
+    if (!full_shard_) throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs ShardModel first");
+    std::vector<std::pair<std::string, torch::Tensor>> shards = full_shard_->TrainableShards();
+    if (shards.empty()) return std::make_unique<NoParametersOptimizer>();
+    return MakeOptimizer(std::move(shards), options);
+  }
   std::vector<std::string> names;
   std::unordered_set<const void*> seen;
   for (const auto& [name, p] : named_parameters) {
@@ -76,6 +92,10 @@ torch::Tensor& DataParallel::GradientOrZeros(torch::Tensor& parameter) {
 }
 
 void DataParallel::AfterBackward(bool last) {
+  if (sharding_ == SpecSharding::kFull) {
+    full_shard_->FinishBackward(last);
+    return;
+  }
   torch::NoGradGuard no_grad;
   const double scale = 1.0 / world_size();
   if (sharding_ == SpecSharding::kGradients) {
@@ -101,7 +121,9 @@ void DataParallel::AfterBackward(bool last) {
 }
 
 void DataParallel::AfterStep() {
-  if (sharding_ == SpecSharding::kNone) return;  // every rank stepped every parameter alike
+  // SHARD_NONE: every rank stepped every parameter alike; SHARD_FULL: the next forward gathers
+  // the stepped shards.
+  if (sharding_ == SpecSharding::kNone || sharding_ == SpecSharding::kFull) return;
   torch::NoGradGuard no_grad;
   std::vector<RootedTensor> updated;
   for (size_t i = 0; i < parameters_.size(); ++i) updated.emplace_back(parameters_[i].detach(), owner_[i]);
@@ -109,7 +131,23 @@ void DataParallel::AfterStep() {
 }
 
 void DataParallel::ZeroGrad() {
+  if (full_shard_) full_shard_->ZeroGrad();
   for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> DataParallel::ParametersToSave(Qwen2ForCausalLMImpl& model,
+                                                                                  bool wanted) {
+  if (full_shard_) {
+    const bool anyone_wants = group_->MeanOverRanks(wanted ? 1.0 : 0.0) > 0;
+    if (!anyone_wants) return {};
+    std::vector<std::pair<std::string, torch::Tensor>> gathered = full_shard_->GatherToHost();
+    if (!wanted) return {};
+    return gathered;
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  if (!wanted) return tensors;
+  for (const auto& named : model.named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+  return tensors;
 }
 
 }  // namespace vramlab::worker

@@ -1,9 +1,13 @@
 // One rank's side of data-parallel training (docs/PARALLEL.md). The training loop calls it
 // at fixed points of every step, and every rank makes the same calls in the same order:
 //
+//   ShardModel(model)                         (once, after the model is loaded)
+//   MakeRankOptimizer(...)
 //   LocalRows(global micro-batch)  -> this rank's rows
 //   forward, backward, AfterBackward(last)    (per micro-batch)
 //   optimizer->Step(), AfterStep(), ZeroGrad()
+//   ParametersToSave(model, wanted)           (once, after the last step)
+//   ReleaseModel()                            (before the model is destroyed)
 //
 // so that the run trains as one process with world_size times the micro-batch would: each rank's
 // loss is the mean over its rows, and the gradients are averaged over the ranks before a step.
@@ -15,6 +19,9 @@
 //   SHARD_GRADIENTS  AfterBackward (every micro-batch) reduces each gradient to its owner (sum)
 //                    and frees it on the other ranks; the owner divides by world_size after the
 //                    last; otherwise as SHARD_OPTIMIZER.
+//   SHARD_FULL       ShardModel splits every parameter over the ranks and gathers each unit's
+//                    parameters around its forward and backward (full_shard.h); each rank's
+//                    optimizer steps its own shards, and nothing is broadcast after the step.
 //
 // Every trainable parameter is assumed to take part in every forward (true of the Qwen2 model
 // and its adapters): a gradient that a rank lacks at a collective counts as zeros.
@@ -28,19 +35,22 @@
 
 #include <torch/torch.h>
 
+#include "worker/model/qwen2_model.h"
 #include "worker/optim/optimizer.h"
+#include "worker/parallel/full_shard.h"
 #include "worker/parallel/rank_group.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {
 
-// Throws SpecError (parallel.sharding) for a sharding this worker does not implement (SHARD_FULL).
-void CheckShardingImplemented(SpecSharding sharding);
+// Throws SpecError (parallel.sharding) for a sharding this worker does not implement with the
+// spec's adapter: SHARD_FULL with QLoRA (its NF4 base weights are not sharded).
+void CheckShardingImplemented(const SpecParallel& parallel, const SpecAdapter& adapter);
 
 class DataParallel {
  public:
-  // `group` outlives this object. Throws as CheckShardingImplemented.
-  DataParallel(RankGroup* group, SpecSharding sharding);
+  // `group` outlives this object.
+  DataParallel(RankGroup* group, const SpecParallel& parallel);
 
   int rank() const { return group_->rank(); }
   int world_size() const { return group_->world_size(); }
@@ -50,9 +60,16 @@ class DataParallel {
   // Rows [rank * m, (rank + 1) * m) of a global micro-batch of world_size * m rows.
   torch::Tensor LocalRows(const torch::Tensor& global_batch) const;
 
+  // SHARD_FULL: shards `model`'s parameters (FullShard) until ReleaseModel() or this object's
+  // end, whichever comes first. Every other sharding: nothing.
+  void ShardModel(Qwen2ForCausalLMImpl& model);
+  // SHARD_FULL: the sharding of the model ShardModel was given; null otherwise.
+  const FullShard* full_shard() const { return full_shard_.get(); }
+
   // This rank's optimizer over `named_parameters` (the trainable parameters in model order, a
-  // tied tensor possibly listed twice): all of them for SHARD_NONE, else the ones this rank owns.
-  // Remembers the parameters for the calls below. Throws as MakeOptimizer.
+  // tied tensor possibly listed twice): all of them for SHARD_NONE, else the ones this rank owns;
+  // for SHARD_FULL the rank's shards of them. Remembers the parameters for the calls below.
+  // Throws as MakeOptimizer.
   std::unique_ptr<Optimizer> MakeRankOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
                                                const OptimizerOptions& options);
 
@@ -65,12 +82,21 @@ class DataParallel {
   void ZeroGrad();
   // The mean over ranks of a per-rank value (the step's loss).
   double MeanOverRanks(double value) { return group_->MeanOverRanks(value); }
+  // The model's full parameters under their names, for --save-parameters; `wanted`: this rank
+  // writes them. SHARD_FULL gathers them unit by unit into host copies when any rank wants them
+  // (agreed through one all-reduce, so every rank must call this); otherwise the parameters
+  // themselves (empty when not wanted).
+  std::vector<std::pair<std::string, torch::Tensor>> ParametersToSave(Qwen2ForCausalLMImpl& model, bool wanted);
+  // Forgets the model ShardModel was given (SHARD_FULL frees the shards it holds).
+  void ReleaseModel() { full_shard_.reset(); }
 
  private:
   torch::Tensor& GradientOrZeros(torch::Tensor& parameter);
 
   RankGroup* const group_;
   const SpecSharding sharding_;
+  const bool reshard_after_forward_;
+  std::unique_ptr<FullShard> full_shard_;
   std::vector<torch::Tensor> parameters_;  // distinct, in model order
   std::vector<int> owner_;                 // per parameter; all this rank for SHARD_NONE
 };

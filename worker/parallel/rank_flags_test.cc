@@ -50,9 +50,15 @@ TEST(RankFlagsTest, SingleProcessSpecTakesNoRank) {
   EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 1})"), {0, "127.0.0.1:1"})["field"], "parallel.world_size");
 }
 
-TEST(RankFlagsTest, FullShardingIsRefusedBeforeTheRanksMeet) {
-  EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 2, "sharding": "SHARD_FULL"})"), {0, "127.0.0.1:1"})["field"],
-            spec_rules::kShardingField);
+// QLoRA's NF4 base weights are not sharded: SHARD_FULL with QLoRA is refused before the ranks meet
+// (no rank listens at the rendezvous address here).
+TEST(RankFlagsTest, FullShardingOfQloraIsRefusedBeforeTheRanksMeet) {
+  const std::string spec = R"({"model": {"preset": "tiny"}, "device": "CPU",
+                               "training": {"seqLen": 8, "dtype": "BFLOAT16", "adapter": {"kind": "QLORA"}},
+                               "parallel": {"worldSize": 2, "sharding": "SHARD_FULL"}})";
+  const nlohmann::json error = RefusedRun(spec, {0, "127.0.0.1:1"});
+  EXPECT_EQ(error["field"], spec_rules::kShardingField);
+  EXPECT_NE(error["message"].get<std::string>().find("QLoRA"), std::string::npos) << error;
 }
 
 TEST(RankFlagsTest, ParsesRendezvousAddresses) {

@@ -24,14 +24,15 @@ template <typename Group>
 class C10dRankGroup : public RankGroup {
  public:
   C10dRankGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group, int rank, int world_size,
-                std::string name, torch::Device device, bool float32_wire_for_bfloat16)
+                std::string name, torch::Device device, bool float32_wire_for_bfloat16, bool flat_buffer_collectives)
       : store_(std::move(store)),
         group_(std::move(group)),
         rank_(rank),
         world_size_(world_size),
         name_(std::move(name)),
         device_(device),
-        float32_wire_for_bfloat16_(float32_wire_for_bfloat16) {}
+        float32_wire_for_bfloat16_(float32_wire_for_bfloat16),
+        flat_buffer_collectives_(flat_buffer_collectives) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -57,6 +58,48 @@ class C10dRankGroup : public RankGroup {
       options.rootRank = rooted.second;
       return group_->broadcast(wire, options);
     });
+  }
+
+  void AllGather(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
+    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+    for (const auto& [full, chunk] : full_and_chunk) {
+      if (flat_buffer_collectives_) {
+        at::Tensor output = full.view({-1});
+        at::Tensor input = chunk.view({-1});
+        pending.push_back(group_->_allgather_base(output, input, c10d::AllgatherOptions{}));
+        continue;
+      }
+      // Gloo: no bfloat16, but an all-gather only moves bytes, so a float16 view carries it.
+      const bool reinterpret = chunk.scalar_type() == torch::kBFloat16;
+      const torch::Tensor flat_full = full.view({-1});
+      const torch::Tensor flat_chunk = chunk.view({-1});
+      const torch::Tensor wire_full = reinterpret ? flat_full.view(torch::kHalf) : flat_full;
+      std::vector<at::Tensor> input{reinterpret ? flat_chunk.view(torch::kHalf) : flat_chunk};
+      std::vector<std::vector<at::Tensor>> outputs(1);
+      const int64_t chunk_elements = chunk.numel();
+      for (int r = 0; r < world_size_; ++r) outputs[0].push_back(wire_full.narrow(0, r * chunk_elements, chunk_elements));
+      pending.push_back(group_->allgather(outputs, input, c10d::AllgatherOptions{}));
+    }
+    for (auto& work : pending) work->wait();
+  }
+
+  void ReduceScatterSum(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
+    if (flat_buffer_collectives_) {
+      std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+      for (const auto& [full, chunk] : full_and_chunk) {
+        at::Tensor output = chunk.view({-1});
+        at::Tensor input = full.view({-1});
+        pending.push_back(group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}));
+      }
+      for (auto& work : pending) work->wait();
+      return;
+    }
+    std::vector<torch::Tensor> fulls;
+    for (const auto& pair : full_and_chunk) fulls.push_back(pair.first);
+    AllReduceSum(fulls);
+    for (const auto& [full, chunk] : full_and_chunk) {
+      chunk.view({-1}).copy_(full.view({-1}).narrow(0, rank_ * chunk.numel(), chunk.numel()));
+    }
   }
 
   double MeanOverRanks(double value) override {
@@ -97,6 +140,9 @@ class C10dRankGroup : public RankGroup {
   const std::string name_;
   const torch::Device device_;
   const bool float32_wire_for_bfloat16_;
+  // NCCL: all-gather and reduce-scatter on flat buffers (_allgather_base, _reduce_scatter_base).
+  // Gloo (LibTorch 1.13) has neither; AllGather and ReduceScatterSum say what it uses instead.
+  const bool flat_buffer_collectives_;
 };
 
 }  // namespace
@@ -164,7 +210,7 @@ std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_siz
     auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, flags.rank, world_size,
                                                              c10d::ProcessGroupNCCL::Options::create());
     return std::make_unique<C10dRankGroup<c10d::ProcessGroupNCCL>>(store, group, flags.rank, world_size, "nccl",
-                                                                   torch::Device(torch::kCUDA), false);
+                                                                   torch::Device(torch::kCUDA), false, true);
   }
 #endif
 #ifdef VRAMLAB_WITH_C10D_GLOO
@@ -178,7 +224,7 @@ std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_siz
                                         : c10d::ProcessGroupGloo::createDeviceForHostname(address.host));
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, flags.rank, world_size, gloo_options);
     return std::make_unique<C10dRankGroup<c10d::ProcessGroupGloo>>(store, group, flags.rank, world_size, "gloo",
-                                                                   torch::Device(torch::kCPU), true);
+                                                                   torch::Device(torch::kCPU), true, false);
   }
 #endif
   throw std::logic_error("RankGroup::Join: no process group for this device");  // refused above

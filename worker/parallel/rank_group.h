@@ -66,6 +66,20 @@ class RankGroup {
   virtual void ReduceSum(const std::vector<RootedTensor>& tensors) = 0;
   // Each tensor becomes its root rank's copy on every rank.
   virtual void Broadcast(const std::vector<RootedTensor>& tensors) = 0;
+  // SHARD_FULL's collectives, over pairs of a padded full tensor and this rank's chunk of it:
+  // `full` is contiguous with world_size() * chunk.numel() elements, `chunk` contiguous, both of
+  // one dtype and device. One collective per pair, all launched before the first is waited for.
+  //
+  // AllGather: each `full` becomes the concatenation of every rank's `chunk` in rank order.
+  // NCCL: _allgather_base into `full`. Gloo: allgather into views of `full` (its process group
+  // stages the result in a flat buffer of full's size first); bfloat16 travels bit for bit as
+  // float16, a copy needing no arithmetic.
+  virtual void AllGather(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
+  // ReduceScatterSum: each `chunk` becomes this rank's chunk of the sum over ranks of `full`;
+  // `full` is left unspecified. NCCL: _reduce_scatter_base. Gloo, which has no reduce-scatter in
+  // LibTorch 1.13: `full` is all-reduced in place (as AllReduceSum, so bfloat16 through a float32
+  // copy) and the rank's chunk copied out, twice a reduce-scatter's traffic.
+  virtual void ReduceScatterSum(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
   // The mean over ranks of a value each rank computed (one all-reduce of a float64 scalar).
   virtual double MeanOverRanks(double value) = 0;
 };

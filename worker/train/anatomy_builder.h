@@ -70,6 +70,14 @@ class AnatomyBuilder {
     anatomy_.quantization_constants_bytes = bytes;
   }
 
+  // SHARD_FULL: the largest totals of gathered full parameters and of communication staging
+  // buffers alive at once (FullShard's own counts).
+  void SetShardingBuffersBytes(int64_t gathered_parameters, int64_t communication_buffers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    anatomy_.gathered_parameters_bytes = gathered_parameters;
+    anatomy_.communication_buffers_bytes = communication_buffers;
+  }
+
   // Final anatomy; `final_reading` carries the point's overall peaks.
   MemoryAnatomy Build(const MemorySample& final_reading);
 

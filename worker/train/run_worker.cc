@@ -151,7 +151,7 @@ class Session {
     Log("rank " + std::to_string(flags.rank) + " of " + std::to_string(spec_.parallel.world_size) +
         ": joining at " + flags.rendezvous);
     ranks_ = RankGroup::Join(flags, spec_.parallel.world_size, backend_->kind() == DeviceKind::kCuda);
-    parallel_ = std::make_unique<DataParallel>(ranks_.get(), spec_.parallel.sharding);
+    parallel_ = std::make_unique<DataParallel>(ranks_.get(), spec_.parallel);
     sink_.Notice(NoticeLevel::kInfo, "rank " + std::to_string(flags.rank) + " of a parallel run: " +
                                          parallel_->Describe() + ", " + std::to_string(spec_.training.micro_batch_size) +
                                          " rows of each global micro-batch of " +
@@ -225,7 +225,7 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
   try {
     ExperimentSpec spec = ParseExperimentSpec(spec_text);
     CheckRankFlags(spec.parallel, hooks.rank_flags);
-    if (spec.parallel.active()) CheckShardingImplemented(spec.parallel.sharding);
+    if (spec.parallel.active()) CheckShardingImplemented(spec.parallel, spec.training.adapter);
     if (hooks.before_device) hooks.before_device(spec);
     return Session(std::move(spec), sink, hooks).Run();
   } catch (const SpecError& e) {

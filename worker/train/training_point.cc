@@ -70,6 +70,10 @@ class PointRunner {
     }
     if (live.model) outcome_.attention_backend = live.model->attention_backend();
     context_.backend->SettleLedger();
+    if (context_.parallel != nullptr && context_.parallel->full_shard() != nullptr) {
+      const FullShard& full = *context_.parallel->full_shard();
+      context_.anatomy->SetShardingBuffersBytes(full.peak_gathered_bytes(), full.peak_communication_bytes());
+    }
     outcome_.anatomy = context_.anatomy->Build(context_.monitor->Read());
     Summarize();
     Teardown(live);
@@ -89,6 +93,7 @@ class PointRunner {
       InitializeWeights(*live.model, spec_.model.init_seed, config_.initializer_range);
     }
     if (spec_.training.adapter.enabled()) AttachAdapters(live);
+    if (context_.parallel != nullptr) ShardModel(live);
     tracker_.End();
     try {
       // Only what trains: every parameter, or the adapters alone.
@@ -105,6 +110,17 @@ class PointRunner {
     }
   }
 
+  // SHARD_FULL, inside LOAD: the rank keeps its shards, so LOAD's growth is the shards alone; the
+  // adapters' share is their shards' bytes.
+  void ShardModel(LiveModel& live) {
+    context_.parallel->ShardModel(*live.model);
+    const FullShard* full = context_.parallel->full_shard();
+    if (full == nullptr || !spec_.training.adapter.enabled()) return;
+    int64_t adapter_bytes = 0;
+    for (const auto& named : full->TrainableShards()) adapter_bytes += named.second.nbytes();
+    context_.anatomy->SetAdapterWeightsBytes(adapter_bytes);
+  }
+
   // At the end of each phase, tells the ledger what the phase's surviving allocations are
   // (allocation_ledger.h). Recomputed activations (checkpointing) are allocated in BACKWARD and
   // freed there, so at a peak in backward they count as temporaries.
@@ -113,6 +129,7 @@ class PointRunner {
     if (ledger == nullptr) return;
     std::unordered_map<uintptr_t, BlockCategory> known;
     BlockCategory survivors = BlockCategory::kTemporary;
+    const FullShard* full = context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
     switch (position.phase) {
       case Phase::kLoad:
         survivors = BlockCategory::kWeights;
@@ -120,11 +137,22 @@ class PointRunner {
         break;
       case Phase::kForward:
         survivors = BlockCategory::kActivations;  // what forward leaves for backward
+        // SHARD_FULL's gathered parameters alive after forward (the root, and every layer
+        // without reshard_after_forward) are no activations; the ledger has no category of its
+        // own for them, so they stay temporaries there (the anatomy counts them apart).
+        if (full != nullptr) {
+          for (const torch::Tensor& p : full->GatheredParameters()) known[StorageAddress(p)] = BlockCategory::kTemporary;
+        }
         break;
       case Phase::kBackward:
         if (live_.model) {
           for (const torch::Tensor& p : live_.model->parameters()) {
             if (p.grad().defined()) known[StorageAddress(p.grad())] = BlockCategory::kGradients;
+          }
+        }
+        if (full != nullptr) {
+          for (const torch::Tensor& shard : full->Shards()) {
+            if (shard.grad().defined()) known[StorageAddress(shard.grad())] = BlockCategory::kGradients;
           }
         }
         // In-backward optimizers create their state lazily there and keep no gradients.
@@ -144,6 +172,11 @@ class PointRunner {
   void AddAdapterTensors(std::unordered_map<uintptr_t, BlockCategory>& known) {
     for (const auto& named : TrainableParameters(*live_.model)) {
       known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
+    }
+    if (context_.parallel != nullptr && context_.parallel->full_shard() != nullptr) {
+      for (const auto& named : context_.parallel->full_shard()->TrainableShards()) {
+        known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
+      }
     }
     for (const auto& buffer : live_.model->named_buffers()) {
       const std::string& name = buffer.key();
@@ -274,10 +307,17 @@ class PointRunner {
   }
 
   // The first point's parameters, as the model names them, after its last step.
+  // A parallel run's ranks all take part (SHARD_FULL gathers the parameters).
   void SaveParameters(LiveModel& live) {
-    if (context_.save_parameters_path.empty() || shape_.sweep_index != 0) return;
+    if (shape_.sweep_index != 0) return;
+    const bool wanted = !context_.save_parameters_path.empty();
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (const auto& named : live.model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+    if (context_.parallel != nullptr) {
+      tensors = context_.parallel->ParametersToSave(*live.model, wanted);
+    } else if (wanted) {
+      for (const auto& named : live.model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+    }
+    if (!wanted) return;
     try {
       WriteSafetensors(context_.save_parameters_path, tensors);
     } catch (const LoadError& e) {  // not the weights' fault: an internal error of this run
@@ -357,6 +397,7 @@ class PointRunner {
     const int32_t last_step = outcome_.steps.empty() ? 0 : outcome_.steps.back().step;
     tracker_.Begin(Phase::kTeardown, last_step, 0);
     live.optimizer.reset();
+    if (context_.parallel != nullptr) context_.parallel->ReleaseModel();
     live.model = Qwen2ForCausalLM(nullptr);
     context_.backend->EmptyCache();
     tracker_.End();
