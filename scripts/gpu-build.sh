@@ -106,11 +106,15 @@ if $run_tests; then
   command -v chromium >/dev/null || missing+=(needs-chromium)
   command -v systemd-analyze >/dev/null || missing+=(needs-systemd)
   command -v zsh >/dev/null || missing+=(needs-zsh)
+  # The worker tree found no Gloo headers: its CPU parallel runs are refused, so the daemon's
+  # tests that run them are left out too (the worker tree leaves out its own likewise).
+  grep -q '^VRAMLAB_GLOO_INCLUDE_DIR:PATH=.*NOTFOUND' "$build/worker/CMakeCache.txt" &&
+    missing+=(needs-worker-gloo)
   exclude=()
   if [ ${#missing[@]} -gt 0 ]; then
     labels="^($(IFS='|'; echo "${missing[*]}"))\$"
     exclude=(-LE "$labels")
-    echo "not run on this host (the tool is missing; CI runs them):" \
+    echo "not run on this host (the tool or the worker's Gloo is missing; CI runs them):" \
       $(ctest --test-dir "$build/server" -N -L "$labels" | sed -n 's/^ *Test *#[0-9]*: //p')
   fi
   # ctest runs $jobs tests at once; each LibTorch process would otherwise start one intra-op
