@@ -120,13 +120,15 @@ void EventWriter::Loop() {
     if (status.ok()) {
       backoff = absl::ZeroDuration();
       ReportPersisted(held, held.size());
+      const size_t stored = held.size();
+      held.clear();
+      // Before committed_ moves: a Flush() that this commit ends sees the held counts without it.
+      CountHeld(held);
       {
         absl::MutexLock lock(&mu_);
-        committed_ += held.size();
+        committed_ += stored;
         failing_ = false;
       }
-      held.clear();
-      CountHeld(held);
       continue;
     }
     bool first_failure = backoff == absl::ZeroDuration();
