@@ -24,14 +24,7 @@ DelayedUpdatePipeline::DelayedUpdatePipeline(UpdateRule& rule, const std::vector
       grad_copied_(params.size()),
       result_copied_(params.size()),
       host_current_(params.size(), 0) {
-  // As OffloadPipeline: the host step uses as many intra-op threads as the caller's thread.
-  const int threads = at::get_num_threads();
-  host_threads_ = threads;
-  thread_ = std::thread([this, threads] {
-    if (at::get_num_threads() != threads) at::set_num_threads(threads);
-    torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
-    Run();
-  });
+  thread_ = StartHostStepThread([this] { Run(); }, &host_threads_);
 }
 
 DelayedUpdatePipeline::~DelayedUpdatePipeline() {

@@ -11,6 +11,16 @@
 
 namespace vramlab::worker::optim_internal {
 
+std::thread StartHostStepThread(std::function<void()> body, int* threads) {
+  const int count = at::get_num_threads();
+  *threads = count;
+  return std::thread([body = std::move(body), count] {
+    if (at::get_num_threads() != count) at::set_num_threads(count);
+    torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
+    body();
+  });
+}
+
 OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tensor>& params,
                                  const StatePlacement& placement)
     : rule_(rule),
@@ -19,16 +29,7 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
       copies_(params.at(0).device()),
       results_(params.size()),
       host_current_(params.size(), 0) {
-  // The host step uses as many threads as the caller's thread: with LibTorch's OpenMP backend
-  // the count is per thread, and a fresh thread starts from OpenMP's default. (The native
-  // backend's count is global, so the two agree and nothing is set.)
-  const int threads = at::get_num_threads();
-  host_threads_ = threads;
-  thread_ = std::thread([this, threads] {
-    if (at::get_num_threads() != threads) at::set_num_threads(threads);
-    torch::NoGradGuard no_grad;  // copies and updates of leaves, outside autograd
-    Run();
-  });
+  thread_ = StartHostStepThread([this] { Run(); }, &host_threads_);
 }
 
 OffloadPipeline::~OffloadPipeline() {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,6 +31,12 @@
 #include "worker/optim/update_rule.h"
 
 namespace vramlab::worker::optim_internal {
+
+// Starts a pipeline's host thread, which runs `body` outside autograd with as many intra-op
+// threads as the calling thread has (returned in `*threads`): with LibTorch's OpenMP backend the
+// count is per thread, and a fresh thread starts from OpenMP's default. (The native backend's count
+// is global, so the two agree and nothing is set.)
+std::thread StartHostStepThread(std::function<void()> body, int* threads);
 
 class OffloadPipeline {
  public:
