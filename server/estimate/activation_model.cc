@@ -242,21 +242,65 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
 
 LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const Sizes z(run);
-  const int64_t H = z.hidden, I = z.inter;
+  const int64_t H = z.hidden, KV = z.kv, I = z.inter;
   LayerActivations a = run.fused_kernels ? FusedLayerActivations(run, z) : AtenLayerActivations(run, z);
-  // Adapters: their saved tensors throughout, and a moment of their own at the wrapped projection
-  // with the largest transient (the MLP's, in every Qwen2 shape): what the layer saved before
-  // its MLP, the MLP's input and output, plus the transient. Eager attention's scores usually
-  // stay the peak.
   const AdapterActivations adapters = EstimateAdapterActivations(run);
-  if (adapters.kept > 0 || adapters.forward_transient > 0) {
-    a.kept += adapters.kept;
-    const int64_t mlp_saved = run.fused_kernels ? FusedMlpSaved(z) : 4 * I;
-    const int64_t before_mlp = a.kept - mlp_saved + 2 * H;
-    a.forward_peak = std::max(a.forward_peak + adapters.kept, before_mlp + adapters.forward_transient);
-    a.no_grad_peak = std::max(a.no_grad_peak, 2 * H + adapters.forward_transient);
-    a.backward_peak = std::max(a.backward_peak + adapters.kept, before_mlp + adapters.backward_transient);
+  if (!run.adapter.enabled()) return a;
+  // Adapters: their saved tensors throughout, and one moment per wrapped projection, each the
+  // projection's own forward or backward (adapter_model.h) on top of what the layer holds when it
+  // runs. A projection that is not wrapped is the plain linear the moments above count.
+  const auto& p = adapters.projection;
+  auto wrapped = [&](AdapterProjection i) { return p[i].forward > 0; };
+  const int64_t mlp_saved = run.fused_kernels ? FusedMlpSaved(z) : 4 * I;
+  const int64_t mlp_adapters = p[kGate].kept + p[kUp].kept + p[kDown].kept;
+  a.kept += adapters.kept;
+  a.forward_peak += adapters.kept;
+  a.backward_peak += adapters.kept;
+  // What the layer keeps before its MLP (norm 2's saved tensors and output included).
+  const int64_t before_mlp = a.kept - mlp_saved - mlp_adapters;
+  // The two MLP inputs, silu(gate(x)) and up(x), are operands of one expression whose order of
+  // evaluation C++ leaves open; the second of them runs with the first's output (and silu's,
+  // ATEN) alive: mlp_saved - 2I. down_proj runs with all of the MLP's saved tensors alive (they
+  // are temporaries of the same full-expression even without autograd).
+  const int64_t second_input = mlp_saved - 2 * I;
+  auto forward_moments = [&](int64_t base, bool with_autograd) {
+    const int64_t k = with_autograd ? 1 : 0;  // without autograd nothing is saved
+    int64_t m = 0;
+    // Attention's projections: bounded by everything kept before the MLP, with the q, k and v
+    // outputs.
+    const int64_t attention_base = with_autograd ? before_mlp : H;
+    for (AdapterProjection i : {kQ, kK, kV, kO}) {
+      if (wrapped(i)) m = std::max(m, attention_base + H + 2 * KV + p[i].forward);
+    }
+    if (wrapped(kGate)) m = std::max(m, base + p[kGate].forward);
+    if (wrapped(kUp)) m = std::max(m, base + k * p[kGate].kept + second_input + p[kUp].forward);
+    if (wrapped(kDown)) {
+      m = std::max(m, base + k * (p[kGate].kept + p[kUp].kept) + mlp_saved + p[kDown].forward);
+    }
+    return m;
+  };
+  // With autograd: the residual h (H) on top of what was kept before the MLP.
+  a.forward_peak = std::max(a.forward_peak, forward_moments(before_mlp + H, true));
+  // Without autograd (a checkpointed layer's forward): h and norm 2's output.
+  a.no_grad_peak = std::max(a.no_grad_peak, forward_moments(2 * H, false));
+
+  // Backward, above the layers below; the incoming gradient of the layer's output (H) is live
+  // throughout. down_proj runs first, with everything the layer saved.
+  const int64_t all = a.kept + H;
+  int64_t b = 0;
+  if (wrapped(kDown)) b = std::max(b, all + p[kDown].backward);
+  // Then the SwiGLU backward: down_proj's input, silu(gate) and up (ATEN; FUSED: gate, up and
+  // the product) are freed and the two I-sized gradients of gate and up wait: the first of
+  // gate/up to run its backward has all - I live; the second runs with less.
+  for (AdapterProjection i : {kGate, kUp}) {
+    if (wrapped(i)) b = std::max(b, all - I + p[i].backward);
   }
+  // Attention's projections, after the MLP is done: bounded by what was kept before the MLP, the
+  // residual's gradient, and the gradients of q, k and v waiting for their projections.
+  for (AdapterProjection i : {kQ, kK, kV, kO}) {
+    if (wrapped(i)) b = std::max(b, before_mlp + 2 * H + H + 2 * KV + p[i].backward);
+  }
+  a.backward_peak = std::max(a.backward_peak, b);
   return a;
 }
 
@@ -272,16 +316,21 @@ LossActivations EstimateLossActivations(const RunSettings& run) {
   const int64_t base = norm + H;
   const int64_t norm_bwd = base + H + NormBackwardTransient(z);
   if (run.chunked_loss) {
-    // Per chunk, without autograd: the dtype logits and their fp32 copy, then the fp32 copy and
-    // log_softmax's output. The custom function keeps only the hidden states it was given.
-    const int64_t chunk = base + std::max(z.logits + z.logits32, 2 * z.logits32);
-    l.forward_peak = std::max(norm_moment, chunk);
+    // ChunkedCrossEntropy (worker/model/loss.cc), per chunk and without autograd: the dtype
+    // logits and their fp32 copy (one tensor in fp32), then the softmax in place. The custom
+    // function keeps only the hidden states it was given.
+    const int64_t chunk_logits = z.logits32 + (z.upcast ? z.logits : 0);
+    l.forward_peak = std::max(norm_moment, base + chunk_logits);
     l.kept = base;
     l.backward_peak_before_head_gradient = base;
-    // Backward allocates the hidden-state gradient and the lm_head gradient first, then per
-    // chunk: recomputed dtype logits, their fp32 copy and its softmax (one expression).
+    // Backward allocates the hidden-state gradient and the lm_head gradient first (zeros_like of
+    // the weight: with an adapter the weight is frozen and step_timeline.h counts no head
+    // gradient, so it is counted here), then per chunk the recomputed dtype logits and their
+    // fp32 copy, softmax in place, and the fp32 gradient cast to the dtype before it is freed.
+    const int64_t frozen_head =
+        run.adapter.enabled() ? z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes) : 0;
     l.backward_peak_with_head_gradient =
-        std::max(base + H + z.logits32 * 2 + (z.upcast ? z.logits : 0), norm_bwd);
+        std::max(base + H + frozen_head + chunk_logits, norm_bwd);
   } else {
     // Full: dtype logits, their fp32 upcast and log_softmax's fp32 output live together; only
     // the log-probabilities are saved (nll_loss and log_softmax backward need them).

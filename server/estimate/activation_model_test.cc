@@ -77,6 +77,40 @@ TEST(ActivationModelTest, EstimateOfTheBenchmarkRowShrinksByTheLayersSavings) {
   EXPECT_EQ(fused->anatomy().optimizer_state_bytes(), aten->anatomy().optimizer_state_bytes());
 }
 
+// Qwen2.5-7B QLoRA r=16 (fp32 adapters over bf16), sdpa, micro-batch 1 x 28,672 tokens (the
+// H200 search's longest fitting length; every tensor a multiple of 512 bytes). The layer's
+// backward peak is down_proj's LoraUpdateFunction backward: everything the layer saved, the
+// incoming gradient (2h), the widened gradient and its scaled copy (4h + 4h), grad_h·A in fp32
+// (4I) and its bf16 cast (2I) — 8h + 6I bytes per token above the saved tensors and the
+// incoming gradient (adapter_model.cc).
+TEST(ActivationModelTest, QloraDownProjBackwardHoldsEverythingTheLayerSaved) {
+  vramlab::v1::ExperimentSpec spec = Spec(vramlab::v1::ATEN, vramlab::v1::SDPA);
+  spec.mutable_model()->set_preset("qwen2.5-7b");
+  auto& t = *spec.mutable_training();
+  t.set_micro_batch_size(1);
+  t.set_seq_len(28672);
+  t.set_checkpoint_every_k_layers(1);
+  t.set_loss(vramlab::v1::CHUNKED);
+  t.set_loss_chunk_tokens(1024);
+  t.mutable_adapter()->set_kind(vramlab::v1::QLORA);
+  t.mutable_adapter()->set_rank(16);
+  t.mutable_adapter()->set_alpha(32);
+  const RunSettings run = Resolve(spec);
+  const int64_t tokens = 28672, h = 3584, inter = 18944;
+  const LayerActivations layer = EstimateLayerActivations(run);
+  // Saved per token: two norms without their normalized copy (fp32 input + rstd, and the
+  // output) 2(4h + 4 + 2h); sdpa q, out, k, v and the lse 2·2h + 2·2·512 + 4·28; SwiGLU 4·2I;
+  // A's output 4·16 for each of the 7 projections.
+  EXPECT_EQ(layer.kept, (2 * (4 * h + 4 + 2 * h) + 4 * h + 2048 + 112 + 8 * inter + 7 * 64) * tokens);
+  EXPECT_EQ(layer.backward_peak, layer.kept + (2 * h + 8 * h + 6 * inter) * tokens);
+  // The chunked loss's backward with frozen lm_head weights: the hidden-state gradient, the
+  // zeros_like(weight) gradient it still allocates (vocabulary x hidden, bf16) and one chunk's
+  // bf16 and fp32 logits.
+  const LossActivations loss = EstimateLossActivations(run);
+  EXPECT_EQ(loss.backward_peak_with_head_gradient,
+            loss.kept + 2 * h * tokens + int64_t{152064} * h * 2 + int64_t{1024} * 152064 * (2 + 4));
+}
+
 TEST(ActivationModelTest, UnknownKernelsValueNamesTheField) {
   vramlab::v1::ExperimentSpec spec = Spec(vramlab::v1::ATEN, vramlab::v1::SDPA);
   spec.mutable_training()->set_kernels(static_cast<vramlab::v1::KernelsImpl>(9));

@@ -54,28 +54,62 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
   const int64_t tokens = run.tokens();
   const int64_t ab = run.adapter.dtype_bytes, e = run.dtype_bytes, r = run.adapter.rank;
   auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
+  // A cast to the adapter dtype (or back) is a new tensor only when the dtypes differ.
   const bool cast = ab != e;
   for (const Projection& p : Projections(run.model)) {
     if (!Wraps(run, p.target)) continue;
-    // LoraUpdateFunction saves A's output [tokens, r]; with dropout autograd saves the dropped
-    // input and its mask instead of reusing x.
-    a.kept += alloc(tokens * r * ab);
-    if (run.adapter.dropout) a.kept += alloc(tokens * p.in * ab) + alloc(tokens * p.in);
-    // Forward: x cast to the adapter dtype, then the update and the widened sum live with the
-    // base output (which the full model already counts) before the cast back.
-    const int64_t forward = std::max(cast ? alloc(tokens * p.in * ab) : 0,
-                                     2 * alloc(tokens * p.out * ab));
-    // Backward: the widened output gradient and its scaled copy, then x recast and x's
-    // gradient in the adapter dtype and cast back.
-    const int64_t backward = 2 * alloc(tokens * p.out * ab) + 2 * alloc(tokens * p.in * ab) +
-                             (cast ? alloc(tokens * p.in * e) : 0);
-    int64_t dequantize = 0;
-    if (run.adapter.qlora) {
-      // DequantizeNf4: int32 byte indices (2 bytes per element) and the weight in the compute dtype.
-      dequantize = alloc(p.in * p.out / 2 * 4) + alloc(p.in * p.out * e);
+    ProjectionActivations& pa = a.projection[static_cast<size_t>(p.target - 1)];
+    const int64_t out_e = alloc(tokens * p.out * e), out_a = alloc(tokens * p.out * ab);
+    const int64_t in_e = alloc(tokens * p.in * e), in_a = alloc(tokens * p.in * ab);
+    const int64_t in_cast = cast ? in_a : 0, out_cast = cast ? out_a : 0;
+    const bool bias = p.target <= 3;  // q, k and v have a bias
+    // A's output [tokens, r] in the adapter dtype, saved by the update's node.
+    pa.kept = alloc(tokens * r * ab);
+    if (run.adapter.dropout > 0) {
+      // The plain autograd path (LoraLinear::Update): x cast, the dropped copy and its mask are
+      // saved; the update's matmul output and its scaled copy, then the sum with the base output
+      // in the wider dtype and its cast back. Backward: the widened output gradient, the scaled
+      // gradient, the gradients of the dropped input and of the cast, and the base's input
+      // gradient.
+      const int64_t mask = alloc(tokens * p.in);
+      pa.kept += in_a + mask;
+      pa.forward = out_e + std::max({in_cast + in_a + mask, 2 * out_a, out_a + out_a + (cast ? out_e : 0)});
+      pa.backward = out_cast + out_a + (cast ? out_e : 0) + 2 * in_a + in_e;
+    } else if (!run.adapter.qlora) {
+      // LoraLinearFunction (one node; saves x, the frozen weight, A, B and A's output).
+      // Forward: the base output; x cast for A (freed after it); the base output widened and
+      // addmm's sum; the sum cast back (the output).
+      pa.forward = out_e + std::max({in_cast, out_cast + out_a, out_a + (cast ? out_e : 0)});
+      // Backward: the gradient widened (held until return); x cast again for A's gradient; then
+      // grad·W, grad_h·A in the adapter dtype, its cast and their sum (the input's gradient) in
+      // one expression.
+      pa.backward = out_cast + std::max(in_cast, in_e + in_a + (cast ? in_e : 0) + in_e);
+    } else {
+      // QLoRA (Nf4LoraLinear::Forward): Nf4Matmul (saves nothing), the bias add, then
+      // LoraUpdateFunction (saves x, A, B and A's output) and the sum in the base dtype.
+      // DequantizeNf4 (nf4.cc): the codes widened to int32 (4 bytes per code byte, two elements
+      // per byte) and the looked-up weight in the compute dtype; the int32 indices are freed
+      // before the matmul, the weight right after it.
+      const int64_t n = p.in * p.out;
+      const int64_t weight = alloc(n * e);
+      const int64_t dequantize = alloc((n + 1) / 2 * 4) + weight;
+      const int64_t base_matmul = std::max(dequantize, weight + out_e);
+      const int64_t bias_add = bias ? 2 * out_e : out_e;
+      // The update: x cast for A (a temporary of the call), B's output and its scaled copy; then
+      // the update (adapter dtype) cast to the base dtype and the sum, with the base output.
+      const int64_t update = out_e + std::max(in_cast, 2 * out_a);
+      const int64_t sum = cast ? out_e + out_a + out_e + out_e : 3 * out_e;
+      pa.forward = std::max({base_matmul, bias_add, update, sum});
+      // Backward, in the engine's order (the later node first): the widened gradient
+      // (ToCopyBackward), then LoraUpdateFunction: its scaled copy, x cast again for A's
+      // gradient, then grad_h·A in the adapter dtype and its cast (the update's input gradient),
+      // with the widened gradient still held by the call. Then Nf4MatmulFunction dequantises again
+      // and forms grad·W while the update's input gradient waits; the two are summed.
+      const int64_t update_bwd = out_cast + out_a + std::max(in_cast, in_a + (cast ? in_e : 0));
+      const int64_t base_bwd = in_e + std::max({dequantize, weight + in_e, 2 * in_e});
+      pa.backward = std::max(update_bwd, base_bwd);
     }
-    a.forward_transient = std::max(a.forward_transient, std::max(forward, dequantize));
-    a.backward_transient = std::max(a.backward_transient, std::max(backward, dequantize));
+    a.kept += pa.kept;
   }
   return a;
 }

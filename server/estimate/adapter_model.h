@@ -1,13 +1,14 @@
 // Adapter training (LoRA, QLoRA: worker/adapters/) in the estimate: which base tensors are frozen
-// or stored in NF4, the trainable adapter tensors, and what the adapters add to a decoder
-// layer's activations.
+// or stored in NF4, the trainable adapter tensors, and what each wrapped projection adds to a
+// decoder layer's activations.
 //
 // Parameters follow the worker exactly (common/spec/adapter_sizes.h gives NF4's bytes). The
-// activation terms follow the worker's code (lora_linear.cc, nf4_linear.cc) tensor by tensor but,
-// unlike the full fine-tuning model, have not been measured against GPU runs yet.
+// activation terms follow the worker's code (lora_linear.cc, nf4_linear.cc, nf4.cc) tensor by
+// tensor: what each autograd node saves and what its forward and backward allocate.
 #ifndef VRAMLAB_SERVER_ESTIMATE_ADAPTER_MODEL_H_
 #define VRAMLAB_SERVER_ESTIMATE_ADAPTER_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,11 +27,24 @@ struct AdapterTensors {
 
 AdapterTensors ListAdapterTensors(const RunSettings& run);
 
-// Bytes one decoder layer's adapters add to LayerActivations (all in allocated bytes).
+// One wrapped projection of a micro-batch, in allocated bytes. All zero when it is not wrapped
+// (the full model's count of a plain linear applies).
+struct ProjectionActivations {
+  // Saved for backward beyond the projection's input: A's output (with dropout, the dropped input
+  // and its mask).
+  int64_t kept = 0;
+  // Most live during its forward above what was live before the call, its output included.
+  int64_t forward = 0;
+  // Most live during its backward above what was live before it (the incoming gradient of its
+  // output is live before), the gradient of its input included.
+  int64_t backward = 0;
+};
+
+enum AdapterProjection { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
+
 struct AdapterActivations {
-  int64_t kept = 0;               // saved for backward (A's output; with dropout its input and mask)
-  int64_t forward_transient = 0;  // above the plain layer's peak while a wrapped projection runs
-  int64_t backward_transient = 0;
+  int64_t kept = 0;  // the sum over the layer's projections
+  std::array<ProjectionActivations, kNumProjections> projection;
 };
 
 AdapterActivations EstimateAdapterActivations(const RunSettings& run);

@@ -184,6 +184,35 @@ std::vector<Case> Cases() {
     if (qlora) c.spec.mutable_training()->set_checkpoint_every_k_layers(1);
     cases.push_back(c);
   }
+  // Adapters with checkpointing and the chunked loss at a longer sequence, on a model whose MLP
+  // is wide enough that a wrapped MLP projection's backward (with every tensor the recomputed
+  // layer saved) is the peak, as for 7B at long sequences on the GPU: hidden 256, intermediate
+  // 8192, 2 heads (1 KV head), 2 layers, vocabulary 2048; 2048 tokens.
+  for (auto kind : {vramlab::v1::QLORA, vramlab::v1::LORA}) {
+    const bool qlora = kind == vramlab::v1::QLORA;
+    Case c{qlora ? "bf16_qlora_ckpt1_chunked_seq2048" : "bf16_lora_ckpt1_chunked_seq2048",
+           TinyCpu(vramlab::v1::BFLOAT16, vramlab::v1::ADAMW)};
+    c.spec.mutable_model()->clear_preset();
+    auto* config = c.spec.mutable_model()->mutable_config();
+    config->set_vocab_size(2048);
+    config->set_hidden_size(256);
+    config->set_intermediate_size(8192);
+    config->set_num_hidden_layers(2);
+    config->set_num_attention_heads(2);
+    config->set_num_key_value_heads(1);
+    config->set_max_position_embeddings(4096);
+    config->set_tie_word_embeddings(true);
+    auto* t = c.spec.mutable_training();
+    t->set_micro_batch_size(1);
+    t->set_seq_len(2048);
+    t->set_checkpoint_every_k_layers(1);
+    t->set_loss(vramlab::v1::CHUNKED);
+    t->set_loss_chunk_tokens(256);
+    t->mutable_adapter()->set_kind(kind);
+    t->mutable_adapter()->set_rank(8);
+    t->mutable_adapter()->set_alpha(16);
+    cases.push_back(c);
+  }
   return cases;
 }
 
