@@ -185,6 +185,24 @@ TEST(ParallelEstimateTest, FullShardChunksArePaddedOnDimZero) {
   EXPECT_GT(x.weights, ceil_shards);
 }
 
+// SHARD_FULL's LOAD as the worker runs it: the whole model on every rank, then sharded one
+// parameter at a time, so LOAD peaks at the whole model plus the largest shard (the embedding's).
+// For qwen2.5-7b over 64 ranks that is above the step's peak.
+TEST(ParallelEstimateTest, FullShardLoadHoldsTheWholeModelPlusOneShard) {
+  const int64_t n = 64;
+  const Tensors t = TensorsOf("qwen2.5-7b");
+  int64_t whole = 0, largest_shard = 0;
+  for (size_t k = 0; k < t.root.size(); ++k) {
+    whole += Device(true, t.root[k] * kBf16);
+    largest_shard = std::max(largest_shard, Device(true, Chunk(t.root[k], t.root_rows[k], n) * kBf16));
+  }
+  for (size_t k = 0; k < t.layer.size(); ++k) whole += t.layers * Device(true, t.layer[k] * kBf16);
+  const MemoryEstimate e =
+      MustEstimate(Spec("qwen2.5-7b", true, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL, true));
+  EXPECT_EQ(e.parallel().peak_phase(), vramlab::v1::LOAD);
+  EXPECT_EQ(e.parallel().predicted_peak_bytes(), whole + largest_shard);
+}
+
 TEST(ParallelEstimateTest, RankPeakNeverGrowsWithTheWorldSize) {
   for (Sharding mode : kModes) {
     int64_t previous = INT64_MAX;

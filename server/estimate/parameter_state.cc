@@ -112,6 +112,16 @@ int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int6
   return most;
 }
 
+// SHARD_FULL's LOAD as the worker runs it (worker/parallel/full_shard.h, FullShard's constructor):
+// every rank builds (or loads) the whole model, then shards it one parameter at a time, freeing
+// each full parameter once its shard exists. LOAD's peak is the whole model plus one shard (at
+// most the largest), not the shards alone; random init's copy, where counted, comes before.
+void AddWholeModelLoad(const RunSettings& run, int64_t whole_weights, int64_t largest_shard,
+                       ParameterState* s) {
+  if (!run.parallel.shards_parameters()) return;
+  s->load_temporaries = whole_weights - s->weights + std::max(s->load_temporaries, largest_shard);
+}
+
 // What one rank holds of each adapter tensor (elements; 0: nothing), per category.
 struct AdapterParts {
   std::vector<int64_t> weights, gradients, state;
@@ -164,7 +174,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
                                    : tensors[t];
   };
   auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
-  int64_t largest_matrix = 0;
+  int64_t largest_matrix = 0, whole_weights = 0, largest_shard = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const int64_t n = tensors[t];
     largest_matrix = std::max(largest_matrix, n);
@@ -175,6 +185,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
           alloc(blocks) + alloc(4 * spec_rules::CeilDiv(blocks, spec_rules::kNf4AbsmaxBlockSize));
     } else {
       s.weights += alloc(base_part(t) * run.dtype_bytes);
+      whole_weights += alloc(n * run.dtype_bytes);
+      largest_shard = std::max(largest_shard, alloc(base_part(t) * run.dtype_bytes));
     }
   }
   if (run.adapter.qlora) {
@@ -194,6 +206,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   int64_t full_gradients = 0;
   for (size_t i = 0; i < adapters.trainable.size(); ++i) {
     s.adapter_weights += grad_bytes(parts.weights[i]);
+    whole_weights += grad_bytes(adapters.trainable[i]);
     full_gradients += grad_bytes(adapters.trainable[i]);
     if (parts.gradients[i] > 0) s.all_gradients += grad_bytes(parts.gradients[i]);
     if (parts.state[i] == 0) continue;
@@ -229,6 +242,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
       }
     }
   }
+  AddWholeModelLoad(run, whole_weights, largest_shard, &s);
   AddParallelBuffers(run, full_gradients, &s);
   return s;
 }
@@ -287,6 +301,9 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     s.step_temporaries = StepTemporaries(run, updated);
   }
   if (run.device == Device::kCpu) s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
+  int64_t largest_shard = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) largest_shard = std::max(largest_shard, grad_bytes(shard[t]));
+  AddWholeModelLoad(run, full_gradients, largest_shard, &s);
   AddParallelBuffers(run, full_gradients, &s);
   return s;
 }
