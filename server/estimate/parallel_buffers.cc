@@ -119,7 +119,9 @@ std::string ParallelNote(const RunSettings& run) {
         "and backward, and ",
         par.reshard_after_forward ? "one decoder layer at a time (the worker prefetches nothing)"
                                   : "all decoder layers (no reshard after forward)",
-        " is gathered; in flight to reduce-scatter: the root's and one layer's full gradients");
+        " is gathered; in flight to reduce-scatter: ",
+        adapter ? "one layer's adapters' full gradients (the root has nothing trainable)"
+                : "the root's and one layer's full gradients");
   } else if (par.shards_gradients()) {
     layout = absl::StrCat("gradients and optimizer state ", owned,
                           "; every gradient is whole until it is reduced to its owner after "
