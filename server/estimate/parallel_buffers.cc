@@ -1,32 +1,86 @@
 #include "server/estimate/parallel_buffers.h"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/spec/spec_rules.h"
+#include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
 
 namespace vramlab::server::estimate {
+
+std::vector<int64_t> ParameterTensorRows(const ModelShape& m) {
+  const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
+  std::vector<int64_t> rows;
+  rows.push_back(m.vocab_size);
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    rows.insert(rows.end(), {h, h, kv, kv, kv, kv, h, i, i, h, h, h});
+  }
+  rows.push_back(h);
+  if (!m.tie_word_embeddings) rows.push_back(m.vocab_size);
+  return rows;
+}
+
+int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements) {
+  return index % 2 == 0 ? run.adapter.rank : elements / run.adapter.rank;
+}
+
+int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size) {
+  if (rows <= 0) return elements;
+  return (rows + world_size - 1) / world_size * (elements / rows);
+}
+
+std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size) {
+  std::vector<size_t> order(numels.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return numels[a] > numels[b]; });
+  std::vector<int64_t> load(static_cast<size_t>(std::max<int64_t>(world_size, 1)), 0);
+  std::vector<int> owner(numels.size(), 0);
+  for (size_t index : order) {
+    const auto least = std::min_element(load.begin(), load.end());  // the first: lowest rank
+    owner[index] = static_cast<int>(least - load.begin());
+    *least += numels[index];
+  }
+  return owner;
+}
 
 ShardingUnits UnitsOf(const RunSettings& run) {
   // ParameterTensorElements' order: embed_tokens, the layers, then the final norm and
   // (untied) lm_head. Every layer is alike, so layer 0's tensors stand for each.
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
+  const std::vector<int64_t> rows = ParameterTensorRows(run.model);
   const size_t layer_end = LayerTensorBegin(run.model.num_layers);
+  const int64_t n = run.parallel.world_size;
+  const bool frozen = run.adapter.enabled();
+  auto alloc = [&](int64_t bytes) { return AllocatedBytes(run.device, bytes); };
   ShardingUnits units;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const int64_t bytes = AllocatedBytes(run.device, tensors[t] * run.dtype_bytes);
+    const int64_t gathered = alloc(n * FullShardChunkElements(tensors[t], rows[t], n) * run.dtype_bytes);
+    const int64_t gradient = frozen ? 0 : alloc(tensors[t] * run.dtype_bytes);
     if (t == 0 || t >= layer_end) {
-      units.root_bytes += bytes;
+      units.root_gathered_bytes += gathered;
+      units.root_gradient_bytes += gradient;
     } else if (t < LayerTensorBegin(1)) {
-      units.layer_bytes += bytes;
+      units.layer_gathered_bytes += gathered;
+      units.layer_gradient_bytes += gradient;
     }
+  }
+  // The adapters live in the layers: layer 0's (the first layer_trainable.size() entries).
+  const AdapterTensors adapters = ListAdapterTensors(run);
+  for (size_t a = 0; a < adapters.layer_trainable.size(); ++a) {
+    const int64_t e = adapters.layer_trainable[a];
+    const int64_t chunk = FullShardChunkElements(e, AdapterTensorRows(run, a, e), n);
+    units.layer_gathered_bytes += alloc(n * chunk * run.adapter.dtype_bytes);
+    units.layer_gradient_bytes += alloc(e * run.adapter.dtype_bytes);
   }
   return units;
 }
 
-void AddParallelBuffers(const RunSettings& run, ParameterState* params) {
+void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
+                        ParameterState* params) {
   const ParallelSettings& par = run.parallel;
   params->gathered_parameters = 0;
   params->communication_buffer = 0;
@@ -35,40 +89,51 @@ void AddParallelBuffers(const RunSettings& run, ParameterState* params) {
     params->communication_buffer = std::min(kAllReduceBucketBytes, params->all_gradients);
     return;
   }
-  const ShardingUnits units = UnitsOf(run);
-  params->communication_buffer = units.root_bytes + units.layer_bytes;
-  if (par.shards_parameters()) {
-    const int64_t layers_gathered =
-        par.reshard_after_forward ? std::min<int64_t>(2, run.model.num_layers)
-                                  : run.model.num_layers;
-    params->gathered_parameters = units.root_bytes + layers_gathered * units.layer_bytes;
+  if (!par.shards_parameters()) {
+    // SHARD_GRADIENTS: DataParallel::AfterBackward reduces every gradient to its owner once
+    // backward has ended; until then the rank holds the others' in full too.
+    params->communication_buffer = full_gradient_bytes - params->all_gradients;
+    return;
   }
+  const ShardingUnits units = UnitsOf(run);
+  params->communication_buffer = units.root_gradient_bytes + units.layer_gradient_bytes;
+  const int64_t layers_gathered =
+      par.reshard_after_forward ? std::min<int64_t>(1, run.model.num_layers) : run.model.num_layers;
+  params->gathered_parameters =
+      units.root_gathered_bytes + layers_gathered * units.layer_gathered_bytes;
 }
 
 std::string ParallelNote(const RunSettings& run) {
   const ParallelSettings& par = run.parallel;
+  const bool adapter = run.adapter.enabled();
+  const std::string owned =
+      adapter ? "of the adapters each rank owns (the worker's largest-first partition; the rank "
+                "owning the most is shown)"
+              : absl::StrCat("sharded 1/", par.world_size, " per tensor");
   std::string layout;
   if (par.shards_parameters()) {
-    layout = absl::StrCat("parameters, gradients and optimizer state are sharded 1/",
-                          par.world_size, " per tensor; the root unit (embeddings, final norm, "
-                          "lm_head) stays gathered through forward and backward, and ",
-                          par.reshard_after_forward ? "two decoder layers (running, prefetched)"
-                                                    : "all decoder layers (no reshard after "
-                                                      "forward)",
-                          " are gathered at once; in flight to reduce-scatter: the root's and "
-                          "one layer's full gradients");
+    layout = absl::StrCat(
+        "every parameter", adapter ? " (the frozen base weights and the adapters)" : "",
+        " is sharded on dim 0 in chunks padded to equal size, with its gradient and optimizer "
+        "state; the root unit (embeddings, final norm, lm_head) stays gathered through forward "
+        "and backward, and ",
+        par.reshard_after_forward ? "one decoder layer at a time (the worker prefetches nothing)"
+                                  : "all decoder layers (no reshard after forward)",
+        " is gathered; in flight to reduce-scatter: ",
+        adapter ? "one layer's adapters' full gradients (the root has nothing trainable)"
+                : "the root's and one layer's full gradients");
   } else if (par.shards_gradients()) {
-    layout = absl::StrCat("gradients and optimizer state are sharded 1/", par.world_size,
-                          " per tensor; in flight to reduce-scatter: the root's and one "
-                          "layer's full gradients");
+    layout = absl::StrCat("gradients and optimizer state ", owned,
+                          "; every gradient is whole until it is reduced to its owner after "
+                          "backward");
   } else {
     layout = absl::StrCat(par.shards_optimizer_state()
-                              ? absl::StrCat("optimizer state is sharded 1/", par.world_size,
-                                             " per tensor; ")
+                              ? absl::StrCat("optimizer state ", owned, "; ")
                               : "every rank holds all model states; ",
                           "gradients all-reduced in buckets of ", kAllReduceBucketBytes / kMiB,
                           " MiB, one in flight");
   }
+  if (run.adapter.qlora) layout += "; QLoRA's NF4 base weights and constants on every rank";
   return absl::StrCat("per rank (world size ", par.world_size, ", ",
                       spec_rules::kShardingNames[par.sharding - 1], "): ", layout,
                       "; activations are one rank's micro-batch, as in one process");

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "server/estimate/device_model.h"
+#include "server/estimate/model_shape.h"
 #include "server/estimate/parameter_state.h"
 #include "server/estimate/run_settings.h"
 
@@ -18,25 +20,56 @@ namespace vramlab::server::estimate {
 // (bucket_cap_mb = 25) is counted in flight; never more than all the gradients.
 constexpr int64_t kAllReduceBucketBytes = 25 * kMiB;
 
-// The sharding's units, as FSDP2's fully_shard lays them out: one per decoder layer, and the root
-// (every parameter outside the layers: embed_tokens, the final norm, lm_head when untied).
+// Rows (dim 0) of every entry of ParameterTensorElements(model), in its order: embed_tokens
+// [V, h]; per layer q [h, h] and bias [h], k and v [kv, h] and biases [kv], o [h, h], gate and up
+// [I, h], down [h, I], two norms [h]; the final norm [h]; lm_head [V, h] when untied.
+std::vector<int64_t> ParameterTensorRows(const ModelShape& model);
+
+// Rows of the i-th entry of ListAdapterTensors(run).trainable (A then B of each wrapped
+// projection): lora_A is [rank, in], lora_B [out, rank].
+int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements);
+
+// SHARD_FULL's chunk of one parameter of `elements` elements in `rows` rows, as the worker lays it
+// out (worker/parallel/shard_layout.h): ceil(rows / N) rows of elements / rows elements, the same
+// on every rank (the last chunks padded with zero rows). A rank's shard, its shard gradient and
+// the optimizer's view of it have this many elements; the gathered parameter has N times it.
+int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size);
+
+// Which rank owns each parameter under SHARD_OPTIMIZER and SHARD_GRADIENTS: the rule of
+// worker/parallel/parameter_partition.h, mirrored (the worker's is built with LibTorch). The
+// parameters in model order, taken largest first (equal sizes in model order), each given to the
+// rank owning the fewest elements so far (ties: the lowest rank). owner[i] is numels[i]'s rank.
+std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size);
+
+// The sharding's units, as the worker's SHARD_FULL lays them out (worker/parallel/full_shard.h):
+// one per decoder layer, and the root (every parameter outside the layers: embed_tokens, the
+// final norm, lm_head when untied). With an adapter a layer's parameters include its adapters
+// (in their dtype) and only the adapters have gradients.
 struct ShardingUnits {
-  int64_t layer_bytes = 0;  // one decoder layer's full parameters (as many bytes as its gradients)
-  int64_t root_bytes = 0;   // the root's full parameters
+  // Gathered under SHARD_FULL: the padded storage of every parameter of the unit, N chunks.
+  int64_t layer_gathered_bytes = 0;  // one decoder layer's
+  int64_t root_gathered_bytes = 0;
+  // The unit's full gradients (its trainable parameters', unpadded).
+  int64_t layer_gradient_bytes = 0;
+  int64_t root_gradient_bytes = 0;
 };
 
 ShardingUnits UnitsOf(const RunSettings& run);
 
-// Sets params->gathered_parameters and params->communication_buffer for `run`'s rank:
-//   SHARD_FULL gathers the root for all of forward and backward (FSDP2 does not reshard the root
-//   after forward) and the decoder layers: two at once (the running one and the prefetched next)
-//   with reshard_after_forward, else every layer (each stays gathered from its forward until its
-//   backward ends; all are at once at the loss).
-//   SHARD_GRADIENTS and SHARD_FULL reduce-scatter a unit's full gradients when its backward ends:
-//   in flight are one layer's and the root's (the root's wait for the end of backward).
+// Sets params->gathered_parameters and params->communication_buffer for `run`'s rank, as the
+// worker runs it (docs/PARALLEL.md, "The shardings"):
+//   SHARD_FULL gathers the root for all of forward and backward (never resharded after forward)
+//   and the decoder layers: one at a time with reshard_after_forward (the worker prefetches
+//   nothing), else every layer (each stays gathered from its forward until its backward ends;
+//   all are at once at the loss). In flight to reduce-scatter: one layer's full gradients and the
+//   root's (reduced after backward).
+//   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner after
+//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients).
 //   SHARD_NONE and SHARD_OPTIMIZER: one all-reduce bucket, kAllReduceBucketBytes.
+// `full_gradient_bytes`: every trainable parameter's full gradient, as one process holds them.
 // Both stay 0 in one process (world size 1).
-void AddParallelBuffers(const RunSettings& run, ParameterState* params);
+void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
+                        ParameterState* params);
 
 // The estimate's note for a rank of `run` (world size >= 2): the layout and the buffers assumed.
 std::string ParallelNote(const RunSettings& run);

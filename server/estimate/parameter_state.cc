@@ -1,6 +1,7 @@
 #include "server/estimate/parameter_state.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "common/spec/adapter_sizes.h"
@@ -111,14 +112,69 @@ int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int6
   return most;
 }
 
+// SHARD_FULL's LOAD as the worker runs it (worker/parallel/full_shard.h, FullShard's constructor):
+// every rank builds (or loads) the whole model, then shards it one parameter at a time, freeing
+// each full parameter once its shard exists. LOAD's peak is the whole model plus one shard (at
+// most the largest), not the shards alone; random init's copy, where counted, comes before.
+void AddWholeModelLoad(const RunSettings& run, int64_t whole_weights, int64_t largest_shard,
+                       ParameterState* s) {
+  if (!run.parallel.shards_parameters()) return;
+  s->load_temporaries = whole_weights - s->weights + std::max(s->load_temporaries, largest_shard);
+}
+
+// What one rank holds of each adapter tensor (elements; 0: nothing), per category.
+struct AdapterParts {
+  std::vector<int64_t> weights, gradients, state;
+};
+
+// The rank of a parallel run as the worker lays out the trainable adapters (docs/PARALLEL.md,
+// "The shardings"): SHARD_NONE every adapter whole; SHARD_OPTIMIZER the weights and gradients
+// whole and the state of the adapters the rank owns (PartitionLargestFirst over the adapters,
+// the only trainable parameters); SHARD_GRADIENTS the owned adapters' gradients too (the others'
+// are freed after their reduce); SHARD_FULL every adapter's dim-0 chunk in all three. Of the
+// partitioned ranks the one whose owned state (and, sharding gradients, gradient) bytes are the
+// largest is estimated: it is the rank whose peak is highest, the others differ only by it.
+AdapterParts RankAdapterParts(const RunSettings& run, const std::vector<int64_t>& trainable,
+                              const std::function<int64_t(int64_t)>& owned_bytes) {
+  const ParallelSettings& par = run.parallel;
+  AdapterParts parts{trainable, trainable, trainable};
+  if (par.shards_parameters()) {
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      const int64_t chunk = FullShardChunkElements(
+          trainable[i], AdapterTensorRows(run, i, trainable[i]), par.world_size);
+      parts.weights[i] = parts.gradients[i] = parts.state[i] = chunk;
+    }
+    return parts;
+  }
+  if (!par.shards_optimizer_state()) return parts;
+  const std::vector<int> owner = PartitionLargestFirst(trainable, par.world_size);
+  std::vector<int64_t> held(static_cast<size_t>(par.world_size), 0);
+  for (size_t i = 0; i < trainable.size(); ++i) held[owner[i]] += owned_bytes(trainable[i]);
+  const int rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    if (owner[i] == rank) continue;
+    parts.state[i] = 0;
+    if (par.shards_gradients()) parts.gradients[i] = 0;
+  }
+  return parts;
+}
+
 // Adapter training: the base model frozen (no gradient, no state), the optimizer over the
-// adapters in their own dtype (worker/adapters/lora.h, qlora.h).
+// adapters in their own dtype (worker/adapters/lora.h, qlora.h). In a parallel run QLoRA's NF4
+// codes and constants are on every rank (SHARD_FULL with QLoRA is refused: run_settings.h);
+// SHARD_FULL shards LoRA's frozen base weights as it shards every parameter.
 ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   ParameterState s;
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
   const AdapterTensors adapters = ListAdapterTensors(run);
+  const ParallelSettings& par = run.parallel;
+  const std::vector<int64_t> rows = ParameterTensorRows(run.model);
+  auto base_part = [&](size_t t) {
+    return par.shards_parameters() ? FullShardChunkElements(tensors[t], rows[t], par.world_size)
+                                   : tensors[t];
+  };
   auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
-  int64_t largest_matrix = 0;
+  int64_t largest_matrix = 0, whole_weights = 0, largest_shard = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const int64_t n = tensors[t];
     largest_matrix = std::max(largest_matrix, n);
@@ -128,7 +184,9 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
       s.quantization_constants +=
           alloc(blocks) + alloc(4 * spec_rules::CeilDiv(blocks, spec_rules::kNf4AbsmaxBlockSize));
     } else {
-      s.weights += alloc(n * run.dtype_bytes);
+      s.weights += alloc(base_part(t) * run.dtype_bytes);
+      whole_weights += alloc(n * run.dtype_bytes);
+      largest_shard = std::max(largest_shard, alloc(base_part(t) * run.dtype_bytes));
     }
   }
   if (run.adapter.qlora) {
@@ -141,21 +199,38 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   adapter_run.dtype_bytes = run.adapter.dtype_bytes;
   const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
   auto grad_bytes = [&](int64_t n) { return alloc(n * run.adapter.dtype_bytes); };
-  for (int64_t n : adapters.trainable) {
-    s.adapter_weights += grad_bytes(n);
-    s.all_gradients += grad_bytes(n);
-    if (state_on_device) s.optimizer_state += StateBytes(adapter_run, n);
+  const AdapterParts parts = RankAdapterParts(run, adapters.trainable, [&](int64_t n) {
+    return StateBytes(adapter_run, n) + (par.shards_gradients() ? grad_bytes(n) : 0);
+  });
+  std::vector<int64_t> updated;  // what this rank's update runs over
+  int64_t full_gradients = 0;
+  for (size_t i = 0; i < adapters.trainable.size(); ++i) {
+    s.adapter_weights += grad_bytes(parts.weights[i]);
+    whole_weights += grad_bytes(adapters.trainable[i]);
+    full_gradients += grad_bytes(adapters.trainable[i]);
+    if (parts.gradients[i] > 0) s.all_gradients += grad_bytes(parts.gradients[i]);
+    if (parts.state[i] == 0) continue;
+    updated.push_back(parts.state[i]);
+    if (state_on_device) s.optimizer_state += StateBytes(adapter_run, parts.state[i]);
   }
-  for (int64_t n : adapters.layer_trainable) {
-    s.layer_gradients += grad_bytes(n);
-    if (state_on_device) s.layer_state += StateBytes(adapter_run, n);
+  // Layer 0's adapters (the first layer_trainable.size() entries) stand for every layer's; where
+  // the rank owns some adapters' gradients only, they are counted spread evenly over the layers.
+  const size_t per_layer = adapters.layer_trainable.size();
+  for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
+    if (!(par.shards_gradients() && !par.shards_parameters())) {
+      s.layer_gradients += grad_bytes(parts.gradients[i]);
+    }
+    if (state_on_device && parts.state[i] > 0) s.layer_state += StateBytes(adapter_run, parts.state[i]);
+  }
+  if (par.shards_gradients() && !par.shards_parameters() && run.model.num_layers > 0) {
+    s.layer_gradients = spec_rules::CeilDiv(s.all_gradients, run.model.num_layers);
   }
   s.weights += s.adapter_weights + s.quantization_constants;
   if (run.in_backward) {
-    s.in_backward_update_temporaries = LargestSingleTensorUpdate(adapter_run, adapters.trainable);
+    s.in_backward_update_temporaries = LargestSingleTensorUpdate(adapter_run, updated);
   } else {
     s.gradients = s.all_gradients;
-    s.step_temporaries = StepTemporaries(adapter_run, adapters.trainable);
+    s.step_temporaries = StepTemporaries(adapter_run, updated);
   }
   if (run.device == Device::kCpu) {
     // Random init's fp32 copy of the largest matrix; QLoRA's full-precision projections exist on
@@ -167,7 +242,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
       }
     }
   }
-  AddParallelBuffers(run, &s);
+  AddWholeModelLoad(run, whole_weights, largest_shard, &s);
+  AddParallelBuffers(run, full_gradients, &s);
   return s;
 }
 
@@ -180,20 +256,29 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   auto grad_bytes = [&](int64_t n) { return AllocatedBytes(run.device, n * run.dtype_bytes); };
   // State on a CUDA device unless offloaded; on the CPU device offload changes nothing.
   const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
-  // One rank's part of each tensor: its shard where the sharding divides that category.
+  // One rank's part of each tensor: its shard where the sharding divides that category. SHARD_FULL
+  // shards as the worker does, the padded dim-0 chunk (parallel_buffers.h); SHARD_OPTIMIZER and
+  // SHARD_GRADIENTS are modelled as ceil(n / N) of every tensor (docs/PARALLEL.md, "Per rank").
   const ParallelSettings& par = run.parallel;
-  auto weight_part = [&](int64_t n) { return par.shards_parameters() ? par.ShardElements(n) : n; };
-  auto grad_part = [&](int64_t n) { return par.shards_gradients() ? par.ShardElements(n) : n; };
-  auto state_part = [&](int64_t n) {
-    return par.shards_optimizer_state() ? par.ShardElements(n) : n;
-  };
+  const std::vector<int64_t> rows = ParameterTensorRows(run.model);
+  std::vector<int64_t> shard(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    shard[t] = par.shards_parameters()
+                   ? FullShardChunkElements(tensors[t], rows[t], par.world_size)
+                   : par.ShardElements(tensors[t]);
+  }
+  auto weight_part = [&](size_t t) { return par.shards_parameters() ? shard[t] : tensors[t]; };
+  auto grad_part = [&](size_t t) { return par.shards_gradients() ? shard[t] : tensors[t]; };
+  auto state_part = [&](size_t t) { return par.shards_optimizer_state() ? shard[t] : tensors[t]; };
   std::vector<int64_t> updated;  // what this rank's update runs over, tensor by tensor
-  int64_t largest_matrix = 0;
-  for (int64_t n : tensors) {
-    s.weights += grad_bytes(weight_part(n));
-    s.all_gradients += grad_bytes(grad_part(n));
-    if (state_on_device) s.optimizer_state += StateBytes(run, state_part(n));
-    updated.push_back(state_part(n));
+  int64_t largest_matrix = 0, full_gradients = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int64_t n = tensors[t];
+    s.weights += grad_bytes(weight_part(t));
+    s.all_gradients += grad_bytes(grad_part(t));
+    full_gradients += grad_bytes(n);
+    if (state_on_device) s.optimizer_state += StateBytes(run, state_part(t));
+    updated.push_back(state_part(t));
     largest_matrix = std::max(largest_matrix, n);
   }
   if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
@@ -203,11 +288,11 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   // Layer 0's tensors stand for every layer's (all are alike).
   for (size_t t = LayerTensorBegin(0); t < LayerTensorBegin(1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
-    s.layer_gradients += grad_bytes(grad_part(tensors[t]));
-    if (state_on_device) s.layer_state += StateBytes(run, state_part(tensors[t]));
+    s.layer_gradients += grad_bytes(grad_part(t));
+    if (state_on_device) s.layer_state += StateBytes(run, state_part(t));
   }
-  s.head_gradient = grad_bytes(grad_part(tensors.front()));
-  if (state_on_device) s.head_state = StateBytes(run, state_part(tensors.front()));
+  s.head_gradient = grad_bytes(grad_part(0));
+  if (state_on_device) s.head_state = StateBytes(run, state_part(0));
   if (run.in_backward) {
     s.gradients = 0;
     s.in_backward_update_temporaries = LargestSingleTensorUpdate(run, tensors);
@@ -216,7 +301,10 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     s.step_temporaries = StepTemporaries(run, updated);
   }
   if (run.device == Device::kCpu) s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
-  AddParallelBuffers(run, &s);
+  int64_t largest_shard = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) largest_shard = std::max(largest_shard, grad_bytes(shard[t]));
+  AddWholeModelLoad(run, full_gradients, largest_shard, &s);
+  AddParallelBuffers(run, full_gradients, &s);
   return s;
 }
 

@@ -53,7 +53,9 @@ struct ParameterState {
   int64_t layer_state = 0;
   int64_t head_state = 0;
   // Peak above the weights while they are initialized (random init makes an fp32 copy of each
-  // matrix on the host; counted only where the host is the device).
+  // matrix on the host; counted only where the host is the device). Under SHARD_FULL, `weights`
+  // are the rank's shards and this also holds the rest of the whole model, which every rank
+  // builds before sharding it (LOAD's peak: the whole model plus one shard).
   int64_t load_temporaries = 0;
   // A rank of a parallel run (parallel_buffers.h): the full parameters of the units gathered at
   // once (SHARD_FULL; alive in forward and backward), and the gradients in flight to their

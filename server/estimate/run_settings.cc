@@ -55,16 +55,28 @@ absl::StatusOr<ParallelSettings> ResolveParallel(const vramlab::v1::ExperimentSp
                                                      ": unknown value ", p.sharding()));
   }
   out.reshard_after_forward = p.reshard_after_forward();
-  if (out.shards_optimizer_state() && (run.adapter.enabled() || run.in_backward)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec_rules::kShardingField, ": the per-rank estimate covers full fine-tuning with the "
-        "update after backward; with an adapter or optimizer-in-backward only SHARD_NONE is "
-        "estimated"));
-  }
+  RETURN_IF_ERROR(CheckRanksRunnable(run, out));
   return out;
 }
 
 }  // namespace
+
+absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& parallel) {
+  if (!parallel.parallel()) return absl::OkStatus();
+  // The worker's words (worker/spec/validate_spec.cc, ValidateParallel).
+  if (run.in_backward) {
+    return absl::InvalidArgumentError(
+        "training.optimizer.in_backward: a parallel run averages each gradient over the ranks "
+        "before the update; an in-backward update would apply it first");
+  }
+  // The worker's words (worker/parallel/data_parallel.cc, CheckShardingImplemented).
+  if (parallel.sharding == vramlab::v1::SHARD_FULL && run.adapter.qlora) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec_rules::kShardingField, ": SHARD_FULL does not shard QLoRA's NF4 base weights in "
+        "this worker; use LORA, or SHARD_GRADIENTS with QLORA"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec) {
   RunSettings r;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
@@ -70,9 +71,15 @@ struct RunSettings {
 };
 
 // INVALID_ARGUMENT naming the field for negative sizes, unknown enum values and combinations the
-// worker rejects (optimizer-in-backward with accumulation), and for sharding the per-rank model
-// does not cover (with an adapter or optimizer-in-backward).
+// worker rejects (optimizer-in-backward with accumulation; for a parallel run, those of
+// CheckRanksRunnable).
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec);
+
+// OK unless the worker refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
+// words: optimizer-in-backward under any sharding (training.optimizer.in_backward: it would apply
+// a gradient before the ranks average it), and SHARD_FULL with QLoRA (parallel.sharding: the NF4
+// base weights are not sharded). The world-size search skips the sizes this refuses.
+absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& parallel);
 
 }  // namespace vramlab::server::estimate
 

@@ -1,0 +1,239 @@
+// One rank's estimate against the real worker's ranks: two vramlab-worker processes of this tree
+// (--rank 0/1, Gloo on the CPU, a free loopback port) train the tiny model with LoRA under each
+// sharding, and each rank's `report` anatomy must equal the estimate's per-rank anatomy
+// (vramlab-estimate, MemoryEstimate.parallel) to the byte for the model states: weights, adapter
+// weights, optimizer state and, under SHARD_FULL, the gathered parameters. On the CPU the
+// worker's counting allocator measures every tensor exactly.
+//
+// The estimate is of the rank that owns the most under SHARD_OPTIMIZER and SHARD_GRADIENTS (the
+// worker's largest-first partition of the adapters): it must equal the larger of the two ranks'
+// optimizer state (the allocation ledger's, below), and the two ranks' states must add up to one process's. Under SHARD_FULL the
+// ranks hold equal chunks, so each equals the estimate.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace {
+
+using vramlab::v1::ExperimentSpec;
+using vramlab::v1::MemoryAnatomy;
+using vramlab::v1::MemoryEstimate;
+using vramlab::v1::WorkerEvent;
+
+constexpr int kRanks = 2;
+
+std::string BinDir() {
+  const char* dir = std::getenv("VRAMLAB_BIN_DIR");
+  return dir != nullptr ? dir : VRAMLAB_BIN_DIR;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(message, &json).ok());
+  return json;
+}
+
+std::string TempPath(const std::string& stem) {
+  std::string path = absl::StrCat("/tmp/vramlab-", stem, "-XXXXXX");
+  const int fd = mkstemp(path.data());
+  EXPECT_GE(fd, 0);
+  close(fd);
+  return path;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A port that was free a moment ago; rank 0 binds it again for the ranks' store.
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Runs `binary args...` with stdout to `out_path` (stderr to out_path.log); returns its pid.
+pid_t Start(const std::string& binary, const std::vector<std::string>& args,
+            const std::string& out_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int log = open((out_path + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    std::vector<const char*> argv = {binary.c_str()};
+    for (const std::string& arg : args) argv.push_back(arg.c_str());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  EXPECT_GT(pid, 0);
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The `report` event's anatomy among a worker's JSON lines.
+MemoryAnatomy ReportAnatomy(const std::string& events, const std::string& what) {
+  for (absl::string_view line : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
+    WorkerEvent event;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(line), &event).ok()) continue;
+    if (event.has_report()) return event.report().anatomy();
+  }
+  ADD_FAILURE() << what << ": no report event:\n" << events.substr(0, 2000);
+  return MemoryAnatomy();
+}
+
+// Each rank's anatomy from a run of `spec` over kRanks worker processes.
+std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec) {
+  const std::string spec_path = TempPath("parallel-spec");
+  WriteFile(spec_path, ToJson(spec));
+  const std::string rendezvous = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int r = 0; r < kRanks; ++r) {
+    outs.push_back(TempPath(absl::StrCat("rank", r)));
+    pids.push_back(Start(BinDir() + "/vramlab-worker",
+                         {"--spec", spec_path, "--rank", std::to_string(r), "--rendezvous",
+                          rendezvous},
+                         outs.back()));
+  }
+  std::vector<MemoryAnatomy> anatomies;
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(Wait(pids[r]), 0) << "rank " << r << ":\n" << ReadFile(outs[r] + ".log");
+    anatomies.push_back(ReportAnatomy(ReadFile(outs[r]), absl::StrCat("rank ", r)));
+    unlink(outs[r].c_str());
+    unlink((outs[r] + ".log").c_str());
+  }
+  unlink(spec_path.c_str());
+  return anatomies;
+}
+
+MemoryEstimate Estimate(const ExperimentSpec& spec) {
+  const std::string spec_path = TempPath("estimate-spec");
+  const std::string out_path = TempPath("estimate-out");
+  WriteFile(spec_path, ToJson(spec));
+  EXPECT_EQ(Wait(Start(BinDir() + "/vramlab-estimate", {"--spec", spec_path}, out_path)), 0)
+      << ReadFile(out_path + ".log");
+  MemoryEstimate estimate;
+  const std::string json = ReadFile(out_path);
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &estimate).ok()) << json;
+  for (const std::string& path : {spec_path, out_path, out_path + ".log"}) unlink(path.c_str());
+  return estimate;
+}
+
+struct Case {
+  std::string name;
+  vramlab::v1::Sharding sharding;
+  bool reshard_after_forward;
+};
+
+ExperimentSpec LoraSpec(const Case& c) {
+  ExperimentSpec spec;
+  spec.set_device(vramlab::v1::CPU);
+  spec.mutable_model()->set_preset("tiny");
+  auto* t = spec.mutable_training();
+  t->set_micro_batch_size(1);
+  t->set_seq_len(16);
+  t->set_steps(2);
+  t->set_dtype(vramlab::v1::FLOAT32);
+  t->mutable_optimizer()->set_kind(vramlab::v1::ADAMW);
+  t->mutable_adapter()->set_kind(vramlab::v1::LORA);
+  t->mutable_adapter()->set_rank(4);
+  spec.mutable_parallel()->set_world_size(kRanks);
+  spec.mutable_parallel()->set_sharding(c.sharding);
+  spec.mutable_parallel()->set_reshard_after_forward(c.reshard_after_forward);
+  return spec;
+}
+
+class ParallelEstimateVsWorkerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
+  const Case& c = GetParam();
+  const ExperimentSpec spec = LoraSpec(c);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const MemoryAnatomy& p = estimate.parallel().anatomy();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  // Optimizer state from the ledger at the peak moment (which follows the first step): it counts
+  // each block, whereas the anatomy's optimizer_state_bytes is the growth over the first step,
+  // which a Gloo collective's staging freed on its own thread can shift by a buffer
+  // (docs/PARALLEL.md, "Memory anatomy").
+  int64_t largest_state = 0, state_sum = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const MemoryAnatomy& m = ranks[r];
+    const vramlab::v1::CategoryBytes& held = m.at_peak_allocated().categories();
+    ASSERT_GE(m.at_peak_allocated().step(), 1) << "the peak precedes the optimizer state";
+    EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
+    EXPECT_EQ(p.weights_bytes(), held.weights_bytes());
+    EXPECT_EQ(p.adapter_weights_bytes(), m.adapter_weights_bytes());
+    EXPECT_EQ(p.adapter_weights_bytes(), held.adapter_weights_bytes());
+    EXPECT_EQ(estimate.parallel().gathered_parameters_bytes(), m.gathered_parameters_bytes());
+    if (c.sharding == vramlab::v1::SHARD_FULL || c.sharding == vramlab::v1::SHARD_NONE) {
+      EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
+    }
+    largest_state = std::max(largest_state, held.optimizer_state_bytes());
+    state_sum += held.optimizer_state_bytes();
+  }
+  EXPECT_EQ(p.optimizer_state_bytes(), largest_state);
+  if (c.sharding == vramlab::v1::SHARD_OPTIMIZER || c.sharding == vramlab::v1::SHARD_GRADIENTS) {
+    EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());  // one process's
+  }
+  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld\n",
+              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+              static_cast<long long>(p.adapter_weights_bytes()),
+              static_cast<long long>(p.optimizer_state_bytes()),
+              static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
+              static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
+              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TinyLora, ParallelEstimateVsWorkerTest,
+    ::testing::Values(Case{"none", vramlab::v1::SHARD_NONE, false},
+                      Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
+                      Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false},
+                      Case{"full", vramlab::v1::SHARD_FULL, false},
+                      Case{"full_reshard", vramlab::v1::SHARD_FULL, true}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
