@@ -314,10 +314,19 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   s.head_gradient = grad_of(head);
   if (state_on_device) s.head_state = state_of(head);
-  if (par.shards_gradients() && !par.shards_parameters() && run.model.num_layers > 0) {
-    // The owned gradients differ from layer to layer: the layers' share of them, spread evenly.
-    s.layer_gradients =
-        spec_rules::CeilDiv(std::max<int64_t>(0, s.all_gradients - s.head_gradient), run.model.num_layers);
+  if (par.shards_gradients() && !par.shards_parameters()) {
+    // SHARD_GRADIENTS: every gradient is whole on every rank until the reduce after backward, so
+    // the vocabulary-sized gradient backward makes (and a tied embedding's fresh one) is whole on
+    // every rank, owner or not. The layers are given the rest of what the rank keeps, spread
+    // evenly (the owned tensors differ from layer to layer), so that with the others' gradients
+    // in the communication buffer (parallel_buffers.h) the end of backward holds every gradient
+    // once, as one process does: exact where the rank keeps at least the head's bytes (the busiest
+    // rank does), an upper bound by the difference where it keeps less.
+    s.head_gradient = grad_bytes(tensors[head]);
+    if (run.model.num_layers > 0) {
+      s.layer_gradients = spec_rules::CeilDiv(std::max<int64_t>(0, s.all_gradients - s.head_gradient),
+                                              run.model.num_layers);
+    }
   }
   if (run.in_backward) {
     s.gradients = 0;
