@@ -47,8 +47,8 @@ std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64
   return owner;
 }
 
-BusiestRank BusiestOwner(const std::vector<int64_t>& numels, const std::vector<int64_t>& owned_bytes,
-                         int64_t world_size) {
+BusiestRank BusiestOwner(const std::vector<int64_t>& numels,
+                         const std::vector<int64_t>& owned_bytes, int64_t world_size) {
   const std::vector<int> owner = PartitionLargestFirst(numels, world_size);
   std::vector<int64_t> held(static_cast<size_t>(std::max<int64_t>(world_size, 1)), 0);
   for (size_t i = 0; i < numels.size(); ++i) held[owner[i]] += owned_bytes[i];
@@ -119,10 +119,11 @@ std::string ParallelNote(const RunSettings& run) {
   const ParallelSettings& par = run.parallel;
   const bool adapter = run.adapter.enabled();
   // Whole tensors per owner (the worker's largest-first partition); the busiest rank is shown.
+  const bool partitioned = par.shards_optimizer_state() && !par.shards_parameters();
+  const int shown = partitioned ? EstimateParameterState(run).reported_rank : 0;
   const std::string owned = absl::StrCat(
       "of the ", adapter ? "adapters" : "parameters",
-      " each rank owns (the worker's largest-first partition of whole tensors; rank ",
-      par.shards_optimizer_state() && !par.shards_parameters() ? EstimateParameterState(run).reported_rank : 0,
+      " each rank owns (the worker's largest-first partition of whole tensors; rank ", shown,
       ", owning the most, is shown)");
   std::string layout;
   if (par.shards_parameters()) {

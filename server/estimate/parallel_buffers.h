@@ -50,8 +50,8 @@ struct BusiestRank {
   int rank = 0;
   std::vector<bool> owned;
 };
-BusiestRank BusiestOwner(const std::vector<int64_t>& numels, const std::vector<int64_t>& owned_bytes,
-                         int64_t world_size);
+BusiestRank BusiestOwner(const std::vector<int64_t>& numels,
+                         const std::vector<int64_t>& owned_bytes, int64_t world_size);
 
 // The sharding's units, as the worker's SHARD_FULL lays them out (worker/parallel/full_shard.h):
 // one per decoder layer, and the root (every parameter outside the layers: embed_tokens, the

@@ -73,7 +73,9 @@ struct Param {
 std::vector<Param> ModelOrder(const Tensors& t) {
   std::vector<Param> params = {{t.root[0], t.root_rows[0], true}};
   for (int64_t layer = 0; layer < t.layers; ++layer) {
-    for (size_t k = 0; k < t.layer.size(); ++k) params.push_back({t.layer[k], t.layer_rows[k], false});
+    for (size_t k = 0; k < t.layer.size(); ++k) {
+      params.push_back({t.layer[k], t.layer_rows[k], false});
+    }
   }
   for (size_t k = 1; k < t.root.size(); ++k) params.push_back({t.root[k], t.root_rows[k], true});
   return params;

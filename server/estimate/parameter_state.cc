@@ -324,8 +324,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     // rank does), an upper bound by the difference where it keeps less.
     s.head_gradient = grad_bytes(tensors[head]);
     if (run.model.num_layers > 0) {
-      s.layer_gradients = spec_rules::CeilDiv(std::max<int64_t>(0, s.all_gradients - s.head_gradient),
-                                              run.model.num_layers);
+      const int64_t layers_kept = std::max<int64_t>(0, s.all_gradients - s.head_gradient);
+      s.layer_gradients = spec_rules::CeilDiv(layers_kept, run.model.num_layers);
     }
   }
   if (run.in_backward) {

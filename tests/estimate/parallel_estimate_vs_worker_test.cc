@@ -251,24 +251,22 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
   const MemoryAnatomy& p = estimate.parallel().anatomy();
   const std::vector<MemoryAnatomy> ranks = RunRanks(spec);
   ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
-  int busiest = 0;
-  int64_t state_sum = 0;
+  // Each rank's optimizer state in the ledger at its peak.
+  std::vector<int64_t> state;
   for (int r = 0; r < kRanks; ++r) {
     const vramlab::v1::PeakAllocatedMoment& peak = ranks[r].at_peak_allocated();
     ASSERT_GE(peak.step(), 1) << "rank " << r << ": the peak precedes the optimizer state";
-    state_sum += peak.categories().optimizer_state_bytes();
-    if (peak.categories().optimizer_state_bytes() >
-        ranks[busiest].at_peak_allocated().categories().optimizer_state_bytes()) {
-      busiest = r;
-    }
+    state.push_back(peak.categories().optimizer_state_bytes());
   }
+  const int busiest = static_cast<int>(std::max_element(state.begin(), state.end()) - state.begin());
+  int64_t state_sum = 0;
+  for (int64_t bytes : state) state_sum += bytes;
   // The ranks own different tensors: their states differ, and add up to one process's.
-  EXPECT_NE(ranks[0].at_peak_allocated().categories().optimizer_state_bytes(),
-            ranks[1].at_peak_allocated().categories().optimizer_state_bytes());
+  EXPECT_NE(state[0], state[1]);
   EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());
   const std::string named = absl::StrCat("rank ", busiest, ", owning the most");
-  EXPECT_TRUE(std::any_of(estimate.notes().begin(), estimate.notes().end(),
-                          [&](const std::string& note) { return note.find(named) != std::string::npos; }))
+  auto names_it = [&](const std::string& note) { return note.find(named) != std::string::npos; };
+  EXPECT_TRUE(std::any_of(estimate.notes().begin(), estimate.notes().end(), names_it))
       << "the note names " << named;
   const MemoryAnatomy& m = ranks[busiest];
   const vramlab::v1::CategoryBytes& held = m.at_peak_allocated().categories();
@@ -279,10 +277,8 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
   std::printf("full %-21s weights %lld gradients %lld state %lld (ranks %lld, %lld; rank %d)\n",
               c.name.c_str(), static_cast<long long>(p.weights_bytes()),
               static_cast<long long>(p.gradients_bytes()),
-              static_cast<long long>(p.optimizer_state_bytes()),
-              static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
-              static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
-              busiest);
+              static_cast<long long>(p.optimizer_state_bytes()), static_cast<long long>(state[0]),
+              static_cast<long long>(state[1]), busiest);
 }
 
 INSTANTIATE_TEST_SUITE_P(
