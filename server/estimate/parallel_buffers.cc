@@ -47,6 +47,18 @@ std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64
   return owner;
 }
 
+BusiestRank BusiestOwner(const std::vector<int64_t>& numels,
+                         const std::vector<int64_t>& owned_bytes, int64_t world_size) {
+  const std::vector<int> owner = PartitionLargestFirst(numels, world_size);
+  std::vector<int64_t> held(static_cast<size_t>(std::max<int64_t>(world_size, 1)), 0);
+  for (size_t i = 0; i < numels.size(); ++i) held[owner[i]] += owned_bytes[i];
+  BusiestRank busiest;
+  busiest.rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
+  busiest.owned.resize(numels.size());
+  for (size_t i = 0; i < numels.size(); ++i) busiest.owned[i] = owner[i] == busiest.rank;
+  return busiest;
+}
+
 ShardingUnits UnitsOf(const RunSettings& run) {
   // ParameterTensorElements' order: embed_tokens, the layers, then the final norm and
   // (untied) lm_head. Every layer is alike, so layer 0's tensors stand for each.
@@ -106,10 +118,13 @@ void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
 std::string ParallelNote(const RunSettings& run) {
   const ParallelSettings& par = run.parallel;
   const bool adapter = run.adapter.enabled();
-  const std::string owned =
-      adapter ? "of the adapters each rank owns (the worker's largest-first partition; the rank "
-                "owning the most is shown)"
-              : absl::StrCat("sharded 1/", par.world_size, " per tensor");
+  // Whole tensors per owner (the worker's largest-first partition); the busiest rank is shown.
+  const bool partitioned = par.shards_optimizer_state() && !par.shards_parameters();
+  const int shown = partitioned ? EstimateParameterState(run).reported_rank : 0;
+  const std::string owned = absl::StrCat(
+      "of the ", adapter ? "adapters" : "parameters",
+      " each rank owns (the worker's largest-first partition of whole tensors; rank ", shown,
+      ", owning the most, is shown)");
   std::string layout;
   if (par.shards_parameters()) {
     layout = absl::StrCat(

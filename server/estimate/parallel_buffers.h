@@ -41,6 +41,18 @@ int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_siz
 // rank owning the fewest elements so far (ties: the lowest rank). owner[i] is numels[i]'s rank.
 std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size);
 
+// The rank a SHARD_OPTIMIZER / SHARD_GRADIENTS estimate reports: under PartitionLargestFirst over
+// `numels`, the rank whose owned bytes (the sum of owned_bytes[i] over the tensors it owns: the
+// optimizer state and, sharding gradients, the gradients it keeps after backward) are the most;
+// ties to the lowest rank. Everything else a rank holds is the same on every rank, so this is the
+// rank whose peak is highest. owned[i] says whether it owns numels[i].
+struct BusiestRank {
+  int rank = 0;
+  std::vector<bool> owned;
+};
+BusiestRank BusiestOwner(const std::vector<int64_t>& numels,
+                         const std::vector<int64_t>& owned_bytes, int64_t world_size);
+
 // The sharding's units, as the worker's SHARD_FULL lays them out (worker/parallel/full_shard.h):
 // one per decoder layer, and the root (every parameter outside the layers: embed_tokens, the
 // final norm, lm_head when untied). With an adapter a layer's parameters include its adapters

@@ -1,5 +1,5 @@
 // Unit tests of one rank's prediction (MemoryEstimate.parallel): the shards of weights, gradients
-// and optimizer state for each sharding mode and world sizes 1, 2 and 4, the gathered parameters
+// and optimizer state for each sharding mode and world sizes 1, 2, 4 and 8, the gathered parameters
 // and communication buffers, each against byte counts computed here from the preset's shapes
 // (common/spec/model_presets.h), not from the estimator's own tensor list; and the smallest
 // world size search.
@@ -63,34 +63,75 @@ struct Expected {
   int64_t gathered = 0, communication = 0;
 };
 
+// One parameter in the worker's model order: embed_tokens, the layers, the final norm, lm_head
+// when untied (a tied embedding once).
+struct Param {
+  int64_t elements = 0, rows = 0;
+  bool root = false;
+};
+
+std::vector<Param> ModelOrder(const Tensors& t) {
+  std::vector<Param> params = {{t.root[0], t.root_rows[0], true}};
+  for (int64_t layer = 0; layer < t.layers; ++layer) {
+    for (size_t k = 0; k < t.layer.size(); ++k) {
+      params.push_back({t.layer[k], t.layer_rows[k], false});
+    }
+  }
+  for (size_t k = 1; k < t.root.size(); ++k) params.push_back({t.root[k], t.root_rows[k], true});
+  return params;
+}
+
+// Under SHARD_OPTIMIZER / SHARD_GRADIENTS, which parameters the reported rank owns: the
+// largest-first partition (checked against the worker's cases below), of the rank whose owned
+// optimizer state (AdamW's two bf16 moments) plus, sharding gradients, owned gradients is the most.
+std::vector<bool> OwnedByBusiestRank(const std::vector<Param>& params, bool cuda, int64_t n,
+                                     bool shard_grads, int* rank_out = nullptr) {
+  std::vector<int64_t> numels;
+  for (const Param& p : params) numels.push_back(p.elements);
+  const std::vector<int> owner = estimate::PartitionLargestFirst(numels, n);
+  std::vector<int64_t> held(n, 0);
+  for (size_t k = 0; k < params.size(); ++k) {
+    held[owner[k]] += Device(cuda, params[k].elements * kBf16) * (shard_grads ? 3 : 2);
+  }
+  const int rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
+  if (rank_out != nullptr) *rank_out = rank;
+  std::vector<bool> owned(params.size());
+  for (size_t k = 0; k < params.size(); ++k) owned[k] = owner[k] == rank;
+  return owned;
+}
+
 // The layout docs/PARALLEL.md states, computed tensor by tensor: bf16 parameters and gradients,
-// AdamW's two bf16 moments; shards of ceil(n / N) elements for SHARD_OPTIMIZER and
-// SHARD_GRADIENTS, the padded dim-0 chunk for SHARD_FULL.
+// AdamW's two bf16 moments; SHARD_OPTIMIZER and SHARD_GRADIENTS keep the state (and the
+// gradients) of the whole tensors the busiest rank owns, SHARD_FULL the padded dim-0 chunk.
 Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding, bool reshard) {
   const bool parallel = n > 1;
   const bool shard_state = parallel && sharding != vramlab::v1::SHARD_NONE;
   const bool shard_grads =
       parallel && (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
   const bool shard_params = parallel && sharding == vramlab::v1::SHARD_FULL;
+  const std::vector<Param> params = ModelOrder(t);
+  std::vector<bool> owned(params.size(), true);
+  if (shard_state && !shard_params) owned = OwnedByBusiestRank(params, cuda, n, shard_grads);
   Expected x;
   int64_t root_full = 0, layer_full = 0, all_full = 0, root_gathered = 0, layer_gathered = 0;
-  auto add = [&](int64_t e, int64_t rows, int64_t copies, int64_t* full, int64_t* gathered) {
-    const int64_t shard = shard_params ? Chunk(e, rows, n) : (e + n - 1) / n;
-    auto part = [&](bool sharded) { return sharded ? shard : e; };
-    for (int64_t c = 0; c < copies; ++c) {
-      x.weights += Device(cuda, part(shard_params) * kBf16);
-      x.gradients += Device(cuda, part(shard_grads) * kBf16);
-      x.state += 2 * Device(cuda, part(shard_state) * kBf16);
-      all_full += Device(cuda, e * kBf16);
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int64_t e = params[k].elements;
+    const int64_t chunk = Chunk(e, params[k].rows, n);
+    // A rank's part: the chunk under SHARD_FULL; else the whole tensor where it owns it, nothing
+    // where another rank does.
+    auto part = [&](bool sharded) -> int64_t {
+      if (!sharded) return e;
+      return shard_params ? chunk : (owned[k] ? e : 0);
+    };
+    x.weights += Device(cuda, part(shard_params) * kBf16);
+    x.gradients += Device(cuda, part(shard_grads) * kBf16);
+    x.state += 2 * Device(cuda, part(shard_state) * kBf16);
+    all_full += Device(cuda, e * kBf16);
+    const bool first_layer = !params[k].root && k <= t.layer.size();  // layer 0's entries
+    if (params[k].root || first_layer) {
+      (params[k].root ? root_full : layer_full) += Device(cuda, e * kBf16);
+      (params[k].root ? root_gathered : layer_gathered) += Device(cuda, n * chunk * kBf16);
     }
-    *full += Device(cuda, e * kBf16);
-    *gathered += Device(cuda, n * Chunk(e, rows, n) * kBf16);
-  };
-  for (size_t k = 0; k < t.root.size(); ++k) {
-    add(t.root[k], t.root_rows[k], 1, &root_full, &root_gathered);
-  }
-  for (size_t k = 0; k < t.layer.size(); ++k) {
-    add(t.layer[k], t.layer_rows[k], t.layers, &layer_full, &layer_gathered);
   }
   if (!parallel) return x;
   if (shard_params) {
@@ -99,7 +140,7 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
     // The worker gathers one layer at a time when resharding (no prefetch), else all of them.
     x.gathered = root_gathered + (reshard ? 1 : t.layers) * layer_gathered;
   } else if (shard_grads) {
-    // Reduced to their owners after backward: every full gradient less the rank's shards.
+    // Reduced to their owners after backward: every full gradient less the rank's own.
     x.communication = all_full - x.gradients;
   } else {
     x.communication = std::min(25 * kMiB, all_full);
@@ -133,7 +174,7 @@ const Sharding kModes[] = {vramlab::v1::SHARD_NONE, vramlab::v1::SHARD_OPTIMIZER
 void CheckRankArithmetic(const std::string& preset, bool cuda) {
   const Tensors tensors = TensorsOf(preset);
   for (Sharding mode : kModes) {
-    for (int32_t n : {1, 2, 4}) {
+    for (int32_t n : {1, 2, 4, 8}) {
       for (bool reshard : {false, true}) {
         SCOPED_TRACE(preset + " " + spec_rules::kShardingNames[mode - 1] + " N=" +
                      std::to_string(n) + (reshard ? " reshard" : ""));
@@ -170,6 +211,41 @@ void CheckRankArithmetic(const std::string& preset, bool cuda) {
 TEST(ParallelEstimateTest, RankShardsOfTinyOnTheCpuDevice) { CheckRankArithmetic("tiny", false); }
 
 TEST(ParallelEstimateTest, RankShardsOfQwen15BOnCuda) { CheckRankArithmetic("qwen2.5-1.5b", true); }
+
+// Untied: embed_tokens and lm_head are the two largest tensors, so they go to different ranks.
+TEST(ParallelEstimateTest, RankShardsOfQwen7BOnCuda) { CheckRankArithmetic("qwen2.5-7b", true); }
+
+// Whole tensors per owner: at N = 8 the 1.5B model's tied embedding (151936 x 1536) is more than
+// 1/8 of all parameters, so the rank owning it holds at least its whole state (and, sharding
+// gradients, its whole gradient), more than a 1/N split of every tensor would give; that rank is
+// the busiest, the one reported, and the note names it.
+TEST(ParallelEstimateTest, BusiestRankHoldsTheWholeTiedEmbedding) {
+  const Tensors t = TensorsOf("qwen2.5-1.5b");
+  const int64_t embedding = Device(true, t.root[0] * kBf16);
+  const std::vector<Param> params = ModelOrder(t);
+  int64_t all = 0;
+  for (const Param& p : params) all += Device(true, p.elements * kBf16);
+  for (Sharding mode : {vramlab::v1::SHARD_OPTIMIZER, vramlab::v1::SHARD_GRADIENTS}) {
+    SCOPED_TRACE(spec_rules::kShardingNames[mode - 1]);
+    const bool grads = mode == vramlab::v1::SHARD_GRADIENTS;
+    int rank = -1;
+    const std::vector<bool> owned = OwnedByBusiestRank(params, true, 8, grads, &rank);
+    EXPECT_TRUE(owned[0]) << "the busiest rank owns embed_tokens";
+    const MemoryEstimate e = MustEstimate(Spec("qwen2.5-1.5b", true, 8, mode));
+    const vramlab::v1::MemoryAnatomy& r = e.parallel().anatomy();
+    EXPECT_GE(r.optimizer_state_bytes(), 2 * embedding);
+    EXPECT_GT(r.optimizer_state_bytes(), 2 * all / 8);
+    if (grads) {
+      EXPECT_GE(r.gradients_bytes(), embedding);
+    } else {
+      EXPECT_EQ(r.gradients_bytes(), all);
+    }
+    const std::string named = "rank " + std::to_string(rank) + ", owning the most";
+    EXPECT_TRUE(std::any_of(e.notes().begin(), e.notes().end(), [&](const std::string& note) {
+      return note.find(named) != std::string::npos;
+    })) << named;
+  }
+}
 
 // A SHARD_FULL shard is the padded dim-0 chunk; where dim 0 does not divide by N it is larger
 // than ceil(n / N). tiny at N = 3: every dim 0 (512, 64, 176, 32) leaves a remainder.

@@ -125,6 +125,7 @@ void AddWholeModelLoad(const RunSettings& run, int64_t whole_weights, int64_t la
 // What one rank holds of each adapter tensor (elements; 0: nothing), per category.
 struct AdapterParts {
   std::vector<int64_t> weights, gradients, state;
+  int rank = 0;  // the rank they are of
 };
 
 // The rank of a parallel run as the worker lays out the trainable adapters (docs/PARALLEL.md,
@@ -147,12 +148,12 @@ AdapterParts RankAdapterParts(const RunSettings& run, const std::vector<int64_t>
     return parts;
   }
   if (!par.shards_optimizer_state()) return parts;
-  const std::vector<int> owner = PartitionLargestFirst(trainable, par.world_size);
-  std::vector<int64_t> held(static_cast<size_t>(par.world_size), 0);
-  for (size_t i = 0; i < trainable.size(); ++i) held[owner[i]] += owned_bytes(trainable[i]);
-  const int rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
+  std::vector<int64_t> held;
+  for (int64_t n : trainable) held.push_back(owned_bytes(n));
+  const BusiestRank busiest = BusiestOwner(trainable, held, par.world_size);
+  parts.rank = busiest.rank;
   for (size_t i = 0; i < trainable.size(); ++i) {
-    if (owner[i] == rank) continue;
+    if (busiest.owned[i]) continue;
     parts.state[i] = 0;
     if (par.shards_gradients()) parts.gradients[i] = 0;
   }
@@ -244,6 +245,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   }
   AddWholeModelLoad(run, whole_weights, largest_shard, &s);
   AddParallelBuffers(run, full_gradients, &s);
+  s.reported_rank = parts.rank;
   return s;
 }
 
@@ -256,16 +258,30 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   auto grad_bytes = [&](int64_t n) { return AllocatedBytes(run.device, n * run.dtype_bytes); };
   // State on a CUDA device unless offloaded; on the CPU device offload changes nothing.
   const bool state_on_device = !(run.offload_to_cpu && run.device == Device::kCuda);
-  // One rank's part of each tensor: its shard where the sharding divides that category. SHARD_FULL
-  // shards as the worker does, the padded dim-0 chunk (parallel_buffers.h); SHARD_OPTIMIZER and
-  // SHARD_GRADIENTS are modelled as ceil(n / N) of every tensor (docs/PARALLEL.md, "Per rank").
+  // One rank's part of each tensor (elements; 0: nothing) where the sharding divides that
+  // category. SHARD_FULL: the padded dim-0 chunk of every tensor (parallel_buffers.h).
+  // SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker's ownership (worker/parallel/data_parallel.cc,
+  // MakeRankOptimizer): whole tensors, partitioned largest first over the parameters as
+  // ParameterTensorElements lists them (a tied embedding once); the owner alone keeps a tensor's
+  // state and, sharding gradients, its gradient after backward. The busiest owner is estimated.
   const ParallelSettings& par = run.parallel;
   const std::vector<int64_t> rows = ParameterTensorRows(run.model);
   std::vector<int64_t> shard(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
     shard[t] = par.shards_parameters()
                    ? FullShardChunkElements(tensors[t], rows[t], par.world_size)
-                   : par.ShardElements(tensors[t]);
+                   : tensors[t];
+  }
+  if (par.shards_optimizer_state() && !par.shards_parameters()) {
+    std::vector<int64_t> owned_bytes;
+    for (int64_t n : tensors) {
+      owned_bytes.push_back(StateBytes(run, n) + (par.shards_gradients() ? grad_bytes(n) : 0));
+    }
+    const BusiestRank busiest = BusiestOwner(tensors, owned_bytes, par.world_size);
+    s.reported_rank = busiest.rank;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!busiest.owned[t]) shard[t] = 0;
+    }
   }
   auto weight_part = [&](size_t t) { return par.shards_parameters() ? shard[t] : tensors[t]; };
   auto grad_part = [&](size_t t) { return par.shards_gradients() ? shard[t] : tensors[t]; };
@@ -275,24 +291,43 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   for (size_t t = 0; t < tensors.size(); ++t) {
     const int64_t n = tensors[t];
     s.weights += grad_bytes(weight_part(t));
-    s.all_gradients += grad_bytes(grad_part(t));
+    if (grad_part(t) > 0) s.all_gradients += grad_bytes(grad_part(t));
     full_gradients += grad_bytes(n);
+    largest_matrix = std::max(largest_matrix, n);
+    if (state_part(t) == 0) continue;  // another rank's
     if (state_on_device) s.optimizer_state += StateBytes(run, state_part(t));
     updated.push_back(state_part(t));
-    largest_matrix = std::max(largest_matrix, n);
   }
   if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
     // The signed and unsigned code maps: values (256) and midpoints (255), fp32.
     s.optimizer_state += 2 * (AllocatedBytes(run.device, kAdam8bitMapEntries * kFp32) +
                               AllocatedBytes(run.device, (kAdam8bitMapEntries - 1) * kFp32));
   }
-  // Layer 0's tensors stand for every layer's (all are alike).
+  // Layer 0's tensors stand for every layer's (all are alike). The vocabulary-sized parameter is
+  // embed_tokens when tied, else lm_head (the last entry), whose gradient backward makes first.
+  const size_t head = run.model.tie_word_embeddings ? 0 : tensors.size() - 1;
+  auto grad_of = [&](size_t t) { return grad_part(t) > 0 ? grad_bytes(grad_part(t)) : 0; };
+  auto state_of = [&](size_t t) { return state_part(t) > 0 ? StateBytes(run, state_part(t)) : 0; };
   for (size_t t = LayerTensorBegin(0); t < LayerTensorBegin(1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
-    s.layer_gradients += grad_bytes(grad_part(t));
-    if (state_on_device) s.layer_state += StateBytes(run, state_part(t));
+    s.layer_gradients += grad_of(t);
+    if (state_on_device) s.layer_state += state_of(t);
   }
-  s.head_gradient = grad_bytes(grad_part(0));
-  if (state_on_device) s.head_state = StateBytes(run, state_part(0));
+  s.head_gradient = grad_of(head);
+  if (state_on_device) s.head_state = state_of(head);
+  if (par.shards_gradients() && !par.shards_parameters()) {
+    // SHARD_GRADIENTS: every gradient is whole on every rank until the reduce after backward, so
+    // the vocabulary-sized gradient backward makes (and a tied embedding's fresh one) is whole on
+    // every rank, owner or not. The layers are given the rest of what the rank keeps, spread
+    // evenly (the owned tensors differ from layer to layer), so that with the others' gradients
+    // in the communication buffer (parallel_buffers.h) the end of backward holds every gradient
+    // once, as one process does: exact where the rank keeps at least the head's bytes (the busiest
+    // rank does), an upper bound by the difference where it keeps less.
+    s.head_gradient = grad_bytes(tensors[head]);
+    if (run.model.num_layers > 0) {
+      const int64_t layers_kept = std::max<int64_t>(0, s.all_gradients - s.head_gradient);
+      s.layer_gradients = spec_rules::CeilDiv(layers_kept, run.model.num_layers);
+    }
+  }
   if (run.in_backward) {
     s.gradients = 0;
     s.in_backward_update_temporaries = LargestSingleTensorUpdate(run, tensors);

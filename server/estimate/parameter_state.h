@@ -2,7 +2,9 @@
 // temporaries of the update. Computed tensor by tensor (ParameterTensorElements) so that the CUDA
 // allocator's per-tensor rounding, the 8-bit optimizer's per-tensor blocks and the worker's
 // update paths (worker/optim/) are followed exactly. For a rank of a parallel run, each category
-// the sharding divides holds the rank's shard of every tensor (docs/PARALLEL.md).
+// the sharding divides holds what the worker gives the rank (docs/PARALLEL.md): SHARD_FULL the
+// padded dim-0 chunk of every tensor; SHARD_OPTIMIZER and SHARD_GRADIENTS the whole tensors the
+// rank owns under the worker's largest-first partition, of the busiest rank.
 #ifndef VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 #define VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 
@@ -62,6 +64,9 @@ struct ParameterState {
   // all-reduce or reduce-scatter (alive in backward). 0 in one process.
   int64_t gathered_parameters = 0;
   int64_t communication_buffer = 0;
+  // The rank these bytes are of: under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner
+  // (parallel_buffers.h, BusiestOwner); 0 otherwise, where every rank holds the same.
+  int reported_rank = 0;
 };
 
 ParameterState EstimateParameterState(const RunSettings& run);

@@ -8,7 +8,9 @@
 // The estimate is of the rank that owns the most under SHARD_OPTIMIZER and SHARD_GRADIENTS (the
 // worker's largest-first partition of the adapters): it must equal the larger of the two ranks'
 // optimizer state (the allocation ledger's, below), and the two ranks' states must add up to one process's. Under SHARD_FULL the
-// ranks hold equal chunks, so each equals the estimate.
+// ranks hold equal chunks, so each equals the estimate. Full fine-tuning under SHARD_OPTIMIZER and
+// SHARD_GRADIENTS (FullFineTuningVsWorkerTest, below): the busiest owner's weights, gradients and
+// optimizer state at the peak, to the byte.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -226,6 +228,64 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
               static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
               static_cast<long long>(estimate.parallel().gathered_parameters_bytes()));
 }
+
+// Full fine-tuning under SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker gives each whole
+// parameter to one owner (worker/parallel/parameter_partition.h), so the ranks differ, and the
+// estimate is of the busiest owner. That rank is the one whose ledger holds the most optimizer
+// state at the peak; its weights, gradients and optimizer state there must equal the estimate's
+// to the byte (the peak follows the first step, so the state exists; under SHARD_GRADIENTS the
+// gradients held are the rank's own, the others' freed once reduced to their owners).
+ExperimentSpec FullSpec(vramlab::v1::Sharding sharding) {
+  ExperimentSpec spec = LoraSpec(Case{"", sharding, false});
+  spec.mutable_training()->clear_adapter();
+  return spec;
+}
+
+class FullFineTuningVsWorkerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
+  const Case& c = GetParam();
+  const ExperimentSpec spec = FullSpec(c.sharding);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const MemoryAnatomy& p = estimate.parallel().anatomy();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  // Each rank's optimizer state in the ledger at its peak.
+  std::vector<int64_t> state;
+  for (int r = 0; r < kRanks; ++r) {
+    const vramlab::v1::PeakAllocatedMoment& peak = ranks[r].at_peak_allocated();
+    ASSERT_GE(peak.step(), 1) << "rank " << r << ": the peak precedes the optimizer state";
+    state.push_back(peak.categories().optimizer_state_bytes());
+  }
+  const int busiest = static_cast<int>(std::max_element(state.begin(), state.end()) - state.begin());
+  int64_t state_sum = 0;
+  for (int64_t bytes : state) state_sum += bytes;
+  // The ranks own different tensors: their states differ, and add up to one process's.
+  EXPECT_NE(state[0], state[1]);
+  EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());
+  const std::string named = absl::StrCat("rank ", busiest, ", owning the most");
+  auto names_it = [&](const std::string& note) { return note.find(named) != std::string::npos; };
+  EXPECT_TRUE(std::any_of(estimate.notes().begin(), estimate.notes().end(), names_it))
+      << "the note names " << named;
+  const MemoryAnatomy& m = ranks[busiest];
+  const vramlab::v1::CategoryBytes& held = m.at_peak_allocated().categories();
+  EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
+  EXPECT_EQ(p.weights_bytes(), held.weights_bytes());
+  EXPECT_EQ(p.gradients_bytes(), held.gradients_bytes());
+  EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
+  std::printf("full %-21s weights %lld gradients %lld state %lld (ranks %lld, %lld; rank %d)\n",
+              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+              static_cast<long long>(p.gradients_bytes()),
+              static_cast<long long>(p.optimizer_state_bytes()), static_cast<long long>(state[0]),
+              static_cast<long long>(state[1]), busiest);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TinyFull, FullFineTuningVsWorkerTest,
+    ::testing::Values(Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
+                      Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     TinyLora, ParallelEstimateVsWorkerTest,
