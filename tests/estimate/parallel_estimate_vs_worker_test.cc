@@ -178,7 +178,10 @@ ExperimentSpec LoraSpec(const Case& c) {
   t->set_dtype(vramlab::v1::FLOAT32);
   t->mutable_optimizer()->set_kind(vramlab::v1::ADAMW);
   t->mutable_adapter()->set_kind(vramlab::v1::LORA);
-  t->mutable_adapter()->set_rank(4);
+  // Rank 32: the adapters' AdamW state (which exists from the second step on) then outweighs the
+  // staging buffers a Gloo collective of the first step may still hold, so the peak moment falls
+  // after the first step (at rank 4 it fell in the first step in 6 of 30 runs under load).
+  t->mutable_adapter()->set_rank(32);
   spec.mutable_parallel()->set_world_size(kRanks);
   spec.mutable_parallel()->set_sharding(c.sharding);
   spec.mutable_parallel()->set_reshard_after_forward(c.reshard_after_forward);
