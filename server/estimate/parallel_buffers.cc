@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/adapter_sizes.h"
 #include "common/spec/spec_rules.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
@@ -30,6 +31,14 @@ int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size) {
   if (rows <= 0) return elements;
   return (rows + world_size - 1) / world_size * (elements / rows);
+}
+
+Nf4Buffers Nf4BufferElements(int64_t elements) {
+  Nf4Buffers b;
+  b.codes = spec_rules::Nf4CodeBytes(elements);
+  b.absmax_codes = spec_rules::CeilDiv(elements, spec_rules::kNf4BlockSize);
+  b.scales = spec_rules::CeilDiv(b.absmax_codes, spec_rules::kNf4AbsmaxBlockSize);
+  return b;
 }
 
 std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size) {
@@ -68,9 +77,16 @@ ShardingUnits UnitsOf(const RunSettings& run) {
   const int64_t n = run.parallel.world_size;
   const bool frozen = run.adapter.enabled();
   auto alloc = [&](int64_t bytes) { return AllocatedBytes(run.device, bytes); };
+  const AdapterTensors adapters = ListAdapterTensors(run);
   ShardingUnits units;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const int64_t gathered = alloc(n * FullShardChunkElements(tensors[t], rows[t], n) * run.dtype_bytes);
+    int64_t gathered = alloc(n * FullShardChunkElements(tensors[t], rows[t], n) * run.dtype_bytes);
+    if (run.adapter.qlora && adapters.wrapped[t]) {
+      // The emptied base weight gathers nothing; its NF4 buffers are gathered padded.
+      const Nf4Buffers nf4 = Nf4BufferElements(tensors[t]);
+      auto padded = [&](int64_t elements) { return n * spec_rules::CeilDiv(elements, n); };
+      gathered = alloc(padded(nf4.codes)) + alloc(padded(nf4.absmax_codes)) + alloc(4 * padded(nf4.scales));
+    }
     const int64_t gradient = frozen ? 0 : alloc(tensors[t] * run.dtype_bytes);
     if (t == 0 || t >= layer_end) {
       units.root_gathered_bytes += gathered;
@@ -81,7 +97,6 @@ ShardingUnits UnitsOf(const RunSettings& run) {
     }
   }
   // The adapters live in the layers: layer 0's (the first layer_trainable.size() entries).
-  const AdapterTensors adapters = ListAdapterTensors(run);
   for (size_t a = 0; a < adapters.layer_trainable.size(); ++a) {
     const int64_t e = adapters.layer_trainable[a];
     const int64_t chunk = FullShardChunkElements(e, AdapterTensorRows(run, a, e), n);
@@ -148,7 +163,12 @@ std::string ParallelNote(const RunSettings& run) {
                           "gradients all-reduced in buckets of ", kAllReduceBucketBytes / kMiB,
                           " MiB, one in flight");
   }
-  if (run.adapter.qlora) layout += "; QLoRA's NF4 base weights and constants on every rank";
+  if (run.adapter.qlora) {
+    layout += par.shards_parameters()
+                  ? "; QLoRA's NF4 codes and absmax constants sharded and gathered with their layer "
+                    "(the lookup tables on every rank)"
+                  : "; QLoRA's NF4 base weights and constants on every rank";
+  }
   return absl::StrCat("per rank (world size ", par.world_size, ", ",
                       spec_rules::kShardingNames[par.sharding - 1], "): ", layout,
                       "; activations are one rank's micro-batch, as in one process");

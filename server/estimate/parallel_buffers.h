@@ -35,6 +35,16 @@ int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements
 // the optimizer's view of it have this many elements; the gathered parameter has N times it.
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size);
 
+// The NF4 buffers of one QLoRA-quantised projection of `elements` elements (common/spec/
+// adapter_sizes.h): packed codes (bytes), absmax codes (bytes), absmax scales (fp32). SHARD_FULL
+// shards each as a 1-D tensor, ceil(n / N) elements a rank, and gathers N times that.
+struct Nf4Buffers {
+  int64_t codes = 0;
+  int64_t absmax_codes = 0;
+  int64_t scales = 0;
+};
+Nf4Buffers Nf4BufferElements(int64_t elements);
+
 // Which rank owns each parameter under SHARD_OPTIMIZER and SHARD_GRADIENTS: the rule of
 // worker/parallel/parameter_partition.h, mirrored (the worker's is built with LibTorch). The
 // parameters in model order, taken largest first (equal sizes in model order), each given to the

@@ -489,16 +489,25 @@ TEST(ParallelEstimateTest, QloraRankKeepsTheNf4BaseAndPartitionsTheAdapters) {
   }
 }
 
-TEST(ParallelEstimateTest, QloraWithFullShardingIsRefusedInTheWorkersWords) {
+// SHARD_FULL with QLoRA: a rank holds ceil(n / 2) of each NF4 buffer (codes, absmax codes,
+// scales) and the whole lookup tables; SHARD_NONE holds every buffer whole.
+TEST(ParallelEstimateTest, QloraWithFullShardingShardsTheNf4Buffers) {
+  const absl::StatusOr<MemoryEstimate> whole =
+      EstimateMemory(WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_NONE, false), vramlab::v1::QLORA), 0);
+  ASSERT_TRUE(whole.ok()) << whole.status();
   for (bool reshard : {false, true}) {
     const absl::StatusOr<MemoryEstimate> e = EstimateMemory(
-        WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_FULL, reshard), vramlab::v1::QLORA),
-        0);
-    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(e.status().message(),
-              std::string(spec_rules::kShardingField) +
-                  ": SHARD_FULL does not shard QLoRA's NF4 base weights in this worker; use "
-                  "LORA, or SHARD_GRADIENTS with QLORA");
+        WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_FULL, reshard), vramlab::v1::QLORA), 0);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const int64_t sharded = e->parallel().anatomy().quantization_constants_bytes();
+    const int64_t full = whole->parallel().anatomy().quantization_constants_bytes();
+    EXPECT_GT(sharded, 0);
+    EXPECT_LT(sharded, full);
+    EXPECT_LT(e->parallel().anatomy().weights_bytes(), whole->parallel().anatomy().weights_bytes());
+    EXPECT_GT(e->parallel().gathered_parameters_bytes(), 0);
+    bool noted = false;
+    for (const std::string& note : e->notes()) noted |= note.find("NF4 codes and absmax constants sharded") != std::string::npos;
+    EXPECT_TRUE(noted);
   }
 }
 

@@ -161,9 +161,10 @@ AdapterParts RankAdapterParts(const RunSettings& run, const std::vector<int64_t>
 }
 
 // Adapter training: the base model frozen (no gradient, no state), the optimizer over the
-// adapters in their own dtype (worker/adapters/lora.h, qlora.h). In a parallel run QLoRA's NF4
-// codes and constants are on every rank (SHARD_FULL with QLoRA is refused: run_settings.h);
-// SHARD_FULL shards LoRA's frozen base weights as it shards every parameter.
+// adapters in their own dtype (worker/adapters/lora.h, qlora.h). SHARD_FULL shards the frozen base
+// weights as it shards every parameter; under QLoRA that is each projection's NF4 buffers (codes,
+// absmax codes, scales), each 1-D and split in ceil(n / N) elements (worker/parallel/full_shard.h),
+// and the shared lookup tables stay whole. The other shardings keep the NF4 buffers on every rank.
 ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   ParameterState s;
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
@@ -180,10 +181,15 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
     const int64_t n = tensors[t];
     largest_matrix = std::max(largest_matrix, n);
     if (run.adapter.qlora && adapters.wrapped[t]) {
-      s.weights += alloc(spec_rules::Nf4CodeBytes(n));
-      const int64_t blocks = spec_rules::CeilDiv(n, spec_rules::kNf4BlockSize);
-      s.quantization_constants +=
-          alloc(blocks) + alloc(4 * spec_rules::CeilDiv(blocks, spec_rules::kNf4AbsmaxBlockSize));
+      const Nf4Buffers nf4 = Nf4BufferElements(n);
+      auto part = [&](int64_t elements) {
+        return par.shards_parameters() ? spec_rules::CeilDiv(elements, par.world_size) : elements;
+      };
+      s.weights += alloc(part(nf4.codes));
+      s.quantization_constants += alloc(part(nf4.absmax_codes)) + alloc(4 * part(nf4.scales));
+      // LOAD quantises onto the device whole before the rank keeps its shards.
+      whole_weights += alloc(nf4.codes) + alloc(nf4.absmax_codes) + alloc(4 * nf4.scales);
+      largest_shard = std::max(largest_shard, alloc(part(nf4.codes)));
     } else {
       s.weights += alloc(base_part(t) * run.dtype_bytes);
       whole_weights += alloc(n * run.dtype_bytes);
@@ -193,7 +199,9 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   if (run.adapter.qlora) {
     // The shared lookup tables (worker/adapters/nf4.h, Nf4Tables): codebook pairs [256, 2] in
     // the compute dtype, the absmax map's 256 values and 255 midpoints in fp32.
-    s.quantization_constants += alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
+    const int64_t tables = alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
+    s.quantization_constants += tables;
+    whole_weights += tables;
   }
   // The optimizer's arithmetic in the adapters' dtype.
   RunSettings adapter_run = run;

@@ -69,12 +69,6 @@ absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& 
         "training.optimizer.in_backward: a parallel run averages each gradient over the ranks "
         "before the update; an in-backward update would apply it first");
   }
-  // The worker's words (worker/parallel/data_parallel.cc, CheckShardingImplemented).
-  if (parallel.sharding == vramlab::v1::SHARD_FULL && run.adapter.qlora) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec_rules::kShardingField, ": SHARD_FULL does not shard QLoRA's NF4 base weights in "
-        "this worker; use LORA, or SHARD_GRADIENTS with QLORA"));
-  }
   return absl::OkStatus();
 }
 

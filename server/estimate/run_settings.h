@@ -77,8 +77,7 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
 
 // OK unless the worker refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
 // words: optimizer-in-backward under any sharding (training.optimizer.in_backward: it would apply
-// a gradient before the ranks average it), and SHARD_FULL with QLoRA (parallel.sharding: the NF4
-// base weights are not sharded). The world-size search skips the sizes this refuses.
+// a gradient before the ranks average it). The world-size search skips the sizes this refuses.
 absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& parallel);
 
 }  // namespace vramlab::server::estimate

@@ -25,13 +25,6 @@ std::string ShardingName(SpecSharding sharding) {
 
 }  // namespace
 
-void CheckShardingImplemented(const SpecParallel& parallel, const SpecAdapter& adapter) {
-  if (parallel.sharding == SpecSharding::kFull && adapter.kind == SpecAdapterKind::kQlora) {
-    throw SpecError(spec_rules::kShardingField, "SHARD_FULL does not shard QLoRA's NF4 base weights in this worker; "
-                                                "use LORA, or SHARD_GRADIENTS with QLORA");
-  }
-}
-
 DataParallel::DataParallel(RankGroup* group, const SpecParallel& parallel)
     : group_(group), sharding_(parallel.sharding), reshard_after_forward_(parallel.reshard_after_forward) {}
 

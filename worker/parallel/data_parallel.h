@@ -43,10 +43,6 @@
 
 namespace vramlab::worker {
 
-// Throws SpecError (parallel.sharding) for a sharding this worker does not implement with the
-// spec's adapter: SHARD_FULL with QLoRA (its NF4 base weights are not sharded).
-void CheckShardingImplemented(const SpecParallel& parallel, const SpecAdapter& adapter);
-
 class DataParallel {
  public:
   // `group` outlives this object.

@@ -6,6 +6,8 @@
 
 #include <c10/core/StorageImpl.h>
 
+#include "worker/adapters/qlora.h"
+
 namespace vramlab::worker {
 namespace {
 
@@ -41,33 +43,28 @@ torch::Tensor AsRows(const torch::Tensor& t) { return t.dim() == 0 ? t.reshape({
 FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard_after_forward)
     : group_(group), model_(model.model.ptr()), reshard_after_forward_(reshard_after_forward) {
   torch::NoGradGuard no_grad;
-  const int world = group_->world_size();
-  const int rank = group_->rank();
   std::unordered_map<const void*, size_t> index_of;  // TensorImpl -> parameters_ index
   for (const auto& named : model.named_parameters()) {
     const torch::Tensor& full = named.value();
     if (index_of.count(full.unsafeGetTensorImpl()) != 0) continue;  // a tied tensor's second name
-    if (!full.is_contiguous() || full.storage_offset() != 0) {
-      throw std::invalid_argument("SHARD_FULL: parameter " + named.key() + " is not contiguous at offset 0");
-    }
-    ShardLayout layout(full.sizes().vec(), world);
-    torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options());
-    const RowRange owned = layout.OwnedRows(rank);
-    if (owned.size() > 0) shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
-    shard.set_requires_grad(full.requires_grad());
-    FreeShardStorage(full);
-    const int64_t gathered_bytes = layout.padded_elements() * static_cast<int64_t>(full.element_size());
     index_of[full.unsafeGetTensorImpl()] = parameters_.size();
-    parameters_.push_back({named.key(), full, shard, layout, gathered_bytes});
+    AddSharded(named.key(), full, /*buffer=*/false);
+  }
+  for (const auto& named : model.named_buffers()) {
+    if (!IsNf4StorageBuffer(named.key())) continue;
+    index_of[named.value().unsafeGetTensorImpl()] = parameters_.size();
+    AddSharded(named.key(), named.value(), /*buffer=*/true);
   }
   std::vector<bool> in_layer(parameters_.size(), false);
   for (const Qwen2DecoderLayer& layer : model_->decoder_layers()) {
     Unit unit;
-    for (const torch::Tensor& p : layer->parameters()) {
-      const size_t index = index_of.at(p.unsafeGetTensorImpl());
-      if (in_layer[index]) continue;
-      in_layer[index] = true;
-      unit.parameters.push_back(index);
+    std::vector<torch::Tensor> tensors = layer->parameters();
+    for (const torch::Tensor& b : layer->buffers()) tensors.push_back(b);
+    for (const torch::Tensor& t : tensors) {
+      const auto found = index_of.find(t.unsafeGetTensorImpl());
+      if (found == index_of.end() || in_layer[found->second]) continue;  // not sharded, or seen
+      in_layer[found->second] = true;
+      unit.parameters.push_back(found->second);
     }
     units_.push_back(std::move(unit));
   }
@@ -77,6 +74,20 @@ FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard
   }
   units_.push_back(std::move(root));
   model_->set_unit_hooks(this);
+}
+
+void FullShard::AddSharded(const std::string& name, const torch::Tensor& full, bool buffer) {
+  if (!full.is_contiguous() || full.storage_offset() != 0) {
+    throw std::invalid_argument("SHARD_FULL: tensor " + name + " is not contiguous at offset 0");
+  }
+  ShardLayout layout(full.sizes().vec(), group_->world_size());
+  torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options());
+  const RowRange owned = layout.OwnedRows(group_->rank());
+  if (owned.size() > 0) shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
+  shard.set_requires_grad(full.requires_grad());
+  FreeShardStorage(full);
+  const int64_t gathered_bytes = layout.padded_elements() * static_cast<int64_t>(full.element_size());
+  parameters_.push_back({name, full, shard, layout, gathered_bytes, buffer});
 }
 
 FullShard::~FullShard() { model_->set_unit_hooks(nullptr); }
@@ -95,6 +106,14 @@ std::vector<torch::Tensor> FullShard::Shards() const {
   return shards;
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> FullShard::BufferShards() const {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const ShardedParameter& p : parameters_) {
+    if (p.buffer) named.emplace_back(p.name, p.shard);
+  }
+  return named;
+}
+
 std::vector<torch::Tensor> FullShard::GatheredParameters() const {
   std::vector<torch::Tensor> gathered;
   for (const Unit& unit : units_) {
@@ -110,18 +129,20 @@ void FullShard::Gather(Unit& unit) {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> full_and_chunk;
   for (size_t index : unit.parameters) {
     ShardedParameter& p = parameters_[index];
+    if (p.gathered_bytes == 0) continue;  // nothing to gather (an emptied QLoRA base weight)
     MaterializeShardStorage(p.full, p.gathered_bytes);
     full_and_chunk.emplace_back(FlatStorageView(p.full, p.layout.padded_elements()), p.shard);
     gathered_bytes_ += p.gathered_bytes;
   }
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
-  group_->AllGather(full_and_chunk);
+  if (!full_and_chunk.empty()) group_->AllGather(full_and_chunk);
   unit.gathered = true;
 }
 
 void FullShard::Reshard(Unit& unit) {
   if (!unit.gathered) return;
   for (size_t index : unit.parameters) {
+    if (parameters_[index].gathered_bytes == 0) continue;
     FreeShardStorage(parameters_[index].full);
     gathered_bytes_ -= parameters_[index].gathered_bytes;
   }
@@ -200,12 +221,15 @@ std::vector<std::pair<std::string, torch::Tensor>> FullShard::GatherToHost() {
     const bool was_gathered = unit.gathered;
     Gather(unit);
     for (size_t index : unit.parameters) {
+      if (parameters_[index].buffer) continue;
       host[index] = parameters_[index].full.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     }
     if (!was_gathered) Reshard(unit);
   }
   std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (size_t i = 0; i < parameters_.size(); ++i) named.emplace_back(parameters_[i].name, host[i]);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!parameters_[i].buffer) named.emplace_back(parameters_[i].name, host[i]);
+  }
   return named;
 }
 

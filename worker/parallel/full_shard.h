@@ -2,6 +2,14 @@
 // or frozen, is split along dim 0 over the ranks (shard_layout.h), and only the units that run
 // hold their full parameters.
 //
+// QLoRA: a quantised projection's NF4 storage buffers (qlora.h: packed codes, absmax codes,
+// absmax scales) are sharded, gathered and freed with the unit's parameters, as frozen tensors
+// (no gradient; only all-gathered). Each buffer is 1-D, so it is split in equal runs of
+// ceil(elements / world_size) bytes or scales with no regard to the 64-element NF4 blocks or the
+// 256-code absmax blocks: a shard boundary may cut a block, which is harmless because nothing
+// decodes a shard; the matmul reads the whole gathered buffer. The per-tensor absmax offset (a
+// host double) and the model's shared lookup tables (Nf4Tables) stay whole on every rank.
+//
 // Units: one per decoder layer and the root (every parameter outside the layers: embeddings,
 // final norm, lm_head). Per micro-batch, through the model's unit hooks (unit_hooks.h) and tensor
 // hooks on the layers' inputs and outputs:
@@ -55,8 +63,8 @@ namespace vramlab::worker {
 
 class FullShard : public ForwardUnitHooks {
  public:
-  // Shards `model`'s parameters (each must be contiguous at storage offset 0; a tied parameter is
-  // sharded once) and installs itself as the model's unit hooks. The rank's shards are copied
+  // Shards `model`'s parameters and NF4 storage buffers (each must be contiguous at storage
+  // offset 0; a tied parameter is sharded once; a tensor of no elements has nothing to gather) and installs itself as the model's unit hooks. The rank's shards are copied
   // out of the full values and each full parameter's storage is freed as soon as its shard
   // exists, so the peak is the full model plus one shard. `group` outlives this object; the
   // model's Qwen2Model is kept alive until it is destroyed, so it never calls a destroyed hook.
@@ -71,9 +79,11 @@ class FullShard : public ForwardUnitHooks {
   // The trainable parameters' shards under their model names, in model order: what the rank's
   // optimizer steps.
   std::vector<std::pair<std::string, torch::Tensor>> TrainableShards() const;
-  // Every shard, trainable and frozen.
+  // Every shard, trainable and frozen, the NF4 buffers' included.
   std::vector<torch::Tensor> Shards() const;
-  // The full parameters whose storage is materialised now.
+  // The NF4 storage buffers' shards under their model buffer names, in model order.
+  std::vector<std::pair<std::string, torch::Tensor>> BufferShards() const;
+  // The full parameters and NF4 buffers whose storage is materialised now.
   std::vector<torch::Tensor> GatheredParameters() const;
 
   // After each micro-batch's loss.backward(): reduce-scatters and reshards every unit that ran
@@ -82,11 +92,12 @@ class FullShard : public ForwardUnitHooks {
   void FinishBackward(bool last);
   // Drops every shard's gradient.
   void ZeroGrad();
-  // Every parameter's full value, as a host tensor of its own, under its model name in model
-  // order; gathered unit by unit and resharded again. A collective: every rank calls it.
+  // Every parameter's full value (not the NF4 buffers'), as a host tensor of its own, under its
+  // model name in model order; gathered unit by unit and resharded again. A collective: every rank calls it.
   std::vector<std::pair<std::string, torch::Tensor>> GatherToHost();
 
-  // The largest total of gathered full parameters alive at once (bytes of their padded storage).
+  // The largest total of gathered full parameters and NF4 buffers alive at once (bytes of their
+  // padded storage).
   int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
   // The largest total of staging buffers this object allocated for its collectives at once: the
   // padded copies of gradients whose rows do not divide by the world size, and the received
@@ -101,17 +112,20 @@ class FullShard : public ForwardUnitHooks {
  private:
   struct ShardedParameter {
     std::string name;
-    torch::Tensor full;   // the model's parameter
+    torch::Tensor full;   // the model's parameter or NF4 buffer
     torch::Tensor shard;  // leaf of ChunkShape(); requires_grad as `full`
     ShardLayout layout;
     int64_t gathered_bytes;  // of the padded storage while gathered
+    bool buffer;             // an NF4 storage buffer, not a parameter
   };
   struct Unit {
-    std::vector<size_t> parameters;  // indices into parameters_
+    std::vector<size_t> parameters;  // indices into parameters_ (NF4 buffers included)
     bool gathered = false;
     bool awaiting_backward = false;  // ran forward with autograd; gradients not yet reduced
   };
 
+  // Copies the rank's chunk out of `full`, frees `full`'s storage and records it.
+  void AddSharded(const std::string& name, const torch::Tensor& full, bool buffer);
   void Gather(Unit& unit);
   void Reshard(Unit& unit);
   // Reduce-scatters the unit's trainable gradients into their shards' gradients, drops the full
@@ -122,7 +136,7 @@ class FullShard : public ForwardUnitHooks {
   RankGroup* const group_;
   const std::shared_ptr<Qwen2ModelImpl> model_;
   const bool reshard_after_forward_;
-  std::vector<ShardedParameter> parameters_;  // model order
+  std::vector<ShardedParameter> parameters_;  // the parameters in model order, then the NF4 buffers
   std::vector<Unit> units_;                   // the layers in order, then the root
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;

@@ -5,12 +5,15 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "worker/adapters/adapter_test_util.h"
+#include "worker/adapters/qlora.h"
 #include "worker/model/loss.h"
 #include "worker/model/model_test_util.h"
 
@@ -122,6 +125,58 @@ INSTANTIATE_TEST_SUITE_P(Variants, FullShardTest,
                            return std::string(info.param.reshard_after_forward ? "Reshard" : "KeepGathered") +
                                   (info.param.checkpoint_every_k_layers > 0 ? "Checkpointed" : "");
                          });
+
+// QLoRA: the NF4 buffers are sharded, freed and gathered with their layer (in forward, in a
+// checkpointed layer's recompute and in backward); dequantising the gathered codes gives the plain
+// QLoRA model's losses and adapter gradients exactly.
+TEST_P(FullShardTest, QloraGathersTheNf4BuffersWithTheirLayerAndTrainsExactly) {
+  torch::manual_seed(3);
+  const torch::Tensor ids = Ids();
+  ModelOptions options;
+  options.checkpoint_every_k_layers = GetParam().checkpoint_every_k_layers;
+  options.dtype = torch::kBFloat16;
+  Qwen2ForCausalLM plain = testing::LoadCheckpoint("qwen2-tiny", options);
+  Qwen2ForCausalLM sharded = testing::LoadCheckpoint("qwen2-tiny", options);
+  AttachQlora(*plain, adapter_testing::Rank4(), torch::kCPU);
+  AttachQlora(*sharded, adapter_testing::Rank4(), torch::kCPU);
+  const auto& layers = sharded->model->decoder_layers();
+  std::vector<std::vector<torch::Tensor>> layer_nf4(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& named : layers[i]->named_buffers()) {
+      if (IsNf4StorageBuffer(named.key())) layer_nf4[i].push_back(named.value());
+    }
+    ASSERT_EQ(layer_nf4[i].size(), 3u * AllLoraTargets().size()) << "layer " << i;
+  }
+  OneRankGroup group;
+  FullShard shard(&group, *sharded, GetParam().reshard_after_forward);
+  EXPECT_EQ(shard.BufferShards().size(), layers.size() * layer_nf4[0].size());
+  for (const auto& nf4 : layer_nf4) {
+    for (const torch::Tensor& t : nf4) EXPECT_FALSE(Materialized(t)) << "freed once sharded";
+  }
+
+  const torch::Tensor plain_loss = CausalLmLoss(plain, ids, ids, LossImpl::kFull, 0);
+  const torch::Tensor sharded_loss = CausalLmLoss(sharded, ids, ids, LossImpl::kFull, 0);
+  EXPECT_EQ(plain_loss.item<double>(), sharded_loss.item<double>());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const torch::Tensor& t : layer_nf4[i]) {
+      EXPECT_EQ(Materialized(t), !GetParam().reshard_after_forward) << "layer " << i << " after forward";
+    }
+  }
+  plain_loss.backward();
+  sharded_loss.backward();
+  shard.FinishBackward(/*last=*/true);
+  for (const auto& nf4 : layer_nf4) {
+    for (const torch::Tensor& t : nf4) EXPECT_FALSE(Materialized(t)) << "freed after backward";
+  }
+  std::unordered_map<std::string, torch::Tensor> plain_grads;
+  for (const auto& named : TrainableParameters(*plain)) plain_grads[named.first] = named.second.grad();
+  const auto shards = shard.TrainableShards();
+  ASSERT_EQ(shards.size(), plain_grads.size());
+  for (const auto& [name, s] : shards) {
+    ASSERT_TRUE(plain_grads.count(name) == 1) << name;
+    EXPECT_TRUE(torch::equal(s.grad(), plain_grads[name])) << name;
+  }
+}
 
 }  // namespace
 }  // namespace vramlab::worker

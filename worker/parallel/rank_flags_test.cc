@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include "common/exit_codes.h"
-#include "common/spec/spec_rules.h"
 #include "worker/train/testing/captured_run.h"
 
 namespace vramlab::worker {
@@ -48,17 +47,6 @@ TEST(RankFlagsTest, RankOutsideTheWorldOrWithoutRendezvousIsRefused) {
 
 TEST(RankFlagsTest, SingleProcessSpecTakesNoRank) {
   EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 1})"), {0, "127.0.0.1:1"})["field"], "parallel.world_size");
-}
-
-// QLoRA's NF4 base weights are not sharded: SHARD_FULL with QLoRA is refused before the ranks meet
-// (no rank listens at the rendezvous address here).
-TEST(RankFlagsTest, FullShardingOfQloraIsRefusedBeforeTheRanksMeet) {
-  const std::string spec = R"({"model": {"preset": "tiny"}, "device": "CPU",
-                               "training": {"seqLen": 8, "dtype": "BFLOAT16", "adapter": {"kind": "QLORA"}},
-                               "parallel": {"worldSize": 2, "sharding": "SHARD_FULL"}})";
-  const nlohmann::json error = RefusedRun(spec, {0, "127.0.0.1:1"});
-  EXPECT_EQ(error["field"], spec_rules::kShardingField);
-  EXPECT_NE(error["message"].get<std::string>().find("QLoRA"), std::string::npos) << error;
 }
 
 TEST(RankFlagsTest, ParsesRendezvousAddresses) {

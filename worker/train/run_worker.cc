@@ -225,7 +225,6 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
   try {
     ExperimentSpec spec = ParseExperimentSpec(spec_text);
     CheckRankFlags(spec.parallel, hooks.rank_flags);
-    if (spec.parallel.active()) CheckShardingImplemented(spec.parallel, spec.training.adapter);
     if (hooks.before_device) hooks.before_device(spec);
     return Session(std::move(spec), sink, hooks).Run();
   } catch (const SpecError& e) {

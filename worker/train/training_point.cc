@@ -111,7 +111,8 @@ class PointRunner {
   }
 
   // SHARD_FULL, inside LOAD: the rank keeps its shards, so LOAD's growth is the shards alone; the
-  // adapters' share is their shards' bytes.
+  // adapters' share is their shards' bytes, and QLoRA's quantisation constants are the absmax
+  // codes' and scales' shards and the lookup tables every rank keeps whole.
   void ShardModel(LiveModel& live) {
     context_.parallel->ShardModel(*live.model);
     const FullShard* full = context_.parallel->full_shard();
@@ -119,6 +120,12 @@ class PointRunner {
     int64_t adapter_bytes = 0;
     for (const auto& named : full->TrainableShards()) adapter_bytes += named.second.nbytes();
     context_.anatomy->SetAdapterWeightsBytes(adapter_bytes);
+    if (spec_.training.adapter.kind != SpecAdapterKind::kQlora) return;
+    int64_t constant_bytes = nf4_table_bytes_;
+    for (const auto& named : full->BufferShards()) {
+      if (IsNf4ConstantBuffer(named.first)) constant_bytes += named.second.nbytes();
+    }
+    context_.anatomy->SetQuantizationConstantsBytes(constant_bytes);
   }
 
   // At the end of each phase, tells the ledger what the phase's surviving allocations are
@@ -173,16 +180,19 @@ class PointRunner {
     for (const auto& named : TrainableParameters(*live_.model)) {
       known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
     }
-    if (context_.parallel != nullptr && context_.parallel->full_shard() != nullptr) {
-      for (const auto& named : context_.parallel->full_shard()->TrainableShards()) {
+    const FullShard* full = context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
+    if (full != nullptr) {
+      for (const auto& named : full->TrainableShards()) {
         known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
       }
+      // The model's NF4 buffers are freed: the rank holds their shards.
+      for (const auto& named : full->BufferShards()) {
+        if (IsNf4ConstantBuffer(named.first)) known[StorageAddress(named.second)] = BlockCategory::kQuantizationConstants;
+      }
+      return;
     }
     for (const auto& buffer : live_.model->named_buffers()) {
-      const std::string& name = buffer.key();
-      if (name.find("absmax_codes") != std::string::npos || name.find("absmax_scales") != std::string::npos) {
-        known[StorageAddress(buffer.value())] = BlockCategory::kQuantizationConstants;
-      }
+      if (IsNf4ConstantBuffer(buffer.key())) known[StorageAddress(buffer.value())] = BlockCategory::kQuantizationConstants;
     }
   }
 
@@ -202,6 +212,7 @@ class PointRunner {
         adapters = summary.adapters;
         context_.anatomy->SetAdapterWeightsBytes(summary.adapters.adapter_bytes);
         context_.anatomy->SetQuantizationConstantsBytes(summary.quantization_constant_bytes);
+        nf4_table_bytes_ = summary.nf4_table_bytes;
       } else {
         const int64_t before = context_.monitor->Read().allocated_bytes;
         adapters = AttachLora(*live.model, options);
@@ -411,6 +422,7 @@ class PointRunner {
   LiveModel live_;
   PointOutcome outcome_;
   int64_t adapter_parameters_ = 0;  // trainable adapter parameters; 0 when every weight trains
+  int64_t nf4_table_bytes_ = 0;     // QLoRA's shared lookup tables (QloraSummary)
 };
 
 }  // namespace
