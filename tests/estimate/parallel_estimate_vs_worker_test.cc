@@ -13,8 +13,6 @@
 // SHARD_GRADIENTS (FullFineTuningVsWorkerTest, below): the busiest owner's weights, gradients and
 // optimizer state at the peak, to the byte.
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/loopback_port.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
 
@@ -74,20 +73,6 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// A port that was free a moment ago; rank 0 binds it again for the ranks' store.
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // Runs `binary args...` with stdout to `out_path` (stderr to out_path.log); returns its pid.
 pid_t Start(const std::string& binary, const std::vector<std::string>& args,
             const std::string& out_path) {
@@ -128,7 +113,8 @@ MemoryAnatomy ReportAnatomy(const std::string& events, const std::string& what) 
 std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec) {
   const std::string spec_path = TempPath("parallel-spec");
   WriteFile(spec_path, ToJson(spec));
-  const std::string rendezvous = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  const std::string rendezvous =
+      absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
   for (int r = 0; r < kRanks; ++r) {
