@@ -3,8 +3,8 @@
 // owner at the end of backward (worker/parallel/data_parallel.cc, AfterBackward). So the walk holds
 // the others' gradients from the part of backward that makes each (ParameterState::
 // others_gradients), checked here against the worker's ownership computed from the preset's shapes,
-// and against one process's walk moment by moment; and the rank never peaks above SHARD_OPTIMIZER's,
-// whose ranks keep every gradient.
+// and against one process's walk moment by moment; and the rank never peaks above
+// SHARD_OPTIMIZER's, whose ranks keep every gradient.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -106,8 +106,8 @@ TEST(GradientShardingWalkTest, OthersGradientsAreTheTensorsOtherRanksOwnWhereBac
   for (const std::string preset : {"qwen2.5-1.5b", "qwen2.5-7b"}) {
     for (int32_t n : {2, 4, 8}) {
       SCOPED_TRACE(preset + " N=" + std::to_string(n));
-      const ParameterState p =
-          estimate::EstimateParameterState(MustResolve(Spec(preset, true, n, vramlab::v1::SHARD_GRADIENTS)));
+      const ParameterState p = estimate::EstimateParameterState(
+          MustResolve(Spec(preset, true, n, vramlab::v1::SHARD_GRADIENTS)));
       const estimate::OthersGradients x = ExpectedOthers(TensorsOf(preset), n);
       const estimate::OthersGradients& o = p.others_gradients;
       EXPECT_EQ(o.all, x.all);
@@ -140,7 +140,8 @@ TEST(GradientShardingWalkTest, FirstMicroBatchHoldsOneProcessGradientsInEveryMom
         const ExperimentSpec spec = worked ? WorkedSpec(preset, n, vramlab::v1::SHARD_GRADIENTS)
                                            : Spec(preset, true, n, vramlab::v1::SHARD_GRADIENTS);
         const Walks w = WalkBoth(spec);
-        const int64_t state_not_owned = w.one_params.optimizer_state - w.rank_params.optimizer_state;
+        const int64_t state_not_owned =
+            w.one_params.optimizer_state - w.rank_params.optimizer_state;
         ASSERT_GT(state_not_owned, 0);
         ASSERT_GT(w.rank_params.communication_buffer, 0);
         EXPECT_EQ(w.rank.backward_loss, w.one.backward_loss - state_not_owned);
@@ -177,7 +178,8 @@ TEST(GradientShardingWalkTest, RankPeakIsNoHigherThanOptimizerShardings) {
           SCOPED_TRACE(preset + (lora ? " LoRA" : "") + (worked ? " worked settings" : "") +
                        " N=" + std::to_string(n));
           auto spec = [&](Sharding sharding) {
-            ExperimentSpec s = worked ? WorkedSpec(preset, n, sharding) : Spec(preset, true, n, sharding);
+            ExperimentSpec s =
+                worked ? WorkedSpec(preset, n, sharding) : Spec(preset, true, n, sharding);
             if (lora) s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA);
             return s;
           };

@@ -252,7 +252,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   // the others' live until the reduce after backward (OthersGradients).
   const size_t per_layer = adapters.layer_trainable.size();
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
-    s.layer_gradients += grad_bytes(par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i]);
+    const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
+    s.layer_gradients += grad_bytes(made);
     if (state_on_device && parts.state[i] > 0) s.layer_state += StateBytes(adapter_run, parts.state[i]);
   }
   if (par.partitions_gradients() && per_layer > 0) {
@@ -378,9 +379,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
       if (in_layers && t < LayerTensorBegin(1)) s.layer_gradients += grad_bytes(tensors[t]);
       bytes.push_back(grad_bytes(tensors[t]));
       owned.push_back(grad_part(t) > 0);
-      made_in.push_back(t == 0 ? kMadeInEmbedding
-                               : in_layers ? static_cast<int>((t - LayerTensorBegin(0)) / kTensorsPerLayer)
-                                           : kMadeBeforeLayers);
+      const int layer = static_cast<int>((t - LayerTensorBegin(0)) / kTensorsPerLayer);
+      made_in.push_back(t == 0 ? kMadeInEmbedding : in_layers ? layer : kMadeBeforeLayers);
     }
     s.others_gradients = GradientsOfOthers(bytes, owned, made_in, run.model.num_layers);
   }

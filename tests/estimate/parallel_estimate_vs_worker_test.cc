@@ -123,7 +123,9 @@ std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks = kRan
   const int processes = std::max(ranks, 1);
   for (int r = 0; r < processes; ++r) {
     std::vector<std::string> args = {"--spec", spec_path};
-    if (ranks > 0) args.insert(args.end(), {"--rank", std::to_string(r), "--rendezvous", rendezvous});
+    if (ranks > 0) {
+      args.insert(args.end(), {"--rank", std::to_string(r), "--rendezvous", rendezvous});
+    }
     outs.push_back(TempPath(absl::StrCat("rank", r)));
     pids.push_back(Start(BinDir() + "/vramlab-worker", args, outs.back()));
   }
@@ -385,12 +387,14 @@ TEST_P(BackwardPeakVsWorkerTest, GradientShardingHoldsOneProcessGradientsAtItsPe
   const ExperimentSpec zero1 = BackwardPeakSpec(vramlab::v1::SHARD_OPTIMIZER, n);
   const std::vector<MemoryAnatomy> zero1_ranks = RunRanks(zero1, n);
   ASSERT_EQ(zero1_ranks.size(), static_cast<size_t>(n));
-  const int64_t zero1_peak = zero1_ranks[MostState(zero1_ranks)].at_peak_allocated().allocated_bytes();
+  const int64_t zero1_peak =
+      zero1_ranks[MostState(zero1_ranks)].at_peak_allocated().allocated_bytes();
   const int64_t zero1_predicted = Estimate(zero1).parallel().predicted_peak_bytes();
   EXPECT_LE(rank.allocated_bytes(), zero1_peak);
   EXPECT_LE(estimate.parallel().predicted_peak_bytes(), zero1_predicted);
   std::printf("gradients N=%d peak %lld (one process %lld), gradients made %lld (own %lld), "
-              "excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, predicted %lld vs %lld\n",
+              "excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, "
+              "predicted %lld vs %lld\n",
               n, static_cast<long long>(rank.allocated_bytes()),
               static_cast<long long>(one.allocated_bytes()), static_cast<long long>(made),
               static_cast<long long>(rank.categories().gradients_bytes()),
