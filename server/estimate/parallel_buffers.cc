@@ -118,7 +118,8 @@ void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
   }
   if (!par.shards_parameters()) {
     // SHARD_GRADIENTS: DataParallel::AfterBackward reduces every gradient to its owner once
-    // backward has ended; until then the rank holds the others' in full too.
+    // backward has ended; until then the rank holds the others' in full too, each from the part of
+    // backward that makes it (ParameterState::others_gradients; all of them at the end).
     params->communication_buffer = full_gradient_bytes - params->all_gradients;
     return;
   }

@@ -86,7 +86,8 @@ ShardingUnits UnitsOf(const RunSettings& run);
 //   all are at once at the loss). In flight to reduce-scatter: one layer's full gradients and the
 //   root's (reduced after backward).
 //   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner after
-//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients).
+//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients),
+//   all of them at the end of backward (the step walk adds each as backward makes it).
 //   SHARD_NONE and SHARD_OPTIMIZER: one all-reduce bucket, kAllReduceBucketBytes.
 // `full_gradient_bytes`: every trainable parameter's full gradient, as one process holds them.
 // Both stay 0 in one process (world size 1).

@@ -42,6 +42,10 @@ struct ParallelSettings {
            (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
   }
   bool shards_parameters() const { return parallel() && sharding == vramlab::v1::SHARD_FULL; }
+  // SHARD_GRADIENTS: whole gradients, each kept after backward by its owner alone.
+  bool partitions_gradients() const {
+    return parallel() && sharding == vramlab::v1::SHARD_GRADIENTS;
+  }
   // Elements of one rank's shard of a tensor of `n` elements: ceil(n / world_size).
   int64_t ShardElements(int64_t n) const { return (n + world_size - 1) / world_size; }
 };

@@ -11,7 +11,9 @@
 // optimizer state (the allocation ledger's, below), and the two ranks' states must add up to one process's. Under SHARD_FULL the
 // ranks hold equal chunks, so each equals the estimate. Full fine-tuning under SHARD_OPTIMIZER and
 // SHARD_GRADIENTS (FullFineTuningVsWorkerTest, below): the busiest owner's weights, gradients and
-// optimizer state at the peak, to the byte.
+// optimizer state at the peak, to the byte. SHARD_GRADIENTS with the peak inside backward over
+// two and four ranks (BackwardPeakVsWorkerTest): the gradients the rank holds at its peak, against
+// one process of the same micro-batch, to the byte, and its peak against SHARD_OPTIMIZER's.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,23 +111,26 @@ MemoryAnatomy ReportAnatomy(const std::string& events, const std::string& what) 
   return MemoryAnatomy();
 }
 
-// Each rank's anatomy from a run of `spec` over kRanks worker processes.
-std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec) {
+// Each rank's anatomy from a run of `spec` over `ranks` worker processes; `ranks` 0: one process
+// (a spec without parallel ranks).
+std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks = kRanks) {
   const std::string spec_path = TempPath("parallel-spec");
   WriteFile(spec_path, ToJson(spec));
   const std::string rendezvous =
       absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
-  for (int r = 0; r < kRanks; ++r) {
+  const int processes = std::max(ranks, 1);
+  for (int r = 0; r < processes; ++r) {
+    std::vector<std::string> args = {"--spec", spec_path};
+    if (ranks > 0) {
+      args.insert(args.end(), {"--rank", std::to_string(r), "--rendezvous", rendezvous});
+    }
     outs.push_back(TempPath(absl::StrCat("rank", r)));
-    pids.push_back(Start(BinDir() + "/vramlab-worker",
-                         {"--spec", spec_path, "--rank", std::to_string(r), "--rendezvous",
-                          rendezvous},
-                         outs.back()));
+    pids.push_back(Start(BinDir() + "/vramlab-worker", args, outs.back()));
   }
   std::vector<MemoryAnatomy> anatomies;
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < processes; ++r) {
     EXPECT_EQ(Wait(pids[r]), 0) << "rank " << r << ":\n" << ReadFile(outs[r] + ".log");
     anatomies.push_back(ReportAnatomy(ReadFile(outs[r]), absl::StrCat("rank ", r)));
     unlink(outs[r].c_str());
@@ -239,6 +244,19 @@ ExperimentSpec FullSpec(vramlab::v1::Sharding sharding) {
   return spec;
 }
 
+// The rank whose optimizer state in the ledger at its peak is the most (the lowest such rank):
+// under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner, the one the estimate is of.
+int MostState(const std::vector<MemoryAnatomy>& ranks) {
+  int most = 0;
+  for (int r = 1; r < static_cast<int>(ranks.size()); ++r) {
+    if (ranks[r].at_peak_allocated().categories().optimizer_state_bytes() >
+        ranks[most].at_peak_allocated().categories().optimizer_state_bytes()) {
+      most = r;
+    }
+  }
+  return most;
+}
+
 class FullFineTuningVsWorkerTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
@@ -256,7 +274,7 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
     ASSERT_GE(peak.step(), 1) << "rank " << r << ": the peak precedes the optimizer state";
     state.push_back(peak.categories().optimizer_state_bytes());
   }
-  const int busiest = static_cast<int>(std::max_element(state.begin(), state.end()) - state.begin());
+  const int busiest = MostState(ranks);
   int64_t state_sum = 0;
   for (int64_t bytes : state) state_sum += bytes;
   // The ranks own different tensors: their states differ, and add up to one process's.
@@ -278,6 +296,117 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
               static_cast<long long>(p.optimizer_state_bytes()), static_cast<long long>(state[0]),
               static_cast<long long>(state[1]), busiest);
 }
+
+// SHARD_GRADIENTS with the peak inside backward, before every gradient exists. A rank's backward
+// makes every gradient, as one process's does, and frees the others' only once backward has
+// ended (DataParallel::AfterBackward reduces each to its owner), so at a moment of backward the
+// rank holds one process's gradients. Tiny, full fine-tuning, FLOAT32, AdamW, two steps, every
+// layer checkpointed, kBackwardPeakRows rows of kBackwardPeakSeq tokens per rank: each rank, and
+// one process of the same micro-batch, peaks in a decoder layer's backward of the second step.
+constexpr int64_t kBackwardPeakRows = 2;
+constexpr int64_t kBackwardPeakSeq = 128;
+
+ExperimentSpec BackwardPeakSpec(vramlab::v1::Sharding sharding, int ranks) {
+  ExperimentSpec spec = FullSpec(sharding);
+  spec.mutable_training()->set_micro_batch_size(static_cast<int32_t>(kBackwardPeakRows));
+  spec.mutable_training()->set_seq_len(static_cast<int32_t>(kBackwardPeakSeq));
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_parallel()->set_world_size(ranks);
+  return spec;
+}
+
+// One process of BackwardPeakSpec's micro-batch (the same for every world size), run once.
+const MemoryAnatomy& OneProcessOfBackwardPeakSpec() {
+  static const MemoryAnatomy* const one = [] {
+    ExperimentSpec spec = BackwardPeakSpec(vramlab::v1::SHARD_NONE, 1);
+    spec.clear_parallel();
+    const std::vector<MemoryAnatomy> run = RunRanks(spec, 0);
+    return new MemoryAnatomy(run.empty() ? MemoryAnatomy() : run[0]);
+  }();
+  return *one;
+}
+
+class BackwardPeakVsWorkerTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(BackwardPeakVsWorkerTest, GradientShardingHoldsOneProcessGradientsAtItsPeak) {
+  const int n = GetParam();
+  const ExperimentSpec spec = BackwardPeakSpec(vramlab::v1::SHARD_GRADIENTS, n);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const vramlab::v1::PeakAllocatedMoment& one = OneProcessOfBackwardPeakSpec().at_peak_allocated();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec, n);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
+  // One process peaks inside backward with some of its gradients made, not all (all: the estimate's
+  // one-process gradients): a moment where the others' gradients do not all exist yet.
+  ASSERT_EQ(one.phase(), vramlab::v1::BACKWARD);
+  ASSERT_GE(one.step(), 1) << "the peak precedes the optimizer state";
+  const int64_t made = one.categories().gradients_bytes();
+  ASSERT_GT(made, 0);
+  ASSERT_LT(made, estimate.anatomy().gradients_bytes());
+  // Every rank peaks at the same moment, having made the same gradients; the ledger counts a rank's
+  // own as gradients (they outlive backward), so the ranks' add up to one process's.
+  int64_t made_on_ranks = 0;
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const vramlab::v1::PeakAllocatedMoment& at = ranks[r].at_peak_allocated();
+    EXPECT_EQ(at.phase(), one.phase());
+    EXPECT_EQ(at.step(), one.step());
+    EXPECT_EQ(at.micro_step(), one.micro_step());
+    made_on_ranks += at.categories().gradients_bytes();
+  }
+  EXPECT_EQ(made_on_ranks, made);
+  // The rank the estimate is of (the busiest owner) holds the others' gradients made by its peak as
+  // temporaries (freed inside backward's phase): its temporaries exceed one process's by exactly
+  // those and by the global micro-batch's token ids (on the CPU LocalRows is a view of the N x m
+  // rows drawn; on CUDA the copy to the device takes the rank's m rows alone).
+  const vramlab::v1::PeakAllocatedMoment& rank = ranks[MostState(ranks)].at_peak_allocated();
+  const int64_t ids_beyond_one_process =
+      (n - 1) * kBackwardPeakRows * kBackwardPeakSeq * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t others_made = made - rank.categories().gradients_bytes();
+  EXPECT_EQ(rank.categories().temporaries_bytes() - one.categories().temporaries_bytes(),
+            others_made + ids_beyond_one_process);
+  EXPECT_LT(others_made, estimate.parallel().communication_buffer_bytes())
+      << "at the peak the others' gradients are not all made";
+  EXPECT_EQ(rank.categories().optimizer_state_bytes(),
+            estimate.parallel().anatomy().optimizer_state_bytes());
+  EXPECT_EQ(one.categories().optimizer_state_bytes(), estimate.anatomy().optimizer_state_bytes());
+  // The gradients the rank holds at its peak beyond one process's at its own: its peak less one
+  // process's, with the optimizer state it does not own (and, measured, the token ids) put back.
+  // The estimate of both comes from the same activation model, so this compares its gradient
+  // term at the rank's peak with the ranks', to the byte.
+  const int64_t measured_excess = rank.allocated_bytes() - ids_beyond_one_process +
+                                  one.categories().optimizer_state_bytes() -
+                                  rank.categories().optimizer_state_bytes() - one.allocated_bytes();
+  const int64_t predicted_excess =
+      estimate.parallel().predicted_peak_bytes() + estimate.anatomy().optimizer_state_bytes() -
+      estimate.parallel().anatomy().optimizer_state_bytes() - estimate.predicted_peak_bytes();
+  EXPECT_EQ(estimate.parallel().peak_phase(), vramlab::v1::BACKWARD);
+  EXPECT_EQ(predicted_excess, measured_excess);
+  // SHARD_OPTIMIZER's ranks keep every gradient: at a moment of backward they hold what
+  // SHARD_GRADIENTS' do, so its peak is no lower, measured and predicted.
+  const ExperimentSpec zero1 = BackwardPeakSpec(vramlab::v1::SHARD_OPTIMIZER, n);
+  const std::vector<MemoryAnatomy> zero1_ranks = RunRanks(zero1, n);
+  ASSERT_EQ(zero1_ranks.size(), static_cast<size_t>(n));
+  const int64_t zero1_peak =
+      zero1_ranks[MostState(zero1_ranks)].at_peak_allocated().allocated_bytes();
+  const int64_t zero1_predicted = Estimate(zero1).parallel().predicted_peak_bytes();
+  EXPECT_LE(rank.allocated_bytes(), zero1_peak);
+  EXPECT_LE(estimate.parallel().predicted_peak_bytes(), zero1_predicted);
+  std::printf("gradients N=%d peak %lld (one process %lld), gradients made %lld (own %lld), "
+              "excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, "
+              "predicted %lld vs %lld\n",
+              n, static_cast<long long>(rank.allocated_bytes()),
+              static_cast<long long>(one.allocated_bytes()), static_cast<long long>(made),
+              static_cast<long long>(rank.categories().gradients_bytes()),
+              static_cast<long long>(measured_excess), static_cast<long long>(predicted_excess),
+              static_cast<long long>(zero1_peak), static_cast<long long>(zero1_predicted),
+              static_cast<long long>(estimate.parallel().predicted_peak_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyFull, BackwardPeakVsWorkerTest, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat("N", info.param);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     TinyFull, FullFineTuningVsWorkerTest,
