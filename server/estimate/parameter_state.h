@@ -64,6 +64,10 @@ struct ParameterState {
   // all-reduce or reduce-scatter (alive in backward). 0 in one process.
   int64_t gathered_parameters = 0;
   int64_t communication_buffer = 0;
+  // SHARD_FULL: the full gradients autograd holds beside the reduce-scatters in flight, at the
+  // fullest moment of backward (ReduceScatterPeaks::with_unreduced less in_flight). Counted with
+  // the communication buffer in every moment of backward; not a proto field.
+  int64_t unreduced_gradients = 0;
   // The rank these bytes are of: under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner
   // (parallel_buffers.h, BusiestOwner); 0 otherwise, where every rank holds the same.
   int reported_rank = 0;
