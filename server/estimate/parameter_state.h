@@ -88,6 +88,10 @@ struct ParameterState {
   // SHARD_GRADIENTS: the communication buffer is these gradients (others_gradients.all), which the
   // step walk adds as backward makes them rather than from backward's start. Empty otherwise.
   OthersGradients others_gradients;
+  // SHARD_FULL: the full gradients autograd holds beside the reduce-scatters in flight, at the
+  // fullest moment of backward (ReduceScatterPeaks::with_unreduced less in_flight). Counted with
+  // the communication buffer in every moment of backward; not a proto field.
+  int64_t unreduced_gradients = 0;
   // The rank these bytes are of: under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner
   // (parallel_buffers.h, BusiestOwner); 0 otherwise, where every rank holds the same.
   int reported_rank = 0;

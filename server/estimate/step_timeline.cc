@@ -135,12 +135,14 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   const int64_t fixed = m.params.weights + m.inputs.token_ids + BlasWorkspaces(m.run);
   const int64_t in_step = fixed + m.inputs.in_forward;
   // A rank of a parallel run: gathered parameters through forward and backward, gradients in
-  // flight to their collective through backward (0 in one process). SHARD_GRADIENTS' are the
-  // others' gradients, which `held` adds as backward makes them.
+  // flight to their collective (and, under SHARD_FULL, full gradients awaiting theirs) through
+  // backward (0 in one process). SHARD_GRADIENTS' are the others' gradients, which `held` adds as
+  // backward makes them.
   const int64_t gathered = m.params.gathered_parameters;
   const int64_t in_forward = in_step + gathered;
   const int64_t in_backward =
-      in_forward + (m.run.parallel.partitions_gradients() ? 0 : m.params.communication_buffer);
+      in_forward + (m.run.parallel.partitions_gradients() ? 0 : m.params.communication_buffer) +
+      m.params.unreduced_gradients;
   MicroStepPeaks peaks;
 
   // Forward: checkpointed layers run without autograd and keep only their input.

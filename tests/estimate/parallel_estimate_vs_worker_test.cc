@@ -2,16 +2,18 @@
 // (--rank 0/1, Gloo on the CPU, a free loopback port) train the tiny model with LoRA under each
 // sharding, and each rank's `report` anatomy must equal the estimate's per-rank anatomy
 // (vramlab-estimate, MemoryEstimate.parallel) to the byte for the model states: weights, adapter
-// weights, quantisation constants, optimizer state and, under SHARD_FULL, the gathered
-// parameters; and with QLoRA (BFLOAT16) under SHARD_FULL, whose NF4 buffers are sharded too. On the CPU the
-// worker's counting allocator measures every tensor exactly.
+// weights, quantisation constants, optimizer state and, under SHARD_FULL (with prefetch and
+// without), the gathered parameters and the reduce-scatter buffers; and with QLoRA (BFLOAT16) under
+// SHARD_FULL, whose NF4 buffers are sharded too. On the CPU the worker's counting allocator
+// measures every tensor exactly.
 //
 // The estimate is of the rank that owns the most under SHARD_OPTIMIZER and SHARD_GRADIENTS (the
 // worker's largest-first partition of the adapters): it must equal the larger of the two ranks'
 // optimizer state (the allocation ledger's, below), and the two ranks' states must add up to one process's. Under SHARD_FULL the
 // ranks hold equal chunks, so each equals the estimate. Full fine-tuning under SHARD_OPTIMIZER and
 // SHARD_GRADIENTS (FullFineTuningVsWorkerTest, below): the busiest owner's weights, gradients and
-// optimizer state at the peak, to the byte. SHARD_GRADIENTS with the peak inside backward over
+// optimizer state at the peak, to the byte; under SHARD_FULL (FullShardVsWorkerTest) every rank's,
+// with padded chunks and gradient accumulation. SHARD_GRADIENTS with the peak inside backward over
 // two and four ranks (BackwardPeakVsWorkerTest): the gradients the rank holds at its peak, against
 // one process of the same micro-batch, to the byte, and its peak against SHARD_OPTIMIZER's.
 #include <fcntl.h>
@@ -157,7 +159,8 @@ struct Case {
   std::string name;
   vramlab::v1::Sharding sharding;
   bool reshard_after_forward;
-  bool qlora = false;  // QLORA in BFLOAT16 instead of LORA in FLOAT32
+  bool qlora = false;     // QLORA in BFLOAT16 instead of LORA in FLOAT32
+  bool prefetch = true;   // SHARD_FULL's parallel.prefetch
 };
 
 ExperimentSpec LoraSpec(const Case& c) {
@@ -180,6 +183,7 @@ ExperimentSpec LoraSpec(const Case& c) {
   spec.mutable_parallel()->set_world_size(kRanks);
   spec.mutable_parallel()->set_sharding(c.sharding);
   spec.mutable_parallel()->set_reshard_after_forward(c.reshard_after_forward);
+  if (!c.prefetch) spec.mutable_parallel()->set_prefetch(false);
   return spec;
 }
 
@@ -213,6 +217,9 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
     EXPECT_EQ(p.adapter_weights_bytes(), m.adapter_weights_bytes());
     EXPECT_EQ(p.adapter_weights_bytes(), held.adapter_weights_bytes());
     EXPECT_EQ(estimate.parallel().gathered_parameters_bytes(), m.gathered_parameters_bytes());
+    if (c.sharding == vramlab::v1::SHARD_FULL) {
+      EXPECT_EQ(estimate.parallel().communication_buffer_bytes(), m.communication_buffers_bytes());
+    }
     if (c.sharding == vramlab::v1::SHARD_FULL || c.sharding == vramlab::v1::SHARD_NONE) {
       EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
     }
@@ -223,13 +230,14 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
   if (c.sharding == vramlab::v1::SHARD_OPTIMIZER || c.sharding == vramlab::v1::SHARD_GRADIENTS) {
     EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());  // one process's
   }
-  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld\n",
+  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld communication %lld\n",
               c.name.c_str(), static_cast<long long>(p.weights_bytes()),
               static_cast<long long>(p.adapter_weights_bytes()),
               static_cast<long long>(p.optimizer_state_bytes()),
               static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
               static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
-              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()));
+              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
 }
 
 // Full fine-tuning under SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker gives each whole
@@ -408,6 +416,69 @@ INSTANTIATE_TEST_SUITE_P(TinyFull, BackwardPeakVsWorkerTest, ::testing::Values(2
                            return absl::StrCat("N", info.param);
                          });
 
+// Full fine-tuning under SHARD_FULL, of a model whose rows do not divide by the two ranks
+// (vocabulary 301, intermediate size 45: padded chunks, and the reduce-scatters' zero-padded
+// gradient copies), three layers (so that two gathered layers are not all of them), untied, two
+// micro-batches a step (the second's received chunks are added to the shard gradients): each
+// rank's weights, gradients and optimizer state in the ledger at the peak, its gathered
+// parameters and its reduce-scatter buffers must equal the estimate's to the byte, with prefetch
+// and without.
+ExperimentSpec FullShardSpec(bool reshard_after_forward, bool prefetch) {
+  ExperimentSpec spec = FullSpec(vramlab::v1::SHARD_FULL);
+  spec.mutable_model()->clear_preset();
+  vramlab::v1::ModelConfig* config = spec.mutable_model()->mutable_config();
+  config->set_vocab_size(301);
+  config->set_hidden_size(32);
+  config->set_intermediate_size(45);
+  config->set_num_hidden_layers(3);
+  config->set_num_attention_heads(4);
+  config->set_num_key_value_heads(2);
+  config->set_max_position_embeddings(64);
+  config->set_rope_theta(10000);
+  config->set_rms_norm_eps(1e-6);
+  config->set_tie_word_embeddings(false);
+  spec.mutable_training()->set_grad_accum_steps(2);
+  spec.mutable_parallel()->set_reshard_after_forward(reshard_after_forward);
+  if (!prefetch) spec.mutable_parallel()->set_prefetch(false);
+  return spec;
+}
+
+class FullShardVsWorkerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FullShardVsWorkerTest, RankStatesAndBuffersMatchToTheByte) {
+  const Case& c = GetParam();
+  const ExperimentSpec spec = FullShardSpec(c.reshard_after_forward, c.prefetch);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const MemoryAnatomy& p = estimate.parallel().anatomy();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const MemoryAnatomy& m = ranks[r];
+    const vramlab::v1::CategoryBytes& held = m.at_peak_allocated().categories();
+    ASSERT_GE(m.at_peak_allocated().step(), 1) << "the peak precedes the optimizer state";
+    EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
+    EXPECT_EQ(p.weights_bytes(), held.weights_bytes());
+    EXPECT_EQ(p.gradients_bytes(), held.gradients_bytes());
+    EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
+    EXPECT_EQ(estimate.parallel().gathered_parameters_bytes(), m.gathered_parameters_bytes());
+    EXPECT_EQ(estimate.parallel().communication_buffer_bytes(), m.communication_buffers_bytes());
+  }
+  std::printf("full %-24s weights %lld gradients %lld state %lld gathered %lld communication %lld\n",
+              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+              static_cast<long long>(p.gradients_bytes()), static_cast<long long>(p.optimizer_state_bytes()),
+              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PaddedRows, FullShardVsWorkerTest,
+    ::testing::Values(Case{"reshard", vramlab::v1::SHARD_FULL, true},
+                      Case{"reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, false, false},
+                      Case{"kept_gathered", vramlab::v1::SHARD_FULL, false}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
 INSTANTIATE_TEST_SUITE_P(
     TinyFull, FullFineTuningVsWorkerTest,
     ::testing::Values(Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
@@ -421,8 +492,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false},
                       Case{"full", vramlab::v1::SHARD_FULL, false},
                       Case{"full_reshard", vramlab::v1::SHARD_FULL, true},
+                      Case{"full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, false, false},
                       Case{"qlora_full", vramlab::v1::SHARD_FULL, false, true},
-                      Case{"qlora_full_reshard", vramlab::v1::SHARD_FULL, true, true}),
+                      Case{"qlora_full_reshard", vramlab::v1::SHARD_FULL, true, true},
+                      Case{"qlora_full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, true, false}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
