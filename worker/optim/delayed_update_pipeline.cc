@@ -120,6 +120,12 @@ void DelayedUpdatePipeline::Start(const std::vector<size_t>& indices) {
     host_current_[i] = 1;
     work.push_back({i, queued_step_[i]});
   }
+  // Largest parameters first: what the next Step() waits for after the arithmetic is the last
+  // parameters' write-back and their next gradient's copy, so these should be the smallest (in
+  // backward's order a tied embedding, the largest tensor, came last). The order changes no value.
+  std::stable_sort(work.begin(), work.end(), [this](const Work& a, const Work& b) {
+    return params_[a.index].numel() > params_[b.index].numel();
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Work& w : work) {
@@ -152,7 +158,7 @@ std::vector<DelayedUpdatePipeline::StepTimes> DelayedUpdatePipeline::Times() con
 }
 
 // Copies first (issuing one costs the host next to nothing and lets backward's gradients move
-// while the host computes), then the started update, one parameter at a time in backward's order.
+// while the host computes), then the started update, one parameter at a time, largest first (Start).
 void DelayedUpdatePipeline::Run() {
   for (;;) {
     std::optional<Item> copy;

@@ -79,8 +79,8 @@ class DelayedUpdatePipeline {
   // backward; the compute stream waits for every publish copy.
   void Publish(const std::vector<size_t>& indices);
   // Starts the update of params[i] for every i in `indices` (each Enqueued since the last Start,
-  // its state existing) from its host gradient; returns at once. Only after WaitForUpdate and
-  // Publish of the previous update.
+  // its state existing) from its host gradient, largest parameter first; returns at once. Only
+  // after WaitForUpdate and Publish of the previous update.
   void Start(const std::vector<size_t>& indices);
   // The device values of params[i], i in `indices`, were written other than by Publish (the
   // synchronous step): their next update copies them from the device again.
