@@ -7,12 +7,10 @@ namespace vramlab::server {
 std::optional<int> IntraOpThreads(unsigned cores, vramlab::v1::DeviceKind device, int cpu_slots,
                                   const vramlab::v1::ExperimentSpec& spec) {
   const int world_size = std::max(1, spec.parallel().world_size());
-  const bool offload = spec.training().optimizer().offload_to_cpu();
   const bool on_cpu = device == vramlab::v1::CPU;
-  if (!on_cpu && world_size == 1 && !offload) return std::nullopt;
+  if (!on_cpu && world_size == 1) return std::nullopt;
   const int sharers = on_cpu ? std::max(1, cpu_slots) : world_size;
-  const int share = std::max(1, static_cast<int>(std::max(1u, cores)) / sharers);
-  return offload ? std::max(1, share - 1) : share;
+  return std::max(1, static_cast<int>(std::max(1u, cores)) / sharers);
 }
 
 }  // namespace vramlab::server

@@ -4,10 +4,11 @@
 //  - the process's share of the host's cores: cores / sharers, at least 1, where the sharers are
 //    the CPU slots on the CPU device (every experiment's rank is one slot, and the slots share the
 //    cores) and the experiment's ranks on CUDA (one process per GPU, as torchrun does);
-//  - with the optimizer offloaded to the CPU, one fewer than the share (at least 1): the thread
-//    that runs the training loop keeps a core of its own (on a 16-core H200 host the offloaded
-//    step measured 0.432 s with 15 threads against 0.645 s with LibTorch's default of 16);
-//  - a one-process CUDA run without offload is left to LibTorch's default (nothing is set).
+//  - a one-process CUDA run is left to LibTorch's default (nothing is set), with the optimizer
+//    offloaded to the CPU too: the host loops take their work in small tasks (host_thread_pool.h),
+//    so they no longer need a core left to the training's threads, and on 16-core H200 hosts the
+//    offloaded step measured fastest with all 16 threads in 5 of 6 comparisons against 15
+//    (docs/BENCHMARKS.md, "Write-backs during backward").
 #ifndef VRAMLAB_SERVER_ENGINE_WORKER_THREADS_H_
 #define VRAMLAB_SERVER_ENGINE_WORKER_THREADS_H_
 

@@ -22,24 +22,23 @@ TEST(WorkerThreadsTest, CudaRanksShareTheCores) {
   EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(64, false)), 1);
 }
 
-TEST(WorkerThreadsTest, OffloadKeepsOneCoreForTheTrainingThread) {
-  // The measured case: one process on a 16-core host, 15 threads.
-  EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(1, true)), 15);
-  EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(2, true)), 7);
+TEST(WorkerThreadsTest, OffloadTakesTheWholeShare) {
+  EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(2, true)), 8);
   EXPECT_EQ(IntraOpThreads(2, CUDA, 0, Spec(2, true)), 1);
   EXPECT_EQ(IntraOpThreads(1, CPU, 1, Spec(1, true)), 1);
+  EXPECT_EQ(IntraOpThreads(16, CPU, 4, Spec(2, true)), 4);
 }
 
-TEST(WorkerThreadsTest, OneCudaProcessWithoutOffloadKeepsLibTorchsDefault) {
+TEST(WorkerThreadsTest, OneCudaProcessKeepsLibTorchsDefault) {
   EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(0, false)), std::nullopt);
   EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(1, false)), std::nullopt);
+  EXPECT_EQ(IntraOpThreads(16, CUDA, 0, Spec(1, true)), std::nullopt);
 }
 
 TEST(WorkerThreadsTest, CpuSlotsShareTheCores) {
   // Every rank takes a slot, so the slots' share holds for parallel runs too.
   EXPECT_EQ(IntraOpThreads(16, CPU, 4, Spec(1, false)), 4);
   EXPECT_EQ(IntraOpThreads(16, CPU, 4, Spec(2, false)), 4);
-  EXPECT_EQ(IntraOpThreads(16, CPU, 4, Spec(2, true)), 3);
   EXPECT_EQ(IntraOpThreads(2, CPU, 4, Spec(1, false)), 1);
   EXPECT_EQ(IntraOpThreads(0, CPU, 1, Spec(1, false)), 1);
 }
