@@ -103,7 +103,9 @@ class Engine : public SupervisorListener {
     // While RUNNING: the latest time it can hold its slots (the gang plan's end bound).
     absl::Time end_bound;
     // A parallel run's ranks while RUNNING (rank and slot set at launch; report and oom from the
-    // rank's events; the rest when it ends), and which of them have ended.
+    // rank's events; the rest when it ends), and which of them have ended. A parallel sweep's
+    // keep them over its gangs: the report merged over the points ended (parallel_sweep.h), the
+    // latest oom, exit status and reason; a rank has ended once it ended one gang.
     std::vector<vramlab::v1::RankResult> ranks;
     std::vector<bool> rank_ended;
     // A parallel sweep while RUNNING: its points, one gang each, and every gang's deadline (the
