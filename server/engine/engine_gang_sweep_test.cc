@@ -1,8 +1,8 @@
 // The Engine running a parallel sweep as one gang per point, with the stand-in worker of
 // testing/engine_gang_fixture.h: each point's ranks get --sweep-point and a fresh rendezvous, the
 // gang's slots stay held from the first point to the last, LIST stops at the first point out of
-// memory and SEARCH_MAX bisects on, a cancel stops the running gang and starts no further point,
-// the time limit and the log cap cover the whole experiment.
+// memory and SEARCH_MAX bisects on, a cancel or a shutdown stops the running gang and starts no
+// further point, the time limit and the log cap cover the whole experiment.
 #include <signal.h>
 
 #include <filesystem>
@@ -167,6 +167,27 @@ TEST_F(EngineGangSweepTest, TheTimeLimitAndTheLogCapAreTheWholeExperiments) {
   const auto logged = std::filesystem::file_size(LogPath(sweep->id()));
   EXPECT_LT(logged, 4000u + 4 * 64) << "the cap plus a truncation note per process";
   EXPECT_GE(logged, 4000u);
+}
+
+TEST_F(EngineGangSweepTest, ShutdownDuringAPointInterruptsTheSweepAndStartsNoFurtherPoint) {
+  StartEngine(2);
+  auto sweep = Submit(2, 60, false, SeqLenList({16, 32, 64}));
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  Release(EngineGangTest::PointTag(sweep->id(), 0));
+  const std::string second = EngineGangTest::PointTag(sweep->id(), 1);
+  Recorded(second, 0, "args");
+  Recorded(second, 1, "args");
+  engine_->Shutdown();  // no grace period: the running gang is stopped
+  auto done = engine_->Get(sweep->id());
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), Experiment::INTERRUPTED);
+  EXPECT_EQ(done->state_reason(), "the daemon shut down while the experiment ran");
+  ASSERT_EQ(done->ranks_size(), 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(done->ranks(r).state_reason(), "the daemon shut down while the experiment ran");
+  }
+  EXPECT_EQ(done->report().sweep_points_size(), 1);
+  EXPECT_FALSE(Started(EngineGangTest::PointTag(sweep->id(), 2), 0));
 }
 
 }  // namespace

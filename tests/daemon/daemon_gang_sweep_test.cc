@@ -84,6 +84,27 @@ class DaemonGangSweepTest : public ::testing::Test {
     return (measured_peaks[fits] + measured_peaks[fails]) / 2;
   }
 
+  // Submits a SEARCH_MAX over 64, 128, 192, 256, 320 under a limit between the peaks at 64 and
+  // 128: 192 runs out first, then 64 fits and trains (its many steps keep it running), and 128
+  // would come next. Returns once both ranks of that second point have trained a step: its id
+  // and the second point's rank pids.
+  void StartASearchTrainingItsSecondPoint(std::string* id, std::map<int, pid_t>* pids) {
+    ExperimentSpec spec = TwoRankSweep(/*steps=*/10000, LimitBetween(64, 128));
+    auto* sweep = spec.mutable_sweep();
+    sweep->clear_values();
+    sweep->set_mode(vramlab::v1::SEARCH_MAX);
+    sweep->set_search_min(64);
+    sweep->set_search_max(320);
+    sweep->set_search_granularity(64);
+    auto submitted = Submit(*stub_, spec);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    *id = submitted->id();
+    const std::string second = absl::StrCat(*id, " point 1 (SEQ_LEN 64) starts");
+    *pids = WaitForRankPids(*daemon_, *id, second);
+    ASSERT_EQ(pids->size(), 2u) << daemon_->ReadLog();
+    ASSERT_TRUE(WaitForBothRanksToStep(*stub_, *id, 1)) << daemon_->ReadLog();
+  }
+
   static DaemonHarness* daemon_;
   std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
 };
@@ -202,23 +223,11 @@ TEST_F(DaemonGangSweepTest, AListStopsAtThePointThatRanOutOfMemory) {
 }
 
 TEST_F(DaemonGangSweepTest, CancelDuringALaterPointEndsItsGangAndStartsNoFurtherPoint) {
-  // SEARCH_MAX over 64, 128, 192, 256, 320 under a limit between the peaks at 64 and 128: 192
-  // runs out first, then 64 fits (its many steps keep it running), and 128 would come next.
-  ExperimentSpec spec = TwoRankSweep(/*steps=*/10000, LimitBetween(64, 128));
-  auto* sweep = spec.mutable_sweep();
-  sweep->clear_values();
-  sweep->set_mode(vramlab::v1::SEARCH_MAX);
-  sweep->set_search_min(64);
-  sweep->set_search_max(320);
-  sweep->set_search_granularity(64);
-  auto submitted = Submit(*stub_, spec);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const std::string second = absl::StrCat(submitted->id(), " point 1 (SEQ_LEN 64) starts");
-  std::map<int, pid_t> pids = WaitForRankPids(*daemon_, submitted->id(), second);
-  ASSERT_EQ(pids.size(), 2u) << daemon_->ReadLog();
-  ASSERT_TRUE(WaitForBothRanksToStep(*stub_, submitted->id(), 1)) << daemon_->ReadLog();
-  ASSERT_TRUE(Cancel(*stub_, submitted->id()).ok());
-  auto done = WaitForFinalState(*stub_, submitted->id());
+  std::string id;
+  std::map<int, pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(StartASearchTrainingItsSecondPoint(&id, &pids));
+  ASSERT_TRUE(Cancel(*stub_, id).ok());
+  auto done = WaitForFinalState(*stub_, id);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
   EXPECT_FALSE(done->has_deciding_rank());
@@ -232,8 +241,8 @@ TEST_F(DaemonGangSweepTest, CancelDuringALaterPointEndsItsGangAndStartsNoFurther
   EXPECT_EQ(done->report().sweep_points(0).value(), 192);
   EXPECT_TRUE(done->report().sweep_points(0).oom());
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_EQ(daemon_->ReadLog().find(absl::StrCat(submitted->id(), " point 2")), std::string::npos);
-  auto events = WatchAll(*stub_, submitted->id());
+  EXPECT_EQ(daemon_->ReadLog().find(absl::StrCat(id, " point 2")), std::string::npos);
+  auto events = WatchAll(*stub_, id);
   ASSERT_TRUE(events.ok()) << events.status();
   for (const auto& e : *events) {
     if (e.has_worker_event() && e.worker_event().has_step()) {
@@ -244,6 +253,29 @@ TEST_F(DaemonGangSweepTest, CancelDuringALaterPointEndsItsGangAndStartsNoFurther
   vramlab::v1::ServerInfo info;
   ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
   EXPECT_EQ(info.running(), 0);
+}
+
+// kill -9 of the daemon during a later point: its ranks die with it, and the restart handles the
+// sweep as any interrupted parallel run (every rank "the daemon stopped while the experiment
+// ran"); requeued, the sweep would run from its first point.
+TEST_F(DaemonGangSweepTest, DaemonKilledDuringALaterPointTakesItsRanksAndTheRestartInterruptsIt) {
+  std::string id;
+  std::map<int, pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(StartASearchTrainingItsSecondPoint(&id, &pids));
+  ASSERT_TRUE(daemon_->Kill().ok());
+  for (const auto& [rank, pid] : pids) {
+    EXPECT_TRUE(Gone(pid)) << "rank " << rank << " (pid " << pid << ") outlived the daemon";
+  }
+  ASSERT_TRUE(daemon_->Restart().ok());
+  stub_ = daemon_->NewStub();
+  auto done = WaitForFinalState(*stub_, id, absl::Seconds(10));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), Experiment::INTERRUPTED);
+  EXPECT_EQ(done->state_reason(), "the daemon stopped while the experiment ran");
+  ASSERT_EQ(done->ranks_size(), 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(done->ranks(r).state_reason(), "the daemon stopped while the experiment ran") << r;
+  }
 }
 
 }  // namespace
