@@ -123,7 +123,8 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   if (parallel.sharding() > vramlab::v1::SHARD_NONE && parallel.sharding() <= vramlab::v1::SHARD_FULL) {
     static const char* const kShort[] = {"", "", "optimizer", "gradients", "full"};
     parts.push_back(absl::StrCat("shard:", kShort[parallel.sharding()],
-                                 parallel.reshard_after_forward() ? "+reshard" : ""));
+                                 parallel.reshard_after_forward() ? "+reshard" : "",
+                                 parallel.has_prefetch() && !parallel.prefetch() ? "+noprefetch" : ""));
   }
   if (spec.has_sweep()) {
     const std::string sweep = SweepSummary(spec.sweep());

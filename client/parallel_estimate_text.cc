@@ -42,6 +42,9 @@ std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
   std::string out = absl::StrCat("per rank, world size ", rank.world_size(), ", ",
                                  rank.sharding(),
                                  rank.reshard_after_forward() ? ", reshard after forward" : "",
+                                 rank.sharding() == "SHARD_FULL" && rank.has_prefetch() && !rank.prefetch()
+                                     ? ", no prefetch"
+                                     : "",
                                  ":\n");
   TextTable table({"", "one process", "per rank"},
                   {TextTable::Align::kLeft, TextTable::Align::kRight, TextTable::Align::kRight});

@@ -19,6 +19,7 @@ vramlab::v1::MemoryEstimate WithRank() {
   r.set_world_size(2);
   r.set_sharding("SHARD_FULL");
   r.set_reshard_after_forward(true);
+  r.set_prefetch(true);
   r.mutable_anatomy()->set_weights_bytes(1536 * kMiB);
   r.mutable_anatomy()->set_gradients_bytes(1536 * kMiB);
   r.mutable_anatomy()->set_optimizer_state_bytes(3 * kGiB);
@@ -47,6 +48,16 @@ TEST(ParallelEstimateTextTest, TheRankBesideOneProcessWithItsVerdict) {
             "peak allocated          12.00 GiB    7.00 GiB\n"
             "per-rank peak in backward\n"
             "per rank limit 8.00 GiB: FITS (reserved 7.00 GiB .. 7.50 GiB at the backward)\n");
+}
+
+TEST(ParallelEstimateTextTest, PrefetchOffIsNamedInTheHeading) {
+  vramlab::v1::MemoryEstimate e = WithRank();
+  e.mutable_parallel()->set_prefetch(false);
+  EXPECT_EQ(RenderParallelEstimate(e).substr(0, RenderParallelEstimate(e).find('\n')),
+            "per rank, world size 2, SHARD_FULL, reshard after forward, no prefetch:");
+  e.mutable_parallel()->clear_prefetch();  // a daemon that does not report it
+  EXPECT_EQ(RenderParallelEstimate(e).substr(0, RenderParallelEstimate(e).find('\n')),
+            "per rank, world size 2, SHARD_FULL, reshard after forward:");
 }
 
 TEST(ParallelEstimateTextTest, TheSearchAnswerOrItsAbsence) {

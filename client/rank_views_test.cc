@@ -74,6 +74,10 @@ TEST(RankViewsTest, ShardingNames) {
   EXPECT_EQ(ShardingName(p), "full");
   p.set_reshard_after_forward(true);
   EXPECT_EQ(ShardingName(p), "full+reshard");
+  p.set_prefetch(false);
+  EXPECT_EQ(ShardingName(p), "full+reshard+noprefetch");
+  p.set_prefetch(true);
+  EXPECT_EQ(ShardingName(p), "full+reshard");
 }
 
 TEST(RankViewsTest, MaxOverRanksAndThePeakRank) {

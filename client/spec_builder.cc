@@ -296,6 +296,7 @@ absl::Status ApplyParallelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   if (args.Has("reshard-after-forward")) {
     parallel.set_reshard_after_forward(args.GetBool("reshard-after-forward"));
   }
+  if (args.Has("prefetch")) parallel.set_prefetch(args.GetBool("prefetch"));
   if (spec.parallel().ByteSizeLong() == 0) spec.clear_parallel();
   return absl::OkStatus();
 }
@@ -352,6 +353,8 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("world-size", "N", "data-parallel ranks, one GPU each (docs/PARALLEL.md)")
       .Value("sharding", "MODE", "none|optimizer|gradients|full (ZeRO-1/2/3; needs --world-size >= 2)")
       .Bool("reshard-after-forward", "with --sharding full: free each layer's gathered parameters after its forward")
+      .Bool("prefetch", "with --sharding full: gather the next layer while one runs and overlap reduce-scatters "
+                        "(the default; --prefetch=false waits for each collective)")
       .Value("priority", "P", "low|normal|high")
       .Value("time-limit", "DURATION", "wall-clock limit, e.g. 30m");
 }

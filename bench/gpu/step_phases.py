@@ -46,7 +46,8 @@ def main():
     print("|---|" + "---|" * (len(PHASES) + 2))
     for path in sys.argv[1:]:
         cells, describe = summarize(path)
-        name = path.rsplit("/", 1)[-1].replace(".ours.jsonl", "").replace(".jsonl", "")
+        # The folder too: runs of one row under different settings share the file name.
+        name = "/".join(path.rsplit("/", 2)[-2:]).replace(".ours.jsonl", "").replace(".jsonl", "")
         print(f"| {name} | " + " | ".join(cells) + f" | {describe} |")
 
 

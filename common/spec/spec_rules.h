@@ -138,9 +138,13 @@ std::string AdapterRankMessage(int64_t rank, int64_t max_rank);
 inline constexpr const char* kShardingField = "parallel.sharding";
 inline constexpr const char* kShardingNeedsRanksMessage =
     "sharding needs parallel.world_size >= 2 (one process holds everything)";
-// parallel.reshard_after_forward frees gathered parameters, which only SHARD_FULL gathers.
+// parallel.reshard_after_forward frees gathered parameters, and parallel.prefetch (unset: true, as
+// FSDP2) gathers the next unit while one runs; only SHARD_FULL gathers. Either away from its
+// default with another sharding is refused with kFullShardingOnlyMessage.
 inline constexpr const char* kReshardAfterForwardField = "parallel.reshard_after_forward";
-inline constexpr const char* kReshardNeedsFullShardingMessage = "applies to SHARD_FULL only";
+inline constexpr const char* kPrefetchField = "parallel.prefetch";
+inline constexpr bool kDefaultPrefetch = true;
+inline constexpr const char* kFullShardingOnlyMessage = "applies to SHARD_FULL only";
 // A parallel spec with a sweep: the daemon runs each point as its own gang of ranks, each rank
 // told the point with --sweep-point INDEX:VALUE (common/spec/sweep_order.h). A rank started
 // without it refuses the sweep with these words, naming `sweep`: within one gang, a point that

@@ -106,6 +106,7 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
   out.set_world_size(static_cast<int32_t>(parallel.world_size));
   out.set_sharding(spec_rules::kShardingNames[parallel.sharding - 1]);
   out.set_reshard_after_forward(parallel.reshard_after_forward);
+  out.set_prefetch(parallel.prefetch);
   *out.mutable_anatomy() = p.anatomy;
   out.set_predicted_peak_bytes(p.anatomy.peak_allocated_bytes());
   out.set_peak_phase(p.peaks.peak_phase());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/spec/model_presets.h"
@@ -21,6 +22,7 @@ namespace {
 using parallel_test::Chunk;
 using parallel_test::Device;
 using parallel_test::Expected;
+using parallel_test::InFlight;
 using parallel_test::kBf16;
 using parallel_test::kMiB;
 using parallel_test::kModes;
@@ -80,7 +82,7 @@ ExperimentSpec WithAdapter(ExperimentSpec spec, vramlab::v1::AdapterKind kind) {
 // (the largest-first partition, checked above against the worker's cases); SHARD_FULL: the padded
 // dim-0 chunk of every parameter, base and adapter.
 Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Sharding sharding,
-                          bool reshard) {
+                          bool reshard, bool prefetch = true) {
   const Tensors t = TensorsOf(preset);
   const Adapters a = AdaptersOf(preset);
   const bool full = sharding == vramlab::v1::SHARD_FULL;
@@ -106,13 +108,14 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     }
     rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
   }
-  int64_t layer_grads_full = 0;
+  int64_t layer_reduce = 0;
   for (size_t k = 0; k < a.elements.size(); ++k) {
     const int64_t e = full ? Chunk(a.elements[k], a.rows[k], n) : a.elements[k];
     const int64_t bytes = Device(cuda, e * kFp32);
     if (k < a.per_layer) {
       layer_gathered += Device(cuda, n * Chunk(a.elements[k], a.rows[k], n) * kFp32);
-      layer_grads_full += Device(cuda, a.elements[k] * kFp32);
+      // Its reduce-scatter's input: the adapter's gradient padded to N chunks.
+      layer_reduce += Device(cuda, n * Chunk(a.elements[k], a.rows[k], n) * kFp32);
     }
     all_grads += Device(cuda, a.elements[k] * kFp32);
     const bool owned = owner[k] == rank;
@@ -120,8 +123,8 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     if (owned || sharding != vramlab::v1::SHARD_GRADIENTS) x.gradients += bytes;
   }
   if (full) {
-    x.communication = layer_grads_full;  // the root has no trainable parameter
-    x.gathered = root_gathered + (reshard ? 1 : t.layers) * layer_gathered;
+    x.communication = InFlight(layer_reduce, 0, prefetch);  // the root has no trainable parameter
+    x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (sharding == vramlab::v1::SHARD_GRADIENTS) {
     x.communication = all_grads - x.gradients;
   } else {
@@ -170,6 +173,24 @@ void CheckLoraRank(const std::string& preset, bool cuda) {
 TEST(ParallelEstimateTest, LoraRankShardsOfTinyOnTheCpuDevice) { CheckLoraRank("tiny", false); }
 
 TEST(ParallelEstimateTest, LoraRankShardsOfQwen15BOnCuda) { CheckLoraRank("qwen2.5-1.5b", true); }
+
+// SHARD_FULL without prefetch: one layer gathered at a time when resharding, one layer's adapter
+// reduce-scatter in flight at a time.
+TEST(ParallelEstimateTest, LoraFullShardWithoutPrefetch) {
+  for (const auto& [preset, cuda] : {std::pair<const char*, bool>{"tiny", false}, {"qwen2.5-1.5b", true}}) {
+    for (int32_t n : {2, 3, 4}) {
+      for (bool reshard : {false, true}) {
+        SCOPED_TRACE(std::string(preset) + " N=" + std::to_string(n) + (reshard ? " reshard" : ""));
+        const MemoryEstimate e = MustEstimate(
+            WithAdapter(Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false), vramlab::v1::LORA));
+        const Expected x = ExpectedLoraRank(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false);
+        EXPECT_EQ(e.parallel().anatomy().weights_bytes(), x.weights);
+        EXPECT_EQ(e.parallel().gathered_parameters_bytes(), x.gathered);
+        EXPECT_EQ(e.parallel().communication_buffer_bytes(), x.communication);
+      }
+    }
+  }
+}
 
 // QLoRA: the NF4 codes and constants on every rank as in one process; the adapters partitioned
 // as LoRA's.

@@ -77,10 +77,17 @@ ShardingUnits UnitsOf(const RunSettings& run) {
   const int64_t n = run.parallel.world_size;
   const bool frozen = run.adapter.enabled();
   auto alloc = [&](int64_t bytes) { return AllocatedBytes(run.device, bytes); };
+  // A trainable parameter's reduce-scatter: its padded gradient, and the chunk it receives
+  // (staging only when added to an accumulating shard gradient).
+  const bool accumulates = run.grad_accum_steps >= 2;
+  auto reduce = [&](int64_t chunk, int64_t element_bytes) {
+    return alloc(n * chunk * element_bytes) + (accumulates ? alloc(chunk * element_bytes) : 0);
+  };
   const AdapterTensors adapters = ListAdapterTensors(run);
   ShardingUnits units;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    int64_t gathered = alloc(n * FullShardChunkElements(tensors[t], rows[t], n) * run.dtype_bytes);
+    const int64_t chunk = FullShardChunkElements(tensors[t], rows[t], n);
+    int64_t gathered = alloc(n * chunk * run.dtype_bytes);
     if (run.adapter.qlora && adapters.wrapped[t]) {
       // The emptied base weight gathers nothing; its NF4 buffers are gathered padded.
       const Nf4Buffers nf4 = Nf4BufferElements(tensors[t]);
@@ -88,12 +95,15 @@ ShardingUnits UnitsOf(const RunSettings& run) {
       gathered = alloc(padded(nf4.codes)) + alloc(padded(nf4.absmax_codes)) + alloc(4 * padded(nf4.scales));
     }
     const int64_t gradient = frozen ? 0 : alloc(tensors[t] * run.dtype_bytes);
+    const int64_t reduced = frozen ? 0 : reduce(chunk, run.dtype_bytes);
     if (t == 0 || t >= layer_end) {
       units.root_gathered_bytes += gathered;
       units.root_gradient_bytes += gradient;
+      units.root_reduce_bytes += reduced;
     } else if (t < LayerTensorBegin(1)) {
       units.layer_gathered_bytes += gathered;
       units.layer_gradient_bytes += gradient;
+      units.layer_reduce_bytes += reduced;
     }
   }
   // The adapters live in the layers: layer 0's (the first layer_trainable.size() entries).
@@ -102,8 +112,34 @@ ShardingUnits UnitsOf(const RunSettings& run) {
     const int64_t chunk = FullShardChunkElements(e, AdapterTensorRows(run, a, e), n);
     units.layer_gathered_bytes += alloc(n * chunk * run.adapter.dtype_bytes);
     units.layer_gradient_bytes += alloc(e * run.adapter.dtype_bytes);
+    units.layer_reduce_bytes += reduce(chunk, run.adapter.dtype_bytes);
   }
   return units;
+}
+
+ReduceScatterPeaks WalkReduceScatters(const ShardingUnits& units, int64_t layers, bool prefetch) {
+  ReduceScatterPeaks peaks;
+  auto observe = [&](int64_t in_flight, int64_t held_by_autograd) {
+    peaks.in_flight = std::max(peaks.in_flight, in_flight);
+    peaks.with_unreduced = std::max(peaks.with_unreduced, in_flight + held_by_autograd);
+  };
+  // A unit's post-backward issues its reduce-scatter (none for a unit with nothing trainable),
+  // then waits for the one before it (prefetch) or for its own.
+  int64_t pending = 0;
+  auto post_backward = [&](int64_t reduce_bytes, int64_t held_after) {
+    if (reduce_bytes == 0) return;
+    observe(pending + reduce_bytes, held_after);
+    pending = prefetch ? reduce_bytes : 0;
+  };
+  const int64_t root = units.root_gradient_bytes;
+  observe(0, root);  // the loss's backward: the head's gradient first
+  for (int64_t i = 0; i < layers; ++i) {
+    observe(pending, root + units.layer_gradient_bytes);  // the layer's backward
+    post_backward(units.layer_reduce_bytes, root);
+  }
+  observe(pending, root);  // the embedding's backward
+  post_backward(units.root_reduce_bytes, 0);
+  return peaks;
 }
 
 void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
@@ -111,6 +147,7 @@ void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
   const ParallelSettings& par = run.parallel;
   params->gathered_parameters = 0;
   params->communication_buffer = 0;
+  params->unreduced_gradients = 0;
   if (!par.parallel()) return;
   if (!par.shards_gradients()) {
     params->communication_buffer = std::min(kAllReduceBucketBytes, params->all_gradients);
@@ -118,14 +155,18 @@ void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
   }
   if (!par.shards_parameters()) {
     // SHARD_GRADIENTS: DataParallel::AfterBackward reduces every gradient to its owner once
-    // backward has ended; until then the rank holds the others' in full too.
+    // backward has ended; until then the rank holds the others' in full too, each from the part of
+    // backward that makes it (ParameterState::others_gradients; all of them at the end).
     params->communication_buffer = full_gradient_bytes - params->all_gradients;
     return;
   }
   const ShardingUnits units = UnitsOf(run);
-  params->communication_buffer = units.root_gradient_bytes + units.layer_gradient_bytes;
+  const ReduceScatterPeaks reduce = WalkReduceScatters(units, run.model.num_layers, par.prefetch);
+  params->communication_buffer = reduce.in_flight;
+  params->unreduced_gradients = reduce.with_unreduced - reduce.in_flight;
   const int64_t layers_gathered =
-      par.reshard_after_forward ? std::min<int64_t>(1, run.model.num_layers) : run.model.num_layers;
+      par.reshard_after_forward ? std::min<int64_t>(par.prefetch ? 2 : 1, run.model.num_layers)
+                                : run.model.num_layers;
   params->gathered_parameters =
       units.root_gathered_bytes + layers_gathered * units.layer_gathered_bytes;
 }
@@ -147,11 +188,16 @@ std::string ParallelNote(const RunSettings& run) {
         " is sharded on dim 0 in chunks padded to equal size, with its gradient and optimizer "
         "state; the root unit (embeddings, final norm, lm_head) stays gathered through forward "
         "and backward, and ",
-        par.reshard_after_forward ? "one decoder layer at a time (the worker prefetches nothing)"
-                                  : "all decoder layers (no reshard after forward)",
-        " is gathered; in flight to reduce-scatter: ",
-        adapter ? "one layer's adapters' full gradients (the root has nothing trainable)"
-                : "the root's and one layer's full gradients");
+        !par.reshard_after_forward ? "all decoder layers (no reshard after forward) are"
+        : par.prefetch             ? "two decoder layers at a time (the next one's all-gather is "
+                                     "issued while one runs) are"
+                                   : "one decoder layer at a time is",
+        " gathered; ",
+        par.prefetch ? "up to two units' reduce-scatters in flight (one issued before the "
+                       "previous is waited for), "
+                     : "one unit's reduce-scatter in flight at a time, ",
+        adapter ? "of the layers' adapter gradients (the root has nothing trainable)"
+                : "besides the root's full gradients, held until after backward");
   } else if (par.shards_gradients()) {
     layout = absl::StrCat("gradients and optimizer state ", owned,
                           "; every gradient is whole until it is reduced to its owner after "

@@ -71,22 +71,45 @@ struct ShardingUnits {
   // Gathered under SHARD_FULL: the padded storage of every parameter of the unit, N chunks.
   int64_t layer_gathered_bytes = 0;  // one decoder layer's
   int64_t root_gathered_bytes = 0;
-  // The unit's full gradients (its trainable parameters', unpadded).
+  // The unit's full gradients (its trainable parameters', unpadded), as autograd makes them.
   int64_t layer_gradient_bytes = 0;
   int64_t root_gradient_bytes = 0;
+  // What the unit's reduce-scatter holds while in flight (worker/parallel/full_shard.h,
+  // peak_communication_bytes): per trainable parameter its padded full gradient, N chunks (the
+  // gradient itself, or its zero-padded copy where the rows do not divide by N), and with
+  // gradient accumulation the received chunk added to the shard gradient (every micro-batch
+  // after a step's first).
+  int64_t layer_reduce_bytes = 0;
+  int64_t root_reduce_bytes = 0;
 };
 
 ShardingUnits UnitsOf(const RunSettings& run);
 
-// Sets params->gathered_parameters and params->communication_buffer for `run`'s rank, as the
-// worker runs it (docs/PARALLEL.md, "The shardings"):
+// SHARD_FULL's reduce-scatters over one micro-batch's backward, walked as the worker issues them:
+// the root's full gradients from the loss on; each layer, from the top down, makes its gradients
+// (autograd holds them) and then, at its post-backward, hands them to its reduce-scatter; the
+// root's last, after backward. With prefetch a reduce-scatter is waited for only after the next
+// one is issued (two in flight at that moment); without, where it is issued.
+struct ReduceScatterPeaks {
+  // The largest total held by reduce-scatters in flight at once: the worker's
+  // communication_buffers_bytes.
+  int64_t in_flight = 0;
+  // The largest total of that and the full gradients autograd holds at the same moment.
+  int64_t with_unreduced = 0;
+};
+ReduceScatterPeaks WalkReduceScatters(const ShardingUnits& units, int64_t layers, bool prefetch);
+
+// Sets params->gathered_parameters and params->communication_buffer (and, under SHARD_FULL,
+// params->unreduced_gradients) for `run`'s rank, as the worker runs it (docs/PARALLEL.md, "The
+// shardings"):
 //   SHARD_FULL gathers the root for all of forward and backward (never resharded after forward)
-//   and the decoder layers: one at a time with reshard_after_forward (the worker prefetches
-//   nothing), else every layer (each stays gathered from its forward until its backward ends;
-//   all are at once at the loss). In flight to reduce-scatter: one layer's full gradients and the
-//   root's (reduced after backward).
+//   and the decoder layers: with reshard_after_forward two at a time with prefetch (the running
+//   one and the next, whose all-gather is issued ahead), one without; else every layer (each stays
+//   gathered from its forward until its backward ends; all are at once at the loss). The
+//   communication buffer and the unreduced gradients: WalkReduceScatters.
 //   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner after
-//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients).
+//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients),
+//   all of them at the end of backward (the step walk adds each as backward makes it).
 //   SHARD_NONE and SHARD_OPTIMIZER: one all-reduce bucket, kAllReduceBucketBytes.
 // `full_gradient_bytes`: every trainable parameter's full gradient, as one process holds them.
 // Both stay 0 in one process (world size 1).

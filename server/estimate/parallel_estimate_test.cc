@@ -21,6 +21,7 @@ namespace {
 using parallel_test::Chunk;
 using parallel_test::Device;
 using parallel_test::Expected;
+using parallel_test::InFlight;
 using parallel_test::kBf16;
 using parallel_test::kMiB;
 using parallel_test::kModes;
@@ -72,7 +73,8 @@ std::vector<bool> OwnedByBusiestRank(const std::vector<Param>& params, bool cuda
 // The layout docs/PARALLEL.md states, computed tensor by tensor: bf16 parameters and gradients,
 // AdamW's two bf16 moments; SHARD_OPTIMIZER and SHARD_GRADIENTS keep the state (and the
 // gradients) of the whole tensors the busiest rank owns, SHARD_FULL the padded dim-0 chunk.
-Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding, bool reshard) {
+Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding, bool reshard,
+                      bool prefetch = true) {
   const bool parallel = n > 1;
   const bool shard_state = parallel && sharding != vramlab::v1::SHARD_NONE;
   const bool shard_grads =
@@ -82,7 +84,7 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
   std::vector<bool> owned(params.size(), true);
   if (shard_state && !shard_params) owned = OwnedByBusiestRank(params, cuda, n, shard_grads);
   Expected x;
-  int64_t root_full = 0, layer_full = 0, all_full = 0, root_gathered = 0, layer_gathered = 0;
+  int64_t all_full = 0, root_gathered = 0, layer_gathered = 0;
   for (size_t k = 0; k < params.size(); ++k) {
     const int64_t e = params[k].elements;
     const int64_t chunk = Chunk(e, params[k].rows, n);
@@ -98,16 +100,18 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
     all_full += Device(cuda, e * kBf16);
     const bool first_layer = !params[k].root && k <= t.layer.size();  // layer 0's entries
     if (params[k].root || first_layer) {
-      (params[k].root ? root_full : layer_full) += Device(cuda, e * kBf16);
       (params[k].root ? root_gathered : layer_gathered) += Device(cuda, n * chunk * kBf16);
     }
   }
   if (!parallel) return x;
   if (shard_params) {
-    // Reduce-scattered per unit: the root's and one layer's full gradients in flight.
-    x.communication = root_full + layer_full;
-    // The worker gathers one layer at a time when resharding (no prefetch), else all of them.
-    x.gathered = root_gathered + (reshard ? 1 : t.layers) * layer_gathered;
+    // A unit's reduce-scatter holds each gradient padded to N chunks: with every parameter
+    // trainable and one dtype, the same bytes as the unit gathered (no accumulation here, so no
+    // received chunk is staged).
+    const int64_t layer_reduce = layer_gathered, root_reduce = root_gathered;
+    x.communication = InFlight(layer_reduce, root_reduce, prefetch);
+    // Resharding, the worker gathers two layers at a time with prefetch, one without; else all.
+    x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (shard_grads) {
     // Reduced to their owners after backward: every full gradient less the rank's own.
     x.communication = all_full - x.gradients;
@@ -154,12 +158,37 @@ void CheckRankArithmetic(const std::string& preset, bool cuda) {
   }
 }
 
+// SHARD_FULL without prefetch (parallel.prefetch false): one layer gathered at a time when
+// resharding, and one unit's reduce-scatter in flight at a time; the model states as with it.
+void CheckFullShardWithoutPrefetch(const std::string& preset, bool cuda) {
+  const Tensors tensors = TensorsOf(preset);
+  for (int32_t n : {2, 4, 8}) {
+    for (bool reshard : {false, true}) {
+      SCOPED_TRACE(preset + " N=" + std::to_string(n) + (reshard ? " reshard" : ""));
+      const MemoryEstimate e = MustEstimate(Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false));
+      const Expected x = ExpectedRank(tensors, cuda, n, vramlab::v1::SHARD_FULL, reshard, false);
+      EXPECT_FALSE(e.parallel().prefetch());
+      EXPECT_EQ(e.parallel().anatomy().weights_bytes(), x.weights);
+      EXPECT_EQ(e.parallel().anatomy().gradients_bytes(), x.gradients);
+      EXPECT_EQ(e.parallel().anatomy().optimizer_state_bytes(), x.state);
+      EXPECT_EQ(e.parallel().gathered_parameters_bytes(), x.gathered);
+      EXPECT_EQ(e.parallel().communication_buffer_bytes(), x.communication);
+    }
+  }
+}
+
 TEST(ParallelEstimateTest, RankShardsOfTinyOnTheCpuDevice) { CheckRankArithmetic("tiny", false); }
 
 TEST(ParallelEstimateTest, RankShardsOfQwen15BOnCuda) { CheckRankArithmetic("qwen2.5-1.5b", true); }
 
 // Untied: embed_tokens and lm_head are the two largest tensors, so they go to different ranks.
 TEST(ParallelEstimateTest, RankShardsOfQwen7BOnCuda) { CheckRankArithmetic("qwen2.5-7b", true); }
+
+TEST(ParallelEstimateTest, FullShardWithoutPrefetch) {
+  CheckFullShardWithoutPrefetch("tiny", false);
+  CheckFullShardWithoutPrefetch("qwen2.5-1.5b", true);
+  CheckFullShardWithoutPrefetch("qwen2.5-7b", true);
+}
 
 // Whole tensors per owner: at N = 8 the 1.5B model's tied embedding (151936 x 1536) is more than
 // 1/8 of all parameters, so the rank owning it holds at least its whole state (and, sharding
@@ -205,6 +234,52 @@ TEST(ParallelEstimateTest, FullShardChunksArePaddedOnDimZero) {
   EXPECT_EQ(e.parallel().anatomy().weights_bytes(), x.weights);
   EXPECT_EQ(e.parallel().gathered_parameters_bytes(), x.gathered);
   EXPECT_GT(x.weights, ceil_shards);
+}
+
+// SHARD_FULL's reduce-scatter buffers where rows do not divide by N (each gradient's zero-padded
+// copy) and with accumulation (each received chunk added to the shard gradient), and what prefetch
+// costs at the peak: one more gathered layer, and at backward's fullest moment one more unit's
+// reduce-scatter. qwen2.5-1.5b at N = 3 (kv 256, intermediate 8960 and vocabulary 151936 rows
+// leave remainders), two micro-batches a step, resharded after forward.
+TEST(ParallelEstimateTest, FullShardReduceScatterStagingAndWhatPrefetchCosts) {
+  const int64_t n = 3;
+  const Tensors t = TensorsOf("qwen2.5-1.5b");
+  // Per unit: gathered bytes, the reduce-scatter's bytes in flight, the full gradients unpadded.
+  int64_t layer_gathered = 0, layer_reduce = 0, layer_grads = 0;
+  int64_t root_reduce = 0, root_grads = 0;
+  for (size_t k = 0; k < t.layer.size(); ++k) {
+    const int64_t c = Chunk(t.layer[k], t.layer_rows[k], n);
+    layer_gathered += Device(true, n * c * kBf16);
+    layer_reduce += Device(true, n * c * kBf16) + Device(true, c * kBf16);
+    layer_grads += Device(true, t.layer[k] * kBf16);
+  }
+  for (size_t k = 0; k < t.root.size(); ++k) {
+    const int64_t c = Chunk(t.root[k], t.root_rows[k], n);
+    root_reduce += Device(true, n * c * kBf16) + Device(true, c * kBf16);
+    root_grads += Device(true, t.root[k] * kBf16);
+  }
+  ASSERT_GT(layer_reduce, layer_grads) << "padded copies and staged chunks";
+  MemoryEstimate e[2];
+  for (bool prefetch : {false, true}) {
+    ExperimentSpec spec = Spec("qwen2.5-1.5b", true, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL,
+                               /*reshard=*/true, prefetch);
+    spec.mutable_training()->set_grad_accum_steps(2);
+    e[prefetch] = MustEstimate(spec);
+    EXPECT_EQ(e[prefetch].parallel().communication_buffer_bytes(), InFlight(layer_reduce, root_reduce, prefetch))
+        << prefetch;
+    EXPECT_EQ(e[prefetch].parallel().peak_phase(), vramlab::v1::BACKWARD);
+  }
+  EXPECT_EQ(e[true].parallel().gathered_parameters_bytes() - e[false].parallel().gathered_parameters_bytes(),
+            layer_gathered);
+  // Every moment of backward holds, besides the reduce-scatters in flight, the full gradients
+  // autograd has not handed over: the root's (made first, reduced last) and the running layer's.
+  // The fullest: with prefetch two layers' reduce-scatters beside the root's gradients (or layer 0's
+  // and the root's own), without one layer's beside the root's gradients (or the root's alone).
+  const int64_t with_prefetch =
+      std::max(root_grads + 2 * layer_reduce, layer_reduce + root_reduce);
+  const int64_t without = std::max(root_grads + layer_reduce, root_reduce);
+  EXPECT_EQ(e[true].parallel().predicted_peak_bytes() - e[false].parallel().predicted_peak_bytes(),
+            layer_gathered + with_prefetch - without);
 }
 
 // SHARD_FULL's LOAD as the worker runs it: the whole model on every rank, then sharded one

@@ -4,6 +4,7 @@
 #ifndef VRAMLAB_SERVER_ESTIMATE_PARALLEL_ESTIMATE_TEST_UTIL_H_
 #define VRAMLAB_SERVER_ESTIMATE_PARALLEL_ESTIMATE_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,14 +59,24 @@ inline int64_t Chunk(int64_t elements, int64_t rows, int64_t n) {
   return (rows + n - 1) / n * (elements / rows);
 }
 
+// SHARD_FULL's reduce-scatters in flight at once (worker/parallel/full_shard.h): the units are
+// reduced from the top layer down, then the root (`root` 0 when it has nothing trainable); with
+// prefetch a unit's is waited for only after the next one is issued, so two are in flight then
+// (two layers, or layer 0 and the root); without, one at a time. `layer`, `root`: one unit's
+// reduce-scatter bytes.
+inline int64_t InFlight(int64_t layer, int64_t root, bool prefetch) {
+  return prefetch ? std::max(2 * layer, layer + root) : std::max(layer, root);
+}
+
 struct Expected {
   int64_t weights = 0, gradients = 0, state = 0;  // per rank
   int64_t gathered = 0, communication = 0;
 };
 
-// A spec of `preset` over `n` ranks: seq 512 on CUDA, 64 on the CPU, two steps.
+// A spec of `preset` over `n` ranks: seq 512 on CUDA, 64 on the CPU, two steps; `prefetch`
+// false sets parallel.prefetch (SHARD_FULL only), true leaves it unset (its default).
 inline ExperimentSpec Spec(const std::string& preset, bool cuda, int32_t n, Sharding sharding,
-                           bool reshard = false) {
+                           bool reshard = false, bool prefetch = true) {
   ExperimentSpec spec;
   spec.mutable_model()->set_preset(preset);
   spec.mutable_training()->set_seq_len(cuda ? 512 : 64);
@@ -74,6 +85,7 @@ inline ExperimentSpec Spec(const std::string& preset, bool cuda, int32_t n, Shar
   spec.mutable_parallel()->set_world_size(n);
   spec.mutable_parallel()->set_sharding(sharding);
   spec.mutable_parallel()->set_reshard_after_forward(reshard);
+  if (!prefetch) spec.mutable_parallel()->set_prefetch(false);
   return spec;
 }
 

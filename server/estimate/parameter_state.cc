@@ -112,6 +112,31 @@ int64_t LargestSingleTensorUpdate(const RunSettings& run, const std::vector<int6
   return most;
 }
 
+// Where backward makes a trainable tensor's gradient: in decoder layer i's backward (i >= 0), or
+// one of these.
+constexpr int kMadeBeforeLayers = -1;  // the loss's and the final norm's backward
+constexpr int kMadeInEmbedding = -2;
+
+// SHARD_GRADIENTS: the gradients of the trainable tensors the rank does not own (`owned[i]`
+// false), `bytes[i]` each, by where backward makes them (`made_in[i]`, above).
+OthersGradients GradientsOfOthers(const std::vector<int64_t>& bytes, const std::vector<bool>& owned,
+                                  const std::vector<int>& made_in, int64_t layers) {
+  OthersGradients others;
+  others.layers.assign(static_cast<size_t>(layers), 0);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (owned[i]) continue;
+    others.all += bytes[i];
+    if (made_in[i] == kMadeBeforeLayers) {
+      others.before_layers += bytes[i];
+    } else if (made_in[i] == kMadeInEmbedding) {
+      others.embedding += bytes[i];
+    } else {
+      others.layers[static_cast<size_t>(made_in[i])] += bytes[i];
+    }
+  }
+  return others;
+}
+
 // SHARD_FULL's LOAD as the worker runs it (worker/parallel/full_shard.h, FullShard's constructor):
 // every rank builds (or loads) the whole model, then shards it one parameter at a time, freeing
 // each full parameter once its shard exists. LOAD's peak is the whole model plus one shard (at
@@ -222,17 +247,25 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
     updated.push_back(parts.state[i]);
     if (state_on_device) s.optimizer_state += StateBytes(adapter_run, parts.state[i]);
   }
-  // Layer 0's adapters (the first layer_trainable.size() entries) stand for every layer's; where
-  // the rank owns some adapters' gradients only, they are counted spread evenly over the layers.
+  // Layer 0's adapters (the first layer_trainable.size() entries) stand for every layer's.
+  // SHARD_GRADIENTS: a layer's backward makes all of its adapters' gradients, owned or not, and
+  // the others' live until the reduce after backward (OthersGradients).
   const size_t per_layer = adapters.layer_trainable.size();
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
-    if (!(par.shards_gradients() && !par.shards_parameters())) {
-      s.layer_gradients += grad_bytes(parts.gradients[i]);
-    }
+    const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
+    s.layer_gradients += grad_bytes(made);
     if (state_on_device && parts.state[i] > 0) s.layer_state += StateBytes(adapter_run, parts.state[i]);
   }
-  if (par.shards_gradients() && !par.shards_parameters() && run.model.num_layers > 0) {
-    s.layer_gradients = spec_rules::CeilDiv(s.all_gradients, run.model.num_layers);
+  if (par.partitions_gradients() && per_layer > 0) {
+    std::vector<int64_t> bytes;
+    std::vector<bool> owned;
+    std::vector<int> made_in;
+    for (size_t i = 0; i < adapters.trainable.size(); ++i) {
+      bytes.push_back(grad_bytes(adapters.trainable[i]));
+      owned.push_back(parts.gradients[i] > 0);
+      made_in.push_back(static_cast<int>(i / per_layer));
+    }
+    s.others_gradients = GradientsOfOthers(bytes, owned, made_in, run.model.num_layers);
   }
   s.weights += s.adapter_weights + s.quantization_constants;
   if (run.in_backward) {
@@ -258,6 +291,14 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
 }
 
 }  // namespace
+
+int64_t OthersGradients::MadeBeforeLayer(int64_t index) const {
+  int64_t made = before_layers;
+  for (size_t j = static_cast<size_t>(std::max<int64_t>(index + 1, 0)); j < layers.size(); ++j) {
+    made += layers[j];
+  }
+  return made;
+}
 
 ParameterState EstimateParameterState(const RunSettings& run) {
   if (run.adapter.enabled()) return EstimateAdapterParameterState(run);
@@ -322,19 +363,26 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   s.head_gradient = grad_of(head);
   if (state_on_device) s.head_state = state_of(head);
-  if (par.shards_gradients() && !par.shards_parameters()) {
-    // SHARD_GRADIENTS: every gradient is whole on every rank until the reduce after backward, so
-    // the vocabulary-sized gradient backward makes (and a tied embedding's fresh one) is whole on
-    // every rank, owner or not. The layers are given the rest of what the rank keeps, spread
-    // evenly (the owned tensors differ from layer to layer), so that with the others' gradients
-    // in the communication buffer (parallel_buffers.h) the end of backward holds every gradient
-    // once, as one process does: exact where the rank keeps at least the head's bytes (the busiest
-    // rank does), an upper bound by the difference where it keeps less.
+  if (par.partitions_gradients()) {
+    // SHARD_GRADIENTS: every rank's backward makes every gradient whole, as one process's does:
+    // the vocabulary-sized one (and a tied embedding's fresh one) and each layer's in full. The
+    // rank keeps its own (all_gradients); the others' are freed once reduced to their owners at
+    // the end of backward, and are counted from the part of backward that makes them.
     s.head_gradient = grad_bytes(tensors[head]);
-    if (run.model.num_layers > 0) {
-      const int64_t layers_kept = std::max<int64_t>(0, s.all_gradients - s.head_gradient);
-      s.layer_gradients = spec_rules::CeilDiv(layers_kept, run.model.num_layers);
+    s.layer_gradients = 0;
+    std::vector<int64_t> bytes;
+    std::vector<bool> owned;
+    std::vector<int> made_in;
+    const size_t layers_end = LayerTensorBegin(run.model.num_layers);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const bool in_layers = t >= LayerTensorBegin(0) && t < layers_end;
+      if (in_layers && t < LayerTensorBegin(1)) s.layer_gradients += grad_bytes(tensors[t]);
+      bytes.push_back(grad_bytes(tensors[t]));
+      owned.push_back(grad_part(t) > 0);
+      const int layer = static_cast<int>((t - LayerTensorBegin(0)) / kTensorsPerLayer);
+      made_in.push_back(t == 0 ? kMadeInEmbedding : in_layers ? layer : kMadeBeforeLayers);
     }
+    s.others_gradients = GradientsOfOthers(bytes, owned, made_in, run.model.num_layers);
   }
   if (run.in_backward) {
     s.gradients = 0;

@@ -9,6 +9,7 @@
 #define VRAMLAB_SERVER_ESTIMATE_PARAMETER_STATE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "server/estimate/run_settings.h"
 
@@ -29,6 +30,24 @@ constexpr int64_t kHostUpdateTaskElements = int64_t{64} << 10;
 // worker/optim/adamw_master_rule.cc: fp32 gradient copies alive at once in the fused path.
 constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;
 
+// SHARD_GRADIENTS: the gradients of the tensors other ranks own, by the part of backward that
+// makes them. A rank's backward makes every gradient, as one process's does; at the end of every
+// backward DataParallel::AfterBackward reduces each to its owner and frees these, so each lives
+// from the moment backward makes it until backward ends (step_timeline.cc adds them so).
+struct OthersGradients {
+  // Made before the decoder layers' backward: the final norm's and (untied) lm_head's.
+  int64_t before_layers = 0;
+  // Made in decoder layer i's backward, i in model order (backward makes layers[0]'s last).
+  std::vector<int64_t> layers;
+  // Made in the embedding's backward: embed_tokens'.
+  int64_t embedding = 0;
+  // All of them, alive together once backward ends, until the reduce.
+  int64_t all = 0;
+
+  // Made before decoder layer `index`'s backward starts: before_layers and every layer above it.
+  int64_t MadeBeforeLayer(int64_t index) const;
+};
+
 struct ParameterState {
   // Every weight held on the device: with an adapter, the frozen base weights (NF4 codes for
   // QLoRA's projections) plus the two below.
@@ -46,9 +65,11 @@ struct ParameterState {
   int64_t in_backward_update_temporaries = 0;
   // The vocabulary-sized gradient (embedding, or lm_head when untied), produced first in backward.
   int64_t head_gradient = 0;
-  // Gradients of one decoder layer.
+  // Gradients of one decoder layer, as its backward makes them (under SHARD_GRADIENTS every rank
+  // makes all of them; see others_gradients).
   int64_t layer_gradients = 0;
-  // All gradients, whatever the mode.
+  // All gradients the rank keeps after a backward, whatever the mode (under SHARD_GRADIENTS its
+  // own: the others' are others_gradients).
   int64_t all_gradients = 0;
   // Optimizer state of one decoder layer's parameters and of the vocabulary-sized parameter
   // (in_backward creates state as backward reaches each parameter).
@@ -64,6 +85,13 @@ struct ParameterState {
   // all-reduce or reduce-scatter (alive in backward). 0 in one process.
   int64_t gathered_parameters = 0;
   int64_t communication_buffer = 0;
+  // SHARD_GRADIENTS: the communication buffer is these gradients (others_gradients.all), which the
+  // step walk adds as backward makes them rather than from backward's start. Empty otherwise.
+  OthersGradients others_gradients;
+  // SHARD_FULL: the full gradients autograd holds beside the reduce-scatters in flight, at the
+  // fullest moment of backward (ReduceScatterPeaks::with_unreduced less in_flight). Counted with
+  // the communication buffer in every moment of backward; not a proto field.
+  int64_t unreduced_gradients = 0;
   // The rank these bytes are of: under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner
   // (parallel_buffers.h, BusiestOwner); 0 otherwise, where every rank holds the same.
   int reported_rank = 0;

@@ -55,6 +55,7 @@ absl::StatusOr<ParallelSettings> ResolveParallel(const vramlab::v1::ExperimentSp
                                                      ": unknown value ", p.sharding()));
   }
   out.reshard_after_forward = p.reshard_after_forward();
+  out.prefetch = p.has_prefetch() ? p.prefetch() : spec_rules::kDefaultPrefetch;
   RETURN_IF_ERROR(CheckRanksRunnable(run, out));
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/spec/spec_rules.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
 #include "vramlab/v1/experiment.pb.h"
@@ -32,6 +33,7 @@ struct ParallelSettings {
   int64_t world_size = 1;
   vramlab::v1::Sharding sharding = vramlab::v1::SHARD_NONE;
   bool reshard_after_forward = false;
+  bool prefetch = spec_rules::kDefaultPrefetch;
 
   bool parallel() const { return world_size > 1; }
   bool shards_optimizer_state() const {
@@ -42,6 +44,10 @@ struct ParallelSettings {
            (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
   }
   bool shards_parameters() const { return parallel() && sharding == vramlab::v1::SHARD_FULL; }
+  // SHARD_GRADIENTS: whole gradients, each kept after backward by its owner alone.
+  bool partitions_gradients() const {
+    return parallel() && sharding == vramlab::v1::SHARD_GRADIENTS;
+  }
   // Elements of one rank's shard of a tensor of `n` elements: ceil(n / world_size).
   int64_t ShardElements(int64_t n) const { return (n + world_size - 1) / world_size; }
 };

@@ -39,7 +39,11 @@ struct Model {
   LossActivations loss;
 };
 
-// Gradient and optimizer-state bytes held at each point of backward.
+// Gradient and optimizer-state bytes held at each point of backward. Under SHARD_GRADIENTS a
+// rank's backward makes every gradient, as one process's does, and keeps only its own after the
+// reduce that ends backward (After, Before): a micro-batch that starts without gradients holds
+// one process's in every moment; one that starts with the rank's own (accumulation) holds them
+// plus the others' made so far (ParameterState::others_gradients).
 class HeldParameterMemory {
  public:
   HeldParameterMemory(const Model& m, MicroStepKind kind) : m_(m), kind_(kind) {
@@ -76,11 +80,13 @@ class HeldParameterMemory {
     // A tied embedding's lm_head contribution waits in autograd's input buffer until the
     // embedding's own contribution arrives at the end of backward.
     const int64_t waiting_head = tied() ? p().head_gradient : 0;
+    const int64_t index = m_.run.model.num_layers - 1 - done;
     switch (kind_.gradients) {
       case Gradients::kCreated:
         return state_held_ + p().head_gradient + (done + 1) * p().layer_gradients;
       case Gradients::kAccumulated:
-        return state_held_ + p().all_gradients + waiting_head + p().layer_gradients;
+        return state_held_ + p().all_gradients + others().MadeBeforeLayer(index) + waiting_head +
+               p().layer_gradients;
       case Gradients::kFreedAtOnce:
         return InBackwardState(done + 1, !tied()) + waiting_head + p().layer_gradients +
                p().in_backward_update_temporaries;
@@ -92,9 +98,10 @@ class HeldParameterMemory {
     const int64_t fresh = p().head_gradient;
     switch (kind_.gradients) {
       case Gradients::kCreated:
-        return state_held_ + p().all_gradients + (tied() ? fresh : 0);
+        return state_held_ + p().all_gradients + others().all + (tied() ? fresh : 0);
       case Gradients::kAccumulated:
-        return state_held_ + p().all_gradients + fresh + (tied() ? fresh : 0);
+        return state_held_ + p().all_gradients + (others().all - others().embedding) + fresh +
+               (tied() ? fresh : 0);
       case Gradients::kFreedAtOnce:
         return p().optimizer_state + fresh + (tied() ? fresh : 0) +
                p().in_backward_update_temporaries;
@@ -104,6 +111,7 @@ class HeldParameterMemory {
 
  private:
   const ParameterState& p() const { return m_.params; }
+  const OthersGradients& others() const { return m_.params.others_gradients; }
   bool tied() const { return m_.run.model.tie_word_embeddings; }
   // In-backward's first step creates each parameter's state as its gradient completes.
   int64_t InBackwardState(int64_t layers_done, bool head_done) const {
@@ -127,10 +135,14 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   const int64_t fixed = m.params.weights + m.inputs.token_ids + BlasWorkspaces(m.run);
   const int64_t in_step = fixed + m.inputs.in_forward;
   // A rank of a parallel run: gathered parameters through forward and backward, gradients in
-  // flight to their collective through backward (0 in one process).
+  // flight to their collective (and, under SHARD_FULL, full gradients awaiting theirs) through
+  // backward (0 in one process). SHARD_GRADIENTS' are the others' gradients, which `held` adds as
+  // backward makes them.
   const int64_t gathered = m.params.gathered_parameters;
   const int64_t in_forward = in_step + gathered;
-  const int64_t in_backward = in_forward + m.params.communication_buffer;
+  const int64_t in_backward =
+      in_forward + (m.run.parallel.partitions_gradients() ? 0 : m.params.communication_buffer) +
+      m.params.unreduced_gradients;
   MicroStepPeaks peaks;
 
   // Forward: checkpointed layers run without autograd and keep only their input.
@@ -172,10 +184,13 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   peaks.backward = std::max(peaks.backward_loss, peaks.backward_layers);
 
   const int64_t ends = fixed + std::max(held.Before(), held.After());
-  // Activations as the worker defines them: the buffers above are constant within a phase, so
-  // taking them off each phase's peak leaves the activations' own peak.
+  // Activations as the worker defines them, with the buffers taken off each phase's peak. They
+  // are constant within a phase, except SHARD_GRADIENTS' others' gradients: those are made as
+  // one process makes them, and one process's end holds them (the rank's, after the reduce, does
+  // not), so taking all of them off measures backward above the same end as one process.
   peaks.activations = std::max<int64_t>(
-      0, std::max(peaks.forward - gathered, peaks.backward - (in_backward - in_step)) - ends);
+      0, std::max(peaks.forward - gathered,
+                  peaks.backward - gathered - m.params.communication_buffer) - ends);
   return peaks;
 }
 

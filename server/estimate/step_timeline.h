@@ -2,7 +2,8 @@
 // layer by layer and the loss, backward layer by layer, the optimizer step) and records the most
 // memory live in each phase, from the per-layer and per-parameter sizes. For a rank of a parallel
 // run the parameter sizes are its shards, and its gathered parameters and communication buffer
-// (parameter_state.h) are held through forward and backward, and backward, respectively.
+// (parameter_state.h) are held through forward and backward, and backward, respectively; under
+// SHARD_GRADIENTS the buffer, the others' gradients, grows as backward makes them.
 #ifndef VRAMLAB_SERVER_ESTIMATE_STEP_TIMELINE_H_
 #define VRAMLAB_SERVER_ESTIMATE_STEP_TIMELINE_H_
 

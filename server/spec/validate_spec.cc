@@ -272,7 +272,11 @@ absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel,
     return Invalid(spec_rules::kShardingField, spec_rules::kShardingNeedsRanksMessage);
   }
   if (parallel.reshard_after_forward() && parallel.sharding() != vramlab::v1::SHARD_FULL) {
-    return Invalid(spec_rules::kReshardAfterForwardField, spec_rules::kReshardNeedsFullShardingMessage);
+    return Invalid(spec_rules::kReshardAfterForwardField, spec_rules::kFullShardingOnlyMessage);
+  }
+  const bool prefetch = parallel.has_prefetch() ? parallel.prefetch() : spec_rules::kDefaultPrefetch;
+  if (prefetch != spec_rules::kDefaultPrefetch && parallel.sharding() != vramlab::v1::SHARD_FULL) {
+    return Invalid(spec_rules::kPrefetchField, spec_rules::kFullShardingOnlyMessage);
   }
   if (optimizer.delayed_update() && parallel.world_size() >= 2) {
     return Invalid(spec_rules::kDelayedUpdateField, spec_rules::kDelayedUpdateParallelMessage);

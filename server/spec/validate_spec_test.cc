@@ -262,10 +262,26 @@ TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
                 s.mutable_parallel()->set_reshard_after_forward(true);
               }),
               HasSubstr(std::string("spec.parallel.reshard_after_forward: ") +
-                        spec_rules::kReshardNeedsFullShardingMessage));
+                        spec_rules::kFullShardingOnlyMessage));
   EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
                 with(2, vramlab::v1::SHARD_FULL)(s);
                 s.mutable_parallel()->set_reshard_after_forward(true);
+              }, host),
+              ::testing::IsEmpty());
+  // Turning prefetch off likewise: only SHARD_FULL gathers; stating the default is no refusal.
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                with(2, vramlab::v1::SHARD_GRADIENTS)(s);
+                s.mutable_parallel()->set_prefetch(false);
+              }),
+              HasSubstr(std::string("spec.parallel.prefetch: ") + spec_rules::kFullShardingOnlyMessage));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                with(2, vramlab::v1::SHARD_GRADIENTS)(s);
+                s.mutable_parallel()->set_prefetch(true);
+              }, host),
+              ::testing::IsEmpty());
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                with(2, vramlab::v1::SHARD_FULL)(s);
+                s.mutable_parallel()->set_prefetch(false);
               }, host),
               ::testing::IsEmpty());
   EXPECT_THAT(ErrorAfter(with(2, static_cast<vramlab::v1::Sharding>(9))),

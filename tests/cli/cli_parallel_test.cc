@@ -62,6 +62,33 @@ TEST_F(CliParallelTest, EstimateShowsTheRankBesideOneProcess) {
                                   answer + "\n"));
 }
 
+// --prefetch=false turns SHARD_FULL's prefetch off (on by default): the spec, the per-rank heading
+// and the JSON say so, and the rank gathers one layer less than with prefetch.
+TEST_F(CliParallelTest, PrefetchOffIsSentAndShown) {
+  const std::vector<std::string> on_args = {"estimate", "--preset", "tiny", "--world-size", "2",
+                                            "--sharding", "full", "--reshard-after-forward"};
+  std::vector<std::string> off_args = on_args;
+  off_args.push_back("--prefetch=false");
+  const CliResult text = Run(off_args);
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("shard:full+reshard+noprefetch"));
+  EXPECT_THAT(text.out, HasSubstr("per rank, world size 2, SHARD_FULL, reshard after forward, no prefetch:\n"));
+
+  std::vector<std::string> on_json = on_args, off_json = off_args;
+  on_json.push_back("--json");
+  off_json.push_back("--json");
+  const CliResult on = Run(on_json);
+  const CliResult off = Run(off_json);
+  ASSERT_EQ(on.exit_code, 0) << Describe(on);
+  ASSERT_EQ(off.exit_code, 0) << Describe(off);
+  vramlab::v1::MemoryEstimate with, without;
+  ASSERT_TRUE(ParseJson(on.out, with)) << Describe(on);
+  ASSERT_TRUE(ParseJson(off.out, without)) << Describe(off);
+  EXPECT_TRUE(with.parallel().prefetch());
+  EXPECT_FALSE(without.parallel().prefetch());
+  EXPECT_GT(with.parallel().gathered_parameters_bytes(), without.parallel().gathered_parameters_bytes());
+}
+
 // A parallel sweep: the per-rank points as a second table, each row what the JSON holds.
 TEST_F(CliParallelTest, EstimateOfAParallelSweepPredictsEachPointPerRank) {
   const std::vector<std::string> args = {"estimate", "--preset", "qwen2.5-1.5b", "--world-size", "4",
@@ -117,6 +144,8 @@ TEST_F(CliParallelTest, FlagErrorsAndTheSubmitOfMoreRanksThanSlots) {
       {{"estimate", "--preset", "tiny", "--world-size", "0"}, 2, "--world-size"},
       {{"estimate", "--preset", "tiny", "--world-size", "65"}, 2, "--world-size"},
       {{"estimate", "--preset", "tiny", "--sharding", "full"}, 2, "spec.parallel.sharding"},
+      {{"estimate", "--preset", "tiny", "--world-size", "2", "--sharding", "gradients", "--prefetch=false"}, 2,
+       "spec.parallel.prefetch: applies to SHARD_FULL only"},
       {{"submit", "--preset", "tiny", "--world-size", "3"}, 6, "this daemon has 2 CPU worker slot(s)"},
   };
   for (const Case& c : cases) {

@@ -5,6 +5,7 @@
 // header; the daemon and the worker are where a value is accepted or refused.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -204,6 +205,29 @@ TEST_F(SpecRulesAgreementTest, DelayedUpdateCombinationsAreRefusedAlike) {
     EXPECT_EQ(verdicts.daemon, field + c.message) << spec.dump();
     EXPECT_EQ(verdicts.worker, verdicts.daemon) << spec.dump();
   }
+}
+
+// SHARD_FULL's own switches away from their defaults (reshard_after_forward on, prefetch off) with
+// another sharding: both refuse each naming its field, in common/spec's words; the defaults
+// stated explicitly are no refusal for either (the daemon's verdict; the worker would run them).
+TEST_F(SpecRulesAgreementTest, FullShardingSwitchesWithAnotherShardingAreRefusedAlike) {
+  json base = BaseSpec("parallel.sharding");
+  base["parallel"] = {{"worldSize", 2}, {"sharding", "SHARD_GRADIENTS"}};
+  const std::vector<std::pair<const char*, json>> refused = {
+      {spec_rules::kReshardAfterForwardField, {{"reshardAfterForward", true}}},
+      {spec_rules::kPrefetchField, {{"prefetch", !spec_rules::kDefaultPrefetch}}}};
+  for (const auto& [field, setting] : refused) {
+    json spec = base;
+    spec["parallel"].update(setting);
+    const Verdicts verdicts = Judge(spec);
+    EXPECT_EQ(verdicts.daemon, std::string("spec.") + field + ": " + spec_rules::kFullShardingOnlyMessage)
+        << spec.dump();
+    EXPECT_EQ(verdicts.worker, verdicts.daemon) << spec.dump();
+  }
+  json stated = base;
+  stated["parallel"]["prefetch"] = spec_rules::kDefaultPrefetch;
+  stated["parallel"]["reshardAfterForward"] = false;
+  EXPECT_EQ(DaemonVerdict(stated), "") << stated.dump();
 }
 
 // A parallel spec with a sweep: the daemon accepts it (it runs each point as its own gang of ranks,

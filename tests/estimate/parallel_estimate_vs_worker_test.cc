@@ -2,16 +2,20 @@
 // (--rank 0/1, Gloo on the CPU, a free loopback port) train the tiny model with LoRA under each
 // sharding, and each rank's `report` anatomy must equal the estimate's per-rank anatomy
 // (vramlab-estimate, MemoryEstimate.parallel) to the byte for the model states: weights, adapter
-// weights, quantisation constants, optimizer state and, under SHARD_FULL, the gathered
-// parameters; and with QLoRA (BFLOAT16) under SHARD_FULL, whose NF4 buffers are sharded too. On the CPU the
-// worker's counting allocator measures every tensor exactly.
+// weights, quantisation constants, optimizer state and, under SHARD_FULL (with prefetch and
+// without), the gathered parameters and the reduce-scatter buffers; and with QLoRA (BFLOAT16) under
+// SHARD_FULL, whose NF4 buffers are sharded too. On the CPU the worker's counting allocator
+// measures every tensor exactly.
 //
 // The estimate is of the rank that owns the most under SHARD_OPTIMIZER and SHARD_GRADIENTS (the
 // worker's largest-first partition of the adapters): it must equal the larger of the two ranks'
 // optimizer state (the allocation ledger's, below), and the two ranks' states must add up to one process's. Under SHARD_FULL the
 // ranks hold equal chunks, so each equals the estimate. Full fine-tuning under SHARD_OPTIMIZER and
 // SHARD_GRADIENTS (FullFineTuningVsWorkerTest, below): the busiest owner's weights, gradients and
-// optimizer state at the peak, to the byte.
+// optimizer state at the peak, to the byte; under SHARD_FULL (FullShardVsWorkerTest) every rank's,
+// with padded chunks and gradient accumulation. SHARD_GRADIENTS with the peak inside backward over
+// two and four ranks (BackwardPeakVsWorkerTest): the gradients the rank holds at its peak, against
+// one process of the same micro-batch, to the byte, and its peak against SHARD_OPTIMIZER's.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,23 +113,26 @@ MemoryAnatomy ReportAnatomy(const std::string& events, const std::string& what) 
   return MemoryAnatomy();
 }
 
-// Each rank's anatomy from a run of `spec` over kRanks worker processes.
-std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec) {
+// Each rank's anatomy from a run of `spec` over `ranks` worker processes; `ranks` 0: one process
+// (a spec without parallel ranks).
+std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks = kRanks) {
   const std::string spec_path = TempPath("parallel-spec");
   WriteFile(spec_path, ToJson(spec));
   const std::string rendezvous =
       absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
-  for (int r = 0; r < kRanks; ++r) {
+  const int processes = std::max(ranks, 1);
+  for (int r = 0; r < processes; ++r) {
+    std::vector<std::string> args = {"--spec", spec_path};
+    if (ranks > 0) {
+      args.insert(args.end(), {"--rank", std::to_string(r), "--rendezvous", rendezvous});
+    }
     outs.push_back(TempPath(absl::StrCat("rank", r)));
-    pids.push_back(Start(BinDir() + "/vramlab-worker",
-                         {"--spec", spec_path, "--rank", std::to_string(r), "--rendezvous",
-                          rendezvous},
-                         outs.back()));
+    pids.push_back(Start(BinDir() + "/vramlab-worker", args, outs.back()));
   }
   std::vector<MemoryAnatomy> anatomies;
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < processes; ++r) {
     EXPECT_EQ(Wait(pids[r]), 0) << "rank " << r << ":\n" << ReadFile(outs[r] + ".log");
     anatomies.push_back(ReportAnatomy(ReadFile(outs[r]), absl::StrCat("rank ", r)));
     unlink(outs[r].c_str());
@@ -152,7 +159,8 @@ struct Case {
   std::string name;
   vramlab::v1::Sharding sharding;
   bool reshard_after_forward;
-  bool qlora = false;  // QLORA in BFLOAT16 instead of LORA in FLOAT32
+  bool qlora = false;     // QLORA in BFLOAT16 instead of LORA in FLOAT32
+  bool prefetch = true;   // SHARD_FULL's parallel.prefetch
 };
 
 ExperimentSpec LoraSpec(const Case& c) {
@@ -175,6 +183,7 @@ ExperimentSpec LoraSpec(const Case& c) {
   spec.mutable_parallel()->set_world_size(kRanks);
   spec.mutable_parallel()->set_sharding(c.sharding);
   spec.mutable_parallel()->set_reshard_after_forward(c.reshard_after_forward);
+  if (!c.prefetch) spec.mutable_parallel()->set_prefetch(false);
   return spec;
 }
 
@@ -208,6 +217,9 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
     EXPECT_EQ(p.adapter_weights_bytes(), m.adapter_weights_bytes());
     EXPECT_EQ(p.adapter_weights_bytes(), held.adapter_weights_bytes());
     EXPECT_EQ(estimate.parallel().gathered_parameters_bytes(), m.gathered_parameters_bytes());
+    if (c.sharding == vramlab::v1::SHARD_FULL) {
+      EXPECT_EQ(estimate.parallel().communication_buffer_bytes(), m.communication_buffers_bytes());
+    }
     if (c.sharding == vramlab::v1::SHARD_FULL || c.sharding == vramlab::v1::SHARD_NONE) {
       EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
     }
@@ -218,13 +230,14 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
   if (c.sharding == vramlab::v1::SHARD_OPTIMIZER || c.sharding == vramlab::v1::SHARD_GRADIENTS) {
     EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());  // one process's
   }
-  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld\n",
+  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld communication %lld\n",
               c.name.c_str(), static_cast<long long>(p.weights_bytes()),
               static_cast<long long>(p.adapter_weights_bytes()),
               static_cast<long long>(p.optimizer_state_bytes()),
               static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
               static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
-              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()));
+              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
 }
 
 // Full fine-tuning under SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker gives each whole
@@ -237,6 +250,19 @@ ExperimentSpec FullSpec(vramlab::v1::Sharding sharding) {
   ExperimentSpec spec = LoraSpec(Case{"", sharding, false});
   spec.mutable_training()->clear_adapter();
   return spec;
+}
+
+// The rank whose optimizer state in the ledger at its peak is the most (the lowest such rank):
+// under SHARD_OPTIMIZER and SHARD_GRADIENTS the busiest owner, the one the estimate is of.
+int MostState(const std::vector<MemoryAnatomy>& ranks) {
+  int most = 0;
+  for (int r = 1; r < static_cast<int>(ranks.size()); ++r) {
+    if (ranks[r].at_peak_allocated().categories().optimizer_state_bytes() >
+        ranks[most].at_peak_allocated().categories().optimizer_state_bytes()) {
+      most = r;
+    }
+  }
+  return most;
 }
 
 class FullFineTuningVsWorkerTest : public ::testing::TestWithParam<Case> {};
@@ -256,7 +282,7 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
     ASSERT_GE(peak.step(), 1) << "rank " << r << ": the peak precedes the optimizer state";
     state.push_back(peak.categories().optimizer_state_bytes());
   }
-  const int busiest = static_cast<int>(std::max_element(state.begin(), state.end()) - state.begin());
+  const int busiest = MostState(ranks);
   int64_t state_sum = 0;
   for (int64_t bytes : state) state_sum += bytes;
   // The ranks own different tensors: their states differ, and add up to one process's.
@@ -279,6 +305,180 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
               static_cast<long long>(state[1]), busiest);
 }
 
+// SHARD_GRADIENTS with the peak inside backward, before every gradient exists. A rank's backward
+// makes every gradient, as one process's does, and frees the others' only once backward has
+// ended (DataParallel::AfterBackward reduces each to its owner), so at a moment of backward the
+// rank holds one process's gradients. Tiny, full fine-tuning, FLOAT32, AdamW, two steps, every
+// layer checkpointed, kBackwardPeakRows rows of kBackwardPeakSeq tokens per rank: each rank, and
+// one process of the same micro-batch, peaks in a decoder layer's backward of the second step.
+constexpr int64_t kBackwardPeakRows = 2;
+constexpr int64_t kBackwardPeakSeq = 128;
+
+ExperimentSpec BackwardPeakSpec(vramlab::v1::Sharding sharding, int ranks) {
+  ExperimentSpec spec = FullSpec(sharding);
+  spec.mutable_training()->set_micro_batch_size(static_cast<int32_t>(kBackwardPeakRows));
+  spec.mutable_training()->set_seq_len(static_cast<int32_t>(kBackwardPeakSeq));
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_parallel()->set_world_size(ranks);
+  return spec;
+}
+
+// One process of BackwardPeakSpec's micro-batch (the same for every world size), run once.
+const MemoryAnatomy& OneProcessOfBackwardPeakSpec() {
+  static const MemoryAnatomy* const one = [] {
+    ExperimentSpec spec = BackwardPeakSpec(vramlab::v1::SHARD_NONE, 1);
+    spec.clear_parallel();
+    const std::vector<MemoryAnatomy> run = RunRanks(spec, 0);
+    return new MemoryAnatomy(run.empty() ? MemoryAnatomy() : run[0]);
+  }();
+  return *one;
+}
+
+class BackwardPeakVsWorkerTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(BackwardPeakVsWorkerTest, GradientShardingHoldsOneProcessGradientsAtItsPeak) {
+  const int n = GetParam();
+  const ExperimentSpec spec = BackwardPeakSpec(vramlab::v1::SHARD_GRADIENTS, n);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const vramlab::v1::PeakAllocatedMoment& one = OneProcessOfBackwardPeakSpec().at_peak_allocated();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec, n);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
+  // One process peaks inside backward with some of its gradients made, not all (all: the estimate's
+  // one-process gradients): a moment where the others' gradients do not all exist yet.
+  ASSERT_EQ(one.phase(), vramlab::v1::BACKWARD);
+  ASSERT_GE(one.step(), 1) << "the peak precedes the optimizer state";
+  const int64_t made = one.categories().gradients_bytes();
+  ASSERT_GT(made, 0);
+  ASSERT_LT(made, estimate.anatomy().gradients_bytes());
+  // Every rank peaks at the same moment, having made the same gradients; the ledger counts a rank's
+  // own as gradients (they outlive backward), so the ranks' add up to one process's.
+  int64_t made_on_ranks = 0;
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const vramlab::v1::PeakAllocatedMoment& at = ranks[r].at_peak_allocated();
+    EXPECT_EQ(at.phase(), one.phase());
+    EXPECT_EQ(at.step(), one.step());
+    EXPECT_EQ(at.micro_step(), one.micro_step());
+    made_on_ranks += at.categories().gradients_bytes();
+  }
+  EXPECT_EQ(made_on_ranks, made);
+  // The rank the estimate is of (the busiest owner) holds the others' gradients made by its peak as
+  // temporaries (freed inside backward's phase): its temporaries exceed one process's by exactly
+  // those and by the global micro-batch's token ids (on the CPU LocalRows is a view of the N x m
+  // rows drawn; on CUDA the copy to the device takes the rank's m rows alone).
+  const vramlab::v1::PeakAllocatedMoment& rank = ranks[MostState(ranks)].at_peak_allocated();
+  const int64_t ids_beyond_one_process =
+      (n - 1) * kBackwardPeakRows * kBackwardPeakSeq * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t others_made = made - rank.categories().gradients_bytes();
+  EXPECT_EQ(rank.categories().temporaries_bytes() - one.categories().temporaries_bytes(),
+            others_made + ids_beyond_one_process);
+  EXPECT_LT(others_made, estimate.parallel().communication_buffer_bytes())
+      << "at the peak the others' gradients are not all made";
+  EXPECT_EQ(rank.categories().optimizer_state_bytes(),
+            estimate.parallel().anatomy().optimizer_state_bytes());
+  EXPECT_EQ(one.categories().optimizer_state_bytes(), estimate.anatomy().optimizer_state_bytes());
+  // The gradients the rank holds at its peak beyond one process's at its own: its peak less one
+  // process's, with the optimizer state it does not own (and, measured, the token ids) put back.
+  // The estimate of both comes from the same activation model, so this compares its gradient
+  // term at the rank's peak with the ranks', to the byte.
+  const int64_t measured_excess = rank.allocated_bytes() - ids_beyond_one_process +
+                                  one.categories().optimizer_state_bytes() -
+                                  rank.categories().optimizer_state_bytes() - one.allocated_bytes();
+  const int64_t predicted_excess =
+      estimate.parallel().predicted_peak_bytes() + estimate.anatomy().optimizer_state_bytes() -
+      estimate.parallel().anatomy().optimizer_state_bytes() - estimate.predicted_peak_bytes();
+  EXPECT_EQ(estimate.parallel().peak_phase(), vramlab::v1::BACKWARD);
+  EXPECT_EQ(predicted_excess, measured_excess);
+  // SHARD_OPTIMIZER's ranks keep every gradient: at a moment of backward they hold what
+  // SHARD_GRADIENTS' do, so its peak is no lower, measured and predicted.
+  const ExperimentSpec zero1 = BackwardPeakSpec(vramlab::v1::SHARD_OPTIMIZER, n);
+  const std::vector<MemoryAnatomy> zero1_ranks = RunRanks(zero1, n);
+  ASSERT_EQ(zero1_ranks.size(), static_cast<size_t>(n));
+  const int64_t zero1_peak =
+      zero1_ranks[MostState(zero1_ranks)].at_peak_allocated().allocated_bytes();
+  const int64_t zero1_predicted = Estimate(zero1).parallel().predicted_peak_bytes();
+  EXPECT_LE(rank.allocated_bytes(), zero1_peak);
+  EXPECT_LE(estimate.parallel().predicted_peak_bytes(), zero1_predicted);
+  std::printf("gradients N=%d peak %lld (one process %lld), gradients made %lld (own %lld), "
+              "excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, "
+              "predicted %lld vs %lld\n",
+              n, static_cast<long long>(rank.allocated_bytes()),
+              static_cast<long long>(one.allocated_bytes()), static_cast<long long>(made),
+              static_cast<long long>(rank.categories().gradients_bytes()),
+              static_cast<long long>(measured_excess), static_cast<long long>(predicted_excess),
+              static_cast<long long>(zero1_peak), static_cast<long long>(zero1_predicted),
+              static_cast<long long>(estimate.parallel().predicted_peak_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyFull, BackwardPeakVsWorkerTest, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat("N", info.param);
+                         });
+
+// Full fine-tuning under SHARD_FULL, of a model whose rows do not divide by the two ranks
+// (vocabulary 301, intermediate size 45: padded chunks, and the reduce-scatters' zero-padded
+// gradient copies), three layers (so that two gathered layers are not all of them), untied, two
+// micro-batches a step (the second's received chunks are added to the shard gradients): each
+// rank's weights, gradients and optimizer state in the ledger at the peak, its gathered
+// parameters and its reduce-scatter buffers must equal the estimate's to the byte, with prefetch
+// and without.
+ExperimentSpec FullShardSpec(bool reshard_after_forward, bool prefetch) {
+  ExperimentSpec spec = FullSpec(vramlab::v1::SHARD_FULL);
+  spec.mutable_model()->clear_preset();
+  vramlab::v1::ModelConfig* config = spec.mutable_model()->mutable_config();
+  config->set_vocab_size(301);
+  config->set_hidden_size(32);
+  config->set_intermediate_size(45);
+  config->set_num_hidden_layers(3);
+  config->set_num_attention_heads(4);
+  config->set_num_key_value_heads(2);
+  config->set_max_position_embeddings(64);
+  config->set_rope_theta(10000);
+  config->set_rms_norm_eps(1e-6);
+  config->set_tie_word_embeddings(false);
+  spec.mutable_training()->set_grad_accum_steps(2);
+  spec.mutable_parallel()->set_reshard_after_forward(reshard_after_forward);
+  if (!prefetch) spec.mutable_parallel()->set_prefetch(false);
+  return spec;
+}
+
+class FullShardVsWorkerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FullShardVsWorkerTest, RankStatesAndBuffersMatchToTheByte) {
+  const Case& c = GetParam();
+  const ExperimentSpec spec = FullShardSpec(c.reshard_after_forward, c.prefetch);
+  const MemoryEstimate estimate = Estimate(spec);
+  ASSERT_TRUE(estimate.has_parallel());
+  const MemoryAnatomy& p = estimate.parallel().anatomy();
+  const std::vector<MemoryAnatomy> ranks = RunRanks(spec);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const MemoryAnatomy& m = ranks[r];
+    const vramlab::v1::CategoryBytes& held = m.at_peak_allocated().categories();
+    ASSERT_GE(m.at_peak_allocated().step(), 1) << "the peak precedes the optimizer state";
+    EXPECT_EQ(p.weights_bytes(), m.weights_bytes());
+    EXPECT_EQ(p.weights_bytes(), held.weights_bytes());
+    EXPECT_EQ(p.gradients_bytes(), held.gradients_bytes());
+    EXPECT_EQ(p.optimizer_state_bytes(), held.optimizer_state_bytes());
+    EXPECT_EQ(estimate.parallel().gathered_parameters_bytes(), m.gathered_parameters_bytes());
+    EXPECT_EQ(estimate.parallel().communication_buffer_bytes(), m.communication_buffers_bytes());
+  }
+  std::printf("full %-24s weights %lld gradients %lld state %lld gathered %lld communication %lld\n",
+              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+              static_cast<long long>(p.gradients_bytes()), static_cast<long long>(p.optimizer_state_bytes()),
+              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PaddedRows, FullShardVsWorkerTest,
+    ::testing::Values(Case{"reshard", vramlab::v1::SHARD_FULL, true},
+                      Case{"reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, false, false},
+                      Case{"kept_gathered", vramlab::v1::SHARD_FULL, false}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
 INSTANTIATE_TEST_SUITE_P(
     TinyFull, FullFineTuningVsWorkerTest,
     ::testing::Values(Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
@@ -292,8 +492,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false},
                       Case{"full", vramlab::v1::SHARD_FULL, false},
                       Case{"full_reshard", vramlab::v1::SHARD_FULL, true},
+                      Case{"full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, false, false},
                       Case{"qlora_full", vramlab::v1::SHARD_FULL, false, true},
-                      Case{"qlora_full_reshard", vramlab::v1::SHARD_FULL, true, true}),
+                      Case{"qlora_full_reshard", vramlab::v1::SHARD_FULL, true, true},
+                      Case{"qlora_full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, true, false}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -16,8 +16,10 @@ DelayedUpdatePipeline::DelayedUpdatePipeline(UpdateRule& rule, const std::vector
       params_(params),
       placement_(placement),
       copies_(params.at(0).device()),
+      publishes_(params.at(0).device()),
       held_(params.size()),
       updating_(params.size(), 0),
+      unpublished_(params.size(), 0),
       host_grads_(params.size()),
       results_(params.size()),
       queued_step_(params.size(), 0),
@@ -87,17 +89,19 @@ std::vector<size_t> DelayedUpdatePipeline::WaitForUpdate() {
 }
 
 void DelayedUpdatePipeline::Publish(const std::vector<size_t>& indices) {
-  if (indices.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);  // the thread is idle: orders what it wrote before
   // Behind everything the compute stream queued so far: the backward that read the old values.
-  StreamMarker after = copies_.MarkCompute();
-  StreamMarker published;
+  StreamMarker after = publishes_.MarkCompute();
   for (size_t i : indices) {
-    published = copies_.CopyAfter(after, params_[i].view({-1}), results_[i]);
-    after = StreamMarker();  // one stream: the later copies follow the first
-    result_copied_[i] = published;
+    if (unpublished_[i]) {
+      last_publish_ = result_copied_[i] = publishes_.CopyAfter(after, params_[i].view({-1}), results_[i]);
+      after = StreamMarker();  // one stream: the later copies follow the first
+      unpublished_[i] = 0;
+    }
     host_current_[i] = 1;
   }
-  copies_.ComputeWaits(published);
+  // Copies on one stream complete in order: the last marker covers the ones of backward too.
+  publishes_.ComputeWaits(last_publish_);
 }
 
 void DelayedUpdatePipeline::Start(const std::vector<size_t>& indices) {
@@ -120,6 +124,7 @@ void DelayedUpdatePipeline::Start(const std::vector<size_t>& indices) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Work& w : work) {
       updating_[w.index] = 1;
+      unpublished_[w.index] = 1;
       update_queue_.push_back(w);
     }
     started_ = indices;
@@ -176,6 +181,8 @@ void DelayedUpdatePipeline::Run() {
       if (!error_) error_ = std::current_exception();
       update_queue_.clear();
       std::fill(updating_.begin(), updating_.end(), 0);
+      // Nothing more of a failed update reaches the device, as Publish() is not called after it.
+      std::fill(unpublished_.begin(), unpublished_.end(), 0);
       for (std::optional<Item>& held : held_) {
         if (held) copy_queue_.push_back(std::move(*held));
         held.reset();
@@ -199,6 +206,13 @@ void DelayedUpdatePipeline::IssueCopy(Item item) {
   StreamMarker copied = copies_.CopyAfter(item.ready, host_grads_[index], item.grad.reshape({-1}));
   grad_copied_[index] = copied;
   std::lock_guard<std::mutex> lock(mu_);
+  // An item is queued only once no update is running on its parameter (held_ otherwise), so an
+  // unpublished parameter's update is done: publish it behind the gradient's completion.
+  if (unpublished_[index]) {
+    last_publish_ = result_copied_[index] =
+        publishes_.CopyAfter(item.ready, params_[index].view({-1}), results_[index]);
+    unpublished_[index] = 0;
+  }
   in_flight_.emplace_back(std::move(item), std::move(copied));
 }
 

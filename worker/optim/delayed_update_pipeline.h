@@ -2,9 +2,14 @@
 // parameter update of ZeRO-Offload). During the announced backward of step t, each complete
 // gradient is copied on the side stream into a pinned host buffer of its own parameter, so the
 // device gradients can be freed after Step() as usual. Step() t waits for update t-1 (the host
-// arithmetic on step t-1's gradients), publishes its values to the device parameters and starts
-// update t, which runs on this pipeline's thread while the caller runs step t+1's forward and
-// backward. So step t+1's gradients are computed at the parameters after update t-1.
+// arithmetic on step t-1's gradients), publishes what is left of it to the device parameters and
+// starts update t, which runs on this pipeline's thread while the caller runs step t+1's forward and
+// backward. So step t+1's gradients are computed at the parameters after update t-1. Update t's
+// new values of a parameter go to the device as soon as both its update is done and step t+1's
+// gradient of it is complete (from there on step t+1 no longer reads it: autograd runs a leaf's
+// AccumulateGrad after every node that used its value), on a second side stream, the other
+// direction of the host link; so the copies overlap the rest of the arithmetic, and Step() t+1
+// copies only the parameters that got no gradient in step t+1.
 //
 // The buffers are each shared by two users, ordered as follows:
 // - host_grads_[i]: written by the copy of step t's gradient, read by update t-1's arithmetic.
@@ -13,8 +18,10 @@
 // - results_[i]: the new values; read by the publish copy (and first written by a copy of the
 //   device parameter), written by the next update's arithmetic, which first waits for the marker
 //   of the parameter's last copy of results_[i].
-// - params[i] on the device: written only by publish copies, queued on the side stream behind the
-//   compute stream's work; the compute stream waits for them.
+// - params[i] on the device: written only by publish copies, queued on the publish stream behind
+//   the point of the compute stream where step t+1's gradient of i was complete (or, in Publish(),
+//   behind all of the compute stream's queued work); Publish() makes the compute stream wait for
+//   every publish copy.
 //
 // The CUDA specifics (side stream, events) are in copy_stream.h; on CPU parameters the same order
 // runs with synchronous copies, which is how the tests check it.
@@ -68,7 +75,8 @@ class DelayedUpdatePipeline {
   // caller publishes next.
   std::vector<size_t> WaitForUpdate();
   // Copies the new values of params[i], i in `indices` (as WaitForUpdate returned them), into the
-  // parameters behind the compute stream's queued work; the compute stream waits for the copies.
+  // parameters behind the compute stream's queued work, where they were not copied during
+  // backward; the compute stream waits for every publish copy.
   void Publish(const std::vector<size_t>& indices);
   // Starts the update of params[i] for every i in `indices` (each Enqueued since the last Start,
   // its state existing) from its host gradient; returns at once. Only after WaitForUpdate and
@@ -101,7 +109,8 @@ class DelayedUpdatePipeline {
 
   void Run();
   // Queues the copy of `item` into its host buffer; records the marker and keeps the item (its
-  // gradient alive) in in_flight_.
+  // gradient alive) in in_flight_. If the parameter's update is done and not yet published,
+  // queues its publish copy behind item.ready.
   void IssueCopy(Item item);
   // Issues every copy in copy_queue_ (between chunks of an update, so backward is not held up).
   void IssueReadyCopies();
@@ -111,7 +120,8 @@ class DelayedUpdatePipeline {
   UpdateRule& rule_;
   const std::vector<torch::Tensor> params_;
   const StatePlacement placement_;
-  const CopyStream copies_;
+  const CopyStream copies_;     // to the host: gradients, parameters
+  const CopyStream publishes_;  // to the device: new parameter values
   int host_threads_ = 1;  // set before the thread starts, constant after
 
   mutable std::mutex mu_;
@@ -125,6 +135,8 @@ class DelayedUpdatePipeline {
   bool stopping_ = false;     // guarded by mu_
   std::exception_ptr error_;  // guarded by mu_
   std::vector<size_t> started_;     // guarded by mu_: the indices of the last Start()
+  std::vector<char> unpublished_;   // guarded by mu_: i's last update is done or running, not published
+  StreamMarker last_publish_;       // guarded by mu_: the last copy queued on publishes_
   std::vector<StepTimes> times_;    // guarded by mu_
   // Written by the thread only, summed over every update; read by WaitForUpdate() once the thread
   // is idle (ordered by mu_).
@@ -137,7 +149,10 @@ class DelayedUpdatePipeline {
   std::vector<torch::Tensor> results_;     // flat, parameter dtype, host memory
   std::vector<int64_t> queued_step_;       // written by Enqueue, read by Start
   std::vector<StreamMarker> grad_copied_;  // the thread's: completion of the last gradient copy
-  std::vector<StreamMarker> result_copied_;  // the caller's, handed to the thread by Start
+  // The last copy that reads or writes results_[i] (a publish, or the parameter's copy to the host):
+  // written by the caller (Start, Publish) and by the thread (IssueCopy), never at once: the
+  // thread writes i's only after update i is done, and the caller only while the thread is idle.
+  std::vector<StreamMarker> result_copied_;
   // host_current_[i] (the caller's): results_[i] holds the value the device parameter will hold
   // once published, so the next update starts from there without a copy from the device.
   std::vector<char> host_current_;

@@ -11,18 +11,20 @@
 namespace vramlab::worker::optim_internal {
 namespace {
 
-// Below this many elements per thread, another thread costs more than it saves.
-constexpr int64_t kMinElementsPerThread = int64_t{1} << 18;
+// Elements per task of the host loops: below this another thread costs more than it saves, and a
+// 16 Mi-element staging chunk still splits into 64 tasks, several per thread, which the threads
+// take as they finish (host_thread_pool.h) so that one thread without its core does not hold up
+// the chunk.
+constexpr int64_t kElementsPerTask = int64_t{1} << 18;
 
-// Runs body(begin, end) over [0, n) split evenly across up to LibTorch's intra-op thread count,
-// on the calling thread and the persistent host threads.
+// Runs body(begin, end) over [0, n) in tasks of kElementsPerTask elements (the last shorter), on
+// the calling thread and up to LibTorch's intra-op thread count of the persistent host threads.
 template <typename Body>
 void ParallelRanges(int64_t n, const Body& body) {
-  const int64_t by_size = std::max<int64_t>(1, n / kMinElementsPerThread);
-  const int64_t threads = std::min<int64_t>(by_size, std::max(1, at::get_num_threads()));
-  const int64_t per_thread = (n + threads - 1) / threads;
-  RunOnHostThreads(static_cast<int>(threads), [&body, n, per_thread](int t) {
-    const int64_t begin = std::min(n, t * per_thread), end = std::min(n, begin + per_thread);
+  const int64_t tasks = std::max<int64_t>(1, (n + kElementsPerTask - 1) / kElementsPerTask);
+  const int workers = static_cast<int>(std::min<int64_t>(tasks, std::max(1, at::get_num_threads())));
+  RunOnHostThreads(workers, static_cast<int>(tasks), [&body, n](int t) {
+    const int64_t begin = t * kElementsPerTask, end = std::min(n, begin + kElementsPerTask);
     body(begin, end);
   });
 }

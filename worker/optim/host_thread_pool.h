@@ -10,10 +10,14 @@
 
 namespace vramlab::worker::optim_internal {
 
-// Runs task(0) ... task(tasks - 1), task 0 on the calling thread and the others on pool threads
-// (started on first need, kept until the process exits), and returns when all have finished.
-// Calls from several threads are served one after another. `task` must not throw.
-void RunOnHostThreads(int tasks, const std::function<void(int)>& task);
+// Runs task(0) ... task(tasks - 1) on at most `workers` threads at once: the calling thread and
+// workers - 1 pool threads (started on first need, kept until the process exits), each taking the
+// next task not yet taken until none is left; returns when all have finished. Tasks are handed out
+// dynamically, so a thread that loses its core to another process's or the training's thread takes
+// fewer tasks instead of holding every other thread at the end (split the work into several times
+// `workers` tasks for that to help). Calls from several threads are served one after another.
+// `task` must not throw.
+void RunOnHostThreads(int workers, int tasks, const std::function<void(int)>& task);
 
 }  // namespace vramlab::worker::optim_internal
 

@@ -27,8 +27,11 @@ OffloadPipeline::OffloadPipeline(UpdateRule& rule, const std::vector<torch::Tens
       params_(params),
       placement_(placement),
       copies_(params.at(0).device()),
+      publishes_(params.at(0).device()),
       results_(params.size()),
-      host_current_(params.size(), 0) {
+      host_current_(params.size(), 0),
+      published_(params.size(), 0),
+      publish_done_(params.size()) {
   thread_ = StartHostStepThread([this] { Run(); }, &host_threads_);
 }
 
@@ -39,6 +42,8 @@ OffloadPipeline::~OffloadPipeline() {
   }
   work_ready_.notify_all();
   thread_.join();
+  // Copies still in flight read the host buffers freed with this object.
+  CopyStream::HostWait(last_publish_);
 }
 
 void OffloadPipeline::Enqueue(size_t index, const torch::Tensor& grad, int64_t step) {
@@ -77,15 +82,15 @@ void OffloadPipeline::Drain() {
 }
 
 void OffloadPipeline::Publish(const std::vector<size_t>& indices) {
-  StreamMarker published;
   for (size_t i : indices) {
-    published = copies_.CopyAfter({}, params_[i].view({-1}), results_[i]);
+    if (!published_[i]) {
+      last_publish_ = publish_done_[i] = publishes_.CopyAfter({}, params_[i].view({-1}), results_[i]);
+    }
+    published_[i] = 0;
+    host_current_[i] = 1;
   }
   // Copies on one stream complete in order: the last marker covers them all.
-  copies_.ComputeWaits(published);
-  // The next update of these reads the values from results_; it writes them only after its
-  // gradient copy completed, which the copy stream orders after these copies.
-  for (size_t i : indices) host_current_[i] = 1;
+  publishes_.ComputeWaits(last_publish_);
 }
 
 void OffloadPipeline::Forget(const std::vector<size_t>& indices) {
@@ -169,7 +174,9 @@ void OffloadPipeline::IssueCopies(Chunk& chunk) {
   chunk.copied = copies_.CopyAfter(chunk.item.ready, grad_host,
                                    chunk.item.grad.reshape({-1}).narrow(0, chunk.begin, chunk.length));
   if (rule_.ReadsParam() && !host_current_[index]) {
-    // Same stream, so after the gradient's copy; the parameter is not written before Publish().
+    // Same stream, so after the gradient's copy; the parameter is not written before this
+    // update is done. The last publish of the parameter may still be reading results_.
+    CopyStream::HostWait(publish_done_[index]);
     chunk.copied = copies_.CopyAfter({}, result, param.view({-1}).narrow(0, chunk.begin, chunk.length));
   }
 }
@@ -179,10 +186,20 @@ void OffloadPipeline::Compute(const Chunk& chunk) {
   CopyStream::HostWait(chunk.copied);
   const auto arithmetic_start = std::chrono::steady_clock::now();
   copy_wait_seconds_ += std::chrono::duration<double>(arithmetic_start - wait_start).count();
+  const size_t index = chunk.item.index;
+  // The new values overwrite results_[index]: the last copy of them to the device must be done.
+  if (chunk.begin == 0) CopyStream::HostWait(publish_done_[index]);
   const torch::Tensor grad_host = grad_slots_[chunk.slot].narrow(0, 0, chunk.length);
-  rule_.UpdateRange(chunk.item.index, chunk.item.step, chunk.begin,
-                    ResultBuffer(chunk.item.index).narrow(0, chunk.begin, chunk.length), grad_host);
+  torch::Tensor& result = ResultBuffer(index);
+  rule_.UpdateRange(index, chunk.item.step, chunk.begin, result.narrow(0, chunk.begin, chunk.length),
+                    grad_host);
   arithmetic_seconds_ += SecondsSince(arithmetic_start);
+  if (chunk.begin + chunk.length == params_[index].numel()) {
+    // The whole parameter is updated, and the step no longer reads it after chunk.item.ready.
+    last_publish_ = publish_done_[index] =
+        publishes_.CopyAfter(chunk.item.ready, params_[index].view({-1}), result);
+    published_[index] = 1;
+  }
 }
 
 torch::Tensor& OffloadPipeline::ResultBuffer(size_t index) {

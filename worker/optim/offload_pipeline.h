@@ -2,10 +2,15 @@
 // backward still runs, each parameter whose gradient is complete has its gradient (and, where the
 // rule reads it, its current value) copied to host memory on a side stream, and one host thread
 // runs the rule on it chunk by chunk, the copy of the next chunk overlapping the arithmetic of this
-// one. The new values wait in a host buffer per parameter: the device parameters are not written
-// before Publish(), which the optimizer's Step() calls, so the step means what the synchronous one
-// means. Publish() queues the copies up and makes the compute stream wait for them, so the host
-// returns at once and the next forward is queued behind them.
+// one. The new values of a parameter go back to the device as soon as its update is done, on a
+// second side stream (the other direction of the host link), queued behind the point of the
+// compute stream where its gradient was complete: from there on nothing in the step reads the
+// parameter (autograd runs a leaf's AccumulateGrad after every node that used its value, and the
+// pipeline takes only the gradient of a step's last micro-batch), so the step computes what the
+// synchronous one computes while the copies overlap the arithmetic of the later parameters.
+// Publish(), which the optimizer's Step() calls, copies what is left and makes the compute stream
+// wait for every copy, so the next forward reads the new values. A step that ends without Step()
+// (an error in backward) leaves the parameters that were done updated and the others not.
 //
 // The CUDA specifics (side stream, events) are in copy_stream.h; on CPU parameters the same order
 // runs with synchronous copies, which is how the tests check it.
@@ -55,7 +60,8 @@ class OffloadPipeline {
   // Blocks until every queued update has run on the host; rethrows the first error of the thread.
   void Drain();
   // Copies the new values of params[i] for every i in `indices` (each updated since the last
-  // Publish) into the parameters; the compute stream waits for the copies.
+  // Publish) into the parameters, where the update did not already; the compute stream waits for
+  // every copy, these and the ones issued during backward.
   void Publish(const std::vector<size_t>& indices);
   // The device values of params[i], i in `indices`, were written other than by Publish (the
   // synchronous step): their next update copies them from the device again.
@@ -95,14 +101,16 @@ class OffloadPipeline {
   void Run();
   // Queues the copies of `chunk` into its slot and the parameter's buffer.
   void IssueCopies(Chunk& chunk);
-  // Waits for the chunk's copies and runs the rule on it.
+  // Waits for the chunk's copies and runs the rule on it; after the parameter's last chunk, queues
+  // the copy of its new values to the device.
   void Compute(const Chunk& chunk);
   torch::Tensor& ResultBuffer(size_t index);
 
   UpdateRule& rule_;
   const std::vector<torch::Tensor> params_;
   const StatePlacement placement_;
-  const CopyStream copies_;
+  const CopyStream copies_;     // to the host: gradients, parameters
+  const CopyStream publishes_;  // to the device: new parameter values
 
   mutable std::mutex mu_;
   std::condition_variable work_ready_, idle_;
@@ -124,6 +132,12 @@ class OffloadPipeline {
   // instead of copying it from the device: a rule that reads parameters (bf16 state) then moves
   // only the gradient to the host, not the gradient and the parameter.
   std::vector<char> host_current_;
+  // published_[i]: params_[i] was copied from results_[i] since the last Publish(); publish_done_[i]:
+  // where that copy completes (results_[i] may be written again once it is reached);
+  // last_publish_: the last copy queued on publishes_, which completes after all earlier ones.
+  std::vector<char> published_;
+  std::vector<StreamMarker> publish_done_;
+  StreamMarker last_publish_;
   torch::Tensor grad_slots_[2];
   std::thread thread_;
 };

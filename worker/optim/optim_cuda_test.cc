@@ -168,9 +168,10 @@ TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
   EXPECT_NE(offloaded->Describe().find("pinned"), std::string::npos) << offloaded->Describe();
 }
 
-// The overlapped offload (gradients copied and stepped on the host during backward, parameters
-// written by Step()) gives the synchronous offload step's result exactly: the same host loops run
-// on the same chunks.
+// The overlapped offload (gradients copied and stepped on the host during backward, each parameter
+// written back on a second stream once its update is done, behind its gradient's completion)
+// gives the synchronous offload step's result exactly: the same host loops run on the same chunks,
+// and no write-back lands before backward's last read of the parameter.
 TEST(CudaOptimizerTest, OverlappedOffloadMatchesTheSynchronousOne) {
   for (OptimizerKind kind : optim_testing::AllKinds()) {
     NamedParams sync_params = ToDevice(
@@ -201,6 +202,55 @@ TEST(CudaOptimizerTest, OverlappedOffloadMatchesTheSynchronousOne) {
     for (size_t i = 0; i < sync_params.size(); ++i) {
       EXPECT_TRUE(torch::equal(sync_params[i].second, overlap_params[i].second))
           << OptimizerKindName(kind) << " " << sync_params[i].first;
+    }
+  }
+}
+
+// The delayed update on the device (delayed_update_pipeline.h): update t-1's write-backs run on
+// their own stream during step t's backward, each behind the point where step t's gradient of
+// the parameter is complete. The result equals the synchronous offloaded step handed the lagged
+// gradients g_t = ∇L_t(θ_{max(0, t-2)}), bit for bit, as on the CPU (optim_delayed_update_test.cc).
+TEST(CudaOptimizerTest, DelayedOffloadEqualsTheSynchronousStepFedTheLaggedGradients) {
+  auto loss_of = [](const NamedParams& p, int t) {
+    torch::Tensor loss = (p[0].second.to(torch::kFloat) * (0.5 + 0.25 * t)).sin().sum();
+    for (const auto& [name, x] : p) loss = loss + (x.to(torch::kFloat) * 1.5).cos().sum();
+    return loss;
+  };
+  auto gradients_at = [&](const NamedParams& at, int t) {
+    NamedParams leaves = ToDevice(at, torch::kCUDA);
+    loss_of(leaves, t).backward();
+    std::vector<torch::Tensor> grads;
+    for (const auto& [name, x] : leaves) grads.push_back(x.grad());
+    return grads;
+  };
+  for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kAdamWFp32Master}) {
+    const NamedParams initial = ToDevice(
+        optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 4), torch::kCUDA);
+    OptimizerOptions options = optim_testing::Options(kind, /*lr=*/2e-2);
+    options.offload_to_cpu = true;
+    NamedParams reference = ToDevice(initial, torch::kCUDA);
+    auto sync = MakeOptimizer(reference, options);
+    options.delayed_update = true;
+    NamedParams params = ToDevice(initial, torch::kCUDA);
+    auto delayed = MakeOptimizer(params, options);
+    NamedParams two_back = ToDevice(initial, torch::kCUDA), one_back = ToDevice(initial, torch::kCUDA);
+    for (int t = 1; t <= 4; ++t) {
+      delayed->ExpectStepAfterNextBackward();
+      loss_of(params, t).backward();
+      const std::vector<torch::Tensor> grads = gradients_at(two_back, t);
+      for (size_t i = 0; i < reference.size(); ++i) reference[i].second.mutable_grad() = grads[i];
+      delayed->Step();
+      delayed->ZeroGrad();
+      sync->Step();
+      sync->ZeroGrad();
+      two_back = std::move(one_back);
+      one_back = ToDevice(reference, torch::kCUDA);
+    }
+    delayed->Finish();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(torch::equal(params[i].second, reference[i].second))
+          << OptimizerKindName(kind) << " " << params[i].first << ": max diff "
+          << optim_testing::MaxAbsDiff(params[i].second, reference[i].second);
     }
   }
 }

@@ -26,20 +26,23 @@ std::string ShardingName(SpecSharding sharding) {
 }  // namespace
 
 DataParallel::DataParallel(RankGroup* group, const SpecParallel& parallel)
-    : group_(group), sharding_(parallel.sharding), reshard_after_forward_(parallel.reshard_after_forward) {}
+    : group_(group),
+      sharding_(parallel.sharding),
+      full_shard_options_{parallel.reshard_after_forward, parallel.prefetch} {}
 
 std::string DataParallel::Describe() const {
   std::string text =
       ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
   if (sharding_ == SpecSharding::kFull) {
-    text += reshard_after_forward_ ? ", resharded after forward" : ", not resharded after forward";
+    text += full_shard_options_.reshard_after_forward ? ", resharded after forward" : ", not resharded after forward";
+    text += full_shard_options_.prefetch ? ", prefetching the next unit" : ", no prefetch";
   }
   return text;
 }
 
 void DataParallel::ShardModel(Qwen2ForCausalLMImpl& model) {
   if (sharding_ != SpecSharding::kFull) return;
-  full_shard_ = std::make_unique<FullShard>(group_, model, reshard_after_forward_);
+  full_shard_ = std::make_unique<FullShard>(group_, model, full_shard_options_);
 }
 
 torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {

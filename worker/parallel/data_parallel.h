@@ -91,7 +91,7 @@ class DataParallel {
 
   RankGroup* const group_;
   const SpecSharding sharding_;
-  const bool reshard_after_forward_;
+  const FullShardOptions full_shard_options_;
   std::unique_ptr<FullShard> full_shard_;
   std::vector<torch::Tensor> parameters_;  // distinct, in model order
   std::vector<int> owner_;                 // per parameter; all this rank for SHARD_NONE

@@ -40,8 +40,8 @@ torch::Tensor AsRows(const torch::Tensor& t) { return t.dim() == 0 ? t.reshape({
 
 }  // namespace
 
-FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard_after_forward)
-    : group_(group), model_(model.model.ptr()), reshard_after_forward_(reshard_after_forward) {
+FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options)
+    : group_(group), model_(model.model.ptr()), options_(options) {
   torch::NoGradGuard no_grad;
   std::unordered_map<const void*, size_t> index_of;  // TensorImpl -> parameters_ index
   for (const auto& named : model.named_parameters()) {
@@ -90,7 +90,14 @@ void FullShard::AddSharded(const std::string& name, const torch::Tensor& full, b
   parameters_.push_back({name, full, shard, layout, gathered_bytes, buffer});
 }
 
-FullShard::~FullShard() { model_->set_unit_hooks(nullptr); }
+FullShard::~FullShard() {
+  // Normally nothing is pending here (FinishBackward waits for everything). After an exception a
+  // collective may still write a gathered storage or read a gradient: it is waited for (its
+  // destructor drops any error) before the storage can be freed.
+  reducing_.reset();
+  for (Unit& unit : units_) unit.gathering.reset();
+  model_->set_unit_hooks(nullptr);
+}
 
 std::vector<std::pair<std::string, torch::Tensor>> FullShard::TrainableShards() const {
   std::vector<std::pair<std::string, torch::Tensor>> named;
@@ -123,7 +130,7 @@ std::vector<torch::Tensor> FullShard::GatheredParameters() const {
   return gathered;
 }
 
-void FullShard::Gather(Unit& unit) {
+void FullShard::StartGather(Unit& unit) {
   if (unit.gathered) return;
   torch::NoGradGuard no_grad;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> full_and_chunk;
@@ -135,18 +142,35 @@ void FullShard::Gather(Unit& unit) {
     gathered_bytes_ += p.gathered_bytes;
   }
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
-  if (!full_and_chunk.empty()) group_->AllGather(full_and_chunk);
+  if (!full_and_chunk.empty()) unit.gathering = group_->StartAllGather(full_and_chunk);
   unit.gathered = true;
+}
+
+void FullShard::WaitGather(Unit& unit) {
+  if (!unit.gathering) return;
+  unit.gathering->Wait();
+  unit.gathering.reset();
+}
+
+void FullShard::Gather(Unit& unit) {
+  StartGather(unit);
+  WaitGather(unit);
 }
 
 void FullShard::Reshard(Unit& unit) {
   if (!unit.gathered) return;
+  WaitGather(unit);  // a pending all-gather still writes the storage
   for (size_t index : unit.parameters) {
     if (parameters_[index].gathered_bytes == 0) continue;
     FreeShardStorage(parameters_[index].full);
     gathered_bytes_ -= parameters_[index].gathered_bytes;
   }
   unit.gathered = false;
+}
+
+void FullShard::PrepareBackward(size_t index) {
+  Gather(units_[index]);
+  if (options_.prefetch && index > 0) StartGather(units_[index - 1]);
 }
 
 void FullShard::AddCommunicationBytes(int64_t bytes) {
@@ -158,51 +182,67 @@ void FullShard::ReduceGradients(Unit& unit) {
   if (!unit.awaiting_backward) return;
   unit.awaiting_backward = false;
   torch::NoGradGuard no_grad;
+  auto reduction = std::make_unique<Reduction>();
   std::vector<std::pair<torch::Tensor, torch::Tensor>> full_and_chunk;
-  std::vector<size_t> reduced;
-  int64_t staging_bytes = 0;
   for (size_t index : unit.parameters) {
     ShardedParameter& p = parameters_[index];
     if (!p.shard.requires_grad()) continue;
-    const torch::Tensor grad = p.full.grad();
     const int64_t padded = p.layout.padded_elements();
     torch::Tensor full;
-    if (grad.defined() && grad.is_contiguous() && padded == grad.numel()) {
-      full = grad.view({-1});  // the gradient itself; Gloo all-reduces it in place
-    } else {
-      // A parameter that got no gradient on this rank contributes zeros: every rank must join.
-      full = torch::zeros({padded}, p.shard.options());
-      if (grad.defined()) full.narrow(0, 0, grad.numel()).copy_(grad.reshape({-1}));
-      staging_bytes += full.nbytes();
+    {
+      const torch::Tensor grad = p.full.grad();
+      if (grad.defined() && grad.is_contiguous() && padded == grad.numel()) {
+        full = grad.view({-1});  // the gradient itself; Gloo all-reduces it in place
+      } else {
+        // A parameter that got no gradient on this rank contributes zeros: every rank must join.
+        full = torch::zeros({padded}, p.shard.options());
+        if (grad.defined()) full.narrow(0, 0, grad.numel()).copy_(grad.reshape({-1}));
+      }
     }
+    // The collective holds the gradient (or its copy) from here on; the parameter lets go of it.
+    p.full.mutable_grad().reset();
     // The first micro-batch's chunk becomes the shard's gradient; later ones are added to it.
     torch::Tensor chunk = torch::empty_like(p.shard);
-    if (p.shard.grad().defined()) staging_bytes += chunk.nbytes();
+    reduction->bytes += full.nbytes() + (p.shard.grad().defined() ? chunk.nbytes() : 0);
     full_and_chunk.emplace_back(full, chunk);
-    reduced.push_back(index);
+    reduction->reduced.push_back(index);
+    reduction->chunks.push_back(chunk);
   }
-  AddCommunicationBytes(staging_bytes);
-  if (!full_and_chunk.empty()) group_->ReduceScatterSum(full_and_chunk);
-  for (size_t i = 0; i < reduced.size(); ++i) {
-    ShardedParameter& p = parameters_[reduced[i]];
-    torch::Tensor& shard_grad = p.shard.mutable_grad();
-    if (shard_grad.defined()) {
-      shard_grad.add_(full_and_chunk[i].second);
-    } else {
-      shard_grad = full_and_chunk[i].second;
-    }
-    p.full.mutable_grad().reset();
+  if (!full_and_chunk.empty()) {
+    AddCommunicationBytes(reduction->bytes);
+    reduction->collective = group_->StartReduceScatterSum(full_and_chunk);
+    full_and_chunk.clear();
+    // With prefetch the previous unit's completes now, while this one runs behind the next
+    // unit's backward; without, this one completes at once.
+    if (options_.prefetch) FinishReduction();
+    reducing_ = std::move(reduction);
+    if (!options_.prefetch) FinishReduction();
   }
-  full_and_chunk.clear();
-  communication_bytes_ -= staging_bytes;
   Reshard(unit);
+}
+
+void FullShard::FinishReduction() {
+  if (!reducing_) return;
+  const std::unique_ptr<Reduction> reduction = std::move(reducing_);
+  reduction->collective->Wait();
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < reduction->reduced.size(); ++i) {
+    torch::Tensor& shard_grad = parameters_[reduction->reduced[i]].shard.mutable_grad();
+    if (shard_grad.defined()) {
+      shard_grad.add_(reduction->chunks[i]);
+    } else {
+      shard_grad = reduction->chunks[i];
+    }
+  }
+  communication_bytes_ -= reduction->bytes;
 }
 
 void FullShard::FinishBackward(bool last) {
   // The layers from the top down, then the root: the order autograd would have finished them.
   for (size_t i = units_.size() - 1; i-- > 0;) ReduceGradients(units_[i]);
   ReduceGradients(units_.back());
-  for (Unit& unit : units_) Reshard(unit);  // a unit that ran without autograd
+  FinishReduction();
+  for (Unit& unit : units_) Reshard(unit);  // a unit that ran without autograd, or prefetched
   if (!last) return;
   torch::NoGradGuard no_grad;
   const double scale = 1.0 / group_->world_size();
@@ -235,23 +275,25 @@ std::vector<std::pair<std::string, torch::Tensor>> FullShard::GatherToHost() {
 
 void FullShard::BeforeRoot() {
   Unit& root = units_.back();
-  Gather(root);
+  StartGather(root);
+  if (options_.prefetch && units_.size() > 1) StartGather(units_.front());
+  WaitGather(root);
   if (torch::GradMode::is_enabled()) root.awaiting_backward = true;
 }
 
 torch::Tensor FullShard::BeforeLayer(size_t index, const torch::Tensor& input) {
   Unit& unit = units_.at(index);
   Gather(unit);
+  if (options_.prefetch && index + 2 < units_.size()) StartGather(units_[index + 1]);
   if (!torch::GradMode::is_enabled()) return input;
   unit.awaiting_backward = true;
   if (input.requires_grad()) {
     // Runs once the gradient of the layer's input is complete, i.e. the layer's backward is done,
     // and before the node that produced the input: the layer below's last one (or the
-    // embedding's). So one hook finishes this layer and then gathers the one below: with
-    // reshard_after_forward one layer (and the root) is gathered at a time in backward too.
+    // embedding's). So one hook finishes this layer and then prepares the one below.
     input.register_hook([this, index](const torch::Tensor&) {
       ReduceGradients(units_[index]);
-      if (index > 0) Gather(units_[index - 1]);
+      if (index > 0) PrepareBackward(index - 1);
     });
   }
   return input;
@@ -262,10 +304,10 @@ torch::Tensor FullShard::AfterLayer(size_t index, const torch::Tensor& output) {
   const bool top_layer = index + 2 == units_.size();
   if (top_layer && torch::GradMode::is_enabled() && output.requires_grad()) {
     // Runs before the layer's first backward node (or a checkpointed layer's recompute). Every
-    // lower layer's output is the next layer's input, whose hook (BeforeLayer) gathers it.
-    output.register_hook([this, index](const torch::Tensor&) { Gather(units_[index]); });
+    // lower layer's output is the next layer's input, whose hook (BeforeLayer) prepares it.
+    output.register_hook([this, index](const torch::Tensor&) { PrepareBackward(index); });
   }
-  if (reshard_after_forward_) Reshard(unit);
+  if (options_.reshard_after_forward) Reshard(unit);
   return output;
 }
 

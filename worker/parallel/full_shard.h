@@ -12,22 +12,42 @@
 //
 // Units: one per decoder layer and the root (every parameter outside the layers: embeddings,
 // final norm, lm_head). Per micro-batch, through the model's unit hooks (unit_hooks.h) and tensor
-// hooks on the layers' inputs and outputs:
+// hooks on the layers' inputs and outputs, with `prefetch` (FSDP2's order, the default):
 //
-//   forward   BeforeRoot / BeforeLayer(i): all-gather the unit's parameters if they are not
-//             gathered. AfterLayer(i): free them when reshard_after_forward (the root stays
-//             gathered: its lm_head runs in the loss, after the model's forward).
-//   backward  a hook on layer i's input (it runs once the layer's backward has produced every
-//             gradient, its parameters' included: autograd's ready queue runs the layer's nodes,
-//             and the AccumulateGrad nodes first of all, before any node of the layer below)
-//             reduce-scatters the layer's gradients and frees its full gradients and parameters,
-//             then gathers layer i-1 again if it was freed: the input is layer i-1's output, so
-//             this happens before layer i-1's first backward node and before a checkpointed
-//             layer's recompute. The top layer gets the same gather from a hook on its output.
-//             Nothing is prefetched: with reshard_after_forward at most the root and one layer
-//             are gathered at once, in forward and in backward.
-//   FinishBackward, after loss.backward(): the same for the root and for every unit whose
-//             input hook did not run (an input that needs no gradient, e.g. layer 0's under LoRA).
+//   forward   BeforeRoot issues the root's all-gather and layer 0's, and waits for the root's.
+//             BeforeLayer(i) waits for layer i's all-gather and issues layer i+1's, so that it
+//             runs while layer i computes; AfterLayer(i) frees layer i when reshard_after_forward
+//             (the root stays gathered: its lm_head runs in the loss, after the model's forward).
+//   backward  a hook on layer i's input runs once the layer's backward has produced every
+//             gradient, its parameters' included (autograd's ready queue runs the layer's nodes,
+//             and the AccumulateGrad nodes first of all, before any node of the layer below).
+//             There, "post-backward" of layer i: its reduce-scatter is issued (the pending
+//             collective takes its full gradients), then the previous unit's reduce-scatter is
+//             waited for and added into the shard gradients, and layer i's parameters are freed.
+//             Then "pre-backward" of layer i-1: its all-gather (issued one unit earlier) is waited
+//             for, and layer i-2's issued. The input is layer i-1's output, so this happens before
+//             layer i-1's first backward node and before a checkpointed layer's recompute. The top
+//             layer's pre-backward is a hook on its output.
+//   FinishBackward, after loss.backward(): post-backward of every unit whose input hook did not
+//             run (an input that needs no gradient, e.g. layer 0's under LoRA) and of the root,
+//             then the last reduce-scatter is waited for.
+//
+// So the compute of a unit overlaps the all-gather of the next one and, in backward, the
+// reduce-scatter of the previous one (the top layer's gather in backward has nothing to overlap:
+// it is waited for at once). With reshard_after_forward at most the root and two layers are
+// gathered at once, in forward and in backward (a model of two layers: all of it); without it
+// every layer stays gathered from its forward until its backward ends. At most two units'
+// reduce-scatters are in flight: one issued, the previous one not yet waited for.
+//
+// Without `prefetch` every collective is waited for where it is issued: a unit is gathered when it
+// is about to run (the root and one layer at a time with reshard_after_forward), and a unit's
+// reduce-scatter completes before its post-backward returns, one at a time.
+//
+// Memory contract of the collectives (rank_group.h, PendingCollective): a pending all-gather
+// writes a unit's gathered storage, so a unit is freed (Reshard) only after its all-gather has
+// been waited for; a pending reduce-scatter holds the gradients and chunks it uses, so the
+// parameters drop their full gradients when it is issued. On NCCL, Wait() orders the current
+// stream after the collective, and what is freed after it is freed in that stream's order.
 //
 // The full parameter tensors stay the model's own objects (shape, strides, autograd identity);
 // only their storage is freed (StorageImpl with nbytes 0 and no data) and materialised again from
@@ -61,16 +81,23 @@
 
 namespace vramlab::worker {
 
+struct FullShardOptions {
+  bool reshard_after_forward = false;
+  bool prefetch = true;
+};
+
 class FullShard : public ForwardUnitHooks {
  public:
   // Shards `model`'s parameters and NF4 storage buffers (each must be contiguous at storage
-  // offset 0; a tied parameter is sharded once; a tensor of no elements has nothing to gather) and installs itself as the model's unit hooks. The rank's shards are copied
-  // out of the full values and each full parameter's storage is freed as soon as its shard
-  // exists, so the peak is the full model plus one shard. `group` outlives this object; the
-  // model's Qwen2Model is kept alive until it is destroyed, so it never calls a destroyed hook.
-  // Throws std::invalid_argument for a parameter that is not contiguous at offset 0.
-  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, bool reshard_after_forward);
-  // Removes itself from the model's hooks.
+  // offset 0; a tied parameter is sharded once; a tensor of no elements has nothing to gather)
+  // and installs itself as the model's unit hooks. The rank's shards are copied out of the full
+  // values and each full parameter's storage is freed as soon as its shard exists, so the peak is
+  // the full model plus one shard. `group` outlives this object; the model's Qwen2Model is kept
+  // alive until it is destroyed, so it never calls a destroyed hook. Throws std::invalid_argument
+  // for a parameter that is not contiguous at offset 0.
+  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options);
+  // Waits for any collective still pending (an exception's unwinding), then removes itself from
+  // the model's hooks.
   ~FullShard() override;
 
   FullShard(const FullShard&) = delete;
@@ -87,8 +114,9 @@ class FullShard : public ForwardUnitHooks {
   std::vector<torch::Tensor> GatheredParameters() const;
 
   // After each micro-batch's loss.backward(): reduce-scatters and reshards every unit that ran
-  // forward and was not yet finished (the root last); `last`: the step's last micro-batch, after
-  // which each shard gradient is the mean over the ranks.
+  // forward and was not yet finished (the root last) and waits for every pending collective;
+  // `last`: the step's last micro-batch, after which each shard gradient is the mean over the
+  // ranks.
   void FinishBackward(bool last);
   // Drops every shard's gradient.
   void ZeroGrad();
@@ -97,12 +125,14 @@ class FullShard : public ForwardUnitHooks {
   std::vector<std::pair<std::string, torch::Tensor>> GatherToHost();
 
   // The largest total of gathered full parameters and NF4 buffers alive at once (bytes of their
-  // padded storage).
+  // padded storage), counted from the moment the storage is materialised for its all-gather.
   int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
-  // The largest total of staging buffers this object allocated for its collectives at once: the
-  // padded copies of gradients whose rows do not divide by the world size, and the received
-  // chunks that are added to an accumulating shard gradient. The process group's own staging
-  // (Gloo's flat all-gather output, its float32 copies of bfloat16) is not included.
+  // The largest total of buffers held by reduce-scatters in flight at once (issued, not yet
+  // waited for): each input, i.e. the full gradient handed over or, where its rows do not divide
+  // by the world size (or a rank has no gradient), its zero-padded copy; and each received chunk
+  // that is added to an accumulating shard gradient (a later micro-batch's). The first micro-batch's
+  // chunks become the shard gradients and are not counted. The process group's own staging (Gloo's
+  // flat all-gather output, its float32 copies of bfloat16) is not included.
   int64_t peak_communication_bytes() const { return peak_communication_bytes_; }
 
   void BeforeRoot() override;
@@ -120,24 +150,44 @@ class FullShard : public ForwardUnitHooks {
   };
   struct Unit {
     std::vector<size_t> parameters;  // indices into parameters_ (NF4 buffers included)
-    bool gathered = false;
+    bool gathered = false;           // storage materialised (its all-gather may still be pending)
+    std::unique_ptr<PendingCollective> gathering;  // the all-gather not yet waited for
     bool awaiting_backward = false;  // ran forward with autograd; gradients not yet reduced
+  };
+  // A unit's reduce-scatter in flight: chunk i is parameters_[reduced[i]]'s.
+  struct Reduction {
+    std::unique_ptr<PendingCollective> collective;
+    std::vector<size_t> reduced;
+    std::vector<torch::Tensor> chunks;
+    int64_t bytes = 0;  // counted in communication_bytes_ until it is waited for
   };
 
   // Copies the rank's chunk out of `full`, frees `full`'s storage and records it.
   void AddSharded(const std::string& name, const torch::Tensor& full, bool buffer);
+  // Materialises the unit's storage and issues its all-gather, unless it is gathered.
+  void StartGather(Unit& unit);
+  // Waits for the unit's all-gather, if one is pending.
+  void WaitGather(Unit& unit);
   void Gather(Unit& unit);
+  // Frees the unit's gathered storage (after its all-gather, if pending).
   void Reshard(Unit& unit);
-  // Reduce-scatters the unit's trainable gradients into their shards' gradients, drops the full
-  // gradients and reshards.
+  // Before layer `index`'s backward: it is gathered, and with prefetch the layer below's
+  // all-gather is issued.
+  void PrepareBackward(size_t index);
+  // The unit's post-backward: issues the reduce-scatter of its trainable gradients into their
+  // shards' gradients (the parameters drop the full gradients), completes the previous one (with
+  // prefetch) or this one (without), and reshards the unit.
   void ReduceGradients(Unit& unit);
+  // Waits for the reduce-scatter in flight, if any, and adds its chunks into the shard gradients.
+  void FinishReduction();
   void AddCommunicationBytes(int64_t bytes);
 
   RankGroup* const group_;
   const std::shared_ptr<Qwen2ModelImpl> model_;
-  const bool reshard_after_forward_;
+  const FullShardOptions options_;
   std::vector<ShardedParameter> parameters_;  // the parameters in model order, then the NF4 buffers
   std::vector<Unit> units_;                   // the layers in order, then the root
+  std::unique_ptr<Reduction> reducing_;       // with prefetch: the last reduce-scatter issued
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
   int64_t communication_bytes_ = 0;

@@ -1,6 +1,8 @@
 #include "worker/parallel/rank_group.h"
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -17,6 +19,42 @@ namespace vramlab::worker {
 namespace {
 
 constexpr char kWorldSizeField[] = "parallel.world_size";
+
+// c10d Work objects with the tensors they use and the copies that finish them (rank_group.h).
+class C10dPending : public PendingCollective {
+ public:
+  ~C10dPending() override {
+    if (waited_) return;
+    try {
+      Wait();
+    } catch (...) {  // unwinding already; the collective's own error is not this one's to report
+    }
+  }
+
+  // `work` uses `tensors`; they are held until Wait() returns.
+  void Add(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors) {
+    work_.push_back(std::move(work));
+    for (torch::Tensor& t : tensors) held_.push_back(std::move(t));
+  }
+  // Runs after every Work has been waited for, in the order added.
+  void Then(std::function<void()> finish) { finish_.push_back(std::move(finish)); }
+
+  void Wait() override {
+    if (waited_) return;
+    waited_ = true;
+    for (auto& work : work_) work->wait();
+    for (auto& finish : finish_) finish();
+    finish_.clear();
+    work_.clear();
+    held_.clear();
+  }
+
+ private:
+  bool waited_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> work_;
+  std::vector<torch::Tensor> held_;
+  std::vector<std::function<void()>> finish_;
+};
 
 // The collectives of one concrete c10d process group. Templated on the class rather than typed
 // by its base, which is c10d::ProcessGroup in LibTorch 1.13 and c10d::Backend from 2.0 on.
@@ -38,35 +76,32 @@ class C10dRankGroup : public RankGroup {
   int world_size() const override { return world_size_; }
   std::string backend_name() const override { return name_; }
 
-  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override {
-    LaunchEachThenWait(tensors, [this](const torch::Tensor&, std::vector<at::Tensor>& wire) {
-      return group_->allreduce(wire, c10d::AllreduceOptions{});
-    });
-  }
+  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override { LaunchAllReduce(tensors)->Wait(); }
 
   void ReduceSum(const std::vector<RootedTensor>& tensors) override {
-    LaunchEachThenWait(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
+    LaunchEach(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
       c10d::ReduceOptions options;
       options.rootRank = rooted.second;
       return group_->reduce(wire, options);
-    });
+    })->Wait();
   }
 
   void Broadcast(const std::vector<RootedTensor>& tensors) override {
-    LaunchEachThenWait(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
+    LaunchEach(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
       c10d::BroadcastOptions options;
       options.rootRank = rooted.second;
       return group_->broadcast(wire, options);
-    });
+    })->Wait();
   }
 
-  void AllGather(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
-    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+  std::unique_ptr<PendingCollective> StartAllGather(
+      const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
+    auto pending = std::make_unique<C10dPending>();
     for (const auto& [full, chunk] : full_and_chunk) {
       if (flat_buffer_collectives_) {
         at::Tensor output = full.view({-1});
         at::Tensor input = chunk.view({-1});
-        pending.push_back(group_->_allgather_base(output, input, c10d::AllgatherOptions{}));
+        pending->Add(group_->_allgather_base(output, input, c10d::AllgatherOptions{}), {full, chunk});
         continue;
       }
       // Gloo: no bfloat16, but an all-gather only moves bytes, so a float16 view carries it.
@@ -78,28 +113,32 @@ class C10dRankGroup : public RankGroup {
       std::vector<std::vector<at::Tensor>> outputs(1);
       const int64_t chunk_elements = chunk.numel();
       for (int r = 0; r < world_size_; ++r) outputs[0].push_back(wire_full.narrow(0, r * chunk_elements, chunk_elements));
-      pending.push_back(group_->allgather(outputs, input, c10d::AllgatherOptions{}));
+      pending->Add(group_->allgather(outputs, input, c10d::AllgatherOptions{}), {full, chunk});
     }
-    for (auto& work : pending) work->wait();
+    return pending;
   }
 
-  void ReduceScatterSum(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
+  std::unique_ptr<PendingCollective> StartReduceScatterSum(
+      const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
     if (flat_buffer_collectives_) {
-      std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+      auto pending = std::make_unique<C10dPending>();
       for (const auto& [full, chunk] : full_and_chunk) {
         at::Tensor output = chunk.view({-1});
         at::Tensor input = full.view({-1});
-        pending.push_back(group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}));
+        pending->Add(group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}), {full, chunk});
       }
-      for (auto& work : pending) work->wait();
-      return;
+      return pending;
     }
     std::vector<torch::Tensor> fulls;
     for (const auto& pair : full_and_chunk) fulls.push_back(pair.first);
-    AllReduceSum(fulls);
-    for (const auto& [full, chunk] : full_and_chunk) {
-      chunk.view({-1}).copy_(full.view({-1}).narrow(0, rank_ * chunk.numel(), chunk.numel()));
-    }
+    std::unique_ptr<C10dPending> pending = LaunchAllReduce(fulls);
+    const int rank = rank_;
+    pending->Then([full_and_chunk, rank] {
+      for (const auto& [full, chunk] : full_and_chunk) {
+        chunk.view({-1}).copy_(full.view({-1}).narrow(0, rank * chunk.numel(), chunk.numel()));
+      }
+    });
+    return pending;
   }
 
   double MeanOverRanks(double value) override {
@@ -112,13 +151,19 @@ class C10dRankGroup : public RankGroup {
   static const torch::Tensor& TensorOf(const torch::Tensor& t) { return t; }
   static const torch::Tensor& TensorOf(const RootedTensor& rooted) { return rooted.first; }
 
-  // One collective per item, all launched before the first is waited for. `launch(item, wire)`
-  // starts the item's collective on `wire`: the item's tensor itself, or, for a bfloat16 tensor
-  // on Gloo (LibTorch 1.13's has no bfloat16), a float32 copy whose result is copied back (exact
-  // for broadcasts; sums are rounded to bfloat16 once, at the end).
+  std::unique_ptr<C10dPending> LaunchAllReduce(const std::vector<torch::Tensor>& tensors) {
+    return LaunchEach(tensors, [this](const torch::Tensor&, std::vector<at::Tensor>& wire) {
+      return group_->allreduce(wire, c10d::AllreduceOptions{});
+    });
+  }
+
+  // One collective per item, all launched before this returns. `launch(item, wire)` starts the
+  // item's collective on `wire`: the item's tensor itself, or, for a bfloat16 tensor on Gloo
+  // (LibTorch 1.13's has no bfloat16), a float32 copy whose result the pending collective copies
+  // back once waited for (exact for broadcasts; sums are rounded to bfloat16 once, at the end).
   template <typename Item, typename Launch>
-  void LaunchEachThenWait(const std::vector<Item>& items, Launch launch) {
-    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+  std::unique_ptr<C10dPending> LaunchEach(const std::vector<Item>& items, Launch launch) {
+    auto pending = std::make_unique<C10dPending>();
     std::vector<std::pair<torch::Tensor, torch::Tensor>> staged;  // (tensor, its float32 wire copy)
     for (const Item& item : items) {
       const torch::Tensor& tensor = TensorOf(item);
@@ -127,10 +172,15 @@ class C10dRankGroup : public RankGroup {
         wire[0] = tensor.to(torch::kFloat32);
         staged.emplace_back(tensor, wire[0]);
       }
-      pending.push_back(launch(item, wire));
+      c10::intrusive_ptr<c10d::Work> work = launch(item, wire);
+      pending->Add(std::move(work), {tensor, wire[0]});
     }
-    for (auto& work : pending) work->wait();
-    for (auto& [tensor, wire] : staged) tensor.copy_(wire);
+    if (!staged.empty()) {
+      pending->Then([staged] {
+        for (const auto& [tensor, wire] : staged) tensor.copy_(wire);
+      });
+    }
+    return pending;
   }
 
   c10::intrusive_ptr<c10d::Store> store_;  // outlives the group that talks through it
@@ -141,11 +191,14 @@ class C10dRankGroup : public RankGroup {
   const torch::Device device_;
   const bool float32_wire_for_bfloat16_;
   // NCCL: all-gather and reduce-scatter on flat buffers (_allgather_base, _reduce_scatter_base).
-  // Gloo (LibTorch 1.13) has neither; AllGather and ReduceScatterSum say what it uses instead.
+  // Gloo (LibTorch 1.13) has neither; StartAllGather and StartReduceScatterSum say what it uses
+  // instead.
   const bool flat_buffer_collectives_;
 };
 
 }  // namespace
+
+PendingCollective::~PendingCollective() = default;
 
 RankGroup::~RankGroup() = default;
 

@@ -1,7 +1,8 @@
 // One rank's membership in a parallel run: the c10d process group of the LibTorch the worker is
 // built with (ProcessGroupGloo on the CPU, ProcessGroupNCCL on CUDA), joined through a TCPStore
 // that rank 0 hosts at the rendezvous address. No collective is implemented here: each call is
-// one c10d collective per tensor, launched together and waited for together.
+// one c10d collective per tensor, launched together and waited for together (SHARD_FULL's two
+// return them still running, as a PendingCollective).
 //
 // Every rank must make the same calls in the same order with tensors of the same shapes and
 // dtypes (c10d's contract); a rank that stops calling leaves the others waiting until the
@@ -46,6 +47,28 @@ void CheckRankFlags(const SpecParallel& parallel, const RankFlags& flags);
 // A tensor and the rank that roots its collective (reduce's destination, broadcast's source).
 using RootedTensor = std::pair<torch::Tensor, int>;
 
+// Collectives that have been issued and are not yet known to be complete: c10d's Work objects,
+// and the copies that finish them. Until Wait() returns it holds every tensor the collectives
+// read or write (and the process group's staging of them), so a caller may drop its own
+// references at once (a gradient handed to its reduce-scatter) without the memory being freed,
+// or reused by the allocator, under a running collective. The caller must neither read nor write
+// those tensors before Wait().
+//
+// Wait() completes them. Gloo: it blocks until the collectives have run on the process group's
+// threads. NCCL: the calling thread's current CUDA stream is made to wait for the collectives'
+// stream and the CPU does not block; any later work on that stream, an allocation that reuses
+// memory freed after Wait() included, is ordered after the collectives (ProcessGroupNCCL also
+// records its tensors on its own stream with the caching allocator). Then the finishing copies
+// run (Gloo's reduce-scatter takes the rank's chunk out of the all-reduced tensor), and the tensors
+// are released. A second Wait() does nothing. Destroying one that was not waited for waits first,
+// dropping any error: only an exception's unwinding (an out-of-memory) gets there, and memory the
+// collectives use must not be freed under them even then.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective();
+  virtual void Wait() = 0;
+};
+
 class RankGroup {
  public:
   virtual ~RankGroup();
@@ -68,18 +91,21 @@ class RankGroup {
   virtual void Broadcast(const std::vector<RootedTensor>& tensors) = 0;
   // SHARD_FULL's collectives, over pairs of a padded full tensor and this rank's chunk of it:
   // `full` is contiguous with world_size() * chunk.numel() elements, `chunk` contiguous, both of
-  // one dtype and device. One collective per pair, all launched before the first is waited for.
+  // one dtype and device. One collective per pair, all issued before these return; the results
+  // exist once the returned PendingCollective's Wait() has returned.
   //
   // AllGather: each `full` becomes the concatenation of every rank's `chunk` in rank order.
   // NCCL: _allgather_base into `full`. Gloo: allgather into views of `full` (its process group
   // stages the result in a flat buffer of full's size first); bfloat16 travels bit for bit as
   // float16, a copy needing no arithmetic.
-  virtual void AllGather(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
+  virtual std::unique_ptr<PendingCollective> StartAllGather(
+      const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
   // ReduceScatterSum: each `chunk` becomes this rank's chunk of the sum over ranks of `full`;
   // `full` is left unspecified. NCCL: _reduce_scatter_base. Gloo, which has no reduce-scatter in
   // LibTorch 1.13: `full` is all-reduced in place (as AllReduceSum, so bfloat16 through a float32
-  // copy) and the rank's chunk copied out, twice a reduce-scatter's traffic.
-  virtual void ReduceScatterSum(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
+  // copy) and, in Wait(), the rank's chunk copied out: twice a reduce-scatter's traffic.
+  virtual std::unique_ptr<PendingCollective> StartReduceScatterSum(
+      const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) = 0;
   // The mean over ranks of a value each rank computed (one all-reduce of a float64 scalar).
   virtual double MeanOverRanks(double value) = 0;
 };

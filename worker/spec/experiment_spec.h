@@ -146,6 +146,7 @@ struct SpecParallel {
   int32_t world_size = 1;
   SpecSharding sharding = SpecSharding::kNone;
   bool reshard_after_forward = false;
+  bool prefetch = spec_rules::kDefaultPrefetch;
 
   bool active() const { return world_size >= 2; }
 };

@@ -29,6 +29,8 @@ TEST(ParallelSpecTest, AbsentMeansOneProcessWithoutSharding) {
   EXPECT_EQ(spec.parallel.world_size, 1);
   EXPECT_EQ(spec.parallel.sharding, SpecSharding::kNone);
   EXPECT_FALSE(spec.parallel.reshard_after_forward);
+  EXPECT_EQ(spec.parallel.prefetch, spec_rules::kDefaultPrefetch);
+  EXPECT_TRUE(spec.parallel.prefetch) << "FSDP2 prefetches by default";
   EXPECT_FALSE(spec.parallel.active());
 }
 
@@ -73,6 +75,17 @@ TEST(ParallelSpecTest, ReshardAfterForwardOnlyWithFullSharding) {
   EXPECT_EQ(ParallelError(R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER", "reshardAfterForward": true})")
                 .field(),
             "parallel.reshard_after_forward");
+}
+
+TEST(ParallelSpecTest, PrefetchOffOnlyWithFullSharding) {
+  EXPECT_FALSE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": false})").parallel.prefetch);
+  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": true})").parallel.prefetch);
+  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL"})").parallel.prefetch);
+  const SpecError e = ParallelError(R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS", "prefetch": false})");
+  EXPECT_EQ(e.field(), spec_rules::kPrefetchField);
+  EXPECT_NE(std::string(e.what()).find(spec_rules::kFullShardingOnlyMessage), std::string::npos) << e.what();
+  // The default stated explicitly is no refusal.
+  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_NONE", "prefetch": true})").parallel.prefetch);
 }
 
 TEST(ParallelSpecTest, RefusesWhatWouldLetRanksDiverge) {

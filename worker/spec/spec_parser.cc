@@ -152,11 +152,12 @@ SpecSweep ReadSweep(const nlohmann::json& json) {
 }
 
 SpecParallel ReadParallel(const nlohmann::json& json) {
-  JsonObjectReader r(json, "parallel", {"world_size", "sharding", "reshard_after_forward"});
+  JsonObjectReader r(json, "parallel", {"world_size", "sharding", "reshard_after_forward", "prefetch"});
   SpecParallel p;
   p.world_size = r.Int32("world_size");
   p.sharding = static_cast<SpecSharding>(r.Enum("sharding", kShardingNames));
   p.reshard_after_forward = r.Bool("reshard_after_forward");
+  p.prefetch = r.Has("prefetch") ? r.Bool("prefetch") : spec_rules::kDefaultPrefetch;
   return p;
 }
 

@@ -197,7 +197,9 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   Require(p.sharding == SpecSharding::kNone || p.world_size >= 2, spec_rules::kShardingField,
           spec_rules::kShardingNeedsRanksMessage);
   Require(!p.reshard_after_forward || p.sharding == SpecSharding::kFull, spec_rules::kReshardAfterForwardField,
-          spec_rules::kReshardNeedsFullShardingMessage);
+          spec_rules::kFullShardingOnlyMessage);
+  Require(p.prefetch == spec_rules::kDefaultPrefetch || p.sharding == SpecSharding::kFull, spec_rules::kPrefetchField,
+          spec_rules::kFullShardingOnlyMessage);
   if (!p.active()) return;
   Require(!spec.training.optimizer.in_backward, "training.optimizer.in_backward",
           "a parallel run averages each gradient over the ranks before the update; an in-backward update "
