@@ -125,6 +125,12 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
   if (std::string rank = RenderParallelEstimate(estimate); !rank.empty()) {
     absl::StrAppend(&out, "\n", rank);
   }
+  if (estimate.parallel().points_size() > 0) {
+    // Each point runs as its own gang of ranks.
+    absl::StrAppend(&out, "\nsweep, predicted per point for one rank:\n",
+                    RenderPredictedSweep(RankAsEstimate(estimate), variable,
+                                         sweep.mode() == vramlab::v1::SEARCH_MAX));
+  }
   if (estimate.notes_size() > 0) {
     absl::StrAppend(&out, "\nnotes:\n");
     for (const auto& note : estimate.notes()) absl::StrAppend(&out, "  ", note, "\n");

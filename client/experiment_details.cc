@@ -82,13 +82,16 @@ std::string RenderSweepTable(const Experiment& e) {
   using Align = TextTable::Align;
   const char* variable =
       e.spec().sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
-  // Predicted next to measured per point, where the stored prediction has the point.
+  // Predicted next to measured per point, where the stored prediction has the point (a parallel
+  // run's points are rank 0's, next to the prediction for one rank).
+  const vramlab::v1::MemoryEstimate prediction =
+      IsParallel(e) ? RankAsEstimate(e.prediction()) : e.prediction();
   TextTable table({"point", variable, "result", "predicted", "peak allocated", "predicted alloc",
                    "peak reserved", "step time", "tokens/s"},
                   {Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kRight,
                    Align::kRight, Align::kRight, Align::kRight, Align::kRight});
   for (const auto& p : e.report().sweep_points()) {
-    const vramlab::v1::PointEstimate* predicted = FindPoint(e.prediction(), p.value());
+    const vramlab::v1::PointEstimate* predicted = FindPoint(prediction, p.value());
     const std::string verdict = predicted == nullptr ? "-" : VerdictName(predicted->verdict());
     const std::string predicted_alloc =
         predicted == nullptr ? "-" : FormatBytes(predicted->peak_allocated_bytes());
@@ -107,7 +110,6 @@ std::string RenderSweepTable(const Experiment& e) {
     absl::StrAppend(&out, "largest ", variable, " that fits: ", e.report().largest_fitting_value(),
                     "\n");
   }
-  const auto& prediction = e.prediction();
   if (prediction.limit_bytes() > 0 && prediction.points_size() > 0) {
     if (e.spec().sweep().mode() == vramlab::v1::SEARCH_MAX) {
       absl::StrAppend(&out, "predicted: FITS up to ", prediction.predicted_search_fits_up_to(),

@@ -27,6 +27,10 @@ MemoryEstimate RankAsEstimate(const MemoryEstimate& estimate) {
   as_estimate.set_reserved_high_bytes(rank.reserved_high_bytes());
   as_estimate.set_margin_bytes(rank.margin_bytes());
   as_estimate.set_deciding_phase(rank.deciding_phase());
+  *as_estimate.mutable_points() = rank.points();
+  as_estimate.set_predicted_first_oom_value(rank.predicted_first_oom_value());
+  as_estimate.set_predicted_search_fits_up_to(rank.predicted_search_fits_up_to());
+  as_estimate.set_predicted_search_not_ruled_out_up_to(rank.predicted_search_not_ruled_out_up_to());
   return as_estimate;
 }
 

@@ -16,8 +16,8 @@ namespace vramlab::client {
 std::string RenderParallelEstimate(const vramlab::v1::MemoryEstimate& estimate);
 
 // The estimate's `parallel` part as a one-process estimate of one rank: its anatomy, peak and
-// verdict against the estimate's limit, so that the one-process views word it alike. The
-// estimate itself when it has no `parallel` part.
+// verdict against the estimate's limit, and a sweep's points predicted for one rank, so that the
+// one-process views word it alike. The estimate itself when it has no `parallel` part.
 vramlab::v1::MemoryEstimate RankAsEstimate(const vramlab::v1::MemoryEstimate& estimate);
 
 }  // namespace vramlab::client

@@ -77,5 +77,31 @@ TEST(ParallelEstimateTextTest, NothingWithoutARank) {
   EXPECT_EQ(RenderParallelEstimate(vramlab::v1::MemoryEstimate()), "");
 }
 
+// A parallel sweep's points are predicted per rank: the rank, worded as one process, carries them
+// for the sweep views (estimate's second table, show, watch).
+TEST(ParallelEstimateTextTest, TheRankCarriesItsSweepPoints) {
+  vramlab::v1::MemoryEstimate e = WithRank();
+  vramlab::v1::PointEstimate one_process;
+  one_process.set_value(2048);
+  one_process.set_verdict(vramlab::v1::DOES_NOT_FIT);
+  *e.add_points() = one_process;
+  e.set_predicted_first_oom_value(2048);
+  vramlab::v1::PointEstimate rank;
+  rank.set_value(2048);
+  rank.set_peak_allocated_bytes(7 * kGiB);
+  rank.set_verdict(vramlab::v1::FITS);
+  *e.mutable_parallel()->add_points() = rank;
+  e.mutable_parallel()->set_predicted_first_oom_value(8192);
+  e.mutable_parallel()->set_predicted_search_fits_up_to(4096);
+  e.mutable_parallel()->set_predicted_search_not_ruled_out_up_to(6144);
+  const vramlab::v1::MemoryEstimate as_one = RankAsEstimate(e);
+  ASSERT_EQ(as_one.points_size(), 1);
+  EXPECT_EQ(as_one.points(0).verdict(), vramlab::v1::FITS);
+  EXPECT_EQ(as_one.points(0).peak_allocated_bytes(), 7 * kGiB);
+  EXPECT_EQ(as_one.predicted_first_oom_value(), 8192);
+  EXPECT_EQ(as_one.predicted_search_fits_up_to(), 4096);
+  EXPECT_EQ(as_one.predicted_search_not_ruled_out_up_to(), 6144);
+}
+
 }  // namespace
 }  // namespace vramlab::client

@@ -8,6 +8,7 @@
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
+#include "client/parallel_estimate_text.h"
 #include "client/rank_views.h"
 
 namespace vramlab::client {
@@ -17,7 +18,9 @@ using namespace vramlab::v1;  // NOLINT: many message types
 WatchState::WatchState(const Experiment& experiment)
     : id_(experiment.id()),
       spec_(experiment.spec()),
-      prediction_(experiment.prediction()),
+      // A parallel run's points are each rank's: next to the prediction for one rank.
+      prediction_(IsParallel(experiment) ? RankAsEstimate(experiment.prediction())
+                                         : experiment.prediction()),
       state_(experiment.state()),
       queue_position_(experiment.queue_position()),
       slot_(experiment.slot()),

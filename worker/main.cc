@@ -3,7 +3,7 @@
 //   vramlab-worker --spec FILE|- [--events-fd N]
 //                  [--confine-host-paths [--allowed-dir DIR]... [--denied-path PATH]...]
 //                  [--kernel-profile FILE] [--save-parameters FILE]
-//                  [--rank R --rendezvous HOST:PORT]
+//                  [--rank R --rendezvous HOST:PORT] [--sweep-point INDEX:VALUE]
 //
 // See worker/README.md for the protocol and the exit codes.
 #include <fcntl.h>
@@ -15,10 +15,12 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/spec/sweep_order.h"
 #include "worker/events/event_sink.h"
 #include "worker/memory/allocator_env.h"
 #include "worker/memory/device_backend.h"
@@ -41,6 +43,8 @@ constexpr char kUsage[] =
     "  --save-parameters FILE  write the parameters after the last step to FILE (safetensors)\n"
     "  --rank R --rendezvous HOST:PORT  be rank R of a parallel run (spec parallel.world_size >= 2);\n"
     "                  rank 0 hosts the ranks' TCPStore at PORT (docs/PARALLEL.md)\n"
+    "  --sweep-point INDEX:VALUE  run only point INDEX of the spec's sweep, at VALUE (how the\n"
+    "                  daemon runs a parallel sweep: each point its own gang of ranks)\n"
     "  --confine-host-paths  read a spec's host files (weights, token ids) only under the\n"
     "                  --allowed-dir directories (repeatable) and never a --denied-path\n"
     "exit codes: 0 succeeded, 1 internal error, 2 invalid spec, 3 out of memory, 4 weights failed to load\n";
@@ -55,6 +59,7 @@ struct Args {
   std::string kernel_profile_path;
   std::string save_parameters_path;
   vramlab::worker::RankFlags rank_flags;
+  std::optional<vramlab::spec_rules::SweepPoint> sweep_point;
   vramlab::worker::HostFileConfinement confinement;
 };
 
@@ -107,6 +112,10 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
       } catch (const std::invalid_argument& e) {
         return Fail(error, e.what());
       }
+    } else if (arg == vramlab::spec_rules::kSweepPointFlag) {
+      if (!value(&text)) return Fail(error, arg + " needs a value");
+      args->sweep_point = vramlab::spec_rules::ParseSweepPoint(text);
+      if (!args->sweep_point.has_value()) return Fail(error, arg + " " + text + " is not INDEX:VALUE");
     } else if (arg == kTemporarySpecFlag) {
       args->spec_is_temporary = true;
     } else {
@@ -152,6 +161,9 @@ void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_
   const std::string rank = std::to_string(args.rank_flags.rank);
   if (args.rank_flags.rank >= 0) new_argv.insert(new_argv.end(), {"--rank", rank.c_str()});
   if (!args.rank_flags.rendezvous.empty()) new_argv.insert(new_argv.end(), {"--rendezvous", args.rank_flags.rendezvous.c_str()});
+  const std::string sweep_point =
+      args.sweep_point.has_value() ? vramlab::spec_rules::FormatSweepPoint(*args.sweep_point) : "";
+  if (args.sweep_point.has_value()) new_argv.insert(new_argv.end(), {vramlab::spec_rules::kSweepPointFlag, sweep_point.c_str()});
   if (args.confinement.confined) new_argv.push_back("--confine-host-paths");
   for (const std::string& dir : args.confinement.allowed_dirs) new_argv.insert(new_argv.end(), {"--allowed-dir", dir.c_str()});
   for (const std::string& path : args.confinement.denied_paths) new_argv.insert(new_argv.end(), {"--denied-path", path.c_str()});
@@ -196,6 +208,7 @@ int main(int argc, char** argv) {
   hooks.kernel_profile_path = args.kernel_profile_path;
   hooks.save_parameters_path = args.save_parameters_path;
   hooks.rank_flags = args.rank_flags;
+  hooks.sweep_point = args.sweep_point;
   hooks.before_device = [&](const ExperimentSpec& spec) {
     ReexecWithAllocatorEnv(spec, spec_text, args, argv);
     const int64_t host_limit = vramlab::worker::HostMemoryLimitFromEnvironment();

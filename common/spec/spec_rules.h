@@ -145,6 +145,14 @@ inline constexpr const char* kReshardAfterForwardField = "parallel.reshard_after
 inline constexpr const char* kPrefetchField = "parallel.prefetch";
 inline constexpr bool kDefaultPrefetch = true;
 inline constexpr const char* kFullShardingOnlyMessage = "applies to SHARD_FULL only";
+// A parallel spec with a sweep: the daemon runs each point as its own gang of ranks, each rank
+// told the point with --sweep-point INDEX:VALUE (common/spec/sweep_order.h). A rank started
+// without it refuses the sweep with these words, naming `sweep`: within one gang, a point that
+// ends one rank out of memory would leave the others waiting in a collective.
+inline constexpr const char* kSweepField = "sweep";
+inline constexpr const char* kParallelSweepNeedsPointMessage =
+    "a parallel run's ranks run one point of a sweep, named with --sweep-point INDEX:VALUE (the "
+    "daemon runs each point as its own gang of ranks)";
 // The names of proto Sharding values 1..4, as JSON spells them.
 inline constexpr const char* kShardingNames[] = {"SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS",
                                                  "SHARD_FULL"};

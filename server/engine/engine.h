@@ -7,6 +7,9 @@
 //  - a QUEUED experiment is in queue_; a RUNNING one holds exactly its world size of slots
 //    (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is held by two;
 //    free_slots_ holds every other slot;
+//  - a RUNNING parallel sweep (parallel_sweep.h) holds its slots from its first point's gang to
+//    its end: the next point's gang is launched on them in the same step that records the last
+//    one's end, so nothing else can take them in between;
 //  - experiments start in the order and by the rule of PlanGangStarts (server/queue/gang_plan.h):
 //    the queue's order, a reservation for the first that cannot start, backfill that cannot delay
 //    it;
@@ -28,6 +31,7 @@
 #define VRAMLAB_SERVER_ENGINE_ENGINE_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -39,6 +43,7 @@
 #include "google/protobuf/timestamp.pb.h"
 #include "server/auth/token_file.h"
 #include "server/engine/engine_options.h"
+#include "server/engine/parallel_sweep.h"
 #include "server/metrics/metrics.h"
 #include "server/queue/fair_queue.h"
 #include "server/store/data_dir_lock.h"
@@ -98,9 +103,15 @@ class Engine : public SupervisorListener {
     // While RUNNING: the latest time it can hold its slots (the gang plan's end bound).
     absl::Time end_bound;
     // A parallel run's ranks while RUNNING (rank and slot set at launch; report and oom from the
-    // rank's events; the rest when it ends), and which of them have ended.
+    // rank's events; the rest when it ends), and which of them have ended. A parallel sweep's
+    // keep them over its gangs: the report merged over the points ended (parallel_sweep.h), the
+    // latest oom, exit status and reason; a rank has ended once it ended one gang.
     std::vector<vramlab::v1::RankResult> ranks;
     std::vector<bool> rank_ended;
+    // A parallel sweep while RUNNING: its points, one gang each, and every gang's deadline (the
+    // first gang's start plus the time limit: the limit is the whole experiment's).
+    std::optional<ParallelSweep> sweep;
+    SteadyTime sweep_deadline;
     bool cancel_requested = false;
     int published_position = 0;  // last queue position sent to watchers
   };
@@ -121,8 +132,20 @@ class Engine : public SupervisorListener {
   // takes to be stopped after it.
   absl::Duration MaxRunDuration(const vramlab::v1::ExperimentSpec& spec) const;
   // Marks the experiment RUNNING on active.slots (stored first) and starts its workers, one per
-  // rank. False, with nothing changed, when the store refused the change.
+  // rank (a parallel sweep: its first point's). False, with nothing changed, when the store
+  // refused the change.
   bool LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts one gang of the experiment's workers, rank r on active.slots[r]: the whole run, or the
+  // next point of a parallel sweep (--sweep-point). `rendezvous_port`: rank 0's store, 0 for one
+  // process.
+  void SpawnGangLocked(Active& active, int rendezvous_port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A parallel sweep's gang ended with `verdict`: a point that ran (SUCCEEDED or OOM) is recorded
+  // in the results; then either the next point's gang is started (nullopt) or the verdict the
+  // experiment ends with is returned (parallel_sweep.h's rule; a cancel between points ends it).
+  std::optional<ExitVerdict> EndSweepPointLocked(Active& active, const ExitVerdict& verdict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Experiment.ranks from active.ranks: the ranks that have ended, in rank order.
+  static void ShowEndedRanks(Active& active);
   // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
   // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and
   // retried (the change already happened); without, nothing changes and the error is returned.

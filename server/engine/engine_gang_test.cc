@@ -1,125 +1,23 @@
 // The Engine scheduling and launching parallel experiments, with a shell script standing in for
-// the worker: it records its arguments and environment, then waits until the test releases its
-// experiment and ends with a report. So the test decides when each run ends and sees exactly
-// which processes the Engine started, on which slots, with which rendezvous and threads.
+// the worker (testing/engine_gang_fixture.h). So the test decides when each run ends and sees
+// exactly which processes the Engine started, on which slots, with which rendezvous and threads.
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_split.h"
-#include "server/config/gpu_discovery.h"
-#include "server/engine/engine.h"
-#include "server/metrics/metrics.h"
+#include "server/engine/testing/engine_gang_fixture.h"
 
 namespace vramlab::server {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::EngineGangTest;
 using vramlab::v1::Experiment;
-
-namespace fs = std::filesystem;
-
-class EngineGangTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    unsetenv("OMP_NUM_THREADS");
-    char tmpl[] = "/tmp/engine-gang-test-XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  void StartEngine(int slots) {
-    std::string worker = root_ + "/worker.sh";
-    std::ofstream(worker) << "#!/bin/sh\n"
-                          << "rank=0\n"
-                          << "for a in \"$@\"; do [ \"$prev\" = --rank ] && rank=$a; prev=$a; done\n"
-                          << "out=" << root_ << "/$VRAMLAB_EXPERIMENT_ID.$rank\n"
-                          << "echo \"$@\" > $out.args\n"
-                          << "env > $out.env\n"
-                          << "while [ ! -e " << root_ << "/release-$VRAMLAB_EXPERIMENT_ID ]; do "
-                          << "if [ -e $out.oom ]; then "
-                          << "echo '{\"oom\":{\"message\":\"out of memory\",\"step\":2}}' >&3; "
-                          << "exit 3; fi; sleep 0.02; done\n"
-                          << "echo '{\"report\":{\"finalLoss\":1.0}}' >&3\n";
-    chmod(worker.c_str(), 0755);
-    EngineOptions options;
-    options.data_dir = root_ + "/data";
-    options.worker_path = worker;
-    options.slots = CpuSlots(slots);
-    options.spec_limits.host_devices = slots;
-    options.shutdown_grace_period = absl::ZeroDuration();
-    options.worker_limits.cancel_grace_period = std::chrono::milliseconds(300);
-    metrics_ = Metrics::CreateUnexposed();
-    auto engine = Engine::Create(options, metrics_.get());
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = std::move(*engine);
-    ASSERT_TRUE(engine_->Start().ok());
-  }
-  void TearDown() override {
-    engine_.reset();
-    fs::remove_all(root_);
-  }
-
-  absl::StatusOr<Experiment> Submit(int world_size, int time_limit_seconds, bool offload = false) {
-    vramlab::v1::SubmitExperimentRequest request;
-    auto* spec = request.mutable_spec();
-    spec->set_name("gang");
-    spec->mutable_model()->set_preset("tiny");
-    spec->mutable_training()->set_seq_len(32);
-    spec->mutable_training()->set_micro_batch_size(1);
-    spec->mutable_training()->set_steps(1);
-    spec->mutable_training()->mutable_optimizer()->set_offload_to_cpu(offload);
-    spec->set_time_limit_seconds(time_limit_seconds);
-    if (world_size > 1) spec->mutable_parallel()->set_world_size(world_size);
-    return engine_->Submit(user_, request);
-  }
-  void Release(const std::string& id) { std::ofstream(root_ + "/release-" + id) << "go\n"; }
-  // Makes `rank` of `id` report an out-of-memory and exit 3, as the worker does.
-  void RunOutOfMemory(const std::string& id, int rank) {
-    std::ofstream(root_ + "/" + id + "." + std::to_string(rank) + ".oom") << "oom\n";
-  }
-  Experiment WaitUntil(const std::string& id, const std::function<bool(const Experiment&)>& done) {
-    absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (true) {
-      auto experiment = engine_->Get(id);
-      EXPECT_TRUE(experiment.ok()) << experiment.status();
-      if (done(*experiment) || absl::Now() > deadline) return *experiment;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-  Experiment WaitState(const std::string& id, Experiment::State state) {
-    return WaitUntil(id, [state](const Experiment& e) { return e.state() == state; });
-  }
-  // What the stand-in worker recorded for `id`'s `rank` ("args" or "env"); waits for the file.
-  std::string Recorded(const std::string& id, int rank, const std::string& what) {
-    const std::string path = root_ + "/" + id + "." + std::to_string(rank) + "." + what;
-    for (int i = 0; i < 500 && !fs::exists(path); ++i) absl::SleepFor(absl::Milliseconds(20));
-    absl::SleepFor(absl::Milliseconds(50));  // written by one echo, then closed
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  std::string EnvValue(const std::string& id, int rank, const std::string& name) {
-    for (absl::string_view line : absl::StrSplit(Recorded(id, rank, "env"), '\n')) {
-      if (absl::StartsWith(line, name + "=")) return std::string(line.substr(name.size() + 1));
-    }
-    return "<unset>";
-  }
-
-  std::string root_;
-  Principal user_{"alice", false};
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Engine> engine_;
-};
 
 TEST_F(EngineGangTest, AGangTakesItsSlotsTogetherAndBackfillCannotDelayIt) {
   StartEngine(3);

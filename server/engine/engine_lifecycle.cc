@@ -4,10 +4,13 @@
 #include "server/common/timestamp.h"
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
 #include "server/config/gpu_discovery.h"
 #include "server/engine/admission.h"
@@ -283,7 +286,20 @@ bool Engine::LaunchLocked(Active& active) {
   for (int position : active.slots) {
     metrics_->OnExperimentStarted(options_.slots[position].index, experiment);
   }
+  active.sweep.reset();
+  if (IsParallelSweep(experiment.spec())) {
+    active.sweep.emplace(experiment.spec().sweep(), world_size);
+    active.sweep_deadline = std::chrono::steady_clock::now() +
+                            std::chrono::seconds(experiment.spec().time_limit_seconds());
+  }
+  SpawnGangLocked(active, rendezvous_port);
+  return true;
+}
 
+void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
+  const Experiment& experiment = active.experiment;
+  const int world_size = static_cast<int>(active.slots.size());
+  ExperimentFiles files(options_.data_dir, experiment.id());
   LaunchRequest request;
   request.experiment_id = experiment.id();
   request.log_path = files.log_path();
@@ -292,6 +308,17 @@ bool Engine::LaunchLocked(Active& active) {
   // between submit and run): an empty list confines it to nothing.
   std::vector<std::string> args = {"--spec", files.spec_path(), "--events-fd",
                                    std::to_string(kWorkerEventsFd), "--confine-host-paths"};
+  if (active.sweep.has_value()) {
+    const spec_rules::SweepPoint point = *active.sweep->Next();
+    args.insert(args.end(), {spec_rules::kSweepPointFlag, spec_rules::FormatSweepPoint(point)});
+    request.deadline = active.sweep_deadline;
+    std::error_code error;
+    const std::uintmax_t logged = std::filesystem::file_size(request.log_path, error);
+    request.log_bytes_written = error ? 0 : static_cast<int64_t>(logged);
+    std::fprintf(stderr, "vramlabd: %s point %d (%s %d) starts\n", experiment.id().c_str(),
+                 point.index, vramlab::v1::SweepVariable_Name(experiment.spec().sweep().variable()).c_str(),
+                 point.value);
+  }
   for (const std::string& dir : options_.host_paths.dirs()) {
     args.insert(args.end(), {"--allowed-dir", dir});
   }
@@ -329,7 +356,6 @@ bool Engine::LaunchLocked(Active& active) {
     request.ranks.push_back(std::move(spawn));
   }
   supervisor_.Launch(std::move(request));
-  return true;
 }
 
 void Engine::Shutdown() {

@@ -54,6 +54,11 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
       }
       break;
     case vramlab::v1::WorkerEvent::kReport:
+      if (active.sweep.has_value()) {
+        // One point's report: merged into the rank's and the experiment's as the point ends.
+        active.sweep->OnReport(rank, event.report());
+        break;
+      }
       if (parallel) *active.ranks[rank].mutable_report() = event.report();
       // The experiment's report is rank 0's (every rank's loss is the global batch's).
       if (rank == 0) *active.experiment.mutable_report() = event.report();
@@ -79,17 +84,26 @@ void Engine::OnRankExited(const std::string& experiment_id, const RankEnd& end) 
   rank.set_worker_exit_status(end.verdict.exit_status);
   rank.set_state_reason(end.state_reason);
   active.rank_ended[end.rank] = true;
-  // Experiment.ranks: the ranks that have ended, in rank order.
+  ShowEndedRanks(active);
+}
+
+void Engine::ShowEndedRanks(Active& active) {
   active.experiment.clear_ranks();
   for (size_t r = 0; r < active.ranks.size(); ++r) {
     if (active.rank_ended[r]) *active.experiment.add_ranks() = active.ranks[r];
   }
 }
 
-void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) {
+void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict& gang_verdict) {
   absl::MutexLock lock(&mu_);
   auto it = active_.find(experiment_id);
   if (it == active_.end()) return;
+  ExitVerdict verdict = gang_verdict;
+  if (it->second.sweep.has_value()) {
+    std::optional<ExitVerdict> ended = EndSweepPointLocked(it->second, gang_verdict);
+    if (!ended.has_value()) return;  // the next point's gang runs on the same slots
+    verdict = *ended;
+  }
   Experiment& experiment = it->second.experiment;
   experiment.set_worker_exit_status(verdict.exit_status);
   if (verdict.deciding_rank.has_value()) {

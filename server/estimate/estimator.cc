@@ -84,6 +84,17 @@ int32_t LargestFitting(FitsFn fits) {
   return static_cast<int32_t>(good);
 }
 
+vramlab::v1::PointEstimate PointOf(int64_t value, const Prediction& point) {
+  vramlab::v1::PointEstimate e;
+  e.set_value(static_cast<int32_t>(value));
+  e.set_peak_allocated_bytes(point.anatomy.peak_allocated_bytes());
+  e.set_reserved_low_bytes(point.decision.reserved_low);
+  e.set_reserved_high_bytes(point.decision.reserved_high);
+  e.set_verdict(point.decision.verdict);
+  e.set_peak_phase(point.peaks.peak_phase());
+  return e;
+}
+
 // One rank of `run` run as `parallel` says, against `limit`.
 vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
                                           const estimate::ParallelSettings& parallel,
@@ -200,20 +211,20 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
         LargestFitting([&](int64_t v) { return possible(with_batch(v)); }));
   }
   if (sweep.active) {
-    estimate::FillSweepPredictions(sweep, limit, [&](int64_t value) {
-      const Prediction point = predict(value);
-      vramlab::v1::PointEstimate e;
-      e.set_value(static_cast<int32_t>(value));
-      e.set_peak_allocated_bytes(point.anatomy.peak_allocated_bytes());
-      e.set_reserved_low_bytes(point.decision.reserved_low);
-      e.set_reserved_high_bytes(point.decision.reserved_high);
-      e.set_verdict(point.decision.verdict);
-      e.set_peak_phase(point.peaks.peak_phase());
-      return e;
-    }, &out);
+    estimate::SetSweepPredictions(estimate::PredictSweep(sweep, limit, [&](int64_t value) {
+      return PointOf(value, predict(value));
+    }), &out);
   }
   if (parallel.parallel() || options.smallest_world_size) {
     *out.mutable_parallel() = PredictRank(run, parallel, allocator, limit);
+    if (sweep.active && parallel.parallel()) {
+      // Each point runs as its own gang of ranks: every point predicted for one rank.
+      estimate::SetSweepPredictions(estimate::PredictSweep(sweep, limit, [&](int64_t value) {
+        RunSettings rank = estimate::AtSweepValue(base, sweep, value);
+        rank.parallel = parallel;
+        return PointOf(value, Predict(rank, allocator, limit));
+      }), out.mutable_parallel());
+    }
     if (options.smallest_world_size && limit != 0) {
       out.mutable_parallel()->set_smallest_world_size_that_fits(
           SmallestFittingWorldSize(run, parallel, allocator, limit));

@@ -348,5 +348,64 @@ TEST(ParallelEstimateTest, NoSearchWithoutALimitOrARequest) {
   EXPECT_FALSE(MustEstimate(Spec("tiny", false, 1, vramlab::v1::SHARD_NONE)).has_parallel());
 }
 
+// A parallel sweep runs each point as its own gang: every point is predicted for one rank (the
+// prediction of the same spec at that value without the sweep), beside the one-process points,
+// with the rank's own first point predicted not to fit and search boundary.
+TEST(ParallelEstimateTest, SweepPointsArePredictedPerRank) {
+  const ExperimentSpec base = Spec("qwen2.5-1.5b", true, 4, vramlab::v1::SHARD_FULL);
+  auto at = [&base](int32_t seq_len) {
+    ExperimentSpec spec = base;
+    spec.mutable_training()->set_seq_len(seq_len);
+    return spec;
+  };
+  // The limit a rank at seq_len 2048 needs at most: it fits there; one process (four times the
+  // model states) stops fitting earlier.
+  const int64_t limit = MustEstimate(at(2048), int64_t{1} << 40).parallel().reserved_high_bytes();
+  ExperimentSpec list = base;
+  for (int32_t v : {512, 1024, 2048, 8192}) list.mutable_sweep()->add_values(v);
+  list.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  const MemoryEstimate e = MustEstimate(list, limit);
+  ASSERT_EQ(e.points_size(), 4);
+  ASSERT_EQ(e.parallel().points_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    const vramlab::v1::PointEstimate& point = e.parallel().points(i);
+    const MemoryEstimate alone = MustEstimate(at(point.value()), limit);
+    EXPECT_EQ(point.value(), list.sweep().values(i));
+    EXPECT_EQ(point.peak_allocated_bytes(), alone.parallel().predicted_peak_bytes()) << point.value();
+    EXPECT_EQ(point.reserved_high_bytes(), alone.parallel().reserved_high_bytes()) << point.value();
+    EXPECT_EQ(point.verdict(), alone.parallel().verdict()) << point.value();
+    EXPECT_EQ(point.peak_phase(), alone.parallel().peak_phase()) << point.value();
+    // The one-process point is the top level's of the same spec.
+    EXPECT_EQ(e.points(i).peak_allocated_bytes(), alone.predicted_peak_bytes()) << point.value();
+    EXPECT_LT(point.peak_allocated_bytes(), e.points(i).peak_allocated_bytes()) << point.value();
+  }
+  // The top-level rank is the first point's.
+  EXPECT_EQ(e.parallel().predicted_peak_bytes(), e.parallel().points(0).peak_allocated_bytes());
+  EXPECT_EQ(e.parallel().points(2).verdict(), vramlab::v1::FITS);
+  EXPECT_EQ(e.parallel().predicted_first_oom_value(), 8192);
+  int32_t one_process_first_oom = 0;
+  for (const vramlab::v1::PointEstimate& point : e.points()) {
+    if (one_process_first_oom == 0 && point.verdict() != vramlab::v1::FITS) one_process_first_oom = point.value();
+  }
+  EXPECT_EQ(e.predicted_first_oom_value(), one_process_first_oom);
+  EXPECT_LT(e.predicted_first_oom_value(), e.parallel().predicted_first_oom_value());
+
+  ExperimentSpec search = base;
+  search.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  search.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+  search.mutable_sweep()->set_search_min(512);
+  search.mutable_sweep()->set_search_max(8192);
+  search.mutable_sweep()->set_search_granularity(512);
+  const MemoryEstimate s = MustEstimate(search, limit);
+  ASSERT_EQ(s.parallel().points_size(), 2);  // search_min and search_max, as for one process
+  EXPECT_GE(s.parallel().predicted_search_fits_up_to(), 2048);
+  EXPECT_LT(s.parallel().predicted_search_fits_up_to(), 8192);
+  EXPECT_EQ(MustEstimate(at(s.parallel().predicted_search_fits_up_to()), limit).parallel().verdict(),
+            vramlab::v1::FITS);
+  EXPECT_NE(MustEstimate(at(s.parallel().predicted_search_fits_up_to() + 512), limit).parallel().verdict(),
+            vramlab::v1::FITS);
+  EXPECT_LT(s.predicted_search_fits_up_to(), s.parallel().predicted_search_fits_up_to());
+}
+
 }  // namespace
 }  // namespace vramlab::server

@@ -57,30 +57,29 @@ RunSettings AtSweepValue(RunSettings run, const SweepPlan& plan, int64_t value) 
   return run;
 }
 
-void FillSweepPredictions(const SweepPlan& plan, int64_t limit,
-                          const std::function<vramlab::v1::PointEstimate(int64_t)>& predict,
-                          vramlab::v1::MemoryEstimate* out) {
+SweepPredictions PredictSweep(const SweepPlan& plan, int64_t limit,
+                              const std::function<vramlab::v1::PointEstimate(int64_t)>& predict) {
+  SweepPredictions out;
   if (!plan.search) {
     for (int64_t value : plan.values) {
       vramlab::v1::PointEstimate point = predict(value);
-      if (limit > 0 && out->predicted_first_oom_value() == 0 &&
-          point.verdict() != vramlab::v1::FITS) {
-        out->set_predicted_first_oom_value(static_cast<int32_t>(value));
+      if (limit > 0 && out.first_oom_value == 0 && point.verdict() != vramlab::v1::FITS) {
+        out.first_oom_value = static_cast<int32_t>(value);
       }
-      *out->add_points() = std::move(point);
+      out.points.push_back(std::move(point));
     }
-    return;
+    return out;
   }
-  *out->add_points() = predict(plan.search_min);
-  if (plan.search_max != plan.search_min) *out->add_points() = predict(plan.search_max);
-  if (limit <= 0) return;
-  out->set_predicted_search_fits_up_to(static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
+  out.points.push_back(predict(plan.search_min));
+  if (plan.search_max != plan.search_min) out.points.push_back(predict(plan.search_max));
+  if (limit <= 0) return out;
+  out.search_fits_up_to = static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
     return predict(v).verdict() == vramlab::v1::FITS;
-  })));
-  out->set_predicted_search_not_ruled_out_up_to(
-      static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
-        return predict(v).verdict() != vramlab::v1::DOES_NOT_FIT;
-      })));
+  }));
+  out.search_not_ruled_out_up_to = static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
+    return predict(v).verdict() != vramlab::v1::DOES_NOT_FIT;
+  }));
+  return out;
 }
 
 }  // namespace vramlab::server::estimate

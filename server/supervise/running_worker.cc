@@ -23,12 +23,13 @@ constexpr std::chrono::seconds kDrainAfterExit{2};
 }  // namespace
 
 RunningWorker::RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
-                     int time_limit_seconds, const WorkerLimits& limits, SteadyTime now)
+                     int time_limit_seconds, const WorkerLimits& limits, SteadyTime now,
+                     std::optional<SteadyTime> deadline)
     : experiment_id_(std::move(experiment_id)),
       process_(process),
       limits_(limits),
       lines_(limits.max_event_line_bytes),
-      deadline_(now + std::chrono::seconds(time_limit_seconds)),
+      deadline_(deadline.value_or(now + std::chrono::seconds(time_limit_seconds))),
       window_start_(now) {
   facts_.time_limit_seconds = time_limit_seconds;
   log_file_fd_ = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);

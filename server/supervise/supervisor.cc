@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -100,7 +101,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     return;
   }
   WorkerLimits limits = limits_;
-  limits.max_log_bytes = limits_.max_log_bytes / size;
+  limits.max_log_bytes = std::max<int64_t>(0, limits_.max_log_bytes - request.log_bytes_written) / size;
   std::vector<std::unique_ptr<RunningWorker>> ranks;
   for (int r = 0; r < size; ++r) {
     auto process = SpawnWorkerProcess(request.ranks[r]);
@@ -113,7 +114,8 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       return;
     }
     ranks.push_back(std::make_unique<RunningWorker>(id, *process, request.log_path,
-                                                    request.time_limit_seconds, limits, now));
+                                                    request.time_limit_seconds, limits, now,
+                                                    request.deadline));
     listener_->OnWorkerStarted(id, r, process->pid);
   }
   runs_[id] = std::make_unique<WorkerGroup>(id, std::move(ranks));

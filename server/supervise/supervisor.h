@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,12 @@ struct LaunchRequest {
   std::vector<SpawnRequest> ranks;
   std::string log_path;
   int time_limit_seconds = 0;
+  // When set, every rank's deadline (a parallel sweep's gangs share their experiment's: its
+  // first start plus time_limit_seconds); otherwise each rank's start plus time_limit_seconds.
+  std::optional<SteadyTime> deadline;
+  // What earlier launches of the same experiment wrote to log_path (a parallel sweep's earlier
+  // points): the ranks share what is left of max_log_bytes.
+  int64_t log_bytes_written = 0;
 };
 
 class SupervisorListener {

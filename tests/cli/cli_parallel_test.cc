@@ -89,6 +89,38 @@ TEST_F(CliParallelTest, PrefetchOffIsSentAndShown) {
   EXPECT_GT(with.parallel().gathered_parameters_bytes(), without.parallel().gathered_parameters_bytes());
 }
 
+// A parallel sweep: the per-rank points as a second table, each row what the JSON holds.
+TEST_F(CliParallelTest, EstimateOfAParallelSweepPredictsEachPointPerRank) {
+  const std::vector<std::string> args = {"estimate", "--preset", "qwen2.5-1.5b", "--world-size", "4",
+                                         "--sharding", "full", "--limit", "8GiB", "--checkpointing",
+                                         "all", "--sweep-seq-lens", "2048,8192,16384"};
+  const CliResult text = Run(args);
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const CliResult json = Run(json_args);
+  ASSERT_EQ(json.exit_code, 0) << Describe(json);
+  vramlab::v1::MemoryEstimate estimate;
+  ASSERT_TRUE(ParseJson(json.out, estimate)) << Describe(json);
+  ASSERT_EQ(estimate.parallel().points_size(), 3);
+  const size_t table = text.out.find("sweep, predicted per point for one rank:\n");
+  ASSERT_NE(table, std::string::npos) << text.out;
+  // A row per point: its value, then its verdict as the one-process table words it.
+  for (const auto& point : estimate.parallel().points()) {
+    std::string verdict = vramlab::v1::FitVerdict_Name(point.verdict());
+    if (verdict == "DOES_NOT_FIT") verdict = "DOES NOT FIT";
+    EXPECT_THAT(text.out.substr(table),
+                ::testing::ContainsRegex("\n +" + std::to_string(point.value()) + " +[^\n]*  " +
+                                         verdict + " "))
+        << point.value() << "\n" << text.out.substr(table);
+  }
+  EXPECT_THAT(text.out.substr(table),
+              HasSubstr(estimate.parallel().predicted_first_oom_value() > 0
+                            ? "predicted first point not to fit: seq_len " +
+                                  std::to_string(estimate.parallel().predicted_first_oom_value())
+                            : std::string("every point predicted to fit")));
+}
+
 TEST_F(CliParallelTest, WithoutTheSearchFlagNoSearchLine) {
   const CliResult text = Run({"estimate", "--preset", "tiny", "--world-size", "2", "--sharding",
                               "gradients", "--limit", "1GiB"});

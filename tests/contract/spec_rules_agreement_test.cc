@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/spec/spec_rules.h"
+#include "common/spec/sweep_order.h"
 #include "tests/contract/worker_process.h"
 #include "tests/support/daemon_harness.h"
 
@@ -227,6 +228,34 @@ TEST_F(SpecRulesAgreementTest, FullShardingSwitchesWithAnotherShardingAreRefused
   stated["parallel"]["prefetch"] = spec_rules::kDefaultPrefetch;
   stated["parallel"]["reshardAfterForward"] = false;
   EXPECT_EQ(DaemonVerdict(stated), "") << stated.dump();
+}
+
+// A parallel spec with a sweep: the daemon accepts it (it runs each point as its own gang of ranks,
+// each rank told its point with --sweep-point); the real worker, started as a rank without that
+// flag, refuses it naming `sweep` in common/spec's words, before it touches a device or the
+// rendezvous, and so it does a point the sweep does not run.
+TEST_F(SpecRulesAgreementTest, AParallelSweepIsAcceptedAndItsRanksNeedTheirPoint) {
+  json spec = BaseSpec("sweep");
+  spec["parallel"]["worldSize"] = 2;
+  spec["sweep"] = {{"variable", "SEQ_LEN"}, {"values", {8, 16}}};
+  EXPECT_EQ(DaemonVerdict(spec), "");
+  const std::vector<std::string> rank = {"--rank", "0", "--rendezvous", "127.0.0.1:1"};
+  auto refusal = [&spec](const std::vector<std::string>& args) {
+    const WorkerProcess worker = RunWorkerProcess(spec.dump(), nullptr, args);
+    EXPECT_EQ(worker.exit_status, 2) << worker.output;
+    const json line = json::parse(worker.output.substr(0, worker.output.find('\n')), nullptr, false);
+    if (!line.is_object() || !line.contains("error")) {
+      ADD_FAILURE() << "no error event: " << worker.output;
+      return std::string();
+    }
+    EXPECT_EQ(line["error"]["field"], spec_rules::kSweepField) << worker.output;
+    return line["error"]["message"].get<std::string>();
+  };
+  EXPECT_EQ(refusal(rank), std::string(spec_rules::kSweepField) + ": " +
+                               spec_rules::kParallelSweepNeedsPointMessage);
+  std::vector<std::string> wrong_point = rank;
+  wrong_point.insert(wrong_point.end(), {spec_rules::kSweepPointFlag, "1:8"});
+  EXPECT_EQ(refusal(wrong_point), "sweep: --sweep-point 1:8 is not a point of this spec's sweep");
 }
 
 }  // namespace

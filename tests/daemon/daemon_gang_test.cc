@@ -3,17 +3,16 @@
 // and the events of both ranks stored with their rank and equal losses; a cancel ends both
 // processes; a rank killed with SIGKILL fails the run with that rank deciding; a daemon killed
 // with SIGKILL takes both ranks with it, and the restart handles the run like any interrupted one.
-#include <errno.h>
 #include <signal.h>
 
 #include <map>
-#include <regex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/rank_pids.h"
 
 namespace vramlab::testing {
 namespace {
@@ -29,37 +28,6 @@ ExperimentSpec TwoRanks(vramlab::v1::Sharding sharding, int steps) {
   spec.mutable_parallel()->set_world_size(2);
   spec.mutable_parallel()->set_sharding(sharding);
   return spec;
-}
-
-// The worker pid of each rank of `id`, from the daemon's "rank R started (worker pid P)" lines.
-std::map<int, pid_t> RankPids(const DaemonHarness& daemon, const std::string& id) {
-  std::map<int, pid_t> pids;
-  const std::string log = daemon.ReadLog();
-  const std::regex line(id + " rank ([0-9]+) started \\(worker pid ([0-9]+)\\)");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
-       ++it) {
-    pids[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
-  }
-  return pids;
-}
-
-std::map<int, pid_t> WaitForRankPids(const DaemonHarness& daemon, const std::string& id) {
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  std::map<int, pid_t> pids = RankPids(daemon, id);
-  while (pids.size() < 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    pids = RankPids(daemon, id);
-  }
-  return pids;
-}
-
-bool Gone(pid_t pid, absl::Duration timeout = absl::Seconds(10)) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return false;
 }
 
 class DaemonGangTest : public ::testing::Test {

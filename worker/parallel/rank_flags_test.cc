@@ -2,11 +2,13 @@
 // checked before any device or network is touched (RunWorker in this process).
 #include "worker/parallel/rank_group.h"
 
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "common/exit_codes.h"
+#include "common/spec/spec_rules.h"
 #include "worker/train/testing/captured_run.h"
 
 namespace vramlab::worker {
@@ -18,9 +20,11 @@ std::string TinySpec(const std::string& parallel) {
 }
 
 // The error event of a run that must be refused as an invalid spec.
-nlohmann::json RefusedRun(const std::string& spec, const RankFlags& flags) {
+nlohmann::json RefusedRun(const std::string& spec, const RankFlags& flags,
+                          const std::optional<spec_rules::SweepPoint>& point = std::nullopt) {
   WorkerHooks hooks;
   hooks.rank_flags = flags;
+  hooks.sweep_point = point;
   const testing::CapturedRun run = testing::RunCaptured(spec, hooks);
   EXPECT_EQ(run.exit_code, kExitInvalidSpec);
   const auto errors = run.Of("error");
@@ -47,6 +51,25 @@ TEST(RankFlagsTest, RankOutsideTheWorldOrWithoutRendezvousIsRefused) {
 
 TEST(RankFlagsTest, SingleProcessSpecTakesNoRank) {
   EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 1})"), {0, "127.0.0.1:1"})["field"], "parallel.world_size");
+}
+
+// A parallel sweep's ranks run one point each (the daemon's gangs): without --sweep-point the
+// sweep is refused in common/spec's words, naming `sweep`; a point the sweep does not run, or a
+// point without a sweep, likewise. All before the device or the rendezvous is touched.
+TEST(RankFlagsTest, ParallelSweepNeedsItsPoint) {
+  const std::string sweep = R"(, "sweep": {"variable": "SEQ_LEN", "values": [8, 16]})";
+  const std::string parallel_sweep = TinySpec(std::string(R"({"worldSize": 2})") + sweep);
+  const nlohmann::json missing = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"});
+  EXPECT_EQ(missing["field"], spec_rules::kSweepField);
+  EXPECT_EQ(missing["message"], std::string("sweep: ") + spec_rules::kParallelSweepNeedsPointMessage);
+  const nlohmann::json wrong = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{1, 8});
+  EXPECT_EQ(wrong["field"], spec_rules::kSweepField);
+  EXPECT_EQ(wrong["message"], "sweep: --sweep-point 1:8 is not a point of this spec's sweep");
+  EXPECT_EQ(RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{2, 8})["field"],
+            spec_rules::kSweepField);
+  const nlohmann::json no_sweep = RefusedRun(TinySpec(R"({"worldSize": 2})"), {0, "127.0.0.1:1"},
+                                             spec_rules::SweepPoint{0, 8});
+  EXPECT_EQ(no_sweep["message"], "sweep: --sweep-point 0:8 runs a point of a sweep; this spec has none");
 }
 
 TEST(RankFlagsTest, ParsesRendezvousAddresses) {

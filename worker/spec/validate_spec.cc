@@ -188,8 +188,8 @@ void ValidateSweep(SpecSweep& s) {
 }
 
 // A parallel run's ranks must stay in step: each collective waits for every rank, so anything
-// that lets one rank's sequence of steps differ (a sweep's OOM ends a rank's point early) or that
-// consumes a gradient before it is averaged (an in-backward update) is refused.
+// that consumes a gradient before it is averaged (an in-backward update) is refused. A sweep runs
+// one point per gang of ranks (--sweep-point, checked with the launch flags: CheckSweepPoint).
 void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   Check(spec_rules::kWorldSize, p.world_size);
   DefaultIfZero(p.world_size, 1);
@@ -201,8 +201,6 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   Require(p.prefetch == spec_rules::kDefaultPrefetch || p.sharding == SpecSharding::kFull, spec_rules::kPrefetchField,
           spec_rules::kFullShardingOnlyMessage);
   if (!p.active()) return;
-  Require(!spec.sweep.active(), "sweep",
-          "a parallel run measures one point (a sweep's out-of-memory point would end one rank's run early)");
   Require(!spec.training.optimizer.in_backward, "training.optimizer.in_backward",
           "a parallel run averages each gradient over the ranks before the update; an in-backward update "
           "would apply it first");

@@ -1,6 +1,9 @@
 #include "worker/train/experiment_runner.h"
 
 #include <optional>
+#include <string>
+
+#include "common/spec/spec_rules.h"
 
 namespace vramlab::worker {
 namespace {
@@ -19,18 +22,21 @@ class SweepRunner {
   SweepRunner(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context)
       : spec_(spec), config_(config), context_(context) {}
 
+  // Every point, in the sweep's order.
   ExperimentResult Run() {
+    spec_rules::SweepOrder order = SweepOrderOf(spec_.sweep);
+    while (std::optional<int32_t> value = order.Next()) order.Record(RunPoint(order.next_index(), *value).oom);
+    return Finish(order.ended_out_of_memory());
+  }
+
+  // Only `point`; its answer is out of memory when it ran out, whatever the sweep's mode (the
+  // daemon applies the mode's rule over the points).
+  ExperimentResult RunOne(const spec_rules::SweepPoint& point) { return Finish(RunPoint(point.index, point.value).oom); }
+
+ private:
+  ExperimentResult Finish(bool oom) {
     ExperimentResult result;
-    if (spec_.sweep.mode == SweepMode::kSearchMax) {
-      Bisect();
-    } else {
-      for (int32_t value : spec_.sweep.values) {
-        if (RunPoint(value).oom) {
-          result.oom = true;  // the torture test's answer: stop at the first OOM
-          break;
-        }
-      }
-    }
+    result.oom = oom;
     result.has_report = true;
     result.report.sweep_points = points_;
     if (best_) {
@@ -42,28 +48,11 @@ class SweepRunner {
     return result;
   }
 
- private:
-  // Invariant: every candidate below index `fits` fits and every one from `fails` on does not,
-  // assuming memory grows with the swept value.
-  void Bisect() {
-    const std::vector<int32_t> candidates = SearchCandidates(spec_.sweep);
-    int64_t fits = -1;
-    auto fails = static_cast<int64_t>(candidates.size());
-    while (fails - fits > 1) {
-      const int64_t middle = fits + (fails - fits) / 2;
-      if (RunPoint(candidates[static_cast<size_t>(middle)]).oom) {
-        fails = middle;
-      } else {
-        fits = middle;
-      }
-    }
-  }
-
-  const PointOutcome& RunPoint(int32_t value) {
+  const PointOutcome& RunPoint(int32_t index, int32_t value) {
     PointShape shape;
     shape.seq_len = spec_.training.seq_len;
     shape.micro_batch_size = spec_.training.micro_batch_size;
-    shape.sweep_index = static_cast<int32_t>(points_.size());
+    shape.sweep_index = index;
     if (spec_.sweep.variable == SweepVariable::kSeqLen) {
       shape.seq_len = value;
     } else {
@@ -99,23 +88,37 @@ class SweepRunner {
 
 }  // namespace
 
-std::vector<int32_t> SearchCandidates(const SpecSweep& sweep) {
-  std::vector<int32_t> candidates;
-  const int64_t g = sweep.search_granularity;
-  for (int64_t value = (sweep.search_min + g - 1) / g * g; value <= sweep.search_max; value += g) {
-    candidates.push_back(static_cast<int32_t>(value));
+spec_rules::SweepOrder SweepOrderOf(const SpecSweep& sweep) {
+  if (sweep.mode == SweepMode::kSearchMax) {
+    return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max, sweep.search_granularity);
   }
-  return candidates;
+  return spec_rules::SweepOrder::List(sweep.values);
 }
 
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context) {
+void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules::SweepPoint>& point) {
+  if (!point.has_value()) {
+    if (spec.parallel.active() && spec.sweep.active()) {
+      throw SpecError(spec_rules::kSweepField, spec_rules::kParallelSweepNeedsPointMessage);
+    }
+    return;
+  }
+  const std::string flag = std::string(spec_rules::kSweepPointFlag) + " " + spec_rules::FormatSweepPoint(*point);
+  if (!spec.sweep.active()) throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
+  if (!SweepOrderOf(spec.sweep).MayRun(point->index, point->value)) {
+    throw SpecError(spec_rules::kSweepField, flag + " is not a point of this spec's sweep");
+  }
+}
+
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context,
+                               const std::optional<spec_rules::SweepPoint>& point) {
+  if (point.has_value()) return SweepRunner(spec, config, context).RunOne(*point);
   if (spec.sweep.active()) return SweepRunner(spec, config, context).Run();
   ExperimentResult result;
   const PointShape shape{spec.training.seq_len, spec.training.micro_batch_size, 0};
-  const PointOutcome point = RunTrainingPoint(spec, config, shape, context);
-  result.oom = point.oom;
-  result.has_report = !point.oom;
-  if (result.has_report) FillFromPoint(point, result.report);
+  const PointOutcome point_outcome = RunTrainingPoint(spec, config, shape, context);
+  result.oom = point_outcome.oom;
+  result.has_report = !point_outcome.oom;
+  if (result.has_report) FillFromPoint(point_outcome, result.report);
   return result;
 }
 

@@ -79,7 +79,7 @@ class Session {
     context.kernel_profile_path = hooks_.kernel_profile_path;
     context.parallel = parallel_.get();
     context.save_parameters_path = hooks_.save_parameters_path;
-    ExperimentResult result = RunExperiment(spec_, config, context);
+    ExperimentResult result = RunExperiment(spec_, config, context, hooks_.sweep_point);
     sampler.Stop();
 
     if (!result.oom) WriteSnapshot();  // at an ending OOM it was written at that moment
@@ -225,6 +225,7 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
   try {
     ExperimentSpec spec = ParseExperimentSpec(spec_text);
     CheckRankFlags(spec.parallel, hooks.rank_flags);
+    CheckSweepPoint(spec, hooks.sweep_point);
     if (hooks.before_device) hooks.before_device(spec);
     return Session(std::move(spec), sink, hooks).Run();
   } catch (const SpecError& e) {

@@ -4,10 +4,12 @@
 #define VRAMLAB_WORKER_TRAIN_RUN_WORKER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "worker/events/event_sink.h"
 #include "common/exit_codes.h"
+#include "common/spec/sweep_order.h"
 #include "worker/parallel/rank_group.h"
 #include "worker/spec/experiment_spec.h"
 
@@ -25,6 +27,9 @@ struct WorkerHooks {
   RankFlags rank_flags;
   // Where to write the parameters after the last step (safetensors); empty: nowhere.
   std::string save_parameters_path;
+  // --sweep-point INDEX:VALUE: run only that point of the spec's sweep (a parallel sweep's gang,
+  // docs/PARALLEL.md). Checked against the spec before any device is touched (CheckSweepPoint).
+  std::optional<spec_rules::SweepPoint> sweep_point;
 };
 
 int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& hooks = {});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/spec/sweep_order.h"
+#include "worker/train/run_worker.h"
 #include "worker/train/testing/captured_run.h"
 
 namespace vramlab::worker {
@@ -89,6 +91,38 @@ TEST(SweepTest, SearchMaxFindsTheBoundary) {
   EXPECT_TRUE(saw_next_fail);
   // Bisection over 32 candidates: at most 6 points, not 32.
   EXPECT_LE(report["sweepPoints"].size(), 6u);
+}
+
+// --sweep-point runs one point with its index, as the sweep would run it; its answer is out of
+// memory when that point ran out, also under SEARCH_MAX (the daemon applies the mode's rule).
+TEST(SweepTest, OnePointRunsAloneWithItsIndex) {
+  const int64_t limit = (PeakAt(64) + PeakAt(128)) / 2;
+  WorkerHooks hooks;
+  hooks.sweep_point = spec_rules::SweepPoint{2, 64};
+  const CapturedRun fits =
+      RunCaptured(SweepSpec(R"({"variable": "SEQ_LEN", "values": [16, 32, 64, 128]})", limit), hooks);
+  EXPECT_EQ(fits.exit_code, 0);
+  ASSERT_EQ(fits.Of("sweepPoint").size(), 1u);
+  EXPECT_EQ(fits.Of("sweepPoint")[0]["sweepIndex"], 2);
+  EXPECT_EQ(fits.Of("sweepPoint")[0]["value"], 64);
+  for (const auto& step : fits.Of("step")) EXPECT_EQ(step["sweepIndex"], 2);
+  const nlohmann::json report = fits.Of("report").at(0);
+  EXPECT_EQ(report["largestFittingValue"], 64);
+  ASSERT_EQ(report["sweepPoints"].size(), 1u);
+  EXPECT_EQ(report["anatomy"], fits.Of("sweepPoint")[0]["anatomy"]);
+
+  hooks.sweep_point = spec_rules::SweepPoint{0, 256};
+  const CapturedRun fails = RunCaptured(
+      SweepSpec(R"({"variable": "SEQ_LEN", "mode": "SEARCH_MAX", "searchMin": 16, "searchMax": 512, "searchGranularity": 16})",
+                limit),
+      hooks);
+  EXPECT_EQ(fails.exit_code, 3);
+  ASSERT_EQ(fails.Of("oom").size(), 1u);
+  EXPECT_EQ(fails.Of("oom")[0]["sweepIndex"], 0);
+  ASSERT_EQ(fails.Of("sweepPoint").size(), 1u);
+  EXPECT_EQ(fails.Of("sweepPoint")[0]["oom"], true);
+  EXPECT_EQ(fails.Of("report").at(0)["sweepPoints"].size(), 1u);
+  EXPECT_EQ(fails.Of("report").at(0)["largestFittingValue"], 0);
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+// The Engine's side of a parallel sweep (parallel_sweep.h): when one point's gang has ended, its
+// results are recorded and the next point's gang starts on the same slots, or the experiment's
+// final verdict is decided.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/engine.h"
+#include "server/supervise/loopback_port.h"
+
+namespace vramlab::server {
+
+using vramlab::v1::Experiment;
+
+std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const ExitVerdict& verdict) {
+  ParallelSweep& sweep = *active.sweep;
+  Experiment& experiment = active.experiment;
+  const spec_rules::SweepPoint point = *sweep.Next();
+  std::fprintf(stderr, "vramlabd: %s point %d ended %s%s%s\n", experiment.id().c_str(), point.index,
+               Experiment::State_Name(verdict.state).c_str(), verdict.reason.empty() ? "" : ": ",
+               verdict.reason.c_str());
+  // Failed, cancelled or interrupted: the experiment ends as a one-point run would.
+  if (verdict.state != Experiment::SUCCEEDED && verdict.state != Experiment::OOM) return verdict;
+
+  const bool out_of_memory = verdict.state == Experiment::OOM;
+  sweep.EndPoint(out_of_memory, verdict.deciding_rank);
+  if (std::optional<vramlab::v1::FinalReport> report = sweep.ExperimentReport()) {
+    *experiment.mutable_report() = *std::move(report);
+  }
+  for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
+    if (std::optional<vramlab::v1::FinalReport> report = sweep.RankReport(r)) {
+      *active.ranks[r].mutable_report() = *std::move(report);
+    }
+  }
+  ShowEndedRanks(active);
+  // As a one-process sweep's: the latest out-of-memory answer (of the rank that decided it).
+  if (out_of_memory && verdict.deciding_rank.has_value() && *verdict.deciding_rank >= 0 &&
+      *verdict.deciding_rank < static_cast<int>(active.ranks.size()) &&
+      active.ranks[*verdict.deciding_rank].has_oom()) {
+    *experiment.mutable_oom() = active.ranks[*verdict.deciding_rank].oom();
+  }
+
+  const std::optional<spec_rules::SweepPoint> next = sweep.Next();
+  if (!next.has_value()) {
+    if (sweep.ended_out_of_memory()) return verdict;  // LIST: stopped at its first OOM
+    ExitVerdict succeeded;  // every LIST point fit, or the SEARCH_MAX answer was found
+    succeeded.state = Experiment::SUCCEEDED;
+    return succeeded;
+  }
+  if (active.cancel_requested) {
+    WorkerRunFacts facts;
+    facts.cancelled = true;
+    return ClassifyExit(facts);
+  }
+  absl::StatusOr<int> port = PickFreeLoopbackPort();
+  if (!port.ok()) {
+    ExitVerdict failed;
+    failed.reason = absl::StrCat("sweep point ", next->index, " could not be started: no rendezvous port (",
+                                 port.status().message(), ")");
+    return failed;
+  }
+  SpawnGangLocked(active, *port);
+  return std::nullopt;
+}
+
+}  // namespace vramlab::server
