@@ -211,7 +211,6 @@ void FullShard::ReduceGradients(Unit& unit) {
   if (!full_and_chunk.empty()) {
     AddCommunicationBytes(reduction->bytes);
     reduction->collective = group_->StartReduceScatterSum(full_and_chunk);
-    full_and_chunk.clear();
     // With prefetch the previous unit's completes now, while this one runs behind the next
     // unit's backward; without, this one completes at once.
     if (options_.prefetch) FinishReduction();
