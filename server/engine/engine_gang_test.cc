@@ -128,7 +128,7 @@ TEST_F(EngineGangTest, OneRanksOomEndsTheRunWithThatRanksAnswer) {
   Release(next->id());
 }
 
-TEST_F(EngineGangTest, EachRankGetsItsShareOfTheCoresAndOffloadOneFewer) {
+TEST_F(EngineGangTest, EachRankGetsItsShareOfTheCoresWithOrWithoutOffload) {
   StartEngine(2);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int share = std::max(1, cores / 2);  // two CPU slots
@@ -142,13 +142,12 @@ TEST_F(EngineGangTest, EachRankGetsItsShareOfTheCoresAndOffloadOneFewer) {
   auto offloaded = Submit(2, 60, /*offload=*/true);
   ASSERT_TRUE(offloaded.ok()) << offloaded.status();
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(EnvValue(offloaded->id(), r, "OMP_NUM_THREADS"),
-              std::to_string(std::max(1, share - 1))) << r;
+    EXPECT_EQ(EnvValue(offloaded->id(), r, "OMP_NUM_THREADS"), std::to_string(share)) << r;
   }
   Release(offloaded->id());
 }
 
-TEST_F(EngineGangTest, OneProcessOffloadKeepsACoreForTheTrainingThread) {
+TEST_F(EngineGangTest, OneProcessOffloadGetsEveryCoreOfItsSlot) {
   StartEngine(1);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto plain = Submit(1, 60);
@@ -158,7 +157,7 @@ TEST_F(EngineGangTest, OneProcessOffloadKeepsACoreForTheTrainingThread) {
   ASSERT_EQ(WaitState(plain->id(), Experiment::SUCCEEDED).state(), Experiment::SUCCEEDED);
   auto offloaded = Submit(1, 60, /*offload=*/true);
   ASSERT_TRUE(offloaded.ok()) << offloaded.status();
-  EXPECT_EQ(EnvValue(offloaded->id(), 0, "OMP_NUM_THREADS"), std::to_string(std::max(1, cores - 1)));
+  EXPECT_EQ(EnvValue(offloaded->id(), 0, "OMP_NUM_THREADS"), std::to_string(cores));
   Release(offloaded->id());
 }
 
