@@ -74,6 +74,7 @@
 
 #include <torch/torch.h>
 
+#include "common/spec/spec_rules.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/model/unit_hooks.h"
 #include "worker/parallel/rank_group.h"
@@ -81,9 +82,10 @@
 
 namespace vramlab::worker {
 
+// parallel.reshard_after_forward and parallel.prefetch (docs/PARALLEL.md, "The spec").
 struct FullShardOptions {
   bool reshard_after_forward = false;
-  bool prefetch = true;
+  bool prefetch = spec_rules::kDefaultPrefetch;
 };
 
 class FullShard : public ForwardUnitHooks {
