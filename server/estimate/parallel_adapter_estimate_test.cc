@@ -109,9 +109,11 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
   }
   int64_t layer_reduce = 0;
+  std::vector<int64_t> others_layers(static_cast<size_t>(t.layers), 0);  // the adapters other ranks own
   for (size_t k = 0; k < a.elements.size(); ++k) {
     const int64_t e = full ? Chunk(a.elements[k], a.rows[k], n) : a.elements[k];
     const int64_t bytes = Device(cuda, e * kFp32);
+    if (owner[k] != rank) others_layers[k / a.per_layer] += bytes;
     if (k < a.per_layer) {
       layer_gathered += Device(cuda, n * Chunk(a.elements[k], a.rows[k], n) * kFp32);
       // Its reduce-scatter's input: the adapter's gradient padded to N chunks.
@@ -126,10 +128,8 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     x.communication = InFlight(layer_reduce, 0, prefetch);  // the root has no trainable parameter
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (sharding == vramlab::v1::SHARD_GRADIENTS) {
-    x.communication = all_grads - x.gradients;
-  } else {
-    x.communication = std::min(25 * kMiB, all_grads);
-  }
+    x.communication = parallel_test::OthersAliveAtMost(0, 0, others_layers);  // the root has no trainable parameter
+  }  // else all-reduced in place: nothing beside the gradients
   return x;
 }
 

@@ -142,22 +142,21 @@ ReduceScatterPeaks WalkReduceScatters(const ShardingUnits& units, int64_t layers
   return peaks;
 }
 
-void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
-                        ParameterState* params) {
+void AddParallelBuffers(const RunSettings& run, ParameterState* params) {
   const ParallelSettings& par = run.parallel;
   params->gathered_parameters = 0;
   params->communication_buffer = 0;
   params->unreduced_gradients = 0;
   if (!par.parallel()) return;
-  if (!par.shards_gradients()) {
-    params->communication_buffer = std::min(kAllReduceBucketBytes, params->all_gradients);
-    return;
-  }
+  // SHARD_NONE and SHARD_OPTIMIZER all-reduce the gradients themselves, in place: nothing beside
+  // them (worker/parallel/gradient_reduction.h).
+  if (!par.shards_gradients()) return;
   if (!par.shards_parameters()) {
-    // SHARD_GRADIENTS: DataParallel::AfterBackward reduces every gradient to its owner once
-    // backward has ended; until then the rank holds the others' in full too, each from the part of
-    // backward that makes it (ParameterState::others_gradients; all of them at the end).
-    params->communication_buffer = full_gradient_bytes - params->all_gradients;
+    // SHARD_GRADIENTS: each layer's gradients are reduced to their owners once the layer's
+    // backward is done; the rank holds the others' from the part of backward that makes them until
+    // that reduce completes, at the next layer's post-backward (the root's until after backward):
+    // ParameterState::others_gradients, which the step walk adds and takes off.
+    params->communication_buffer = params->others_gradients.MostAlive();
     return;
   }
   const ShardingUnits units = UnitsOf(run);
@@ -200,14 +199,15 @@ std::string ParallelNote(const RunSettings& run) {
                 : "besides the root's full gradients, held until after backward");
   } else if (par.shards_gradients()) {
     layout = absl::StrCat("gradients and optimizer state ", owned,
-                          "; every gradient is whole until it is reduced to its owner after "
-                          "backward");
+                          "; every gradient is whole until it is reduced to its owner, a decoder "
+                          "layer at a time during backward (the others' of at most two layers "
+                          "alive at once), the root's after it");
   } else {
     layout = absl::StrCat(par.shards_optimizer_state()
                               ? absl::StrCat("optimizer state ", owned, "; ")
                               : "every rank holds all model states; ",
-                          "gradients all-reduced in buckets of ", kAllReduceBucketBytes / kMiB,
-                          " MiB, one in flight");
+                                            "gradients all-reduced in place a decoder layer at a time during "
+                          "backward (at most two layers' in flight), the root's after it");
   }
   if (run.adapter.qlora) {
     layout += par.shards_parameters()

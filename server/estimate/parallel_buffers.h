@@ -15,11 +15,6 @@
 
 namespace vramlab::server::estimate {
 
-// SHARD_NONE and SHARD_OPTIMIZER all-reduce the full gradients in buckets (DDP): gradients are
-// views of the buckets (gradient_as_bucket_view), and one bucket of DDP's default cap
-// (bucket_cap_mb = 25) is counted in flight; never more than all the gradients.
-constexpr int64_t kAllReduceBucketBytes = 25 * kMiB;
-
 // Rows (dim 0) of every entry of ParameterTensorElements(model), in its order: embed_tokens
 // [V, h]; per layer q [h, h] and bias [h], k and v [kv, h] and biases [kv], o [h, h], gate and up
 // [I, h], down [h, I], two norms [h]; the final norm [h]; lm_head [V, h] when untied.
@@ -107,14 +102,14 @@ ReduceScatterPeaks WalkReduceScatters(const ShardingUnits& units, int64_t layers
 //   one and the next, whose all-gather is issued ahead), one without; else every layer (each stays
 //   gathered from its forward until its backward ends; all are at once at the loss). The
 //   communication buffer and the unreduced gradients: WalkReduceScatters.
-//   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner after
-//   backward; in flight: the full gradients less the rank's owned ones (params->all_gradients),
-//   all of them at the end of backward (the step walk adds each as backward makes it).
-//   SHARD_NONE and SHARD_OPTIMIZER: one all-reduce bucket, kAllReduceBucketBytes.
-// `full_gradient_bytes`: every trainable parameter's full gradient, as one process holds them.
-// Both stay 0 in one process (world size 1).
-void AddParallelBuffers(const RunSettings& run, int64_t full_gradient_bytes,
-                        ParameterState* params);
+//   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner, a
+//   decoder layer at a time during backward (worker/parallel/gradient_reduction.h); the buffer:
+//   the most of the others' gradients alive at once (OthersGradients::MostAlive; the step walk
+//   adds each as backward makes it and takes it off as its reduce completes).
+//   SHARD_NONE and SHARD_OPTIMIZER: none (the gradients are all-reduced in place).
+// Both stay 0 in one process (world size 1). Under SHARD_GRADIENTS params->others_gradients must
+// be set first.
+void AddParallelBuffers(const RunSettings& run, ParameterState* params);
 
 // The estimate's note for a rank of `run` (world size >= 2): the layout and the buffers assumed.
 std::string ParallelNote(const RunSettings& run);

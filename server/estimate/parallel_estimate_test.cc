@@ -85,9 +85,22 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
   if (shard_state && !shard_params) owned = OwnedByBusiestRank(params, cuda, n, shard_grads);
   Expected x;
   int64_t all_full = 0, root_gathered = 0, layer_gathered = 0;
+  // The gradients other ranks own: the embedding's, the rest of the root's, each layer's.
+  int64_t others_embedding = 0, others_before = 0;
+  std::vector<int64_t> others_layers(static_cast<size_t>(t.layers), 0);
   for (size_t k = 0; k < params.size(); ++k) {
     const int64_t e = params[k].elements;
     const int64_t chunk = Chunk(e, params[k].rows, n);
+    if (!owned[k]) {
+      const int64_t bytes = Device(cuda, e * kBf16);
+      if (k == 0) {
+        others_embedding += bytes;
+      } else if (params[k].root) {
+        others_before += bytes;
+      } else {
+        others_layers[(k - 1) / t.layer.size()] += bytes;
+      }
+    }
     // A rank's part: the chunk under SHARD_FULL; else the whole tensor where it owns it, nothing
     // where another rank does.
     auto part = [&](bool sharded) -> int64_t {
@@ -113,11 +126,8 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
     // Resharding, the worker gathers two layers at a time with prefetch, one without; else all.
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (shard_grads) {
-    // Reduced to their owners after backward: every full gradient less the rank's own.
-    x.communication = all_full - x.gradients;
-  } else {
-    x.communication = std::min(25 * kMiB, all_full);
-  }
+    x.communication = parallel_test::OthersAliveAtMost(others_before, others_embedding, others_layers);
+  }  // else all-reduced in place: nothing beside the gradients
   return x;
 }
 

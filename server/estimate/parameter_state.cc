@@ -237,11 +237,9 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
     return StateBytes(adapter_run, n) + (par.shards_gradients() ? grad_bytes(n) : 0);
   });
   std::vector<int64_t> updated;  // what this rank's update runs over
-  int64_t full_gradients = 0;
   for (size_t i = 0; i < adapters.trainable.size(); ++i) {
     s.adapter_weights += grad_bytes(parts.weights[i]);
     whole_weights += grad_bytes(adapters.trainable[i]);
-    full_gradients += grad_bytes(adapters.trainable[i]);
     if (parts.gradients[i] > 0) s.all_gradients += grad_bytes(parts.gradients[i]);
     if (parts.state[i] == 0) continue;
     updated.push_back(parts.state[i]);
@@ -285,7 +283,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
     }
   }
   AddWholeModelLoad(run, whole_weights, largest_shard, &s);
-  AddParallelBuffers(run, full_gradients, &s);
+  AddParallelBuffers(run, &s);
   s.reported_rank = parts.rank;
   return s;
 }
@@ -298,6 +296,21 @@ int64_t OthersGradients::MadeBeforeLayer(int64_t index) const {
     made += layers[j];
   }
   return made;
+}
+
+int64_t OthersGradients::ReducedBeforeLayer(int64_t index) const {
+  int64_t reduced = 0;
+  for (size_t j = static_cast<size_t>(std::max<int64_t>(index + 2, 0)); j < layers.size(); ++j) {
+    reduced += layers[j];
+  }
+  return reduced;
+}
+
+int64_t OthersGradients::MostAlive() const {
+  int64_t most = before_layers + embedding + (layers.empty() ? 0 : layers[0]);
+  for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, before_layers + layers[j] + layers[j + 1]);
+  if (layers.size() == 1) most = std::max(most, before_layers + layers[0]);
+  return most;
 }
 
 ParameterState EstimateParameterState(const RunSettings& run) {
@@ -395,7 +408,7 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   int64_t largest_shard = 0;
   for (size_t t = 0; t < tensors.size(); ++t) largest_shard = std::max(largest_shard, grad_bytes(shard[t]));
   AddWholeModelLoad(run, full_gradients, largest_shard, &s);
-  AddParallelBuffers(run, full_gradients, &s);
+  AddParallelBuffers(run, &s);
   return s;
 }
 

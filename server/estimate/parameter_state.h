@@ -31,9 +31,12 @@ constexpr int64_t kHostUpdateTaskElements = int64_t{64} << 10;
 constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;
 
 // SHARD_GRADIENTS: the gradients of the tensors other ranks own, by the part of backward that
-// makes them. A rank's backward makes every gradient, as one process's does; at the end of every
-// backward DataParallel::AfterBackward reduces each to its owner and frees these, so each lives
-// from the moment backward makes it until backward ends (step_timeline.cc adds them so).
+// makes them. A rank's backward makes every gradient, as one process's does, and hands each
+// decoder layer's to the reduce to their owners once the layer's backward is done; that reduce
+// completes, and the rank frees these, when the layer below is done
+// (worker/parallel/gradient_reduction.h: at most two layers' in flight). The root's (the final
+// norm's, lm_head's, the embedding's) are reduced after backward. step_timeline.cc adds each as
+// backward makes it and takes it off as its reduce completes.
 struct OthersGradients {
   // Made before the decoder layers' backward: the final norm's and (untied) lm_head's.
   int64_t before_layers = 0;
@@ -41,11 +44,18 @@ struct OthersGradients {
   std::vector<int64_t> layers;
   // Made in the embedding's backward: embed_tokens'.
   int64_t embedding = 0;
-  // All of them, alive together once backward ends, until the reduce.
+  // All of them: what one process's backward makes beyond the rank's own.
   int64_t all = 0;
 
-  // Made before decoder layer `index`'s backward starts: before_layers and every layer above it.
+  // Made before decoder layer `index`'s backward starts: before_layers and every layer above it
+  // (index -1: before the embedding's, every layer).
   int64_t MadeBeforeLayer(int64_t index) const;
+  // Freed before decoder layer `index`'s backward starts (index -1: the embedding's): every layer
+  // above index + 1, whose reduce completed at the post-backward of the layer below it.
+  int64_t ReducedBeforeLayer(int64_t index) const;
+  // The most of them alive at once: before_layers with two adjacent layers' (one made, one in
+  // flight), or with layer 0's and the embedding's.
+  int64_t MostAlive() const;
 };
 
 struct ParameterState {

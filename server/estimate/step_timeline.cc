@@ -40,10 +40,11 @@ struct Model {
 };
 
 // Gradient and optimizer-state bytes held at each point of backward. Under SHARD_GRADIENTS a
-// rank's backward makes every gradient, as one process's does, and keeps only its own after the
-// reduce that ends backward (After, Before): a micro-batch that starts without gradients holds
-// one process's in every moment; one that starts with the rank's own (accumulation) holds them
-// plus the others' made so far (ParameterState::others_gradients).
+// rank's backward makes every gradient, as one process's does, and keeps only its own once their
+// reduces complete (After, Before): a micro-batch that starts without gradients holds one
+// process's in every moment less the others' whose reduce has completed; one that starts with
+// the rank's own (accumulation) holds them plus the others' made and not yet reduced
+// (ParameterState::others_gradients).
 class HeldParameterMemory {
  public:
   HeldParameterMemory(const Model& m, MicroStepKind kind) : m_(m), kind_(kind) {
@@ -83,10 +84,11 @@ class HeldParameterMemory {
     const int64_t index = m_.run.model.num_layers - 1 - done;
     switch (kind_.gradients) {
       case Gradients::kCreated:
-        return state_held_ + p().head_gradient + (done + 1) * p().layer_gradients;
+        return state_held_ + p().head_gradient + (done + 1) * p().layer_gradients -
+               others().ReducedBeforeLayer(index);
       case Gradients::kAccumulated:
-        return state_held_ + p().all_gradients + others().MadeBeforeLayer(index) + waiting_head +
-               p().layer_gradients;
+        return state_held_ + p().all_gradients + others().MadeBeforeLayer(index) -
+               others().ReducedBeforeLayer(index) + waiting_head + p().layer_gradients;
       case Gradients::kFreedAtOnce:
         return InBackwardState(done + 1, !tied()) + waiting_head + p().layer_gradients +
                p().in_backward_update_temporaries;
@@ -98,9 +100,11 @@ class HeldParameterMemory {
     const int64_t fresh = p().head_gradient;
     switch (kind_.gradients) {
       case Gradients::kCreated:
-        return state_held_ + p().all_gradients + others().all + (tied() ? fresh : 0);
+        return state_held_ + p().all_gradients + others().all - others().ReducedBeforeLayer(-1) +
+               (tied() ? fresh : 0);
       case Gradients::kAccumulated:
-        return state_held_ + p().all_gradients + (others().all - others().embedding) + fresh +
+        return state_held_ + p().all_gradients +
+               (others().all - others().embedding - others().ReducedBeforeLayer(-1)) + fresh +
                (tied() ? fresh : 0);
       case Gradients::kFreedAtOnce:
         return p().optimizer_state + fresh + (tied() ? fresh : 0) +
@@ -160,9 +164,13 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   peaks.forward_loss = forward_base + kept + m.loss.forward_peak;
   peaks.forward = std::max(peaks.forward_layers, peaks.forward_loss);
 
-  // Backward, from the loss down to the embedding.
-  auto observe = [&](int64_t value) {
+  // Backward, from the loss down to the embedding. `reduced`: SHARD_GRADIENTS' others' gradients
+  // freed by that moment, which one process would still hold.
+  const OthersGradients& others = m.params.others_gradients;
+  int64_t backward_unreduced = 0;
+  auto observe = [&](int64_t value, int64_t reduced) {
     peaks.backward_layers = std::max(peaks.backward_layers, value);
+    backward_unreduced = std::max(backward_unreduced, value + reduced);
   };
   peaks.backward_loss =
       std::max(in_backward + held.AtLoss(false) + kept + m.loss.backward_peak_before_head_gradient,
@@ -170,27 +178,31 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   for (int64_t i = layers - 1; i >= 0; --i) {
     kept -= kept_by_layer[i];
     const int64_t grads = held.AtLayer(layers - 1 - i);
+    const int64_t reduced = others.ReducedBeforeLayer(i);
     if (IsCheckpointed(m.run, i)) {
       // The saved input, the incoming gradient and the recomputed forward with autograd; then
       // the recomputed output and the layer's backward.
       const int64_t input = m.layer.checkpoint_input;
-      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.forward_peak);
-      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.backward_peak);
+      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.forward_peak, reduced);
+      observe(in_backward + grads + kept + input + m.layer.hidden + m.layer.backward_peak, reduced);
     } else {
-      observe(in_backward + grads + kept + m.layer.backward_peak);
+      observe(in_backward + grads + kept + m.layer.backward_peak, reduced);
     }
   }
-  observe(in_backward + held.AtEmbedding() + m.layer.hidden);
+  observe(in_backward + held.AtEmbedding() + m.layer.hidden, others.ReducedBeforeLayer(-1));
   peaks.backward = std::max(peaks.backward_loss, peaks.backward_layers);
+  backward_unreduced = std::max(backward_unreduced, peaks.backward_loss);
 
   const int64_t ends = fixed + std::max(held.Before(), held.After());
   // Activations as the worker defines them, with the buffers taken off each phase's peak. They
   // are constant within a phase, except SHARD_GRADIENTS' others' gradients: those are made as
-  // one process makes them, and one process's end holds them (the rank's, after the reduce, does
-  // not), so taking all of them off measures backward above the same end as one process.
+  // one process makes them and freed as their reduces complete, and one process's end holds them
+  // all (the rank's does not), so backward as one process would hold it, less all of them,
+  // measures backward above the same end as one process.
+  const int64_t backward_buffers =
+      m.run.parallel.partitions_gradients() ? others.all : m.params.communication_buffer;
   peaks.activations = std::max<int64_t>(
-      0, std::max(peaks.forward - gathered,
-                  peaks.backward - gathered - m.params.communication_buffer) - ends);
+      0, std::max(peaks.forward - gathered, backward_unreduced - gathered - backward_buffers) - ends);
   return peaks;
 }
 

@@ -40,9 +40,18 @@ std::string DataParallel::Describe() const {
   return text;
 }
 
-void DataParallel::ShardModel(Qwen2ForCausalLMImpl& model) {
-  if (sharding_ != SpecSharding::kFull) return;
+void DataParallel::AttachModel(Qwen2ForCausalLMImpl& model) {
+  if (sharding_ != SpecSharding::kFull) {
+    model_ = &model;
+    return;
+  }
   full_shard_ = std::make_unique<FullShard>(group_, model, full_shard_options_);
+}
+
+void DataParallel::ReleaseModel() {
+  gradient_reduction_.reset();
+  full_shard_.reset();
+  model_ = nullptr;
 }
 
 torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
@@ -54,7 +63,7 @@ std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
     const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters, const OptimizerOptions& options) {
   parameters_.clear();
   if (sharding_ == SpecSharding::kFull) {
-    if (!full_shard_) throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs ShardModel first");
+    if (!full_shard_) throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs AttachModel first");
     std::vector<std::pair<std::string, torch::Tensor>> shards = full_shard_->TrainableShards();
     if (shards.empty()) return std::make_unique<NoParametersOptimizer>();
     return MakeOptimizer(std::move(shards), options);
@@ -77,14 +86,15 @@ std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
   for (size_t i = 0; i < parameters_.size(); ++i) {
     if (owner_[i] == rank()) owned.emplace_back(names[i], parameters_[i]);
   }
+  if (model_ == nullptr) throw std::logic_error("DataParallel: the optimizer needs AttachModel first");
+  gradient_reduction_.reset();  // one model's hooks at a time
+  gradient_reduction_ = std::make_unique<GradientReduction>(group_, *model_, parameters_, owner_, sharding_);
   if (owned.empty()) return std::make_unique<NoParametersOptimizer>();
   return MakeOptimizer(std::move(owned), options);
 }
 
-torch::Tensor& DataParallel::GradientOrZeros(torch::Tensor& parameter) {
-  torch::Tensor& grad = parameter.mutable_grad();
-  if (!grad.defined()) grad = torch::zeros_like(parameter);
-  return grad;
+void DataParallel::BeginMicroBatch(bool last) {
+  if (gradient_reduction_) gradient_reduction_->Begin(last);
 }
 
 void DataParallel::AfterBackward(bool last) {
@@ -92,28 +102,10 @@ void DataParallel::AfterBackward(bool last) {
     full_shard_->FinishBackward(last);
     return;
   }
-  torch::NoGradGuard no_grad;
-  const double scale = 1.0 / world_size();
-  if (sharding_ == SpecSharding::kGradients) {
-    // Summed into the owner after every micro-batch: the owner's gradient carries the sum so far
-    // into the next backward, which adds to it; the others start again from none.
-    std::vector<RootedTensor> reduced;
-    for (size_t i = 0; i < parameters_.size(); ++i) reduced.emplace_back(GradientOrZeros(parameters_[i]), owner_[i]);
-    group_->ReduceSum(reduced);
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      if (owner_[i] != rank()) {
-        parameters_[i].mutable_grad().reset();
-      } else if (last) {
-        parameters_[i].mutable_grad().mul_(scale);
-      }
-    }
-    return;
-  }
-  if (!last) return;  // gradients accumulate locally over the step's micro-batches
-  std::vector<torch::Tensor> grads;
-  for (torch::Tensor& p : parameters_) grads.push_back(GradientOrZeros(p));
-  group_->AllReduceSum(grads);
-  for (torch::Tensor& g : grads) g.mul_(scale);
+  // Summed into the owner in every micro-batch under SHARD_GRADIENTS: the owner's gradient
+  // carries the sum so far into the next backward, which adds to it; the others start again from
+  // none. The other shardings accumulate locally until the last.
+  if (gradient_reduction_) gradient_reduction_->Finish();
 }
 
 void DataParallel::AfterStep() {

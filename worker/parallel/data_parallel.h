@@ -1,10 +1,10 @@
 // One rank's side of data-parallel training (docs/PARALLEL.md). The training loop calls it
 // at fixed points of every step, and every rank makes the same calls in the same order:
 //
-//   ShardModel(model)                         (once, after the model is loaded)
+//   AttachModel(model)                        (once, after the model is loaded)
 //   MakeRankOptimizer(...)
 //   LocalRows(global micro-batch)  -> this rank's rows
-//   forward, backward, AfterBackward(last)    (per micro-batch)
+//   BeginMicroBatch(last), forward, backward, AfterBackward(last)    (per micro-batch)
 //   optimizer->Step(), AfterStep(), ZeroGrad()
 //   ParametersToSave(model, wanted)           (once, after the last step)
 //   ReleaseModel()                            (before the model is destroyed)
@@ -12,14 +12,17 @@
 // so that the run trains as one process with world_size times the micro-batch would: each rank's
 // loss is the mean over its rows, and the gradients are averaged over the ranks before a step.
 //
-//   SHARD_NONE       AfterBackward(last) all-reduces every gradient and divides it by world_size;
-//                    each rank's optimizer holds and updates every parameter.
+//   SHARD_NONE       the last micro-batch's backward all-reduces every gradient, a unit (decoder
+//                    layer) at a time as backward finishes it (gradient_reduction.h), and
+//                    AfterBackward(last) completes the rest and divides by world_size; each rank's
+//                    optimizer holds and updates every parameter.
 //   SHARD_OPTIMIZER  gradients as SHARD_NONE; each rank's optimizer holds only the parameters it
 //                    owns (parameter_partition.h); AfterStep broadcasts each from its owner.
-//   SHARD_GRADIENTS  AfterBackward (every micro-batch) reduces each gradient to its owner (sum)
-//                    and frees it on the other ranks; the owner divides by world_size after the
-//                    last; otherwise as SHARD_OPTIMIZER.
-//   SHARD_FULL       ShardModel splits every parameter over the ranks and gathers each unit's
+//   SHARD_GRADIENTS  every micro-batch's backward reduces each gradient to its owner (sum), a
+//                    unit at a time as for SHARD_NONE, and the other ranks free it once its
+//                    reduce completes; the owner divides by world_size after the last; otherwise
+//                    as SHARD_OPTIMIZER.
+//   SHARD_FULL       AttachModel splits every parameter over the ranks and gathers each unit's
 //                    parameters around its forward and backward (full_shard.h); each rank's
 //                    optimizer steps its own shards, and nothing is broadcast after the step.
 //
@@ -38,6 +41,7 @@
 #include "worker/model/qwen2_model.h"
 #include "worker/optim/optimizer.h"
 #include "worker/parallel/full_shard.h"
+#include "worker/parallel/gradient_reduction.h"
 #include "worker/parallel/rank_group.h"
 #include "worker/spec/experiment_spec.h"
 
@@ -57,21 +61,28 @@ class DataParallel {
   torch::Tensor LocalRows(const torch::Tensor& global_batch) const;
 
   // SHARD_FULL: shards `model`'s parameters (FullShard) until ReleaseModel() or this object's
-  // end, whichever comes first. Every other sharding: nothing.
-  void ShardModel(Qwen2ForCausalLMImpl& model);
-  // SHARD_FULL: the sharding of the model ShardModel was given; null otherwise.
+  // end, whichever comes first. Every other sharding: remembers the model, whose backward
+  // MakeRankOptimizer's GradientReduction hooks into.
+  void AttachModel(Qwen2ForCausalLMImpl& model);
+  // SHARD_FULL: the sharding of the model AttachModel was given; null otherwise.
   const FullShard* full_shard() const { return full_shard_.get(); }
 
   // This rank's optimizer over `named_parameters` (the trainable parameters in model order, a
   // tied tensor possibly listed twice): all of them for SHARD_NONE, else the ones this rank owns;
-  // for SHARD_FULL the rank's shards of them. Remembers the parameters for the calls below.
-  // Throws as MakeOptimizer.
+  // for SHARD_FULL the rank's shards of them. Remembers the parameters for the calls below and,
+  // but for SHARD_FULL, hooks their collectives into the attached model's backward. Throws as
+  // MakeOptimizer, and std::logic_error without AttachModel first.
   std::unique_ptr<Optimizer> MakeRankOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
                                                const OptimizerOptions& options);
 
+  // Before each micro-batch's forward; `last`: the step's last one.
+  void BeginMicroBatch(bool last);
   // After each micro-batch's backward; `last`: the step's last one, after which every gradient
   // the rank's optimizer reads is the mean over the ranks.
   void AfterBackward(bool last);
+  // The gradient collectives of the other shardings; null for SHARD_FULL and before
+  // MakeRankOptimizer.
+  const GradientReduction* gradient_reduction() const { return gradient_reduction_.get(); }
   // After the optimizer's step: every rank holds every updated parameter.
   void AfterStep();
   // Drops every trainable parameter's gradient, including those the rank's optimizer does not hold.
@@ -83,16 +94,16 @@ class DataParallel {
   // (agreed through one all-reduce, so every rank must call this); otherwise the parameters
   // themselves (empty when not wanted).
   std::vector<std::pair<std::string, torch::Tensor>> ParametersToSave(Qwen2ForCausalLMImpl& model, bool wanted);
-  // Forgets the model ShardModel was given (SHARD_FULL frees the shards it holds).
-  void ReleaseModel() { full_shard_.reset(); }
+  // Forgets the model AttachModel was given (SHARD_FULL frees the shards it holds).
+  void ReleaseModel();
 
  private:
-  torch::Tensor& GradientOrZeros(torch::Tensor& parameter);
-
   RankGroup* const group_;
   const SpecSharding sharding_;
   const FullShardOptions full_shard_options_;
   std::unique_ptr<FullShard> full_shard_;
+  Qwen2ForCausalLMImpl* model_ = nullptr;  // attached, but for SHARD_FULL; until ReleaseModel
+  std::unique_ptr<GradientReduction> gradient_reduction_;
   std::vector<torch::Tensor> parameters_;  // distinct, in model order
   std::vector<int> owner_;                 // per parameter; all this rank for SHARD_NONE
 };

@@ -4,6 +4,8 @@
 // on every rank, for each sharding the worker implements (full_shard_process_test.cc has
 // SHARD_FULL's variations).
 #include <chrono>
+#include <cstdio>
+#include <ostream>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -80,6 +82,46 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
                          ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_FULL"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// The gradients' collectives run inside backward, a layer at a time (gradient_reduction.h): a
+// checkpointed layer's recompute, a third micro-batch, an untied lm_head (a root gradient made
+// first in backward and reduced last) and LoRA (layer 0's input needs no gradient: its adapters
+// are reduced after backward) must not change what is computed.
+struct GradientReductionCase {
+  const char* name;
+  const char* sharding;
+  RunShape shape;
+};
+
+void PrintTo(const GradientReductionCase& c, std::ostream* os) { *os << c.name; }
+
+constexpr char kUntiedModel[] = R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 48,
+    "numHiddenLayers": 3, "numAttentionHeads": 4, "numKeyValueHeads": 2, "maxPositionEmbeddings": 64,
+    "ropeTheta": 10000, "rmsNormEps": 1e-6, "tieWordEmbeddings": false, "initializerRange": 0.02}, "initSeed": 5})";
+
+class GradientReductionProcessTest : public ::testing::TestWithParam<GradientReductionCase> {};
+
+TEST_P(GradientReductionProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
+  const GradientReductionCase& c = GetParam();
+  ScratchDir dir;
+  const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", c.shape));
+  ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
+  const std::vector<FinishedWorker> ranks = RunRanks(
+      dir, Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + c.sharding + R"("})", c.shape));
+  const double largest = ExpectRanksMatch(dir, ranks, reference, dir);
+  std::printf("%s: largest parameter difference %.3g\n", c.name, largest);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variations, GradientReductionProcessTest,
+    ::testing::Values(GradientReductionCase{"NoneCheckpointed", "SHARD_NONE", ShapeOf(2, 1)},
+                      GradientReductionCase{"OptimizerUntiedThreeMicroBatches", "SHARD_OPTIMIZER",
+                                            ShapeOf(3, 0, "", kUntiedModel)},
+                      GradientReductionCase{"GradientsCheckpointedUntied", "SHARD_GRADIENTS",
+                                            ShapeOf(3, 1, "", kUntiedModel)},
+                      GradientReductionCase{"GradientsLora", "SHARD_GRADIENTS",
+                                            ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})")}),
+    [](const ::testing::TestParamInfo<GradientReductionCase>& info) { return std::string(info.param.name); });
 
 // LoRA: only the adapters train, so the ranks own, average and broadcast a subset of the
 // model's parameters.

@@ -7,6 +7,7 @@
 #include <c10/core/StorageImpl.h>
 
 #include "worker/adapters/qlora.h"
+#include "worker/parallel/model_units.h"
 
 namespace vramlab::worker {
 namespace {
@@ -55,24 +56,11 @@ FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOpt
     index_of[named.value().unsafeGetTensorImpl()] = parameters_.size();
     AddSharded(named.key(), named.value(), /*buffer=*/true);
   }
-  std::vector<bool> in_layer(parameters_.size(), false);
-  for (const Qwen2DecoderLayer& layer : model_->decoder_layers()) {
+  for (std::vector<size_t>& indices : ModelUnits(*model_, index_of, parameters_.size())) {
     Unit unit;
-    std::vector<torch::Tensor> tensors = layer->parameters();
-    for (const torch::Tensor& b : layer->buffers()) tensors.push_back(b);
-    for (const torch::Tensor& t : tensors) {
-      const auto found = index_of.find(t.unsafeGetTensorImpl());
-      if (found == index_of.end() || in_layer[found->second]) continue;  // not sharded, or seen
-      in_layer[found->second] = true;
-      unit.parameters.push_back(found->second);
-    }
+    unit.parameters = std::move(indices);
     units_.push_back(std::move(unit));
   }
-  Unit root;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (!in_layer[i]) root.parameters.push_back(i);
-  }
-  units_.push_back(std::move(root));
   model_->set_unit_hooks(this);
 }
 

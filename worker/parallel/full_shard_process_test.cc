@@ -36,16 +36,6 @@ struct FullShardCase {
   bool prefetch = true;
 };
 
-RunShape FullShardShape(int grad_accum_steps, int checkpoint_every_k_layers, const std::string& adapter = "",
-                        const std::string& model = "") {
-  RunShape shape;
-  shape.grad_accum_steps = grad_accum_steps;
-  shape.checkpoint_every_k_layers = checkpoint_every_k_layers;
-  shape.adapter = adapter;
-  if (!model.empty()) shape.model = model;
-  return shape;
-}
-
 // Vocabulary 301 and intermediate size 45 are odd: the embeddings, lm_head, gate_proj and
 // up_proj are padded by a row on rank 1.
 constexpr char kOddRowsModel[] = R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 45,
@@ -115,22 +105,22 @@ TEST_P(FullShardProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variations, FullShardProcessTest,
-    ::testing::Values(FullShardCase{"ReshardAfterForward", true, FullShardShape(2, 0)},
-                      FullShardCase{"CheckpointedLayers", true, FullShardShape(2, 1)},
-                      FullShardCase{"CheckpointedLayersKeptGathered", false, FullShardShape(2, 1)},
-                      FullShardCase{"ThreeMicroBatches", true, FullShardShape(3, 0)},
-                      FullShardCase{"ThreeMicroBatchesKeptGathered", false, FullShardShape(3, 0)},
-                      FullShardCase{"Lora", true, FullShardShape(2, 0, R"({"kind": "LORA", "rank": 4})")},
+    ::testing::Values(FullShardCase{"ReshardAfterForward", true, ShapeOf(2, 0)},
+                      FullShardCase{"CheckpointedLayers", true, ShapeOf(2, 1)},
+                      FullShardCase{"CheckpointedLayersKeptGathered", false, ShapeOf(2, 1)},
+                      FullShardCase{"ThreeMicroBatches", true, ShapeOf(3, 0)},
+                      FullShardCase{"ThreeMicroBatchesKeptGathered", false, ShapeOf(3, 0)},
+                      FullShardCase{"Lora", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})")},
                       FullShardCase{"LoraCheckpointedKeptGathered", false,
-                                    FullShardShape(2, 1, R"({"kind": "LORA", "rank": 4})")},
-                      FullShardCase{"PaddedRows", true, FullShardShape(2, 0, "", kOddRowsModel)},
-                      FullShardCase{"PaddedRowsCheckpointed", true, FullShardShape(2, 1, "", kOddRowsModel)},
-                      FullShardCase{"ReshardAfterForwardNoPrefetch", true, FullShardShape(2, 0), false},
-                      FullShardCase{"CheckpointedLayersNoPrefetch", true, FullShardShape(2, 1), false},
-                      FullShardCase{"ThreeMicroBatchesKeptGatheredNoPrefetch", false, FullShardShape(3, 0), false},
-                      FullShardCase{"LoraNoPrefetch", true, FullShardShape(2, 0, R"({"kind": "LORA", "rank": 4})"),
+                                    ShapeOf(2, 1, R"({"kind": "LORA", "rank": 4})")},
+                      FullShardCase{"PaddedRows", true, ShapeOf(2, 0, "", kOddRowsModel)},
+                      FullShardCase{"PaddedRowsCheckpointed", true, ShapeOf(2, 1, "", kOddRowsModel)},
+                      FullShardCase{"ReshardAfterForwardNoPrefetch", true, ShapeOf(2, 0), false},
+                      FullShardCase{"CheckpointedLayersNoPrefetch", true, ShapeOf(2, 1), false},
+                      FullShardCase{"ThreeMicroBatchesKeptGatheredNoPrefetch", false, ShapeOf(3, 0), false},
+                      FullShardCase{"LoraNoPrefetch", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})"),
                                     false},
-                      FullShardCase{"PaddedRowsCheckpointedNoPrefetch", true, FullShardShape(2, 1, "", kOddRowsModel),
+                      FullShardCase{"PaddedRowsCheckpointedNoPrefetch", true, ShapeOf(2, 1, "", kOddRowsModel),
                                     false}),
     [](const ::testing::TestParamInfo<FullShardCase>& info) { return std::string(info.param.name); });
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -41,6 +42,12 @@ class OneRankGroup : public RankGroup {
   void AllReduceSum(const std::vector<torch::Tensor>&) override {}
   void ReduceSum(const std::vector<RootedTensor>&) override {}
   void Broadcast(const std::vector<RootedTensor>&) override {}
+  std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>&) override {
+    throw std::logic_error("SHARD_FULL all-reduces no gradient");
+  }
+  std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>&) override {
+    throw std::logic_error("SHARD_FULL reduces no gradient");
+  }
   std::unique_ptr<PendingCollective> StartAllGather(
       const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
     for (const auto& [full, chunk] : full_and_chunk) {

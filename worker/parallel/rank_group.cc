@@ -78,12 +78,18 @@ class C10dRankGroup : public RankGroup {
 
   void AllReduceSum(const std::vector<torch::Tensor>& tensors) override { LaunchAllReduce(tensors)->Wait(); }
 
-  void ReduceSum(const std::vector<RootedTensor>& tensors) override {
-    LaunchEach(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
+  void ReduceSum(const std::vector<RootedTensor>& tensors) override { StartReduceSum(tensors)->Wait(); }
+
+  std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+    return LaunchAllReduce(tensors);
+  }
+
+  std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>& tensors) override {
+    return LaunchEach(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
       c10d::ReduceOptions options;
       options.rootRank = rooted.second;
       return group_->reduce(wire, options);
-    })->Wait();
+    });
   }
 
   void Broadcast(const std::vector<RootedTensor>& tensors) override {

@@ -1,7 +1,7 @@
 // One rank's membership in a parallel run: the c10d process group of the LibTorch the worker is
 // built with (ProcessGroupGloo on the CPU, ProcessGroupNCCL on CUDA), joined through a TCPStore
 // that rank 0 hosts at the rendezvous address. No collective is implemented here: each call is
-// one c10d collective per tensor, launched together and waited for together (SHARD_FULL's two
+// one c10d collective per tensor, launched together and waited for together (the Start* calls
 // return them still running, as a PendingCollective).
 //
 // Every rank must make the same calls in the same order with tensors of the same shapes and
@@ -87,6 +87,12 @@ class RankGroup {
   virtual void AllReduceSum(const std::vector<torch::Tensor>& tensors) = 0;
   // Each tensor becomes the sum of its copies on its root rank; other ranks' copies are unspecified.
   virtual void ReduceSum(const std::vector<RootedTensor>& tensors) = 0;
+  // The two above, issued and not waited for: the results exist once the returned
+  // PendingCollective's Wait() has returned (data parallel's gradients during backward,
+  // gradient_reduction.h). In place; on Gloo a bfloat16 tensor travels as a float32 copy that
+  // Wait() copies back.
+  virtual std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>& tensors) = 0;
+  virtual std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>& tensors) = 0;
   // Each tensor becomes its root rank's copy on every rank.
   virtual void Broadcast(const std::vector<RootedTensor>& tensors) = 0;
   // SHARD_FULL's collectives, over pairs of a padded full tensor and this rank's chunk of it:

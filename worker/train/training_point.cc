@@ -93,7 +93,7 @@ class PointRunner {
       InitializeWeights(*live.model, spec_.model.init_seed, config_.initializer_range);
     }
     if (spec_.training.adapter.enabled()) AttachAdapters(live);
-    if (context_.parallel != nullptr) ShardModel(live);
+    if (context_.parallel != nullptr) AttachToRanks(live);
     tracker_.End();
     try {
       // Only what trains: every parameter, or the adapters alone.
@@ -113,8 +113,8 @@ class PointRunner {
   // SHARD_FULL, inside LOAD: the rank keeps its shards, so LOAD's growth is the shards alone; the
   // adapters' share is their shards' bytes, and QLoRA's quantisation constants are the absmax
   // codes' and scales' shards and the lookup tables every rank keeps whole.
-  void ShardModel(LiveModel& live) {
-    context_.parallel->ShardModel(*live.model);
+  void AttachToRanks(LiveModel& live) {
+    context_.parallel->AttachModel(*live.model);
     const FullShard* full = context_.parallel->full_shard();
     if (full == nullptr || !spec_.training.adapter.enabled()) return;
     int64_t adapter_bytes = 0;
@@ -252,6 +252,7 @@ class PointRunner {
         // Inputs exist before FORWARD begins and after BACKWARD ends, so they cancel out of the
         // gradient and activation arithmetic (anatomy_builder.h).
         torch::Tensor ids = NextRows(tokens).to(device);
+        if (context_.parallel != nullptr) context_.parallel->BeginMicroBatch(micro == accum - 1);
         tracker_.Begin(Phase::kForward, step, micro);
         torch::Tensor loss = CausalLmLoss(live.model, ids, ids, loss_impl, t.loss_chunk_tokens);
         // One optimizer step per cycle must see the mean over the cycle's micro-batches.

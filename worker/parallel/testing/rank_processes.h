@@ -174,6 +174,19 @@ inline std::string Spec(int micro_batch_size, const std::string& parallel, const
          (parallel.empty() ? "" : R"(, "parallel": )" + parallel) + "}";
 }
 
+// Two or more micro-batches a step, every k-th layer checkpointed (0: none), an adapter (the
+// spec's training.adapter object; empty: none) and a model (the spec's model object; empty: the
+// tiny preset).
+inline RunShape ShapeOf(int grad_accum_steps, int checkpoint_every_k_layers, const std::string& adapter = "",
+                        const std::string& model = "") {
+  RunShape shape;
+  shape.grad_accum_steps = grad_accum_steps;
+  shape.checkpoint_every_k_layers = checkpoint_every_k_layers;
+  shape.adapter = adapter;
+  if (!model.empty()) shape.model = model;
+  return shape;
+}
+
 inline RunShape WithDtype(const std::string& dtype) {
   RunShape shape;
   shape.dtype = dtype;
