@@ -292,22 +292,36 @@ TEST(ParallelEstimateTest, FullShardReduceScatterStagingAndWhatPrefetchCosts) {
             layer_gathered + with_prefetch - without);
 }
 
-// SHARD_FULL's LOAD as the worker runs it: the whole model on every rank, then sharded one
-// parameter at a time, so LOAD peaks at the whole model plus the largest shard (the embedding's).
-// For qwen2.5-7b over 64 ranks that is above the step's peak.
-TEST(ParallelEstimateTest, FullShardLoadHoldsTheWholeModelPlusOneShard) {
+// SHARD_FULL's LOAD as the worker runs it. On CUDA each rank builds the model on the host and
+// copies only its shards to the device: LOAD holds the rank's weights alone, below the step's
+// peak even for qwen2.5-7b over 64 ranks. On the CPU, where the host is the device, the whole
+// model exists on every rank and is sharded one parameter at a time, so LOAD peaks at the whole
+// model plus the larger of the largest shard (the embedding's) and random init's fp32 copy of the
+// largest matrix (the embedding, made before the shards): for qwen2.5-7b over 64 ranks that is
+// above the step's peak.
+TEST(ParallelEstimateTest, FullShardLoadHoldsTheShardsOnCudaAndTheWholeModelOnTheCpu) {
   const int64_t n = 64;
   const Tensors t = TensorsOf("qwen2.5-7b");
-  int64_t whole = 0, largest_shard = 0;
-  for (size_t k = 0; k < t.root.size(); ++k) {
-    whole += Device(true, t.root[k] * kBf16);
-    largest_shard = std::max(largest_shard, Device(true, Chunk(t.root[k], t.root_rows[k], n) * kBf16));
+  for (const bool cuda : {true, false}) {
+    SCOPED_TRACE(cuda ? "CUDA" : "CPU");
+    int64_t whole = 0, largest_shard = 0, largest_matrix = 0;
+    for (size_t k = 0; k < t.root.size(); ++k) {
+      whole += Device(cuda, t.root[k] * kBf16);
+      largest_shard = std::max(largest_shard, Device(cuda, Chunk(t.root[k], t.root_rows[k], n) * kBf16));
+      largest_matrix = std::max(largest_matrix, t.root[k]);
+    }
+    for (size_t k = 0; k < t.layer.size(); ++k) whole += t.layers * Device(cuda, t.layer[k] * kBf16);
+    const MemoryEstimate e =
+        MustEstimate(Spec("qwen2.5-7b", cuda, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL, true));
+    if (cuda) {
+      EXPECT_NE(e.parallel().peak_phase(), vramlab::v1::LOAD);
+      EXPECT_LT(e.parallel().anatomy().weights_bytes(), whole / 32);
+    } else {
+      EXPECT_EQ(e.parallel().peak_phase(), vramlab::v1::LOAD);
+      EXPECT_EQ(e.parallel().predicted_peak_bytes(),
+                whole + std::max(largest_shard, Device(false, largest_matrix * 4)));
+    }
   }
-  for (size_t k = 0; k < t.layer.size(); ++k) whole += t.layers * Device(true, t.layer[k] * kBf16);
-  const MemoryEstimate e =
-      MustEstimate(Spec("qwen2.5-7b", true, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL, true));
-  EXPECT_EQ(e.parallel().peak_phase(), vramlab::v1::LOAD);
-  EXPECT_EQ(e.parallel().predicted_peak_bytes(), whole + largest_shard);
 }
 
 TEST(ParallelEstimateTest, RankPeakNeverGrowsWithTheWorldSize) {

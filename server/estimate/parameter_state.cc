@@ -137,13 +137,17 @@ OthersGradients GradientsOfOthers(const std::vector<int64_t>& bytes, const std::
   return others;
 }
 
-// SHARD_FULL's LOAD as the worker runs it (worker/parallel/full_shard.h, FullShard's constructor):
-// every rank builds (or loads) the whole model, then shards it one parameter at a time, freeing
-// each full parameter once its shard exists. LOAD's peak is the whole model plus one shard (at
-// most the largest), not the shards alone; random init's copy, where counted, comes before.
+// SHARD_FULL's LOAD as the worker runs it (worker/parallel/full_shard.h, FullShard's constructor,
+// and DataParallel::BuildDevice): on CUDA every rank builds (or loads) the whole model on the host
+// and copies only its shards to the device, so LOAD holds the shards alone there — except under
+// QLoRA, which quantises the whole model onto the device first. There, and on the CPU (where the
+// host is the device), the rank shards the whole model one parameter at a time, freeing each full
+// parameter once its shard exists: LOAD's peak is the whole model plus one shard (at most the
+// largest), not the shards alone; random init's copy, where counted, comes before.
 void AddWholeModelLoad(const RunSettings& run, int64_t whole_weights, int64_t largest_shard,
                        ParameterState* s) {
   if (!run.parallel.shards_parameters()) return;
+  if (run.device == Device::kCuda && !run.adapter.qlora) return;
   s->load_temporaries = whole_weights - s->weights + std::max(s->load_temporaries, largest_shard);
 }
 

@@ -40,12 +40,16 @@ std::string DataParallel::Describe() const {
   return text;
 }
 
-void DataParallel::AttachModel(Qwen2ForCausalLMImpl& model) {
+void DataParallel::AttachModel(Qwen2ForCausalLMImpl& model, const torch::Device& device) {
   if (sharding_ != SpecSharding::kFull) {
     model_ = &model;
     return;
   }
-  full_shard_ = std::make_unique<FullShard>(group_, model, full_shard_options_);
+  full_shard_ = std::make_unique<FullShard>(group_, model, full_shard_options_, device);
+}
+
+torch::Device DataParallel::BuildDevice(const torch::Device& device, bool qlora) const {
+  return sharding_ == SpecSharding::kFull && !qlora ? torch::Device(torch::kCPU) : device;
 }
 
 void DataParallel::ReleaseModel() {

@@ -60,10 +60,15 @@ class DataParallel {
   // Rows [rank * m, (rank + 1) * m) of a global micro-batch of world_size * m rows.
   torch::Tensor LocalRows(const torch::Tensor& global_batch) const;
 
-  // SHARD_FULL: shards `model`'s parameters (FullShard) until ReleaseModel() or this object's
-  // end, whichever comes first. Every other sharding: remembers the model, whose backward
-  // MakeRankOptimizer's GradientReduction hooks into.
-  void AttachModel(Qwen2ForCausalLMImpl& model);
+  // SHARD_FULL: shards `model`'s parameters onto `device` (FullShard; the model may have been
+  // built on the host) until ReleaseModel() or this object's end, whichever comes first. Every
+  // other sharding: remembers the model (on `device`), whose backward MakeRankOptimizer's
+  // GradientReduction hooks into.
+  void AttachModel(Qwen2ForCausalLMImpl& model, const torch::Device& device);
+  // Where the rank builds and loads its model before AttachModel: the host under SHARD_FULL
+  // (whose rank then holds only its shards on `device`), except for QLoRA, which quantises onto
+  // the device itself (qlora.h); `device` otherwise.
+  torch::Device BuildDevice(const torch::Device& device, bool qlora) const;
   // SHARD_FULL: the sharding of the model AttachModel was given; null otherwise.
   const FullShard* full_shard() const { return full_shard_.get(); }
 

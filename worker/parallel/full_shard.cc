@@ -29,6 +29,15 @@ void FreeShardStorage(const torch::Tensor& parameter) {
   storage->set_nbytes(size_t{0});
 }
 
+// The tensor's TensorImpl (autograd identity, module registration, tied names) takes an empty
+// storage on `device` from that device's allocator, keeping its sizes and strides; its values on
+// the old device are released with their storage.
+void MoveWithoutValues(const torch::Tensor& tensor, const torch::Device& device) {
+  torch::Tensor empty = torch::empty({0}, tensor.options().device(device));
+  empty.unsafeGetTensorImpl()->set_sizes_contiguous(tensor.sizes());
+  tensor.set_data(empty);
+}
+
 // A 1-D view of the first `elements` of the parameter's storage.
 torch::Tensor FlatStorageView(const torch::Tensor& parameter, int64_t elements) {
   torch::Tensor flat = torch::empty({0}, parameter.options());
@@ -41,8 +50,9 @@ torch::Tensor AsRows(const torch::Tensor& t) { return t.dim() == 0 ? t.reshape({
 
 }  // namespace
 
-FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options)
-    : group_(group), model_(model.model.ptr()), options_(options) {
+FullShard::FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options,
+                     const torch::Device& device)
+    : group_(group), model_(model.model.ptr()), options_(options), device_(device) {
   torch::NoGradGuard no_grad;
   std::unordered_map<const void*, size_t> index_of;  // TensorImpl -> parameters_ index
   for (const auto& named : model.named_parameters()) {
@@ -69,10 +79,11 @@ void FullShard::AddSharded(const std::string& name, const torch::Tensor& full, b
     throw std::invalid_argument("SHARD_FULL: tensor " + name + " is not contiguous at offset 0");
   }
   ShardLayout layout(full.sizes().vec(), group_->world_size());
-  torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options());
+  torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options().device(device_));
   const RowRange owned = layout.OwnedRows(group_->rank());
   if (owned.size() > 0) shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
   shard.set_requires_grad(full.requires_grad());
+  if (full.device() != device_) MoveWithoutValues(full, device_);
   FreeShardStorage(full);
   const int64_t gathered_bytes = layout.padded_elements() * static_cast<int64_t>(full.element_size());
   parameters_.push_back({name, full, shard, layout, gathered_bytes, buffer});

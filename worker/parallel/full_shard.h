@@ -92,12 +92,15 @@ class FullShard : public ForwardUnitHooks {
  public:
   // Shards `model`'s parameters and NF4 storage buffers (each must be contiguous at storage
   // offset 0; a tied parameter is sharded once; a tensor of no elements has nothing to gather)
-  // and installs itself as the model's unit hooks. The rank's shards are copied out of the full
-  // values and each full parameter's storage is freed as soon as its shard exists, so the peak is
-  // the full model plus one shard. `group` outlives this object; the model's Qwen2Model is kept
-  // alive until it is destroyed, so it never calls a destroyed hook. Throws std::invalid_argument
-  // for a parameter that is not contiguous at offset 0.
-  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options);
+  // and installs itself as the model's unit hooks. The rank's shards are made on `device` and
+  // copied out of the full values, and each full parameter's storage is freed as soon as its
+  // shard exists. A full parameter on another device (a model built on the host) is moved to
+  // `device` without its values: its TensorImpl takes a storage there, empty until gathered. So
+  // LOAD's peak on `device` is the full model plus one shard when the model was built there, and
+  // the shards alone when it was built on the host. `group` outlives this object; the model's
+  // Qwen2Model is kept alive until it is destroyed, so it never calls a destroyed hook. Throws
+  // std::invalid_argument for a parameter that is not contiguous at offset 0.
+  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options, const torch::Device& device);
   // Waits for any collective still pending (an exception's unwinding), then removes itself from
   // the model's hooks.
   ~FullShard() override;
@@ -187,6 +190,7 @@ class FullShard : public ForwardUnitHooks {
   RankGroup* const group_;
   const std::shared_ptr<Qwen2ModelImpl> model_;
   const FullShardOptions options_;
+  const torch::Device device_;  // of the shards and the gathered parameters
   std::vector<ShardedParameter> parameters_;  // the parameters in model order, then the NF4 buffers
   std::vector<Unit> units_;                   // the layers in order, then the root
   std::unique_ptr<Reduction> reducing_;       // with prefetch: the last reduce-scatter issued

@@ -175,7 +175,7 @@ TEST_P(FullShardTest, TrainsExactlyAsThePlainModelWhileFreeingTheUnits) {
   const auto& layers = sharded->model->decoder_layers();
   const int64_t layer_bytes = TrainableBytes(layers[0]->parameters());
   const int64_t root_bytes = TrainableBytes(sharded->parameters()) - static_cast<int64_t>(layers.size()) * layer_bytes;
-  FullShard shard(&group, *sharded, Options());
+  FullShard shard(&group, *sharded, Options(), torch::kCPU);
 
   for (const auto& named : sharded->named_parameters()) {
     EXPECT_FALSE(Materialized(named.value())) << named.key() << ": freed once sharded";
@@ -263,7 +263,7 @@ TEST_P(FullShardTest, QloraGathersTheNf4BuffersWithTheirLayerAndTrainsExactly) {
     ASSERT_EQ(layer_nf4[i].size(), 3u * AllLoraTargets().size()) << "layer " << i;
   }
   OneRankGroup group;
-  FullShard shard(&group, *sharded, Options());
+  FullShard shard(&group, *sharded, Options(), torch::kCPU);
   EXPECT_EQ(shard.BufferShards().size(), layers.size() * layer_nf4[0].size());
   for (const auto& nf4 : layer_nf4) {
     for (const torch::Tensor& t : nf4) EXPECT_FALSE(Materialized(t)) << "freed once sharded";
@@ -306,7 +306,7 @@ TEST(FullShardOrderTest, PrefetchIssuesEachAllGatherOneUnitAheadAndOverlapsReduc
     Qwen2ForCausalLM sharded = testing::LoadCheckpoint("qwen2-tiny");
     OneRankGroup group;
     ProbeUnits(group, sharded);
-    FullShard shard(&group, *sharded, {/*reshard_after_forward=*/true, prefetch});
+    FullShard shard(&group, *sharded, {/*reshard_after_forward=*/true, prefetch}, torch::kCPU);
     CausalLmLoss(sharded, ids, ids, LossImpl::kFull, 0).backward();
     shard.FinishBackward(/*last=*/true);
     const std::vector<std::string> with_prefetch = {
@@ -348,7 +348,7 @@ TEST(FullShardOrderTest, PrefetchGathersTwoLayersAtOnce) {
     for (const torch::Tensor& p : sharded->parameters()) all_bytes += p.nbytes();
     const int64_t root_bytes = all_bytes - 3 * layer_bytes;
     OneRankGroup group;
-    FullShard shard(&group, *sharded, options);
+    FullShard shard(&group, *sharded, options, torch::kCPU);
     const torch::Tensor plain_loss = CausalLmLoss(plain, ids, ids, LossImpl::kFull, 0);
     const torch::Tensor sharded_loss = CausalLmLoss(sharded, ids, ids, LossImpl::kFull, 0);
     EXPECT_EQ(plain_loss.item<double>(), sharded_loss.item<double>());

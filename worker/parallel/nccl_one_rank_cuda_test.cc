@@ -10,10 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "worker/model/loss.h"
+#include "worker/memory/cuda_ledger.h"
 #include "worker/model/model_test_util.h"
 #include "worker/parallel/full_shard.h"
 #include "worker/parallel/gradient_reduction.h"
@@ -22,6 +24,16 @@
 
 namespace vramlab::worker {
 namespace {
+
+int64_t CudaAllocatedBytes() {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return stats.allocated_bytes[kAggregateStat].current;
+}
+
+int64_t CudaPeakAllocatedBytes() {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return stats.allocated_bytes[kAggregateStat].peak;
+}
 
 class NcclOneRankTest : public ::testing::Test {
  protected:
@@ -79,13 +91,27 @@ TEST_F(NcclOneRankTest, EveryCollectiveLeavesItsInputOnOneRank) {
 }
 
 // SHARD_FULL over NCCL, prefetching and resharding after forward, two micro-batches: the
-// gathered storage is written by NCCL's stream and freed in the compute stream's order.
-TEST_F(NcclOneRankTest, FullShardTrainsExactlyAsThePlainModel) {
+// gathered storage is written by NCCL's stream and freed in the compute stream's order. The
+// model is built on the host, as the worker builds it under SHARD_FULL, and FullShard moves the
+// parameters to the GPU without their values: sharding allocates the shards alone there (with one
+// rank, each the size of its parameter).
+TEST_F(NcclOneRankTest, FullShardOfAHostModelTrainsExactlyAsThePlainModel) {
   torch::manual_seed(3);
   const torch::Tensor ids = Ids();
   Qwen2ForCausalLM plain = CudaModel();
-  Qwen2ForCausalLM sharded = CudaModel();
-  FullShard shard(group_, *sharded, {/*reshard_after_forward=*/true, /*prefetch=*/true});
+  Qwen2ForCausalLM sharded = testing::LoadCheckpoint("qwen2-tiny");
+  int64_t model_bytes = 0;
+  for (const torch::Tensor& p : sharded->parameters()) model_bytes += p.nbytes();
+  torch::cuda::synchronize();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+  const int64_t before = CudaAllocatedBytes();
+  FullShard shard(group_, *sharded, {/*reshard_after_forward=*/true, /*prefetch=*/true}, torch::kCUDA);
+  EXPECT_EQ(CudaPeakAllocatedBytes() - before, CudaAllocatedBytes() - before) << "nothing but the shards";
+  EXPECT_GE(CudaAllocatedBytes() - before, model_bytes);
+  for (const torch::Tensor& p : sharded->parameters()) {
+    EXPECT_TRUE(p.is_cuda());
+    EXPECT_EQ(p.storage().nbytes(), 0u);
+  }
   const std::vector<std::pair<std::string, torch::Tensor>> shards = shard.TrainableShards();
   for (int micro = 0; micro < 2; ++micro) {
     const torch::Tensor plain_loss = CausalLmLoss(plain, ids, ids, LossImpl::kFull, 0);

@@ -84,9 +84,12 @@ class PointRunner {
   void Load(LiveModel& live) {
     tracker_.Begin(Phase::kLoad, 0, 0);
     // QLoRA: built and loaded on the host; AttachQlora quantises onto the device (qlora.h).
+    // SHARD_FULL: built and loaded on the host; the rank copies only its shards to the device.
     const bool qlora = spec_.training.adapter.kind == SpecAdapterKind::kQlora;
-    live.model = Qwen2ForCausalLM(
-        config_, ToModelOptions(spec_.training, qlora ? torch::Device(torch::kCPU) : context_.backend->device()));
+    const torch::Device device = context_.backend->device();
+    torch::Device build_device = qlora ? torch::Device(torch::kCPU) : device;
+    if (context_.parallel != nullptr) build_device = context_.parallel->BuildDevice(build_device, qlora);
+    live.model = Qwen2ForCausalLM(config_, ToModelOptions(spec_.training, build_device));
     if (!spec_.model.weights_dir.empty()) {
       LoadSafetensorsDir(*live.model, spec_.model.weights_dir);
     } else {
@@ -114,7 +117,7 @@ class PointRunner {
   // adapters' share is their shards' bytes, and QLoRA's quantisation constants are the absmax
   // codes' and scales' shards and the lookup tables every rank keeps whole.
   void AttachToRanks(LiveModel& live) {
-    context_.parallel->AttachModel(*live.model);
+    context_.parallel->AttachModel(*live.model, context_.backend->device());
     const FullShard* full = context_.parallel->full_shard();
     if (full == nullptr || !spec_.training.adapter.enabled()) return;
     int64_t adapter_bytes = 0;
