@@ -116,7 +116,7 @@ TEST(GradientShardingWalkTest, OthersGradientsAreTheTensorsOtherRanksOwnWhereBac
       EXPECT_EQ(o.before_layers, x.before_layers);
       EXPECT_EQ(o.layers, x.layers);
       EXPECT_EQ(p.communication_buffer,
-                parallel_test::OthersAliveAtMost(x.before_layers, x.embedding, x.layers));
+                parallel_test::OthersInFlightAtMost(x.before_layers, x.embedding, x.layers));
       EXPECT_LT(p.communication_buffer, x.all);
       // Made before layer i's backward: the loss's and every layer above i. Reduced by then:
       // every layer above i + 1 (layer i + 1's reduce is in flight while layer i runs).

@@ -128,7 +128,7 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     x.communication = InFlight(layer_reduce, 0, prefetch);  // the root has no trainable parameter
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (sharding == vramlab::v1::SHARD_GRADIENTS) {
-    x.communication = parallel_test::OthersAliveAtMost(0, 0, others_layers);  // the root has no trainable parameter
+    x.communication = parallel_test::OthersInFlightAtMost(0, 0, others_layers);  // the root has no trainable parameter
   }  // else all-reduced in place: nothing beside the gradients
   return x;
 }

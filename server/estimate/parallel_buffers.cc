@@ -155,8 +155,9 @@ void AddParallelBuffers(const RunSettings& run, ParameterState* params) {
     // SHARD_GRADIENTS: each layer's gradients are reduced to their owners once the layer's
     // backward is done; the rank holds the others' from the part of backward that makes them until
     // that reduce completes, at the next layer's post-backward (the root's until after backward):
-    // ParameterState::others_gradients, which the step walk adds and takes off.
-    params->communication_buffer = params->others_gradients.MostAlive();
+    // ParameterState::others_gradients, which the step walk adds and takes off. The buffer is
+    // the part held by reduces in flight, at its largest.
+    params->communication_buffer = params->others_gradients.MostInFlight();
     return;
   }
   const ShardingUnits units = UnitsOf(run);

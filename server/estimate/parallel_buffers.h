@@ -104,8 +104,9 @@ ReduceScatterPeaks WalkReduceScatters(const ShardingUnits& units, int64_t layers
 //   communication buffer and the unreduced gradients: WalkReduceScatters.
 //   SHARD_GRADIENTS: every gradient is whole on every rank until the reduce to its owner, a
 //   decoder layer at a time during backward (worker/parallel/gradient_reduction.h); the buffer:
-//   the most of the others' gradients alive at once (OthersGradients::MostAlive; the step walk
-//   adds each as backward makes it and takes it off as its reduce completes).
+//   the most of the others' gradients held by reduces in flight at once
+//   (OthersGradients::MostInFlight; the step walk adds each as backward makes it and takes it off
+//   as its reduce completes).
 //   SHARD_NONE and SHARD_OPTIMIZER: none (the gradients are all-reduced in place).
 // Both stay 0 in one process (world size 1). Under SHARD_GRADIENTS params->others_gradients must
 // be set first.

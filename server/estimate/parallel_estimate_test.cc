@@ -126,7 +126,7 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
     // Resharding, the worker gathers two layers at a time with prefetch, one without; else all.
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (shard_grads) {
-    x.communication = parallel_test::OthersAliveAtMost(others_before, others_embedding, others_layers);
+    x.communication = parallel_test::OthersInFlightAtMost(others_before, others_embedding, others_layers);
   }  // else all-reduced in place: nothing beside the gradients
   return x;
 }

@@ -68,13 +68,13 @@ inline int64_t InFlight(int64_t layer, int64_t root, bool prefetch) {
   return prefetch ? std::max(2 * layer, layer + root) : std::max(layer, root);
 }
 
-// SHARD_GRADIENTS' communication buffer: the others' gradients alive at once while each decoder
-// layer's are reduced to their owners during backward, at most two layers' at a time
-// (worker/parallel/gradient_reduction.h): those made before the layers with two adjacent layers'
-// (one being made, the one above it in flight), or with layer 0's and the embedding's.
-inline int64_t OthersAliveAtMost(int64_t before_layers, int64_t embedding, const std::vector<int64_t>& layers) {
+// SHARD_GRADIENTS' communication buffer: the others' gradients held by the reduces in flight at
+// once while each decoder layer's are reduced to their owners during backward, at most two units'
+// at a time (worker/parallel/gradient_reduction.h): two adjacent layers', or layer 0's with the
+// root's (those made before the layers and the embedding's), which are reduced after backward.
+inline int64_t OthersInFlightAtMost(int64_t before_layers, int64_t embedding, const std::vector<int64_t>& layers) {
   int64_t most = before_layers + embedding + (layers.empty() ? 0 : layers.front());
-  for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, before_layers + layers[j] + layers[j + 1]);
+  for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, layers[j] + layers[j + 1]);
   return most;
 }
 

@@ -310,10 +310,9 @@ int64_t OthersGradients::ReducedBeforeLayer(int64_t index) const {
   return reduced;
 }
 
-int64_t OthersGradients::MostAlive() const {
+int64_t OthersGradients::MostInFlight() const {
   int64_t most = before_layers + embedding + (layers.empty() ? 0 : layers[0]);
-  for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, before_layers + layers[j] + layers[j + 1]);
-  if (layers.size() == 1) most = std::max(most, before_layers + layers[0]);
+  for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, layers[j] + layers[j + 1]);
   return most;
 }
 

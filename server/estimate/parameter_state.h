@@ -53,9 +53,10 @@ struct OthersGradients {
   // Freed before decoder layer `index`'s backward starts (index -1: the embedding's): every layer
   // above index + 1, whose reduce completed at the post-backward of the layer below it.
   int64_t ReducedBeforeLayer(int64_t index) const;
-  // The most of them alive at once: before_layers with two adjacent layers' (one made, one in
-  // flight), or with layer 0's and the embedding's.
-  int64_t MostAlive() const;
+  // The most of them held by reduces in flight at once (the worker's communication_buffers_bytes
+  // under SHARD_GRADIENTS): two adjacent layers', or layer 0's with the root's (before_layers and
+  // the embedding's, reduced after backward).
+  int64_t MostInFlight() const;
 };
 
 struct ParameterState {

@@ -1,5 +1,6 @@
 #include "worker/parallel/gradient_reduction.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -60,6 +61,7 @@ bool GradientReduction::Reduce(Unit& unit) {
   if (unit.parameters.empty()) return false;
   torch::NoGradGuard no_grad;
   std::unique_ptr<PendingCollective> issued;
+  int64_t released_bytes = 0;
   if (sharding_ == SpecSharding::kGradients) {
     std::vector<RootedTensor> rooted;
     for (size_t index : unit.parameters) {
@@ -70,7 +72,9 @@ bool GradientReduction::Reduce(Unit& unit) {
     issued = group_->StartReduceSum(rooted);
     // The collective holds the others' gradients until it completes; the rank lets go of them now.
     for (size_t index : unit.parameters) {
-      if (owner_[index] != group_->rank()) parameters_[index].mutable_grad().reset();
+      if (owner_[index] == group_->rank()) continue;
+      released_bytes += parameters_[index].grad().nbytes();
+      parameters_[index].mutable_grad().reset();
     }
   } else {
     std::vector<torch::Tensor> grads;
@@ -81,8 +85,11 @@ bool GradientReduction::Reduce(Unit& unit) {
     }
     issued = group_->StartAllReduceSum(grads);
   }
+  communication_bytes_ += released_bytes;
+  peak_communication_bytes_ = std::max(peak_communication_bytes_, communication_bytes_);
   FinishPending();
   pending_ = std::move(issued);
+  pending_bytes_ = released_bytes;
   return true;
 }
 
@@ -90,6 +97,8 @@ void GradientReduction::FinishPending() {
   if (!pending_) return;
   const std::unique_ptr<PendingCollective> pending = std::move(pending_);
   pending->Wait();
+  communication_bytes_ -= pending_bytes_;
+  pending_bytes_ = 0;
 }
 
 void GradientReduction::Finish() {

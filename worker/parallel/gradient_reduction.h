@@ -31,6 +31,7 @@
 #define VRAMLAB_WORKER_PARALLEL_GRADIENT_REDUCTION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -69,6 +70,11 @@ class GradientReduction : public ForwardUnitHooks {
   // backward.
   int units_reduced_in_backward() const { return units_reduced_in_backward_; }
   int units_reduced_after_backward() const { return units_reduced_after_backward_; }
+  // SHARD_GRADIENTS: the largest total of gradients the rank let go of that collectives in flight
+  // still hold (issued, not yet waited for): the others' gradients of at most two units. 0 for
+  // the other shardings, whose collectives work on gradients the rank keeps. The process group's
+  // own staging (Gloo's float32 copies of bfloat16) is not included.
+  int64_t peak_communication_bytes() const { return peak_communication_bytes_; }
 
   void BeforeRoot() override;
   torch::Tensor BeforeLayer(size_t index, const torch::Tensor& input) override;
@@ -94,6 +100,9 @@ class GradientReduction : public ForwardUnitHooks {
   const SpecSharding sharding_;
   std::vector<Unit> units_;  // the layers in order, then the root
   std::unique_ptr<PendingCollective> pending_;
+  int64_t pending_bytes_ = 0;  // of pending_: gradients the rank let go of
+  int64_t communication_bytes_ = 0;
+  int64_t peak_communication_bytes_ = 0;
   bool last_ = true;
   int units_reduced_in_backward_ = 0;
   int units_reduced_after_backward_ = 0;

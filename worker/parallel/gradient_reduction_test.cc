@@ -5,6 +5,8 @@
 // Real ranks: data_parallel_process_test.cc.
 #include "worker/parallel/gradient_reduction.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -148,6 +150,7 @@ TEST(GradientReductionTest, AllReducesEachLayerInsideBackwardAsItsGradientsCompl
     EXPECT_EQ(group.log_, expected);
     EXPECT_EQ(reduction.units_reduced_in_backward(), 2);
     EXPECT_EQ(reduction.units_reduced_after_backward(), 1);
+    EXPECT_EQ(reduction.peak_communication_bytes(), 0) << "all-reduced in place";
     const auto plain_parameters = plain->named_parameters();
     size_t i = 0;
     for (const auto& named : synced->named_parameters()) {
@@ -183,6 +186,20 @@ TEST(GradientReductionTest, ShardGradientsReducesEveryMicroBatchAndKeepsOnlyOwne
     }
   }
   ASSERT_EQ(group.log_.size(), 12u);
+  // In flight at once, of the gradients rank 0 let go of: layer 1's and layer 0's (issued before
+  // layer 1's is waited for), or layer 0's and the root's.
+  auto others_bytes = [&](size_t begin, size_t end) {
+    int64_t bytes = 0;
+    for (size_t i = begin; i < end; ++i) {
+      if (owner[i] != 0) bytes += parameters[i].nbytes();
+    }
+    return bytes;
+  };
+  const size_t per_layer = synced->model->decoder_layers()[0]->parameters().size();
+  const int64_t l0 = others_bytes(1, 1 + per_layer), l1 = others_bytes(1 + per_layer, 1 + 2 * per_layer);
+  const int64_t root = others_bytes(0, 1) + others_bytes(1 + 2 * per_layer, parameters.size());
+  ASSERT_GT(l0, 0);
+  EXPECT_EQ(reduction.peak_communication_bytes(), std::max(l0 + l1, l0 + root));
   // The first micro-batch: nothing has a gradient yet but the layer being reduced. The root's
   // probe (the embedding, owner 0) keeps its gradient from then on; the layers' probes (their
   // first parameters, owner 1 for L0 and L1 by the alternation) are let go each time.

@@ -73,6 +73,8 @@ class PointRunner {
     if (context_.parallel != nullptr && context_.parallel->full_shard() != nullptr) {
       const FullShard& full = *context_.parallel->full_shard();
       context_.anatomy->SetShardingBuffersBytes(full.peak_gathered_bytes(), full.peak_communication_bytes());
+    } else if (context_.parallel != nullptr && context_.parallel->gradient_reduction() != nullptr) {
+      context_.anatomy->SetShardingBuffersBytes(0, context_.parallel->gradient_reduction()->peak_communication_bytes());
     }
     outcome_.anatomy = context_.anatomy->Build(context_.monitor->Read());
     Summarize();
