@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "server/engine/testing/engine_gang_fixture.h"
-#include "server/engine/testing/sweep_specs.h"
+#include "server/engine/testing/sweep_fixtures.h"
 
 namespace vramlab::server {
 namespace {

@@ -5,30 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "server/engine/testing/sweep_specs.h"
+#include "server/engine/testing/sweep_fixtures.h"
 
 namespace vramlab::server {
 namespace {
 
+using testing::PointReport;
 using testing::SeqLenList;
 using testing::SeqLenSearch;
 using vramlab::v1::FinalReport;
-
-// A rank's --sweep-point report: one point, its anatomy's peak marking rank and point.
-FinalReport PointReport(const spec_rules::SweepPoint& point, int rank, bool oom) {
-  FinalReport report;
-  auto* p = report.add_sweep_points();
-  p->set_sweep_index(point.index);
-  p->set_value(point.value);
-  p->set_oom(oom);
-  p->mutable_anatomy()->set_peak_allocated_bytes(1000 * point.value + rank);
-  report.mutable_anatomy()->set_peak_allocated_bytes(1000 * point.value + rank);
-  report.set_final_loss(oom ? 0 : point.value + 0.5);
-  report.set_largest_fitting_value(oom ? 0 : point.value);
-  report.set_parameter_count(42);
-  report.set_device_name("cpu");
-  return report;
-}
 
 TEST(ParallelSweepTest, OnlyParallelSpecsWithASweepRunAsGangsPerPoint) {
   vramlab::v1::ExperimentSpec spec;
