@@ -134,6 +134,19 @@ TEST(RankViewsTest, SectionHasAColumnPerRankTheJobAndTheDecidingRank) {
   EXPECT_EQ(DecidingRankLine(e), "deciding rank: 1 on slot 5: worker killed by signal 11\n");
 }
 
+TEST(RankViewsTest, ShowSaysHowManySweepPointsWereTakenFromBeforeARestart) {
+  Experiment e = TwoRanks();
+  e.mutable_spec()->mutable_sweep()->add_values(64);
+  EXPECT_THAT(RenderExperimentDetails(e), Not(HasSubstr("resumed:")));
+  e.set_attempts(1);
+  e.set_resumed_sweep_points(2);
+  EXPECT_THAT(RenderExperimentDetails(e),
+              HasSubstr("\nresumed:       2 sweep points taken from before the restart (points 1-2)\n"));
+  e.set_resumed_sweep_points(1);
+  EXPECT_THAT(RenderExperimentDetails(e),
+              HasSubstr("\nresumed:       1 sweep point taken from before the restart (point 1)\n"));
+}
+
 TEST(RankViewsTest, ARunningRankHasNoFiguresYet) {
   Experiment e = TwoRanks();
   e.set_state(Experiment::RUNNING);

@@ -117,6 +117,8 @@ class Engine : public SupervisorListener {
     // A parallel sweep requeued at a restart: the points that had ended before it, taken into
     // `sweep` at each launch instead of being run again (sweep_resume.h).
     std::vector<StoredSweepPoint> resumed;
+    // What the launch's state_reason says of the resume (ResumeSweepLocked's note), if anything.
+    std::string resume_note;
     bool cancel_requested = false;
     int published_position = 0;  // last queue position sent to watchers
   };

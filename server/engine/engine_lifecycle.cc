@@ -162,7 +162,10 @@ absl::Status Engine::Recover() {
     Active& active = active_[experiment.id()];
     active.seq = row.seq;
     active.experiment = experiment;
-    if (resume.has_value()) active.resumed = std::move(resume->taken);
+    if (resume.has_value()) {
+      active.resumed = std::move(resume->taken);
+      active.resume_note = resume_note;
+    }
     if (requeue_pending) PublishState(experiment);
   }
   if (!rows.empty()) {
@@ -303,10 +306,7 @@ bool Engine::LaunchLocked(Active& active) {
     }
   }
   running.set_queue_position(0);
-  running.clear_state_reason();
-  if (!active.resumed.empty()) {
-    running.set_state_reason(ResumedPointsNote(static_cast<int>(active.resumed.size())));
-  }
+  running.set_state_reason(active.resume_note);
   *running.mutable_start_time() = NowTimestamp();
   if (!PersistLocked(running).ok()) return false;
   Experiment& experiment = active.experiment;

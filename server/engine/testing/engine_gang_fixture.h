@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -83,10 +84,11 @@ report false 1.0
     options_.worker_limits.max_log_bytes = max_log_bytes;
     CreateAndStart(options_);
   }
-  // Shuts the Engine down (a running gang is stopped: INTERRUPTED) and starts a new one on the
-  // same store and slots with --requeue-interrupted.
-  void RestartRequeuing() {
+  // Shuts the Engine down (a running gang is stopped: INTERRUPTED), runs `while_down`, and
+  // starts a new one on the same store and slots with --requeue-interrupted.
+  void RestartRequeuing(const std::function<void()>& while_down = [] {}) {
     engine_.reset();
+    while_down();
     options_.requeue_interrupted = true;
     CreateAndStart(options_);
   }
