@@ -1,7 +1,7 @@
 // The rank views' pieces: world size and slots, sharding names, the per-rank figures of ranks
-// that ended with or without a report, the lower-bound sum, the deciding rank, and that a
-// one-process run gets none of it. Also `watch` on a parallel run: the rank of each event and
-// the slots in its header.
+// that ended with or without a report, the lower-bound sum, the deciding rank, show's line for a
+// sweep resumed after a restart, and that a one-process run gets none of it. Also `watch` on a
+// parallel run: the rank of each event and the slots in its header.
 #include "client/anatomy_table.h"
 #include "client/experiment_details.h"
 #include "client/rank_views.h"

@@ -10,6 +10,9 @@
 //  - a RUNNING parallel sweep (parallel_sweep.h) holds its slots from its first point's gang to
 //    its end: the next point's gang is launched on them in the same step that records the last
 //    one's end, so nothing else can take them in between;
+//  - a queued parallel sweep's Active::resumed are the first points of its order, every one
+//    ended before the restart and at least one left to run after them; each launch takes them
+//    into its sweep before its first gang starts (sweep_resume.h);
 //  - experiments start in the order and by the rule of PlanGangStarts (server/queue/gang_plan.h):
 //    the queue's order, a reservation for the first that cannot start, backfill that cannot delay
 //    it;

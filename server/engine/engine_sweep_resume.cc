@@ -115,8 +115,9 @@ void Engine::EndResumedSweepLocked(Active& active) {
     verdict.reason = DecidingReason(deciding, verdict);
     verdict.deciding_rank = deciding;
   }
+  const std::string note = ResumedPointsNote(static_cast<int>(active.resumed.size()));
   std::fprintf(stderr, "vramlabd: %s: every sweep point had ended before the restart (%s)\n",
-               experiment.id().c_str(), ResumedPointsNote(static_cast<int>(active.resumed.size())).c_str());
+               experiment.id().c_str(), note.c_str());
   EndExperimentLocked(experiment.id(), verdict);
 }
 

@@ -105,7 +105,8 @@ SweepResumePlan StoredSweepEvents::Plan(const vramlab::v1::SweepSpec& sweep) con
     }
     if (!ended.has_value()) {
       if (!why.empty()) {
-        plan.next_runs_again = absl::StrCat("point ", index, " (value ", *value, ") runs again: ", why);
+        plan.next_runs_again =
+            absl::StrCat("point ", index, " (value ", *value, ") runs again: ", why);
       }
       return plan;
     }

@@ -66,7 +66,9 @@ std::vector<Attempt> AttemptsOf(const std::vector<ExperimentEvent>& events) {
     const auto& worker = event.worker_event();
     Attempt& attempt = attempts.back();
     if (worker.has_started()) ++attempt.ranks_started;
-    if (worker.has_sweep_point()) attempt.results[worker.sweep_point().sweep_index()].insert(worker.rank());
+    if (worker.has_sweep_point()) {
+      attempt.results[worker.sweep_point().sweep_index()].insert(worker.rank());
+    }
     if (worker.has_report() && worker.report().sweep_points_size() == 1) {
       attempt.reports[worker.report().sweep_points(0).sweep_index()].insert(worker.rank());
     }
@@ -172,7 +174,8 @@ class DaemonSweepResumeTest : public ::testing::Test {
     // The restart's RUNNING state change says so to watchers.
     bool said = false;
     for (const auto& event : *events) {
-      said = said || (event.has_state_change() && event.state_change().state() == Experiment::RUNNING &&
+      said = said || (event.has_state_change() &&
+                      event.state_change().state() == Experiment::RUNNING &&
                       event.state_change().reason() == "1 sweep point taken from before the restart");
     }
     EXPECT_TRUE(said);
@@ -192,7 +195,8 @@ TEST_F(DaemonSweepResumeTest, AListKilledDuringItsSecondPointResumesWithTheFirst
   ASSERT_EQ(uninterrupted.report().sweep_points_size(), 4);
   for (int r = 0; r < 2; ++r) {
     for (const auto& point : uninterrupted.ranks(r).report().sweep_points()) {
-      measured_peaks[point.value()] = std::max(measured_peaks[point.value()], point.anatomy().peak_allocated_bytes());
+      int64_t& peak = measured_peaks[point.value()];
+      peak = std::max(peak, point.anatomy().peak_allocated_bytes());
       std::fprintf(stderr, "rank %d seq_len %d: peak %lld bytes, %.3f s/step\n", r, point.value(),
                    static_cast<long long>(point.anatomy().peak_allocated_bytes()), point.step_time_seconds());
     }
