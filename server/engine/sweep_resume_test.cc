@@ -58,6 +58,13 @@ ExperimentEvent OutOfMemory(int rank, const spec_rules::SweepPoint& point) {
   return WorkerEventOf(rank, std::move(worker));
 }
 
+// The events of an experiment launched once, nothing reported yet.
+StoredSweepEvents LaunchedOnce() {
+  StoredSweepEvents events(kWorld);
+  events.Add(Launch());
+  return events;
+}
+
 // A gang of `point` that ended with every rank reporting: rank r ran out when oom[r].
 void AddGang(StoredSweepEvents& events, const spec_rules::SweepPoint& point,
              std::vector<bool> oom = std::vector<bool>(kWorld, false)) {
@@ -69,8 +76,7 @@ void AddGang(StoredSweepEvents& events, const spec_rules::SweepPoint& point,
 }
 
 TEST(SweepResumeTest, NothingStoredTakesNothing) {
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   const SweepResumePlan plan = events.Plan(SeqLenList({16, 32}));
   EXPECT_TRUE(plan.taken.empty());
   EXPECT_FALSE(plan.sweep_over);
@@ -78,8 +84,7 @@ TEST(SweepResumeTest, NothingStoredTakesNothing) {
 }
 
 TEST(SweepResumeTest, ListTakesThePointsEveryRankReportedAndRunsTheCutOneAgain) {
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   AddGang(events, {0, 16});
   AddGang(events, {1, 32});
   // The crash cut point 2: rank 0 reported it, rank 1 had not.
@@ -100,8 +105,7 @@ TEST(SweepResumeTest, ListTakesThePointsEveryRankReportedAndRunsTheCutOneAgain) 
 
 TEST(SweepResumeTest, APointWithARanksEventsMissingDoubledOrContradictingRunsAgain) {
   const auto plan_of = [](const std::function<void(StoredSweepEvents&)>& add) {
-    StoredSweepEvents events(kWorld);
-    events.Add(Launch());
+    StoredSweepEvents events = LaunchedOnce();
     add(events);
     return events.Plan(SeqLenList({16, 32}));
   };
@@ -140,8 +144,7 @@ TEST(SweepResumeTest, APointWithARanksEventsMissingDoubledOrContradictingRunsAga
 }
 
 TEST(SweepResumeTest, AnOutOfMemoryPointIsDecidedByTheLowestRankThatRanOutAndEndsAList) {
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   AddGang(events, {0, 16});
   AddGang(events, {1, 32}, {false, true});
   SweepResumePlan plan = events.Plan(SeqLenList({16, 32, 64}));
@@ -155,8 +158,7 @@ TEST(SweepResumeTest, AnOutOfMemoryPointIsDecidedByTheLowestRankThatRanOutAndEnd
   ASSERT_TRUE(oom.ooms[1].has_value());
   EXPECT_EQ(oom.ooms[1]->requested_bytes(), 101);
 
-  StoredSweepEvents both(kWorld);
-  both.Add(Launch());
+  StoredSweepEvents both = LaunchedOnce();
   AddGang(both, {0, 16}, {true, true});
   plan = both.Plan(SeqLenList({16, 32}));
   ASSERT_EQ(plan.taken.size(), 1u);
@@ -166,8 +168,7 @@ TEST(SweepResumeTest, AnOutOfMemoryPointIsDecidedByTheLowestRankThatRanOutAndEnd
 
 TEST(SweepResumeTest, SearchMaxTakesOnlyThePointsItsBisectionAsksFor) {
   // Candidates 16 .. 128 by 16: 64 first; 64 fitting, the next probe is 96, not 32.
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   AddGang(events, {0, 64});
   AddGang(events, {1, 32});
   SweepResumePlan plan = events.Plan(SeqLenSearch(16, 128, 16));
@@ -175,8 +176,7 @@ TEST(SweepResumeTest, SearchMaxTakesOnlyThePointsItsBisectionAsksFor) {
   EXPECT_EQ(plan.next_runs_again, "point 1 (value 96) runs again: rank 0 ran it at value 32");
 
   // 64 out of memory, then 32 and 48 fit: the search's answer is in the store.
-  StoredSweepEvents search(kWorld);
-  search.Add(Launch());
+  StoredSweepEvents search = LaunchedOnce();
   AddGang(search, {0, 64}, {true, true});
   AddGang(search, {1, 32});
   AddGang(search, {2, 48});
@@ -187,8 +187,7 @@ TEST(SweepResumeTest, SearchMaxTakesOnlyThePointsItsBisectionAsksFor) {
 }
 
 TEST(SweepResumeTest, EachAttemptsGangsAreKeptApart) {
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   AddGang(events, {0, 16});
   // Attempt 1 was cut in point 1 after rank 0 reported it fitting.
   events.Add(Result(0, {1, 32}, false));
@@ -205,8 +204,7 @@ TEST(SweepResumeTest, EachAttemptsGangsAreKeptApart) {
 }
 
 TEST(SweepResumeTest, EventsThatAreNoGangsPointResultArePassedOver) {
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   AddGang(events, {0, 16});
   // A rank outside the world, and a whole sweep's report (not one point's).
   events.Add(Result(2, {1, 32}, true));
@@ -225,8 +223,7 @@ TEST(SweepResumeTest, PointsTakenMergeAsTheUninterruptedRunsDo) {
   // An uninterrupted LIST: 16 and 32 fit, 64 runs out on rank 1 (rank 0 stopped in it).
   const vramlab::v1::SweepSpec list = SeqLenList({16, 32, 64, 128});
   ParallelSweep uninterrupted(list, kWorld);
-  StoredSweepEvents events(kWorld);
-  events.Add(Launch());
+  StoredSweepEvents events = LaunchedOnce();
   while (std::optional<spec_rules::SweepPoint> point = uninterrupted.Next()) {
     const bool oom = point->value == 64;
     for (int r = 0; r < kWorld; ++r) {

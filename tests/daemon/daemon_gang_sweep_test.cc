@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/rank_pids.h"
+#include "tests/support/shared_daemon.h"
 #include "tests/support/two_rank_sweeps.h"
 
 namespace vramlab::testing {
@@ -33,19 +34,11 @@ const std::vector<int> kValues = {64, 128, 256};
 // The larger of the two ranks' peak allocated at each value, measured by the first test.
 std::map<int, int64_t> measured_peaks;
 
-class DaemonGangSweepTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto daemon = DaemonHarness::Start({.extra_flags = {"--cpu-slots=2"}, .enable_metrics = false});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_NE(daemon_, nullptr);
-    stub_ = daemon_->NewStub();
-  }
+class DaemonGangSweepTest : public SharedDaemonSuite<DaemonGangSweepTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() { return {"--cpu-slots=2"}; }
 
+ protected:
   // The limit halfway between the measured peaks at `fits` and `fails`.
   static int64_t LimitBetween(int fits, int fails) {
     EXPECT_TRUE(measured_peaks.count(fits) && measured_peaks.count(fails))
@@ -74,12 +67,7 @@ class DaemonGangSweepTest : public ::testing::Test {
     ASSERT_EQ(pids->size(), 2u) << daemon_->ReadLog();
     ASSERT_TRUE(WaitForBothRanksToStep(*stub_, *id, 1)) << daemon_->ReadLog();
   }
-
-  static DaemonHarness* daemon_;
-  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
 };
-
-DaemonHarness* DaemonGangSweepTest::daemon_ = nullptr;
 
 TEST_F(DaemonGangSweepTest, EveryPointRunsAsAGangAndEachRankReportsIt) {
   auto submitted = Submit(*stub_, TwoRankSweep(kValues, /*steps=*/2, /*limit=*/0));

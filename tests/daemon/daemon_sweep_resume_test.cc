@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/rank_pids.h"
+#include "tests/support/shared_daemon.h"
 #include "tests/support/two_rank_sweeps.h"
 
 namespace vramlab::testing {
@@ -102,20 +103,13 @@ void ExpectSameResults(const Experiment& resumed, const Experiment& uninterrupte
   }
 }
 
-class DaemonSweepResumeTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto daemon = DaemonHarness::Start(
-        {.extra_flags = {"--cpu-slots=2", "--requeue-interrupted"}, .enable_metrics = false});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_NE(daemon_, nullptr);
-    stub_ = daemon_->NewStub();
+class DaemonSweepResumeTest : public SharedDaemonSuite<DaemonSweepResumeTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() {
+    return {"--cpu-slots=2", "--requeue-interrupted"};
   }
 
+ protected:
   void RunToTheEnd(const ExperimentSpec& spec, Experiment* done) {
     auto submitted = Submit(*stub_, spec);
     ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -180,12 +174,7 @@ class DaemonSweepResumeTest : public ::testing::Test {
     }
     EXPECT_TRUE(said);
   }
-
-  static DaemonHarness* daemon_;
-  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
 };
-
-DaemonHarness* DaemonSweepResumeTest::daemon_ = nullptr;
 
 TEST_F(DaemonSweepResumeTest, AListKilledDuringItsSecondPointResumesWithTheFirstTaken) {
   const ExperimentSpec spec = TwoRankSweep(kValues, kSteps, /*limit=*/0);
