@@ -154,6 +154,14 @@ std::string RenderExperimentDetails(const Experiment& e) {
   if (e.state() != Experiment::QUEUED) AppendField(out, "slot", absl::StrCat(e.slot()));
   if (IsParallel(e)) AppendField(out, "ranks", WorldAndSlots(e));
   if (e.attempts() > 0) AppendField(out, "attempts", absl::StrCat(e.attempts()));
+  if (e.resumed_sweep_points() > 0) {
+    // The first points in the sweep's order, numbered from 1 as the sweep table numbers them.
+    const int points = e.resumed_sweep_points();
+    AppendField(out, "resumed",
+                absl::StrCat(points, points == 1 ? " sweep point" : " sweep points",
+                             " taken from before the restart (",
+                             points == 1 ? "point 1" : absl::StrCat("points 1-", points), ")"));
+  }
   if (e.has_report()) {
     const auto& r = e.report();
     AppendField(out, "device", r.device_name().empty() ? "-" : r.device_name());

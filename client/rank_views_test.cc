@@ -1,7 +1,7 @@
 // The rank views' pieces: world size and slots, sharding names, the per-rank figures of ranks
-// that ended with or without a report, the lower-bound sum, the deciding rank, and that a
-// one-process run gets none of it. Also `watch` on a parallel run: the rank of each event and
-// the slots in its header.
+// that ended with or without a report, the lower-bound sum, the deciding rank, show's line for a
+// sweep resumed after a restart, and that a one-process run gets none of it. Also `watch` on a
+// parallel run: the rank of each event and the slots in its header.
 #include "client/anatomy_table.h"
 #include "client/experiment_details.h"
 #include "client/rank_views.h"
@@ -132,6 +132,19 @@ TEST(RankViewsTest, SectionHasAColumnPerRankTheJobAndTheDecidingRank) {
   EXPECT_THAT(section, HasSubstr("≥: the sum over the ranks that tell it"));
   EXPECT_THAT(section, HasSubstr("deciding rank: 1 on slot 5: worker killed by signal 11\n"));
   EXPECT_EQ(DecidingRankLine(e), "deciding rank: 1 on slot 5: worker killed by signal 11\n");
+}
+
+TEST(RankViewsTest, ShowSaysHowManySweepPointsWereTakenFromBeforeARestart) {
+  Experiment e = TwoRanks();
+  e.mutable_spec()->mutable_sweep()->add_values(64);
+  EXPECT_THAT(RenderExperimentDetails(e), Not(HasSubstr("resumed:")));
+  e.set_attempts(1);
+  e.set_resumed_sweep_points(2);
+  EXPECT_THAT(RenderExperimentDetails(e),
+              HasSubstr("\nresumed:       2 sweep points taken from before the restart (points 1-2)\n"));
+  e.set_resumed_sweep_points(1);
+  EXPECT_THAT(RenderExperimentDetails(e),
+              HasSubstr("\nresumed:       1 sweep point taken from before the restart (point 1)\n"));
 }
 
 TEST(RankViewsTest, ARunningRankHasNoFiguresYet) {

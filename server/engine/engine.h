@@ -10,6 +10,9 @@
 //  - a RUNNING parallel sweep (parallel_sweep.h) holds its slots from its first point's gang to
 //    its end: the next point's gang is launched on them in the same step that records the last
 //    one's end, so nothing else can take them in between;
+//  - a queued parallel sweep's Active::resumed are the first points of its order, every one
+//    ended before the restart and at least one left to run after them; each launch takes them
+//    into its sweep before its first gang starts (sweep_resume.h);
 //  - experiments start in the order and by the rule of PlanGangStarts (server/queue/gang_plan.h):
 //    the queue's order, a reservation for the first that cannot start, backfill that cannot delay
 //    it;
@@ -44,6 +47,7 @@
 #include "server/auth/token_file.h"
 #include "server/engine/engine_options.h"
 #include "server/engine/parallel_sweep.h"
+#include "server/engine/sweep_resume.h"
 #include "server/metrics/metrics.h"
 #include "server/queue/fair_queue.h"
 #include "server/store/data_dir_lock.h"
@@ -66,7 +70,8 @@ class Engine : public SupervisorListener {
   ~Engine() override;
 
   // Recovers what the last run left (queued ones requeued in order; running ones INTERRUPTED and
-  // requeued if options.requeue_interrupted), starts the supervisor and schedules.
+  // requeued if options.requeue_interrupted; a queued parallel sweep resumes after the points
+  // that had ended, sweep_resume.h), starts the supervisor and schedules.
   absl::Status Start();
   // Graceful stop: refuses new submissions, lets running workers finish for the grace period,
   // then stops them (INTERRUPTED), ends every watch and commits every event.
@@ -112,6 +117,11 @@ class Engine : public SupervisorListener {
     // first gang's start plus the time limit: the limit is the whole experiment's).
     std::optional<ParallelSweep> sweep;
     SteadyTime sweep_deadline;
+    // A parallel sweep requeued at a restart: the points that had ended before it, taken into
+    // `sweep` at each launch instead of being run again (sweep_resume.h).
+    std::vector<StoredSweepPoint> resumed;
+    // What the launch's state_reason says of the resume (ResumeSweepLocked's note), if anything.
+    std::string resume_note;
     bool cancel_requested = false;
     int published_position = 0;  // last queue position sent to watchers
   };
@@ -146,6 +156,26 @@ class Engine : public SupervisorListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Experiment.ranks from active.ranks: the ranks that have ended, in rank order.
   static void ShowEndedRanks(Active& active);
+  // A parallel sweep's results so far: the experiment's report and each rank's, merged over the
+  // points ended (parallel_sweep.h), and the ranks that have ended.
+  static void ShowSweepResults(Active& active);
+  // At recovery, the points of a parallel sweep about to be queued that ended before the restart,
+  // read from its stored events (sweep_resume.h), and in `*note` what the requeue's state_reason
+  // says of them: how many are taken, or why every point runs again (events that cannot be read
+  // take none); empty when none ended.
+  SweepResumePlan ResumeSweepLocked(const vramlab::v1::Experiment& experiment, std::string* note)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes active.resumed into the fresh active.sweep as if their gangs had just ended: the
+  // results, each rank's latest out-of-memory answer and its end as its worker's after reporting
+  // the last point taken. Precondition: active.ranks holds every rank, active.sweep has no point.
+  static void TakeResumedPoints(Active& active);
+  // A queued parallel sweep whose every point ended before the restart: ends it with the sweep's
+  // answer, as the last gang's end would have (no gang runs).
+  void EndResumedSweepLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The experiment ends with `verdict` (its exit status, deciding rank and that rank's answer):
+  // stored and published by FinishLocked, kept and retried if the store cannot write it.
+  void EndExperimentLocked(const std::string& id, const ExitVerdict& verdict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
   // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and
   // retried (the change already happened); without, nothing changes and the error is returned.

@@ -12,20 +12,16 @@
 #include <gtest/gtest.h>
 
 #include "server/engine/testing/engine_gang_fixture.h"
+#include "server/engine/testing/sweep_fixtures.h"
 
 namespace vramlab::server {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::EngineGangTest;
+using testing::SeqLenList;
+using testing::SeqLenSearch;
 using vramlab::v1::Experiment;
-
-vramlab::v1::SweepSpec SeqLenList(std::initializer_list<int32_t> values) {
-  vramlab::v1::SweepSpec sweep;
-  sweep.set_variable(vramlab::v1::SEQ_LEN);
-  for (int32_t v : values) sweep.add_values(v);
-  return sweep;
-}
 
 using EngineGangSweepTest = EngineGangTest;
 
@@ -93,13 +89,7 @@ TEST_F(EngineGangSweepTest, ListRunsAGangPerPointOnItsSlotsAndStopsAtTheFirstOom
 
 TEST_F(EngineGangSweepTest, SearchMaxBisectsOnThroughAnOomAndSucceeds) {
   StartEngine(2);
-  vramlab::v1::SweepSpec search;
-  search.set_variable(vramlab::v1::SEQ_LEN);
-  search.set_mode(vramlab::v1::SEARCH_MAX);
-  search.set_search_min(16);
-  search.set_search_max(64);
-  search.set_search_granularity(16);
-  auto sweep = Submit(2, 60, false, search);
+  auto sweep = Submit(2, 60, false, SeqLenSearch(16, 64, 16));
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   // Candidates 16, 32, 48, 64: 32 first (fits), then 48 (rank 0 out of memory), and the search
   // has its answer.
@@ -123,14 +113,10 @@ TEST_F(EngineGangSweepTest, SearchMaxBisectsOnThroughAnOomAndSucceeds) {
 
 TEST_F(EngineGangSweepTest, CancelStopsTheRunningGangAndStartsNoFurtherPoint) {
   StartEngine(2);
-  auto sweep = Submit(2, 60, false, SeqLenList({16, 32, 64}));
-  ASSERT_TRUE(sweep.ok()) << sweep.status();
-  Release(EngineGangTest::PointTag(sweep->id(), 0));
-  const std::string second = EngineGangTest::PointTag(sweep->id(), 1);
-  Recorded(second, 0, "args");
-  Recorded(second, 1, "args");
-  ASSERT_TRUE(engine_->Cancel(user_, sweep->id()).ok());
-  Experiment done = WaitState(sweep->id(), Experiment::CANCELLED);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartSweepOnItsSecondPoint(SeqLenList({16, 32, 64}), &id));
+  ASSERT_TRUE(engine_->Cancel(user_, id).ok());
+  Experiment done = WaitState(id, Experiment::CANCELLED);
   ASSERT_EQ(done.state(), Experiment::CANCELLED) << done.state_reason();
   EXPECT_EQ(done.state_reason(), "cancelled while running");
   EXPECT_FALSE(done.has_deciding_rank());
@@ -139,7 +125,7 @@ TEST_F(EngineGangSweepTest, CancelStopsTheRunningGangAndStartsNoFurtherPoint) {
   ASSERT_EQ(done.report().sweep_points_size(), 1);
   EXPECT_EQ(done.report().sweep_points(0).value(), 16);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(Started(EngineGangTest::PointTag(sweep->id(), 2), 0));
+  EXPECT_FALSE(Started(EngineGangTest::PointTag(id, 2), 0));
   EXPECT_EQ(engine_->Info().running(), 0);
 }
 
@@ -171,14 +157,10 @@ TEST_F(EngineGangSweepTest, TheTimeLimitAndTheLogCapAreTheWholeExperiments) {
 
 TEST_F(EngineGangSweepTest, ShutdownDuringAPointInterruptsTheSweepAndStartsNoFurtherPoint) {
   StartEngine(2);
-  auto sweep = Submit(2, 60, false, SeqLenList({16, 32, 64}));
-  ASSERT_TRUE(sweep.ok()) << sweep.status();
-  Release(EngineGangTest::PointTag(sweep->id(), 0));
-  const std::string second = EngineGangTest::PointTag(sweep->id(), 1);
-  Recorded(second, 0, "args");
-  Recorded(second, 1, "args");
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartSweepOnItsSecondPoint(SeqLenList({16, 32, 64}), &id));
   engine_->Shutdown();  // no grace period: the running gang is stopped
-  auto done = engine_->Get(sweep->id());
+  auto done = engine_->Get(id);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::INTERRUPTED);
   EXPECT_EQ(done->state_reason(), "the daemon shut down while the experiment ran");
@@ -187,7 +169,7 @@ TEST_F(EngineGangSweepTest, ShutdownDuringAPointInterruptsTheSweepAndStartsNoFur
     EXPECT_EQ(done->ranks(r).state_reason(), "the daemon shut down while the experiment ran");
   }
   EXPECT_EQ(done->report().sweep_points_size(), 1);
-  EXPECT_FALSE(Started(EngineGangTest::PointTag(sweep->id(), 2), 0));
+  EXPECT_FALSE(Started(EngineGangTest::PointTag(id, 2), 0));
 }
 
 }  // namespace

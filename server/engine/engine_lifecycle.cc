@@ -85,6 +85,7 @@ absl::Status Engine::Recover() {
     ASSIGN_OR_RETURN(int64_t last_sequence, store_->MaxEventSequence(experiment.id()));
     hub_.Open(experiment.id(), last_sequence);
     bool requeue_pending = row.requeue_pending;
+    const bool was_queued = experiment.state() == Experiment::QUEUED;
     if (experiment.state() == Experiment::RUNNING) {
       // Its workers, every rank, died with the daemon (PR_SET_PDEATHSIG).
       experiment.set_state(Experiment::INTERRUPTED);
@@ -100,11 +101,27 @@ absl::Status Engine::Recover() {
       PublishState(experiment);
       requeue_pending = true;
     }
-    if (requeue_pending && options_.requeue_interrupted) {
+    const bool requeue = requeue_pending && options_.requeue_interrupted;
+    // A parallel sweep about to be queued resumes after the points that had ended.
+    std::optional<SweepResumePlan> resume;
+    std::string resume_note;
+    if ((requeue || was_queued) && IsParallelSweep(experiment.spec())) {
+      resume = ResumeSweepLocked(experiment, &resume_note);
+      if (resume->sweep_over && !resume->taken.empty()) {
+        Active& active = active_[experiment.id()];
+        active.seq = row.seq;
+        active.experiment = experiment;
+        active.resumed = std::move(resume->taken);
+        EndResumedSweepLocked(active);
+        continue;
+      }
+    }
+    if (requeue) {
       experiment.set_state(Experiment::QUEUED);
       experiment.set_attempts(experiment.attempts() + 1);
       experiment.set_state_reason(absl::StrCat("requeued after an interruption (attempt ",
-                                               experiment.attempts() + 1, ")"));
+                                               experiment.attempts() + 1, ")",
+                                               resume_note.empty() ? "" : "; ", resume_note));
       experiment.clear_start_time();
       experiment.clear_end_time();
       experiment.clear_report();
@@ -112,6 +129,14 @@ absl::Status Engine::Recover() {
       experiment.clear_slots();
       experiment.clear_ranks();
       experiment.clear_deciding_rank();
+      experiment.clear_resumed_sweep_points();
+    }
+    if (resume.has_value() && !resume->taken.empty()) {
+      // Shown while queued; each launch takes them again (TakeResumedPoints).
+      ParallelSweep sweep(experiment.spec().sweep(), experiment.spec().parallel().world_size());
+      TakeStoredPoints(resume->taken, sweep);
+      *experiment.mutable_report() = *sweep.ExperimentReport();
+      experiment.set_resumed_sweep_points(static_cast<int>(resume->taken.size()));
     }
     const int world_size = WorldSizeOf(experiment.spec());
     if (experiment.state() == Experiment::QUEUED &&
@@ -137,6 +162,10 @@ absl::Status Engine::Recover() {
     Active& active = active_[experiment.id()];
     active.seq = row.seq;
     active.experiment = experiment;
+    if (resume.has_value()) {
+      active.resumed = std::move(resume->taken);
+      active.resume_note = resume_note;
+    }
     if (requeue_pending) PublishState(experiment);
   }
   if (!rows.empty()) {
@@ -277,7 +306,7 @@ bool Engine::LaunchLocked(Active& active) {
     }
   }
   running.set_queue_position(0);
-  running.clear_state_reason();
+  running.set_state_reason(active.resume_note);
   *running.mutable_start_time() = NowTimestamp();
   if (!PersistLocked(running).ok()) return false;
   Experiment& experiment = active.experiment;
@@ -291,6 +320,8 @@ bool Engine::LaunchLocked(Active& active) {
     active.sweep.emplace(experiment.spec().sweep(), world_size);
     active.sweep_deadline = std::chrono::steady_clock::now() +
                             std::chrono::seconds(experiment.spec().time_limit_seconds());
+    // Recovery ended a sweep its stored points finish: a point is left to run.
+    TakeResumedPoints(active);
   }
   SpawnGangLocked(active, rendezvous_port);
   return true;

@@ -1,18 +1,13 @@
 // The Engine on a store that cannot write (a fault file under the store makes every write fail
 // as on a full disk): a change it can decline is not shown unless stored, a change that happened
 // is kept and retried until stored, and submissions are refused meanwhile.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "server/config/gpu_discovery.h"
-#include "server/engine/engine.h"
-#include "server/metrics/metrics.h"
+#include "server/engine/testing/engine_fixture.h"
 
 namespace vramlab::server {
 namespace {
@@ -22,32 +17,19 @@ using vramlab::v1::Experiment;
 
 namespace fs = std::filesystem;
 
-class EngineStorageTest : public ::testing::Test {
+class EngineStorageTest : public testing::EngineFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/engine-storage-test-XXXXXX";
-    root_ = mkdtemp(tmpl);
+    EngineFixture::SetUp();
     // A worker that runs until it is stopped: the first experiment holds the only slot.
-    std::string worker = root_ + "/worker.sh";
-    std::ofstream(worker) << "#!/bin/sh\nexec sleep 600\n";
-    chmod(worker.c_str(), 0755);
-    EngineOptions options;
-    options.data_dir = root_ + "/data";
-    options.worker_path = worker;
-    options.slots = CpuSlots(1);
-    options.shutdown_grace_period = absl::ZeroDuration();
+    EngineOptions options = BaseOptions(WriteWorker("exec sleep 600\n"), 1);
     options.worker_limits.cancel_grace_period = std::chrono::milliseconds(500);
     options.store.write_fault_file = fault_file();
-    metrics_ = Metrics::CreateUnexposed();
-    auto engine = Engine::Create(options, metrics_.get());
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = std::move(*engine);
-    ASSERT_TRUE(engine_->Start().ok());
+    ASSERT_NO_FATAL_FAILURE(CreateAndStart(options));
   }
   void TearDown() override {
     fs::remove(fault_file());
-    engine_.reset();
-    fs::remove_all(root_);
+    EngineFixture::TearDown();
   }
 
   std::string fault_file() const { return root_ + "/disk-is-full"; }
@@ -71,20 +53,6 @@ class EngineStorageTest : public ::testing::Test {
     EXPECT_TRUE(stored.ok()) << stored.status();
     return stored->experiment.state();
   }
-  Experiment WaitUntil(const std::string& id, const std::function<bool(const Experiment&)>& done) {
-    absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (true) {
-      auto experiment = engine_->Get(id);
-      EXPECT_TRUE(experiment.ok()) << experiment.status();
-      if (done(*experiment) || absl::Now() > deadline) return *experiment;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-
-  std::string root_;
-  Principal user_{"alice", false};
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Engine> engine_;
 };
 
 TEST_F(EngineStorageTest, CancelThatCannotBeStoredIsNotShownAsDone) {
@@ -137,7 +105,8 @@ TEST_F(EngineStorageTest, FinalStateThatHappenedIsKeptAndStoredOnceWritesWork) {
   FailWrites();
   ASSERT_TRUE(engine_->Cancel(user_, run->id()).ok());  // the worker is stopped: it happened
   Experiment shown =
-      WaitUntil(run->id(), [](const Experiment& e) { return e.state() == Experiment::CANCELLED; });
+      WaitUntil(run->id(), [](const Experiment& e) { return e.state() == Experiment::CANCELLED; },
+                absl::Seconds(60));
   EXPECT_EQ(shown.state(), Experiment::CANCELLED);
   EXPECT_TRUE(shown.storage_pending());
   EXPECT_EQ(StoredState(run->id()), Experiment::RUNNING);
@@ -145,7 +114,8 @@ TEST_F(EngineStorageTest, FinalStateThatHappenedIsKeptAndStoredOnceWritesWork) {
               HasSubstr("vramlab_store_pending{kind=\"experiment_states\"} 1"));
 
   AllowWrites();
-  Experiment stored = WaitUntil(run->id(), [](const Experiment& e) { return !e.storage_pending(); });
+  Experiment stored = WaitUntil(run->id(), [](const Experiment& e) { return !e.storage_pending(); },
+                                absl::Seconds(60));
   EXPECT_FALSE(stored.storage_pending());
   EXPECT_EQ(StoredState(run->id()), Experiment::CANCELLED);
 }

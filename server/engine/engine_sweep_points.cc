@@ -11,6 +11,19 @@ namespace vramlab::server {
 
 using vramlab::v1::Experiment;
 
+void Engine::ShowSweepResults(Active& active) {
+  const ParallelSweep& sweep = *active.sweep;
+  if (std::optional<vramlab::v1::FinalReport> report = sweep.ExperimentReport()) {
+    *active.experiment.mutable_report() = *std::move(report);
+  }
+  for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
+    if (std::optional<vramlab::v1::FinalReport> report = sweep.RankReport(r)) {
+      *active.ranks[r].mutable_report() = *std::move(report);
+    }
+  }
+  ShowEndedRanks(active);
+}
+
 std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const ExitVerdict& verdict) {
   ParallelSweep& sweep = *active.sweep;
   Experiment& experiment = active.experiment;
@@ -23,15 +36,7 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
 
   const bool out_of_memory = verdict.state == Experiment::OOM;
   sweep.EndPoint(out_of_memory, verdict.deciding_rank);
-  if (std::optional<vramlab::v1::FinalReport> report = sweep.ExperimentReport()) {
-    *experiment.mutable_report() = *std::move(report);
-  }
-  for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
-    if (std::optional<vramlab::v1::FinalReport> report = sweep.RankReport(r)) {
-      *active.ranks[r].mutable_report() = *std::move(report);
-    }
-  }
-  ShowEndedRanks(active);
+  ShowSweepResults(active);
   // As a one-process sweep's: the latest out-of-memory answer (of the rank that decided it).
   if (out_of_memory && verdict.deciding_rank.has_value() && *verdict.deciding_rank >= 0 &&
       *verdict.deciding_rank < static_cast<int>(active.ranks.size()) &&

@@ -104,6 +104,14 @@ void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict&
     if (!ended.has_value()) return;  // the next point's gang runs on the same slots
     verdict = *ended;
   }
+  EndExperimentLocked(experiment_id, verdict);
+  ScheduleLocked();
+  PublishQueuePositionsLocked();
+}
+
+void Engine::EndExperimentLocked(const std::string& experiment_id, const ExitVerdict& verdict) {
+  auto it = active_.find(experiment_id);
+  if (it == active_.end()) return;
   Experiment& experiment = it->second.experiment;
   experiment.set_worker_exit_status(verdict.exit_status);
   if (verdict.deciding_rank.has_value()) {
@@ -122,8 +130,6 @@ void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict&
   (void)FinishLocked(experiment_id, verdict.state, verdict.reason,
                      /*requeue_pending=*/verdict.state == Experiment::INTERRUPTED,
                      /*keep_if_unstored=*/true);
-  ScheduleLocked();
-  PublishQueuePositionsLocked();
 }
 
 absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state,

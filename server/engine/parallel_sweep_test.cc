@@ -5,58 +5,30 @@
 
 #include <gtest/gtest.h>
 
+#include "server/engine/testing/sweep_fixtures.h"
+
 namespace vramlab::server {
 namespace {
 
+using testing::PointReport;
+using testing::SeqLenList;
+using testing::SeqLenSearch;
 using vramlab::v1::FinalReport;
-
-vramlab::v1::SweepSpec List(std::initializer_list<int32_t> values) {
-  vramlab::v1::SweepSpec sweep;
-  sweep.set_variable(vramlab::v1::SEQ_LEN);
-  for (int32_t v : values) sweep.add_values(v);
-  return sweep;
-}
-
-vramlab::v1::SweepSpec Search(int32_t min, int32_t max, int32_t granularity) {
-  vramlab::v1::SweepSpec sweep;
-  sweep.set_variable(vramlab::v1::SEQ_LEN);
-  sweep.set_mode(vramlab::v1::SEARCH_MAX);
-  sweep.set_search_min(min);
-  sweep.set_search_max(max);
-  sweep.set_search_granularity(granularity);
-  return sweep;
-}
-
-// A rank's --sweep-point report: one point, its anatomy's peak marking rank and point.
-FinalReport PointReport(const spec_rules::SweepPoint& point, int rank, bool oom) {
-  FinalReport report;
-  auto* p = report.add_sweep_points();
-  p->set_sweep_index(point.index);
-  p->set_value(point.value);
-  p->set_oom(oom);
-  p->mutable_anatomy()->set_peak_allocated_bytes(1000 * point.value + rank);
-  report.mutable_anatomy()->set_peak_allocated_bytes(1000 * point.value + rank);
-  report.set_final_loss(oom ? 0 : point.value + 0.5);
-  report.set_largest_fitting_value(oom ? 0 : point.value);
-  report.set_parameter_count(42);
-  report.set_device_name("cpu");
-  return report;
-}
 
 TEST(ParallelSweepTest, OnlyParallelSpecsWithASweepRunAsGangsPerPoint) {
   vramlab::v1::ExperimentSpec spec;
-  *spec.mutable_sweep() = List({16, 32});
+  *spec.mutable_sweep() = SeqLenList({16, 32});
   EXPECT_FALSE(IsParallelSweep(spec));
   spec.mutable_parallel()->set_world_size(2);
   EXPECT_TRUE(IsParallelSweep(spec));
   spec.clear_sweep();
   EXPECT_FALSE(IsParallelSweep(spec));
-  *spec.mutable_sweep() = Search(16, 64, 0);
+  *spec.mutable_sweep() = SeqLenSearch(16, 64, 0);
   EXPECT_TRUE(IsParallelSweep(spec));
 }
 
 TEST(ParallelSweepTest, ListRunsItsPointsInOrderAndStopsAtTheFirstOutOfMemory) {
-  ParallelSweep sweep(List({16, 32, 64, 128}), 2);
+  ParallelSweep sweep(SeqLenList({16, 32, 64, 128}), 2);
   // Points 0 and 1 fit on both ranks.
   for (int32_t index : {0, 1}) {
     const std::optional<spec_rules::SweepPoint> point = sweep.Next();
@@ -106,7 +78,7 @@ TEST(ParallelSweepTest, ListRunsItsPointsInOrderAndStopsAtTheFirstOutOfMemory) {
 }
 
 TEST(ParallelSweepTest, AnOutOfMemoryPointNoRankReportedIsStillListed) {
-  ParallelSweep sweep(List({64, 128}), 2);
+  ParallelSweep sweep(SeqLenList({64, 128}), 2);
   sweep.EndPoint(true, 0);  // e.g. out of memory before the point's loop: no report
   EXPECT_FALSE(sweep.Next().has_value());
   const std::optional<FinalReport> report = sweep.ExperimentReport();
@@ -119,7 +91,7 @@ TEST(ParallelSweepTest, AnOutOfMemoryPointNoRankReportedIsStillListed) {
 }
 
 TEST(ParallelSweepTest, SearchMaxBisectsThroughOutOfMemoryPointsAndAnswersTheLargestFit) {
-  ParallelSweep sweep(Search(16, 128, 16), 2);
+  ParallelSweep sweep(SeqLenSearch(16, 128, 16), 2);
   std::vector<int32_t> run;
   while (std::optional<spec_rules::SweepPoint> point = sweep.Next()) {
     EXPECT_EQ(point->index, static_cast<int32_t>(run.size()));

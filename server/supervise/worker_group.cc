@@ -16,12 +16,12 @@ int CausePrecedence(const ExitVerdict& verdict, const WorkerRunFacts& facts) {
   return 3;
 }
 
+}  // namespace
+
 std::string DecidingReason(int rank, const ExitVerdict& verdict) {
   if (verdict.state == Experiment::OOM) return absl::StrCat("rank ", rank, " ran out of memory");
   return absl::StrCat("rank ", rank, ": ", verdict.reason);
 }
-
-}  // namespace
 
 WorkerGroup::WorkerGroup(std::string experiment_id,
                          std::vector<std::unique_ptr<RunningWorker>> ranks)

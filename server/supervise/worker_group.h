@@ -40,6 +40,10 @@ struct RankEnd {
 
 using RankEndCallback = std::function<void(const RankEnd&)>;
 
+// The experiment's state_reason when rank `rank`, ending with `verdict`, decided a group of two or
+// more: "rank 1 ran out of memory", "rank 1: worker crashed: ...".
+std::string DecidingReason(int rank, const ExitVerdict& verdict);
+
 class WorkerGroup {
  public:
   // `ranks[r]` is rank r; at least one.

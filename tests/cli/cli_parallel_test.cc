@@ -26,6 +26,13 @@ class CliParallelTest : public SharedDaemonTest<CliParallelTest> {
     args.push_back("--addr=" + daemon_->address());
     return RunCli(args);
   }
+  // `args` with --json: the estimate it prints (a fatal failure unless it exits 0 with one).
+  static void RunJson(std::vector<std::string> args, vramlab::v1::MemoryEstimate* estimate) {
+    args.push_back("--json");
+    const CliResult json = Run(args);
+    ASSERT_EQ(json.exit_code, 0) << Describe(json);
+    ASSERT_TRUE(ParseJson(json.out, *estimate)) << Describe(json);
+  }
 };
 
 const std::vector<std::string> kEstimate = {
@@ -43,12 +50,8 @@ TEST_F(CliParallelTest, EstimateShowsTheRankBesideOneProcess) {
   EXPECT_THAT(text.out, HasSubstr("per rank limit 24.00 GiB: "));
   EXPECT_THAT(text.out, HasSubstr("per rank (world size 4, SHARD_FULL): "));  // the note
 
-  std::vector<std::string> json_args = kEstimate;
-  json_args.push_back("--json");
-  const CliResult json = Run(json_args);
-  ASSERT_EQ(json.exit_code, 0) << Describe(json);
   vramlab::v1::MemoryEstimate estimate;
-  ASSERT_TRUE(ParseJson(json.out, estimate)) << Describe(json);
+  ASSERT_NO_FATAL_FAILURE(RunJson(kEstimate, &estimate));
   const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
   EXPECT_EQ(rank.world_size(), 4);
   EXPECT_EQ(rank.sharding(), "SHARD_FULL");
@@ -74,16 +77,9 @@ TEST_F(CliParallelTest, PrefetchOffIsSentAndShown) {
   EXPECT_THAT(text.out, HasSubstr("shard:full+reshard+noprefetch"));
   EXPECT_THAT(text.out, HasSubstr("per rank, world size 2, SHARD_FULL, reshard after forward, no prefetch:\n"));
 
-  std::vector<std::string> on_json = on_args, off_json = off_args;
-  on_json.push_back("--json");
-  off_json.push_back("--json");
-  const CliResult on = Run(on_json);
-  const CliResult off = Run(off_json);
-  ASSERT_EQ(on.exit_code, 0) << Describe(on);
-  ASSERT_EQ(off.exit_code, 0) << Describe(off);
   vramlab::v1::MemoryEstimate with, without;
-  ASSERT_TRUE(ParseJson(on.out, with)) << Describe(on);
-  ASSERT_TRUE(ParseJson(off.out, without)) << Describe(off);
+  ASSERT_NO_FATAL_FAILURE(RunJson(on_args, &with));
+  ASSERT_NO_FATAL_FAILURE(RunJson(off_args, &without));
   EXPECT_TRUE(with.parallel().prefetch());
   EXPECT_FALSE(without.parallel().prefetch());
   EXPECT_GT(with.parallel().gathered_parameters_bytes(), without.parallel().gathered_parameters_bytes());
@@ -96,12 +92,8 @@ TEST_F(CliParallelTest, EstimateOfAParallelSweepPredictsEachPointPerRank) {
                                          "all", "--sweep-seq-lens", "2048,8192,16384"};
   const CliResult text = Run(args);
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
-  std::vector<std::string> json_args = args;
-  json_args.push_back("--json");
-  const CliResult json = Run(json_args);
-  ASSERT_EQ(json.exit_code, 0) << Describe(json);
   vramlab::v1::MemoryEstimate estimate;
-  ASSERT_TRUE(ParseJson(json.out, estimate)) << Describe(json);
+  ASSERT_NO_FATAL_FAILURE(RunJson(args, &estimate));
   ASSERT_EQ(estimate.parallel().points_size(), 3);
   const size_t table = text.out.find("sweep, predicted per point for one rank:\n");
   ASSERT_NE(table, std::string::npos) << text.out;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/rank_pids.h"
+#include "tests/support/shared_daemon.h"
+#include "tests/support/two_rank_sweeps.h"
 
 namespace vramlab::testing {
 namespace {
@@ -26,56 +29,16 @@ using ::testing::AnyOf;
 using vramlab::v1::Experiment;
 using vramlab::v1::ExperimentSpec;
 
-constexpr int kValues[] = {64, 128, 256};
-
-ExperimentSpec TwoRankSweep(int steps, int64_t limit) {
-  ExperimentSpec spec = TinySpec(/*seq_len=*/32, steps);
-  spec.mutable_training()->set_micro_batch_size(2);
-  spec.mutable_parallel()->set_world_size(2);
-  spec.mutable_parallel()->set_sharding(vramlab::v1::SHARD_NONE);
-  spec.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
-  for (int value : kValues) spec.mutable_sweep()->add_values(value);
-  spec.mutable_memory()->set_device_memory_limit_bytes(limit);
-  return spec;
-}
-
-// Follows `id`'s events until both ranks have sent a step of point `index` (true), or the watch
-// ends or a minute passes (false).
-bool WaitForBothRanksToStep(vramlab::v1::VramlabService::Stub& stub, const std::string& id, int index) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-  vramlab::v1::WatchExperimentRequest request;
-  request.set_id(id);
-  auto reader = stub.WatchExperiment(&context, request);
-  std::set<int> stepping;
-  vramlab::v1::ExperimentEvent event;
-  while (stepping.size() < 2 && reader->Read(&event)) {
-    if (event.has_worker_event() && event.worker_event().has_step() &&
-        event.worker_event().step().sweep_index() == index) {
-      stepping.insert(event.worker_event().rank());
-    }
-  }
-  context.TryCancel();
-  (void)reader->Finish();
-  return stepping.size() == 2;
-}
+const std::vector<int> kValues = {64, 128, 256};
 
 // The larger of the two ranks' peak allocated at each value, measured by the first test.
 std::map<int, int64_t> measured_peaks;
 
-class DaemonGangSweepTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto daemon = DaemonHarness::Start({.extra_flags = {"--cpu-slots=2"}, .enable_metrics = false});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_NE(daemon_, nullptr);
-    stub_ = daemon_->NewStub();
-  }
+class DaemonGangSweepTest : public SharedDaemonSuite<DaemonGangSweepTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() { return {"--cpu-slots=2"}; }
 
+ protected:
   // The limit halfway between the measured peaks at `fits` and `fails`.
   static int64_t LimitBetween(int fits, int fails) {
     EXPECT_TRUE(measured_peaks.count(fits) && measured_peaks.count(fails))
@@ -89,7 +52,7 @@ class DaemonGangSweepTest : public ::testing::Test {
   // would come next. Returns once both ranks of that second point have trained a step: its id
   // and the second point's rank pids.
   void StartASearchTrainingItsSecondPoint(std::string* id, std::map<int, pid_t>* pids) {
-    ExperimentSpec spec = TwoRankSweep(/*steps=*/10000, LimitBetween(64, 128));
+    ExperimentSpec spec = TwoRankSweep(kValues, /*steps=*/10000, LimitBetween(64, 128));
     auto* sweep = spec.mutable_sweep();
     sweep->clear_values();
     sweep->set_mode(vramlab::v1::SEARCH_MAX);
@@ -104,15 +67,10 @@ class DaemonGangSweepTest : public ::testing::Test {
     ASSERT_EQ(pids->size(), 2u) << daemon_->ReadLog();
     ASSERT_TRUE(WaitForBothRanksToStep(*stub_, *id, 1)) << daemon_->ReadLog();
   }
-
-  static DaemonHarness* daemon_;
-  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
 };
 
-DaemonHarness* DaemonGangSweepTest::daemon_ = nullptr;
-
 TEST_F(DaemonGangSweepTest, EveryPointRunsAsAGangAndEachRankReportsIt) {
-  auto submitted = Submit(*stub_, TwoRankSweep(/*steps=*/2, /*limit=*/0));
+  auto submitted = Submit(*stub_, TwoRankSweep(kValues, /*steps=*/2, /*limit=*/0));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   // The estimate predicts each point for one rank.
   ASSERT_EQ(submitted->prediction().parallel().points_size(), 3);
@@ -175,7 +133,7 @@ TEST_F(DaemonGangSweepTest, EveryPointRunsAsAGangAndEachRankReportsIt) {
 
 TEST_F(DaemonGangSweepTest, AListStopsAtThePointThatRanOutOfMemory) {
   const int64_t limit = LimitBetween(128, 256);
-  auto submitted = Submit(*stub_, TwoRankSweep(/*steps=*/2, limit));
+  auto submitted = Submit(*stub_, TwoRankSweep(kValues, /*steps=*/2, limit));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   auto done = WaitForFinalState(*stub_, submitted->id());
   ASSERT_TRUE(done.ok()) << done.status();
@@ -257,7 +215,7 @@ TEST_F(DaemonGangSweepTest, CancelDuringALaterPointEndsItsGangAndStartsNoFurther
 
 // kill -9 of the daemon during a later point: its ranks die with it, and the restart handles the
 // sweep as any interrupted parallel run (every rank "the daemon stopped while the experiment
-// ran"); requeued, the sweep would run from its first point.
+// ran"); requeued, it resumes after the points that had ended (daemon_sweep_resume_test.cc).
 TEST_F(DaemonGangSweepTest, DaemonKilledDuringALaterPointTakesItsRanksAndTheRestartInterruptsIt) {
   std::string id;
   std::map<int, pid_t> pids;

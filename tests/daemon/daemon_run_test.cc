@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/shared_daemon.h"
 
 namespace vramlab::testing {
 namespace {
@@ -12,27 +13,10 @@ using ::testing::HasSubstr;
 using vramlab::v1::Experiment;
 using vramlab::v1::ExperimentEvent;
 
-class DaemonRunTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto daemon = DaemonHarness::Start({.extra_flags = {"--cpu-slots=2"}});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(daemon_, nullptr);
-    stub_ = daemon_->NewStub();
-  }
-
-  static DaemonHarness* daemon_;
-  std::unique_ptr<vramlab::v1::VramlabService::Stub> stub_;
+class DaemonRunTest : public SharedDaemonSuite<DaemonRunTest> {
+ public:
+  static std::vector<std::string> DaemonFlags() { return {"--cpu-slots=2"}; }
 };
-
-DaemonHarness* DaemonRunTest::daemon_ = nullptr;
 
 TEST_F(DaemonRunTest, SubmitWatchSucceededWithSamplesAndReport) {
   vramlab::v1::ExperimentSpec spec = TinySpec();

@@ -1,5 +1,6 @@
 // The Engine with a shell script standing in for the worker, for the tests of gangs
-// (engine_gang_test.cc) and of parallel sweeps (engine_gang_sweep_test.cc). The script records its
+// (engine_gang_test.cc) and of parallel sweeps (engine_gang_sweep_test.cc,
+// engine_sweep_resume_test.cc). The script records its
 // arguments and environment, then waits until the test releases its run and ends with a report
 // (or, when the test says so, with an out-of-memory answer and exit 3, as the worker does). So
 // the test decides when each gang ends and sees exactly which processes the Engine started.
@@ -7,19 +8,17 @@
 // A run is named by its tag: the experiment id, and for a point of a parallel sweep (the rank got
 // --sweep-point INDEX:VALUE) the id and ".INDEX" ("exp-000001.2"). The script writes
 // ROOT/TAG.RANK.args and .env, ends when ROOT/release-TAG exists, and runs out of memory when
-// ROOT/TAG.RANK.oom does. A sweep point's report and out-of-memory answer carry its index and
-// value. Every process also writes kNoiseBytes to stderr (the experiment's log).
+// ROOT/TAG.RANK.oom does. A sweep point's rank sends its result (`sweepPoint`) and its report of
+// the point, as the worker's --sweep-point run does; they and its out-of-memory answer carry the
+// point's index and value. Every process also writes kNoiseBytes to stderr (the experiment's log).
 #ifndef VRAMLAB_SERVER_ENGINE_TESTING_ENGINE_GANG_FIXTURE_H_
 #define VRAMLAB_SERVER_ENGINE_TESTING_ENGINE_GANG_FIXTURE_H_
 
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -28,14 +27,13 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/config/gpu_discovery.h"
-#include "server/engine/engine.h"
-#include "server/metrics/metrics.h"
+#include "server/engine/testing/engine_fixture.h"
 
 namespace vramlab::server::testing {
 
-class EngineGangTest : public ::testing::Test {
+class EngineGangTest : public EngineFixture {
  protected:
   static constexpr int kNoiseBytes = 3000;
   // After "root=ROOT" and "noise=N".
@@ -51,10 +49,15 @@ out=$root/$tag.$rank
 echo "$@" > $out.args
 env > $out.env
 head -c $noise /dev/zero | tr '\0' x >&2
-# A sweep point's report lists the point, as the worker's --sweep-point report does.
+# A sweep point's result, then its report listing the point, as the worker's --sweep-point run
+# sends them.
 report() {
   points=
-  [ -n "$point" ] && points=",\"sweepPoints\":[{\"sweepIndex\":$index,\"value\":$value,\"oom\":$1}]"
+  if [ -n "$point" ]; then
+    result="{\"sweepIndex\":$index,\"value\":$value,\"oom\":$1,\"finalLoss\":$2}"
+    echo "{\"sweepPoint\":$result}" >&3
+    points=",\"sweepPoints\":[$result]"
+  fi
   echo "{\"report\":{\"finalLoss\":$2$points}}" >&3
 }
 while [ ! -e $root/release-$tag ]; do
@@ -68,35 +71,26 @@ done
 report false 1.0
 )";
 
-  using Experiment = vramlab::v1::Experiment;
-
   void SetUp() override {
+    EngineFixture::SetUp();
     unsetenv("OMP_NUM_THREADS");
-    char tmpl[] = "/tmp/engine-gang-test-XXXXXX";
-    root_ = mkdtemp(tmpl);
   }
   void StartEngine(int slots, int64_t max_log_bytes = 8 << 20) {
-    std::string worker = root_ + "/worker.sh";
-    std::ofstream(worker) << "#!/bin/sh\nroot=" << root_ << "\nnoise=" << kNoiseBytes << "\n"
-                          << kWorkerScript;
-    chmod(worker.c_str(), 0755);
-    EngineOptions options;
-    options.data_dir = root_ + "/data";
-    options.worker_path = worker;
-    options.slots = CpuSlots(slots);
-    options.spec_limits.host_devices = slots;
-    options.shutdown_grace_period = absl::ZeroDuration();
-    options.worker_limits.cancel_grace_period = std::chrono::milliseconds(300);
-    options.worker_limits.max_log_bytes = max_log_bytes;
-    metrics_ = Metrics::CreateUnexposed();
-    auto engine = Engine::Create(options, metrics_.get());
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = std::move(*engine);
-    ASSERT_TRUE(engine_->Start().ok());
+    const std::string worker = WriteWorker(absl::StrCat("root=", root_, "\nnoise=", kNoiseBytes,
+                                                        "\n", kWorkerScript));
+    options_ = BaseOptions(worker, slots);
+    options_.spec_limits.host_devices = slots;
+    options_.worker_limits.cancel_grace_period = std::chrono::milliseconds(300);
+    options_.worker_limits.max_log_bytes = max_log_bytes;
+    CreateAndStart(options_);
   }
-  void TearDown() override {
+  // Shuts the Engine down (a running gang is stopped: INTERRUPTED), runs `while_down`, and
+  // starts a new one on the same store and slots with --requeue-interrupted.
+  void RestartRequeuing(const std::function<void()>& while_down = [] {}) {
     engine_.reset();
-    std::filesystem::remove_all(root_);
+    while_down();
+    options_.requeue_interrupted = true;
+    CreateAndStart(options_);
   }
 
   absl::StatusOr<Experiment> Submit(int world_size, int time_limit_seconds, bool offload = false,
@@ -126,15 +120,6 @@ report false 1.0
   // Whether the run `tag`'s `rank` was started.
   bool Started(const std::string& tag, int rank) const {
     return std::filesystem::exists(root_ + "/" + tag + "." + std::to_string(rank) + ".args");
-  }
-  Experiment WaitUntil(const std::string& id, const std::function<bool(const Experiment&)>& done) {
-    absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (true) {
-      auto experiment = engine_->Get(id);
-      EXPECT_TRUE(experiment.ok()) << experiment.status();
-      if (done(*experiment) || absl::Now() > deadline) return *experiment;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
   }
   Experiment WaitState(const std::string& id, Experiment::State state) {
     return WaitUntil(id, [state](const Experiment& e) { return e.state() == state; });
@@ -169,10 +154,19 @@ report false 1.0
     return root_ + "/data/experiments/" + id + "/worker.log";
   }
 
-  std::string root_;
-  Principal user_{"alice", false};
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Engine> engine_;
+  // Submits a two-rank sweep, lets its first point end and returns once both ranks of its second
+  // point have started: the experiment's id in `*id`.
+  void StartSweepOnItsSecondPoint(const vramlab::v1::SweepSpec& sweep, std::string* id) {
+    auto submitted = Submit(2, 60, false, sweep);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    *id = submitted->id();
+    Release(PointTag(*id, 0));
+    const std::string second = PointTag(*id, 1);
+    Recorded(second, 0, "args");
+    Recorded(second, 1, "args");
+  }
+
+  EngineOptions options_;
 };
 
 }  // namespace vramlab::server::testing
