@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/spec/adapter_sizes.h"
 #include "common/spec/spec_rules.h"
 #include "server/estimate/adapter_model.h"
@@ -215,6 +216,15 @@ std::string ParallelNote(const RunSettings& run) {
                   ? "; QLoRA's NF4 codes and absmax constants sharded and gathered with their layer "
                     "(the lookup tables on every rank)"
                   : "; QLoRA's NF4 base weights and constants on every rank";
+  }
+  if (par.shards_parameters() && run.device == Device::kCuda && !run.adapter.qlora) {
+    // DataParallel::BuildDevice: the whole model on each rank's host during LOAD.
+    int64_t whole = 0;
+    for (int64_t n : ParameterTensorElements(run.model)) whole += n * run.dtype_bytes;
+    layout += absl::StrFormat(
+        "; in LOAD each rank builds the whole model in host memory (%.2f GiB of weights, %d "
+        "copies on one host) and copies only its shards to the device",
+        static_cast<double>(whole) / kGiB, par.world_size);
   }
   return absl::StrCat("per rank (world size ", par.world_size, ", ",
                       spec_rules::kShardingNames[par.sharding - 1], "): ", layout,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
 #include "gtest/gtest.h"
@@ -321,6 +322,26 @@ TEST(ParallelEstimateTest, FullShardLoadHoldsTheShardsOnCudaAndTheWholeModelOnTh
       EXPECT_EQ(e.parallel().predicted_peak_bytes(),
                 whole + std::max(largest_shard, Device(false, largest_matrix * 4)));
     }
+  }
+}
+
+// The note says where SHARD_FULL's LOAD puts the whole model: on CUDA each rank's host memory
+// holds it (qwen2.5-7b's bf16 weights, 14.19 GiB, once per rank); on the CPU device there is
+// nothing apart to say (the host is the device: LOAD's peak holds it).
+TEST(ParallelEstimateTest, FullShardNoteNamesTheHostMemoryOfLoad) {
+  const Tensors t = TensorsOf("qwen2.5-7b");
+  int64_t whole = 0;
+  for (int64_t e : t.root) whole += e * kBf16;
+  for (int64_t e : t.layer) whole += t.layers * e * kBf16;
+  const std::string expected = absl::StrFormat(
+      "in LOAD each rank builds the whole model in host memory (%.2f GiB of weights, 4 copies on one host)",
+      static_cast<double>(whole) / (int64_t{1} << 30));
+  for (const bool cuda : {true, false}) {
+    const MemoryEstimate e = MustEstimate(Spec("qwen2.5-7b", cuda, 4, vramlab::v1::SHARD_FULL));
+    const bool noted = std::any_of(e.notes().begin(), e.notes().end(), [&](const std::string& note) {
+      return note.find(expected) != std::string::npos;
+    });
+    EXPECT_EQ(noted, cuda) << expected;
   }
 }
 
