@@ -208,7 +208,7 @@ std::string ParallelNote(const RunSettings& run) {
     layout = absl::StrCat(par.shards_optimizer_state()
                               ? absl::StrCat("optimizer state ", owned, "; ")
                               : "every rank holds all model states; ",
-                                            "gradients all-reduced in place a decoder layer at a time during "
+                          "gradients all-reduced in place a decoder layer at a time during "
                           "backward (at most two layers' in flight), the root's after it");
   }
   if (run.adapter.qlora) {
@@ -219,8 +219,7 @@ std::string ParallelNote(const RunSettings& run) {
   }
   if (par.shards_parameters() && run.device == Device::kCuda && !run.adapter.qlora) {
     // DataParallel::BuildDevice: the whole model on each rank's host during LOAD.
-    int64_t whole = 0;
-    for (int64_t n : ParameterTensorElements(run.model)) whole += n * run.dtype_bytes;
+    const int64_t whole = ParameterCount(run.model) * run.dtype_bytes;
     layout += absl::StrFormat(
         "; in LOAD each rank builds the whole model in host memory (%.2f GiB of weights, %d "
         "copies on one host) and copies only its shards to the device",

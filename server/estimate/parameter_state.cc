@@ -251,7 +251,7 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   }
   // Layer 0's adapters (the first layer_trainable.size() entries) stand for every layer's.
   // SHARD_GRADIENTS: a layer's backward makes all of its adapters' gradients, owned or not, and
-  // the others' live until the reduce after backward (OthersGradients).
+  // the others' live until their layer's reduce completes (OthersGradients).
   const size_t per_layer = adapters.layer_trainable.size();
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
     const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
@@ -382,8 +382,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   if (par.partitions_gradients()) {
     // SHARD_GRADIENTS: every rank's backward makes every gradient whole, as one process's does:
     // the vocabulary-sized one (and a tied embedding's fresh one) and each layer's in full. The
-    // rank keeps its own (all_gradients); the others' are freed once reduced to their owners at
-    // the end of backward, and are counted from the part of backward that makes them.
+    // rank keeps its own (all_gradients); the others' are freed once reduced to their owners, a
+    // layer at a time during backward (the root's after it): OthersGradients.
     s.head_gradient = grad_bytes(tensors[head]);
     s.layer_gradients = 0;
     std::vector<int64_t> bytes;

@@ -96,8 +96,9 @@ struct ParameterState {
   // all-reduce or reduce-scatter (alive in backward). 0 in one process.
   int64_t gathered_parameters = 0;
   int64_t communication_buffer = 0;
-  // SHARD_GRADIENTS: the communication buffer is these gradients (others_gradients.all), which the
-  // step walk adds as backward makes them rather than from backward's start. Empty otherwise.
+  // SHARD_GRADIENTS: the others' gradients, which the step walk adds as backward makes them and
+  // takes off as their reduces complete (the communication buffer is the part of them held by
+  // reduces in flight, which the walk therefore does not add again). Empty otherwise.
   OthersGradients others_gradients;
   // SHARD_FULL: the full gradients autograd holds beside the reduce-scatters in flight, at the
   // fullest moment of backward (ReduceScatterPeaks::with_unreduced less in_flight). Counted with

@@ -1,7 +1,7 @@
 // One rank's side of data-parallel training (docs/PARALLEL.md). The training loop calls it
 // at fixed points of every step, and every rank makes the same calls in the same order:
 //
-//   AttachModel(model)                        (once, after the model is loaded)
+//   AttachModel(model, device)                (once, after the model is loaded)
 //   MakeRankOptimizer(...)
 //   LocalRows(global micro-batch)  -> this rank's rows
 //   BeginMicroBatch(last), forward, backward, AfterBackward(last)    (per micro-batch)
