@@ -56,9 +56,18 @@ ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
 ABSL_FLAG(int64_t, max_log_bytes, 8 << 20, "size cap of each experiment's worker log");
 ABSL_FLAG(int, max_worker_events_per_second, 5000, "event rate above which a worker is killed");
 // Exporter and authentication hardening (docs/DAEMON.md, "Limits on clients").
-ABSL_FLAG(int, metrics_threads, 16, "metrics connections served at once");
+ABSL_FLAG(int, metrics_max_connections, 256,
+          "metrics connections open at once; a new one beyond it closes the oldest idle one");
+ABSL_FLAG(int, metrics_max_connections_per_address, 32,
+          "metrics connections open at once from one IP address; a new one beyond it closes that "
+          "address's oldest idle one");
 ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(5),
-          "a metrics client that has not sent its request by then is disconnected");
+          "a metrics client that has not sent its request by then is disconnected, and a response "
+          "not written by then is abandoned");
+// No effect: one thread serves every metrics connection. Still accepted, with a warning, so that
+// existing command lines and unit files keep working.
+ABSL_FLAG(int, metrics_threads, 0,
+          "no effect: one thread serves every metrics connection (see --metrics-max-connections)");
 ABSL_FLAG(int, auth_max_failures, 10,
           "failed authentications from one address within --auth-failure-window before it is "
           "refused; 0: no limit");
@@ -185,6 +194,11 @@ int Run() {
   }
   options->auth_enabled = authenticator.enabled();
 
+  if (absl::GetFlag(FLAGS_metrics_threads) != 0) {
+    std::fprintf(stderr,
+                 "vramlabd: --metrics-threads has no effect: one thread serves every metrics "
+                 "connection (see --metrics-max-connections)\n");
+  }
   std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   std::unique_ptr<Metrics> metrics;
   if (metrics_listen.empty()) {
@@ -192,7 +206,8 @@ int Run() {
   } else {
     MetricsHttpOptions http;
     http.listen_address = metrics_listen;
-    http.threads = absl::GetFlag(FLAGS_metrics_threads);
+    http.max_connections = absl::GetFlag(FLAGS_metrics_max_connections);
+    http.max_connections_per_address = absl::GetFlag(FLAGS_metrics_max_connections_per_address);
     http.request_timeout = absl::GetFlag(FLAGS_metrics_request_timeout);
     auto started = Metrics::Start(http);
     if (!started.ok()) {

@@ -29,7 +29,7 @@ class Metrics {
  public:
   // Starts serving /metrics on options.listen_address ("127.0.0.1:9464"; port 0 picks a free one).
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const MetricsHttpOptions& options);
-  // The same with the default threads and timeouts.
+  // The same with the default connection limits and timeout.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& listen_address);
   // A registry without an HTTP endpoint, for tests and for a daemon run without metrics.
   static std::unique_ptr<Metrics> CreateUnexposed();

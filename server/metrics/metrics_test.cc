@@ -338,11 +338,17 @@ TEST(MetricsTest, OnlyGetMetricsIsServed) {
 TEST(MetricsTest, BadServerOptionsAreRefused) {
   MetricsHttpOptions options;
   options.listen_address = "127.0.0.1:0";
-  options.threads = 0;
-  auto no_threads = Metrics::Start(options);
-  ASSERT_FALSE(no_threads.ok());
-  EXPECT_TRUE(absl::StrContains(no_threads.status().message(), "--metrics-threads"));
-  options.threads = 4;
+  options.max_connections = 0;
+  auto no_connections = Metrics::Start(options);
+  ASSERT_FALSE(no_connections.ok());
+  EXPECT_TRUE(absl::StrContains(no_connections.status().message(), "--metrics-max-connections"));
+  options.max_connections = 4;
+  options.max_connections_per_address = 5;
+  auto over_total = Metrics::Start(options);
+  ASSERT_FALSE(over_total.ok());
+  EXPECT_TRUE(absl::StrContains(over_total.status().message(),
+                                "--metrics-max-connections-per-address"));
+  options.max_connections_per_address = 4;
   options.request_timeout = absl::ZeroDuration();
   auto no_timeout = Metrics::Start(options);
   ASSERT_FALSE(no_timeout.ok());

@@ -36,7 +36,7 @@ PrometheusMetrics::PrometheusMetrics() {
 }
 
 PrometheusMetrics::~PrometheusMetrics() {
-  // Stop the HTTP threads before any state they read goes away.
+  // Stop the serving thread before any state it reads goes away.
   http_server_.reset();
 }
 

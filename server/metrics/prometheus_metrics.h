@@ -94,7 +94,7 @@ class PrometheusMetrics : public Metrics {
   double auth_throttled_ ABSL_GUARDED_BY(mutex_) = 0;
   StoreHealth store_health_ ABSL_GUARDED_BY(mutex_);
 
-  // Declared last: destroyed first, so its HTTP threads are gone before the state they read.
+  // Declared last: destroyed first, so its serving thread is gone before the state it reads.
   std::unique_ptr<MetricsHttpServer> http_server_;
 };
 
