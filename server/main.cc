@@ -1,8 +1,11 @@
 // vramlabd: the vramlab daemon. Flags and operations: docs/DAEMON.md.
+#include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -302,7 +305,30 @@ void DashesToUnderscores(int argc, char** argv) {
 }  // namespace
 }  // namespace vramlab::server
 
+namespace {
+
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    std::fprintf(stderr, "vramlabd: warning: cannot raise the descriptor limit: %s\n",
+                 std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // A request's large buffers (a repeated field of a million values parses into several MiB)
+  // are mapped and unmapped on their own, so that memory goes back to the system when the request
+  // ends. glibc's default threshold rises after such frees until it serves them from the heap,
+  // which then keeps what a burst of hostile requests took.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  // Every client connection holds a descriptor until its handshake times out: the soft limit
+  // (1024 under many service managers) goes up to the hard one, so that idle connections cannot
+  // leave the daemon without descriptors for its store, logs and workers.
+  RaiseDescriptorLimit();
   absl::SetProgramUsageMessage("vramlabd --data-dir DIR [--listen HOST:PORT] [flags]");
   // Every flag is defined here, in main.cc: --help lists them (Abseil's default matches flags by
   // the program's name and found none).

@@ -168,6 +168,12 @@ inline constexpr const char* kDelayedUpdateWithInBackwardMessage =
     "excludes training.optimizer.in_backward (an in-backward update applies each gradient at once)";
 inline constexpr const char* kDelayedUpdateParallelMessage =
     "not supported with parallel.world_size >= 2 (the ranks average each gradient before its update)";
+// training.optimizer.in_backward applies each gradient as backward produces it; a parallel run
+// averages it over the ranks first.
+inline constexpr const char* kInBackwardField = "training.optimizer.in_backward";
+inline constexpr const char* kInBackwardParallelMessage =
+    "a parallel run averages each gradient over the ranks before the update; an in-backward update "
+    "would apply it first";
 
 // --- Kernels ---------------------------------------------------------------------------------
 // training.kernels FUSED runs the CUDA kernels of kernels/ (docs/KERNELS.md): a CUDA device and a
@@ -178,6 +184,13 @@ inline constexpr const char* kFusedKernelsNeedCudaMessage =
 inline constexpr const char* kFusedKernelsNotBuiltMessage =
     "FUSED needs a worker built with the CUDA kernels (CMake VRAMLAB_CUDA_KERNELS, a CUDA toolkit "
     "and a LibTorch with CUDA); use ATEN";
+
+// --- Data types ------------------------------------------------------------------------------
+// FLOAT16 matrix products have no CPU kernels in LibTorch's CPU builds ("addmm_impl_cpu_" not
+// implemented for 'Half'); the daemon and the worker refuse it on the CPU with these words.
+inline constexpr const char* kDtypeField = "training.dtype";
+inline constexpr const char* kFloat16NeedsCudaMessage =
+    "FLOAT16 needs a CUDA device; use FLOAT32 or BFLOAT16 on the CPU";
 
 // --- Strings ---------------------------------------------------------------------------------
 inline constexpr size_t kMaxNameBytes = 256;

@@ -5,14 +5,18 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/api/malformed_request_interceptor.h"
 #include "server/auth/secret_file.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
 
 namespace {
+
+constexpr int kHandshakeTimeoutMs = 10'000;
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -47,14 +51,21 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  InstallProtobufParseLogHandler();
   grpc::ServerBuilder builder;
   RunningGrpcServer running;
   // Without SO_REUSEPORT a port another process listens on is refused instead of shared: two
   // daemons on one port would split the connections between them.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that has not finished its TLS and HTTP/2 handshake by then is closed: idle TCP
+  // connections hold a descriptor each, never a thread, and not for long (gRPC's default: 120 s).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,

@@ -12,6 +12,9 @@ namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;
 constexpr absl::Duration kWatchPoll = absl::Milliseconds(250);
+// A status message travels in the call's trailers, whose size gRPC bounds (8 KiB by default,
+// with the other trailers): a longer one would turn the answer into a transport error.
+constexpr size_t kMaxStatusMessageBytes = 1024;
 
 // Streams a file in chunks; NOT_FOUND if it does not exist.
 grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
@@ -42,7 +45,16 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  std::string message(status.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    // Cut at a character boundary, so that the message stays valid UTF-8.
+    size_t cut = kMaxStatusMessageBytes;
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+    message.resize(cut);
+    message += " ... (cut)";
+  }
+  if (message.empty()) message = absl::StatusCodeToString(status.code());
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
 absl::StatusOr<Principal> VramlabServiceImpl::Caller(grpc::ServerContext* context) const {

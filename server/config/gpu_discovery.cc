@@ -81,9 +81,10 @@ int64_t HostMemoryBytes() {
 }
 
 std::vector<Slot> CpuSlots(int count) {
-  int64_t memory = HostMemoryBytes();
+  // Each slot is an equal share of the host's RAM: the experiments that run at once fit together.
+  int64_t share = count > 0 ? HostMemoryBytes() / count : 0;
   std::vector<Slot> slots;
-  for (int i = 0; i < count; ++i) slots.push_back({i, "cpu", memory, ""});
+  for (int i = 0; i < count; ++i) slots.push_back({i, "cpu", share, ""});
   return slots;
 }
 

@@ -22,7 +22,8 @@ absl::StatusOr<std::vector<Slot>> SelectGpus(const std::vector<Slot>& gpus,
                                              const std::string& gpus_flag);
 // The host's physical memory (RAM), 0 if unknown.
 int64_t HostMemoryBytes();
-// `count` CPU slots sharing the host's memory; the worker sees no GPU.
+// `count` CPU slots, each with an equal share of the host's memory as its total_memory_bytes;
+// the worker sees no GPU.
 std::vector<Slot> CpuSlots(int count);
 
 }  // namespace vramlab::server

@@ -3,6 +3,7 @@
 
 #include "server/common/timestamp.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -13,6 +14,7 @@
 #include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
 #include "server/estimate/estimator.h"
+#include "server/spec/display_text.h"
 #include "server/spec/validate_spec.h"
 
 namespace vramlab::server {
@@ -25,6 +27,29 @@ constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
 
 std::string IdOf(int64_t seq) { return absl::StrFormat("exp-%06d", seq); }
+
+// Ids are "exp-" and digits; anything else is not looked up. The bound keeps a hostile id out of
+// the store's queries and out of the error message that would echo it.
+constexpr size_t kMaxIdBytes = 64;
+// More filter values than there are states is never needed; a request with more is refused
+// before the store builds a query from it.
+constexpr int kMaxStateFilters = 16;
+constexpr size_t kMaxOwnerFilterBytes = 256;
+constexpr size_t kMaxPageTokenBytes = 32;
+
+absl::Status CheckId(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("id: required");
+  if (id.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("id: at most ", kMaxIdBytes, " bytes, got ", id.size()));
+  }
+  for (unsigned char c : id) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return absl::InvalidArgumentError("id: printable ASCII only (an id looks like exp-000042)");
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -47,6 +72,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   if (request.request_id().size() > 128) {
     return absl::InvalidArgumentError("request_id: at most 128 bytes");
   }
+  RETURN_IF_ERROR(CheckDisplayText("request_id", request.request_id()));
   // The estimate is pure arithmetic: made outside the lock. A spec the estimator cannot resolve
   // still runs (the worker is the authority); it just has no prediction.
   vramlab::v1::ExperimentSpec on_this_device = spec;
@@ -122,6 +148,7 @@ absl::StatusOr<Experiment> Engine::GetLocked(const std::string& id) {
 }
 
 absl::StatusOr<Experiment> Engine::Get(const std::string& id) {
+  RETURN_IF_ERROR(CheckId(id));
   absl::MutexLock lock(&mu_);
   return GetLocked(id);
 }
@@ -132,13 +159,27 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
   int page_size = request.page_size() == 0 ? kDefaultPageSize
                                            : std::min(request.page_size(), kMaxPageSize);
   ListFilter filter;
+  if (request.owner().size() > kMaxOwnerFilterBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner: at most ", kMaxOwnerFilterBytes, " bytes, got ", request.owner().size()));
+  }
+  if (request.states_size() > kMaxStateFilters) {
+    return absl::InvalidArgumentError(absl::StrCat("states: at most ", kMaxStateFilters,
+                                                   " values, got ", request.states_size()));
+  }
+  if (request.page_token().size() > kMaxPageTokenBytes) {
+    return absl::InvalidArgumentError("page_token: not a token from a previous response");
+  }
   filter.owner = request.owner();
   filter.limit = page_size + 1;
   for (int state : request.states()) {
     if (!Experiment::State_IsValid(state) || state == Experiment::STATE_UNSPECIFIED) {
       return absl::InvalidArgumentError(absl::StrCat("states: unknown state ", state));
     }
-    filter.states.push_back(static_cast<Experiment::State>(state));
+    const auto value = static_cast<Experiment::State>(state);
+    if (std::find(filter.states.begin(), filter.states.end(), value) == filter.states.end()) {
+      filter.states.push_back(value);
+    }
   }
   if (!request.page_token().empty() &&
       (!absl::SimpleAtoi(request.page_token(), &filter.before_seq) || filter.before_seq <= 0)) {
@@ -163,6 +204,7 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
 }
 
 absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::string& id) {
+  RETURN_IF_ERROR(CheckId(id));
   absl::MutexLock lock(&mu_);
   // While shutting down every running experiment is being stopped and queued ones are kept.
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
@@ -194,6 +236,7 @@ absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::st
 
 absl::StatusOr<std::unique_ptr<WatchCursor>> Engine::Watch(
     const vramlab::v1::WatchExperimentRequest& request) {
+  RETURN_IF_ERROR(CheckId(request.id()));
   if (request.after_sequence() < 0) {
     return absl::InvalidArgumentError("after_sequence: must be >= 0");
   }

@@ -41,6 +41,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options, Me
   // Before anything in the directory is read: a second daemon must not even recover.
   ASSIGN_OR_RETURN(auto lock, DataDirLock::Acquire(options.data_dir));
   ASSIGN_OR_RETURN(auto store, Store::Open(options.data_dir, options.store));
+  // Before the store is recovered or written: a daemon whose lock file was taken from under it
+  // still holds this one.
+  RETURN_IF_ERROR(lock->LockDatabase(store->path()));
   return std::unique_ptr<Engine>(
       new Engine(std::move(options), std::move(lock), std::move(store), metrics));
 }
@@ -362,10 +365,6 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     common_env.push_back(alloc_conf.empty() ? std::string(name)
                                             : absl::StrCat(name, "=", alloc_conf));
   }
-  // The most host memory the worker should let itself use (it sets its own limit from this):
-  // the host's RAM less the admission margin. 0 when the host's RAM is unknown.
-  common_env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
-                                    UsableDeviceBytes(HostMemoryBytes())));
   if (getenv("OMP_NUM_THREADS") == nullptr) {
     std::optional<int> threads =
         IntraOpThreads(std::thread::hardware_concurrency(), options_.device,
@@ -382,7 +381,12 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     }
     // Each rank sees its own GPU, as device 0.
     std::vector<std::string> env = common_env;
-    env.push_back("CUDA_VISIBLE_DEVICES=" + options_.slots[active.slots[r]].cuda_visible_devices);
+    const Slot& slot = options_.slots[active.slots[r]];
+    env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
+    // The most host memory the worker lets itself use (it sets its own limit from this): on a CPU
+    // slot that slot's usable share of the host's RAM. 0 when the host's RAM is unknown.
+    env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                               WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
     spawn.env = EnvironmentWith(env);
     request.ranks.push_back(std::move(spawn));
   }

@@ -97,11 +97,21 @@ absl::Status HostPathPolicy::ResolveSpec(vramlab::v1::ExperimentSpec* spec) cons
   if (!spec->model().weights_dir().empty()) {
     auto dir = Resolve("model.weights_dir", spec->model().weights_dir());
     if (!dir.ok()) return dir.status();
+    struct stat st;
+    if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError("spec.model.weights_dir: not a directory on the daemon's host");
+    }
     spec->mutable_model()->set_weights_dir(*dir);
   }
   if (!spec->training().data().token_ids_file().empty()) {
     auto file = Resolve("training.data.token_ids_file", spec->training().data().token_ids_file());
     if (!file.ok()) return file.status();
+    // A FIFO or device would block or flood the worker that reads it: only a regular file.
+    struct stat st;
+    if (::stat(file->c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          "spec.training.data.token_ids_file: not a regular file on the daemon's host");
+    }
     spec->mutable_training()->mutable_data()->set_token_ids_file(*file);
   }
   return absl::OkStatus();

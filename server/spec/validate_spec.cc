@@ -14,6 +14,7 @@
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
+#include "server/spec/display_text.h"
 
 namespace vramlab::server {
 namespace {
@@ -281,6 +282,9 @@ absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel,
   if (optimizer.delayed_update() && parallel.world_size() >= 2) {
     return Invalid(spec_rules::kDelayedUpdateField, spec_rules::kDelayedUpdateParallelMessage);
   }
+  if (optimizer.in_backward() && parallel.world_size() >= 2) {
+    return Invalid(spec_rules::kInBackwardField, spec_rules::kInBackwardParallelMessage);
+  }
   if (limits.host_devices > 0 && parallel.world_size() > limits.host_devices) {
     const bool cuda = limits.device == vramlab::v1::CUDA;
     return absl::FailedPreconditionError(absl::StrCat(
@@ -304,9 +308,7 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
     return absl::InvalidArgumentError(absl::StrCat("spec: ", bytes, " bytes, at most ",
                                                    limits.max_spec_bytes, " allowed"));
   }
-  for (unsigned char c : spec.name()) {
-    if (c < 0x20 || c == 0x7f) return Invalid("name", "contains a control character");
-  }
+  RETURN_IF_ERROR(CheckDisplayText("spec.name", spec.name()));
   RETURN_IF_ERROR(ValidateModel(spec.model()));
   RETURN_IF_ERROR(ValidateTraining(spec.training(), limits));
   RETURN_IF_ERROR(ValidateAdapter(spec.training(), spec.model()));
@@ -323,6 +325,9 @@ absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) 
   // The worker runs on the daemon's device (a spec naming another was refused above).
   if (spec.training().kernels() == vramlab::v1::FUSED && limits.device != vramlab::v1::CUDA) {
     return Invalid(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
+  }
+  if (spec.training().dtype() == vramlab::v1::FLOAT16 && limits.device != vramlab::v1::CUDA) {
+    return Invalid(spec_rules::kDtypeField, spec_rules::kFloat16NeedsCudaMessage);
   }
   RETURN_IF_ERROR(ValidateParallel(spec.parallel(), spec.training().optimizer(), limits));
   RETURN_IF_ERROR(CheckEnum("fault", spec.fault(), vramlab::v1::Fault_IsValid));

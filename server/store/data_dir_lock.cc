@@ -63,6 +63,31 @@ absl::StatusOr<std::unique_ptr<DataDirLock>> DataDirLock::Acquire(const std::str
   return std::unique_ptr<DataDirLock>(new DataDirLock(std::move(path), fd));
 }
 
-DataDirLock::~DataDirLock() { close(fd_); }
+absl::Status DataDirLock::LockDatabase(const std::string& db_path) {
+  if (database_fd_ >= 0) return absl::OkStatus();
+  const int fd = open(db_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open the store ", db_path, " to lock it: ", std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int lock_errno = errno;
+    close(fd);
+    if (lock_errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the store ", db_path, " is in use by another vramlabd (its lock file ", path_,
+          " was removed or replaced while it ran); one daemon per data directory"));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot lock the store ", db_path, ": ", std::strerror(lock_errno)));
+  }
+  database_fd_ = fd;
+  return absl::OkStatus();
+}
+
+DataDirLock::~DataDirLock() {
+  if (database_fd_ >= 0) close(database_fd_);
+  close(fd_);
+}
 
 }  // namespace vramlab::server

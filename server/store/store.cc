@@ -67,7 +67,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   } else if (*report != "ok") {
     return DamagedStoreError(data_dir, db_path, "quick_check: " + *report);
   }
-  std::unique_ptr<Store> store(new Store(std::move(db), std::move(options.write_fault_file)));
+  std::unique_ptr<Store> store(new Store(std::move(db), db_path, std::move(options.write_fault_file)));
   absl::MutexLock lock(&store->mu_);
   if (absl::Status schema = store->CreateSchema(); !schema.ok()) {
     return DamagedStoreError(data_dir, db_path, std::string(schema.message()));
@@ -137,14 +137,28 @@ absl::Status Store::UpdateExperiment(const Experiment& experiment, bool requeue_
 }
 
 absl::StatusOr<std::vector<StoredExperiment>> Store::ReadExperimentRows(
-    SqliteStatement& statement) {
+    SqliteStatement& statement, bool keep_damaged) {
   std::vector<StoredExperiment> rows;
   while (statement.Step()) {
     StoredExperiment row;
     row.seq = statement.Int(0);
     row.requeue_pending = statement.Int(1) != 0;
     if (!row.experiment.ParseFromString(statement.Blob(2))) {
-      return absl::DataLossError(absl::StrCat("experiment row ", row.seq, " does not parse"));
+      if (!keep_damaged) {
+        return absl::DataLossError(absl::StrCat("the stored record of experiment row ", row.seq,
+                                                " does not parse (the database is damaged)"));
+      }
+      row.damaged = true;
+      row.experiment.Clear();
+      row.experiment.set_id(statement.Text(3));
+      row.experiment.set_owner(statement.Text(4));
+      const int64_t state = statement.Int(5);
+      row.experiment.set_state(Experiment::State_IsValid(static_cast<int>(state))
+                                   ? static_cast<Experiment::State>(state)
+                                   : Experiment::STATE_UNSPECIFIED);
+      row.experiment.set_state_reason(
+          "the stored record of this experiment does not parse (the database is damaged): only "
+          "its id, owner and state are known");
     }
     rows.push_back(std::move(row));
   }
@@ -175,7 +189,8 @@ absl::StatusOr<std::optional<Experiment>> Store::FindByRequestId(const std::stri
 }
 
 absl::StatusOr<std::vector<StoredExperiment>> Store::ListExperiments(const ListFilter& filter) {
-  std::string sql = "SELECT seq, requeue_pending, experiment FROM experiments WHERE seq < ?";
+  std::string sql =
+      "SELECT seq, requeue_pending, experiment, id, owner, state FROM experiments WHERE seq < ?";
   if (!filter.owner.empty()) sql += " AND owner = ?";
   if (!filter.states.empty()) {
     // Enum values are integers from a validated request: safe to inline.
@@ -189,7 +204,7 @@ absl::StatusOr<std::vector<StoredExperiment>> Store::ListExperiments(const ListF
   statement->Bind(index++, filter.before_seq > 0 ? filter.before_seq : INT64_MAX);
   if (!filter.owner.empty()) statement->Bind(index++, filter.owner);
   statement->Bind(index, int64_t{filter.limit});
-  return ReadExperimentRows(*statement);
+  return ReadExperimentRows(*statement, /*keep_damaged=*/true);
 }
 
 absl::StatusOr<std::vector<StoredExperiment>> Store::LoadUnfinished() {

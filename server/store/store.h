@@ -36,6 +36,9 @@ struct StoredExperiment {
   vramlab::v1::Experiment experiment;
   // Interrupted by the last shutdown or crash, not yet requeued or given up on.
   bool requeue_pending = false;
+  // The stored record did not parse; `experiment` holds only the id, owner and state kept in the
+  // row's own columns, and a state_reason that says so. Only listings return such rows.
+  bool damaged = false;
 };
 
 struct ListFilter {
@@ -59,6 +62,9 @@ class Store {
   // and a database that fails quick_check. See store_preflight.h.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
                                                      StoreOptions options = {});
+
+  // The database file, DATA_DIR/vramlab.db.
+  const std::string& path() const { return path_; }
 
   // A small write transaction: OK when the store can commit again.
   absl::Status Probe();
@@ -89,14 +95,19 @@ class Store {
   absl::StatusOr<int64_t> MaxEventSequence(const std::string& id);
 
  private:
-  Store(std::unique_ptr<SqliteDb> db, std::string write_fault_file)
-      : write_fault_file_(std::move(write_fault_file)), db_(std::move(db)) {}
+  Store(std::unique_ptr<SqliteDb> db, std::string path, std::string write_fault_file)
+      : path_(std::move(path)), write_fault_file_(std::move(write_fault_file)), db_(std::move(db)) {}
   absl::Status CreateSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The injected failure while the fault file exists; OK otherwise.
   absl::Status InjectedWriteFault() const;
-  absl::StatusOr<std::vector<StoredExperiment>> ReadExperimentRows(SqliteStatement& statement)
+  // Rows of "SELECT seq, requeue_pending, experiment[, id, owner, state]". A record that does
+  // not parse is DATA_LOSS, or with `keep_damaged` (the three extra columns selected) a damaged
+  // row, so that one bad record does not hide every other one from a listing.
+  absl::StatusOr<std::vector<StoredExperiment>> ReadExperimentRows(SqliteStatement& statement,
+                                                                   bool keep_damaged = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string path_;
   const std::string write_fault_file_;
   absl::Mutex mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 #include "server/watch/watch_cursor.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "common/status_macros.h"
@@ -33,7 +34,8 @@ WatchCursor::WatchCursor(EventHub* hub, std::string experiment_id,
     : hub_(hub),
       experiment_id_(std::move(experiment_id)),
       channel_(std::move(channel)),
-      next_(std::max<int64_t>(after_sequence, 0) + 1),
+      // Clamped so that next_ never overflows: no sequence reaches INT64_MAX.
+      next_(std::clamp<int64_t>(after_sequence, 0, std::numeric_limits<int64_t>::max() - 1) + 1),
       history_end_(history_end),
       skip_history_samples_(skip_history_samples) {
   hub_->AddWatcher(channel_.get(), 1);
@@ -54,8 +56,11 @@ void WatchCursor::Deliver(std::vector<vramlab::v1::ExperimentEvent>* batch,
 
 absl::StatusOr<bool> WatchCursor::ReadStore(int64_t up_to,
                                             std::vector<vramlab::v1::ExperimentEvent>* out) {
+  // Past `up_to` there is nothing to read here: reported as "nothing found", never as progress,
+  // so that a caller looping on a finished experiment ends instead of spinning.
+  if (next_ > up_to) return false;
+  // next_ >= 1, so up_to - next_ cannot overflow.
   int limit = static_cast<int>(std::min<int64_t>(kBatch, up_to - next_ + 1));
-  if (limit <= 0) return true;
   ASSIGN_OR_RETURN(auto events, hub_->store()->ReadEvents(experiment_id_, next_ - 1, limit));
   if (events.empty()) return false;
   Deliver(&events, out);
@@ -65,8 +70,8 @@ absl::StatusOr<bool> WatchCursor::ReadStore(int64_t up_to,
 absl::StatusOr<bool> WatchCursor::Next(std::vector<vramlab::v1::ExperimentEvent>* out,
                                        absl::Duration wait) {
   if (channel_ == nullptr) {
-    // Finished before the watch began: everything is in the store.
-    return ReadStore(std::numeric_limits<int64_t>::max(), out);
+    // Finished before the watch began: everything is in the store, up to history_end_.
+    return ReadStore(history_end_, out);
   }
   std::vector<vramlab::v1::ExperimentEvent> batch;
   int64_t persisted = 0;

@@ -181,6 +181,33 @@ TEST_F(SpecRulesAgreementTest, FusedKernelsOnTheCpuAreRefusedAlike) {
   EXPECT_EQ(named.worker, expected);
 }
 
+// FLOAT16 on a CPU daemon: LibTorch's CPU build has no half-precision matrix products, so both
+// refuse it naming training.dtype instead of the worker failing mid-step.
+TEST_F(SpecRulesAgreementTest, Float16OnTheCpuIsRefusedAlike) {
+  const std::string expected =
+      std::string("spec.") + spec_rules::kDtypeField + ": " + spec_rules::kFloat16NeedsCudaMessage;
+  json spec = {{"model", {{"preset", "tiny"}}}, {"training", {{"seqLen", 16}, {"dtype", "FLOAT16"}}}};
+  EXPECT_EQ(DaemonVerdict(spec), expected);
+  spec["device"] = "CPU";
+  const Verdicts named = Judge(spec);
+  EXPECT_EQ(named.daemon, expected);
+  EXPECT_EQ(named.worker, expected);
+}
+
+// An in-backward update over two ranks: the daemon refuses it at submit, as the worker would,
+// naming the field once.
+TEST_F(SpecRulesAgreementTest, InBackwardOverRanksIsRefusedAlike) {
+  const std::string expected = std::string("spec.") + spec_rules::kInBackwardField + ": " +
+                               spec_rules::kInBackwardParallelMessage;
+  json spec = {{"model", {{"preset", "tiny"}}},
+               {"training", {{"seqLen", 16}, {"optimizer", {{"inBackward", true}}}}},
+               {"parallel", {{"worldSize", 2}, {"sharding", "SHARD_NONE"}}},
+               {"device", "CPU"}};
+  const Verdicts verdicts = Judge(spec);
+  EXPECT_EQ(verdicts.daemon, expected);
+  EXPECT_EQ(verdicts.worker, expected);
+}
+
 // training.optimizer.delayed_update without offload, with an in-backward update and over two
 // ranks: both refuse each naming the field, in common/spec's words (the two-rank spec before the
 // daemon compares the ranks with its one CPU slot).

@@ -2,7 +2,12 @@
 // RAM is refused at submit with the estimate, the device memory and how to force it; force (or a
 // memory limit that fits) admits it. No admitted spec runs for real here: the worker is
 // /bin/true, so an admitted experiment ends at once without touching the host's memory.
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -74,7 +79,7 @@ TEST_F(DaemonAdmissionTest, ASpecLargerThanTheHostIsRefusedWithTheNumbersAndTheW
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   const std::string message(refused.status().message());
   EXPECT_THAT(message, HasSubstr("estimated peak of "));
-  EXPECT_THAT(message, HasSubstr("host memory (CPU device) of "));
+  EXPECT_THAT(message, HasSubstr("host memory share (CPU slot) of "));
   EXPECT_THAT(message, HasSubstr("usable after a margin"));
   EXPECT_THAT(message, HasSubstr("vramlab submit --force"));
   EXPECT_EQ(ExperimentCount(), 0);
@@ -100,6 +105,94 @@ TEST_F(DaemonAdmissionTest, AMemoryLimitThatFitsAdmitsIt) {
   auto refused = SubmitRequest(*stub_, capped, /*force=*/false);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("capped by memory.device_memory_limit_bytes"));
+}
+
+// What an experiment can have on a CPU slot: the slot's share of the host's RAM.
+absl::StatusOr<int64_t> SlotBytes(vramlab::v1::VramlabService::Stub& stub) {
+  grpc::ClientContext context;
+  vramlab::v1::ServerInfo info;
+  grpc::Status status = stub.GetServerInfo(&context, {}, &info);
+  if (!status.ok()) return ToAbsl(status);
+  if (info.gpus_size() == 0) return absl::NotFoundError("no slots");
+  return info.gpus(0).total_memory_bytes();
+}
+
+absl::StatusOr<int64_t> EstimatedPeak(vramlab::v1::VramlabService::Stub& stub,
+                                      const ExperimentSpec& spec) {
+  grpc::ClientContext context;
+  vramlab::v1::EstimateMemoryRequest request;
+  *request.mutable_spec() = spec;
+  vramlab::v1::MemoryEstimate estimate;
+  grpc::Status status = stub.EstimateMemory(&context, request, &estimate);
+  if (!status.ok()) return ToAbsl(status);
+  return estimate.predicted_peak_bytes();
+}
+
+// Slots on one host share its RAM: a spec that fits the host is admitted on a one-slot daemon
+// and refused on a daemon with enough slots that one share is smaller than its peak; every slot
+// reports its share.
+TEST(DaemonSlotShareTest, EachCpuSlotAdmitsByItsShareOfTheHostsMemory) {
+  ExperimentSpec spec = TinySpec(/*seq_len=*/512);
+  spec.mutable_model()->set_preset("qwen2.5-0.5b");
+  auto one = DaemonHarness::Start({.extra_flags = {kNoWorker, "--cpu-slots=1"}, .enable_metrics = false});
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto one_stub = (*one)->NewStub();
+  auto peak = EstimatedPeak(*one_stub, spec);
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  const int64_t host = HostMemoryBytes();
+  EXPECT_EQ(*SlotBytes(*one_stub), host);
+  // The premise, on this host: the spec fits one slot of the whole host (less its margin).
+  ASSERT_LT(*peak, host / 10 * 9) << "peak " << *peak << " host " << host;
+  auto admitted = SubmitRequest(*one_stub, spec, /*force=*/false);
+  EXPECT_TRUE(admitted.ok()) << admitted.status();
+
+  // The fewest slots whose share is below the peak.
+  const int64_t slots = host / *peak + 1;
+  ASSERT_LE(slots, 256);
+  auto shared = DaemonHarness::Start(
+      {.extra_flags = {kNoWorker, "--cpu-slots=" + std::to_string(slots)}, .enable_metrics = false});
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  auto shared_stub = (*shared)->NewStub();
+  EXPECT_EQ(*SlotBytes(*shared_stub), host / slots);
+  auto refused = SubmitRequest(*shared_stub, spec, /*force=*/false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("host memory share (CPU slot) of "));
+  auto forced = SubmitRequest(*shared_stub, spec, /*force=*/true);
+  EXPECT_TRUE(forced.ok()) << forced.status();
+}
+
+// A worker on a CPU slot is told to cap itself at the slot's usable share (what admission counts
+// on): a stand-in worker prints the variable into the experiment's log.
+TEST(DaemonSlotShareTest, TheWorkersDataCapIsItsSlotsUsableShare) {
+  char dir_template[] = "/tmp/vramlab-env-worker-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string worker = std::string(dir_template) + "/worker.sh";
+  {
+    std::ofstream script(worker);
+    script << "#!/bin/sh\necho \"cap=$VRAMLAB_HOST_MEMORY_LIMIT_BYTES\"\nexit 0\n";
+  }
+  ASSERT_EQ(chmod(worker.c_str(), 0755), 0);
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--worker-path=" + worker, "--cpu-slots=4"}, .enable_metrics = false});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = (*daemon)->NewStub();
+  auto submitted = Submit(*stub, TinySpec());
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_TRUE(WaitForFinalState(*stub, submitted->id()).ok());
+  grpc::ClientContext context;
+  vramlab::v1::GetExperimentLogRequest request;
+  request.set_id(submitted->id());
+  auto reader = stub->GetExperimentLog(&context, request);
+  std::string log;
+  vramlab::v1::DataChunk chunk;
+  while (reader->Read(&chunk)) log += chunk.data();
+  ASSERT_TRUE(reader->Finish().ok());
+  const int64_t share = *SlotBytes(*stub);
+  EXPECT_EQ(share, HostMemoryBytes() / 4);
+  // The admission margin: 5 % of the slot, at least 512 MiB.
+  const int64_t usable = share - std::max(share / 20, int64_t{512} << 20);
+  EXPECT_THAT(log, HasSubstr("cap=" + std::to_string(usable) + "\n")) << log;
+  std::filesystem::remove_all(dir_template);
 }
 
 }  // namespace

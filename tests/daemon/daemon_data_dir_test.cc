@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -40,39 +41,113 @@ std::unique_ptr<DaemonHarness> StoppedDaemonWithHistory(int experiments) {
   return std::move(*daemon);
 }
 
-TEST(DaemonDataDirTest, SecondDaemonOnTheSameDataDirIsRefusedNamingThePid) {
-  auto first = DaemonHarness::Start({.extra_flags = kFlags});
-  ASSERT_TRUE(first.ok()) << first.status();
-  auto stub = (*first)->NewStub();
+// A daemon with a hanging experiment running and a tiny one queued behind it.
+struct BusyDaemon {
+  std::unique_ptr<DaemonHarness> daemon;
+  std::string running_id;
+  std::string queued_id;
+};
+
+void StartBusyDaemon(BusyDaemon* busy) {
+  auto daemon = DaemonHarness::Start({.extra_flags = kFlags});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  busy->daemon = std::move(*daemon);
+  auto stub = busy->daemon->NewStub();
   vramlab::v1::ExperimentSpec hanging = TinySpec();
   hanging.set_fault(vramlab::v1::HANG);
   auto running = Submit(*stub, hanging);
   ASSERT_TRUE(running.ok()) << running.status();
+  busy->running_id = running->id();
   ASSERT_TRUE(WaitForState(*stub, running->id(), Experiment::RUNNING).ok());
   auto queued = Submit(*stub, TinySpec());
   ASSERT_TRUE(queued.ok()) << queued.status();
+  busy->queued_id = queued->id();
+}
 
-  auto second = DaemonHarness::Start({.extra_flags = kFlags, .data_dir = (*first)->data_dir()});
+// The first daemon's hanging experiment cancels and its queued one then runs, once.
+void ExpectTheFirstDaemonCarriesOn(vramlab::v1::VramlabService::Stub& stub,
+                                   const std::string& running_id, const std::string& queued_id) {
+  ASSERT_TRUE(Cancel(stub, running_id).ok());
+  auto ended = WaitForFinalState(stub, running_id);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state(), Experiment::CANCELLED);
+  auto next = WaitForFinalState(stub, queued_id);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->state(), Experiment::SUCCEEDED);
+  EXPECT_EQ(next->attempts(), 0);
+}
+
+TEST(DaemonDataDirTest, SecondDaemonOnTheSameDataDirIsRefusedNamingThePid) {
+  BusyDaemon first;
+  ASSERT_NO_FATAL_FAILURE(StartBusyDaemon(&first));
+  auto stub = first.daemon->NewStub();
+
+  auto second = DaemonHarness::Start({.extra_flags = kFlags, .data_dir = first.daemon->data_dir()});
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()),
               AllOf(HasSubstr("in use by another vramlabd"),
-                    HasSubstr("pid " + std::to_string((*first)->pid()))));
+                    HasSubstr("pid " + std::to_string(first.daemon->pid()))));
 
   // The first daemon's experiments are untouched: still running, still queued, run once.
   grpc::ClientContext context;
   vramlab::v1::GetExperimentRequest request;
-  request.set_id(running->id());
+  request.set_id(first.running_id);
   Experiment now;
   ASSERT_TRUE(stub->GetExperiment(&context, request, &now).ok());
   EXPECT_EQ(now.state(), Experiment::RUNNING);
-  ASSERT_TRUE(Cancel(*stub, running->id()).ok());
-  auto ended = WaitForFinalState(*stub, running->id());
-  ASSERT_TRUE(ended.ok()) << ended.status();
-  EXPECT_EQ(ended->state(), Experiment::CANCELLED);
-  auto next = WaitForFinalState(*stub, queued->id());
-  ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_EQ(next->state(), Experiment::SUCCEEDED);
-  EXPECT_EQ(next->attempts(), 0);
+  ExpectTheFirstDaemonCarriesOn(*stub, first.running_id, first.queued_id);
+}
+
+// The lock file can be removed while its daemon runs; the store itself stays locked, so a second
+// daemon still cannot open it, and the first one's experiments run once.
+TEST(DaemonDataDirTest, RemovingTheLockFileDoesNotLetASecondDaemonOpenTheStore) {
+  BusyDaemon first;
+  ASSERT_NO_FATAL_FAILURE(StartBusyDaemon(&first));
+  auto stub = first.daemon->NewStub();
+  ASSERT_TRUE(fs::remove(first.daemon->data_dir() + "/vramlabd.lock"));
+
+  auto second = DaemonHarness::Start({.extra_flags = kFlags, .data_dir = first.daemon->data_dir()});
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()),
+              AllOf(HasSubstr("the store " + Db(*first.daemon) + " is in use by another vramlabd"),
+                    HasSubstr("vramlabd.lock was removed or replaced")));
+
+  ExpectTheFirstDaemonCarriesOn(*stub, first.running_id, first.queued_id);
+}
+
+// One stored record that does not parse is shown as damaged in a listing, by its id, owner and
+// state; the others are listed whole, and a Get of the damaged one says DATA_LOSS naming it.
+TEST(DaemonDataDirTest, ADamagedRecordDoesNotHideTheOthersFromTheListing) {
+  std::unique_ptr<DaemonHarness> daemon = StoppedDaemonWithHistory(3);
+  const std::string command = "sqlite3 '" + Db(*daemon) +
+                              "' \"UPDATE experiments SET experiment = x'ffffffff0f' WHERE seq = 2\"";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  ASSERT_TRUE(daemon->Restart().ok()) << daemon->ReadLog();
+  auto stub = daemon->NewStub();
+  grpc::ClientContext context;
+  vramlab::v1::ListExperimentsRequest request;
+  vramlab::v1::ListExperimentsResponse response;
+  grpc::Status listed = stub->ListExperiments(&context, request, &response);
+  ASSERT_TRUE(listed.ok()) << listed.error_message();
+  ASSERT_EQ(response.experiments_size(), 3);
+  EXPECT_EQ(response.experiments(0).id(), "exp-000003");
+  EXPECT_EQ(response.experiments(0).state(), Experiment::SUCCEEDED);
+  EXPECT_TRUE(response.experiments(0).has_spec());
+  const Experiment& damaged = response.experiments(1);
+  EXPECT_EQ(damaged.id(), "exp-000002");
+  EXPECT_EQ(damaged.state(), Experiment::SUCCEEDED);
+  EXPECT_FALSE(damaged.owner().empty());
+  EXPECT_THAT(damaged.state_reason(), HasSubstr("does not parse (the database is damaged)"));
+  EXPECT_EQ(response.experiments(2).id(), "exp-000001");
+  EXPECT_TRUE(response.experiments(2).has_spec());
+
+  grpc::ClientContext get_context;
+  vramlab::v1::GetExperimentRequest get;
+  get.set_id("exp-000002");
+  Experiment ignored;
+  grpc::Status got = stub->GetExperiment(&get_context, get, &ignored);
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_THAT(got.error_message(), HasSubstr("row 2 does not parse"));
 }
 
 TEST(DaemonDataDirTest, SecondDaemonOnTheSamePortIsRefused) {

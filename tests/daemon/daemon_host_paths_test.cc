@@ -113,6 +113,17 @@ TEST_F(DaemonHostPathsTest, EscapesFromTheAllowedDirectoryAreRefused) {
   vramlab::v1::ExperimentSpec weights = TinySpec();
   weights.mutable_model()->set_weights_dir(allowed_ + "/up");
   EXPECT_EQ(Submit(*stub, weights, kAlice).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A FIFO would block the worker that opens it; a file is no weights directory.
+  ASSERT_EQ(mkfifo((allowed_ + "/ids.fifo").c_str(), 0600), 0);
+  auto fifo = Submit(*stub, WithIds(allowed_ + "/ids.fifo"), kAlice);
+  EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fifo.status().message(),
+            "spec.training.data.token_ids_file: not a regular file on the daemon's host");
+  weights.mutable_model()->set_weights_dir(allowed_ + "/ids.txt");
+  auto file = Submit(*stub, weights, kAlice);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file.status().message(), "spec.model.weights_dir: not a directory on the daemon's host");
 }
 
 TEST_F(DaemonHostPathsTest, AllowedFileRunsAndNoFileContentOrTokenLeaks) {

@@ -201,9 +201,8 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
   Require(p.prefetch == spec_rules::kDefaultPrefetch || p.sharding == SpecSharding::kFull, spec_rules::kPrefetchField,
           spec_rules::kFullShardingOnlyMessage);
   if (!p.active()) return;
-  Require(!spec.training.optimizer.in_backward, "training.optimizer.in_backward",
-          "a parallel run averages each gradient over the ranks before the update; an in-backward update "
-          "would apply it first");
+  Require(!spec.training.optimizer.in_backward, spec_rules::kInBackwardField,
+          spec_rules::kInBackwardParallelMessage);
   Require(!spec.training.optimizer.delayed_update, spec_rules::kDelayedUpdateField,
           spec_rules::kDelayedUpdateParallelMessage);
 }
@@ -221,6 +220,8 @@ void ApplyDefaultsAndValidate(ExperimentSpec& spec) {
   Check(spec_rules::kTimeLimitSeconds, spec.time_limit_seconds);
   Require(!(spec.training.kernels == SpecKernels::kFused && spec.device == DeviceKind::kCpu),
           spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
+  Require(!(spec.training.dtype == SpecDType::kFloat16 && spec.device == DeviceKind::kCpu),
+          spec_rules::kDtypeField, spec_rules::kFloat16NeedsCudaMessage);
   Require(spec.memory.snapshot_path.empty() || spec.memory.snapshot_path.find('\0') == std::string::npos,
           "memory.snapshot_path", "must be a path");
 }

@@ -88,7 +88,9 @@ void ConfineHostFiles(const HostFileConfinement& confinement) {
 }
 
 int OpenHostFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (the caller then refuses it as not a
+  // regular file); reads of a regular file are not affected.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw HostFileError(path + ": cannot open: " + std::strerror(errno));
   CheckConfined(path, fd);
   return fd;
