@@ -3,24 +3,13 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
-#include "server/auth/secret_file.h"
+#include "server/auth/flag_file.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
 
 namespace {
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const GrpcServerOptions& options) {
@@ -30,9 +19,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   if (options.tls_cert_path.empty() || options.tls_key_path.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
-  auto cert = ReadWholeFile(options.tls_cert_path);
+  auto cert = ReadFlagFile("--tls-cert", options.tls_cert_path);
   if (!cert.ok()) return cert.status();
-  auto key = ReadSecretFile(options.tls_key_path, "TLS key file");
+  auto key = ReadFlagFile("--tls-key", options.tls_key_path, {.owner_only = true});
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
