@@ -3,8 +3,12 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <memory>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "server/auth/flag_file.h"
+#include "server/auth/proven_address_interceptor.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
@@ -44,6 +48,13 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
+  // One list: SetInterceptorCreators replaces what an earlier call set.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  if (options.auth_throttle != nullptr) {
+    interceptors.push_back(std::make_unique<ProvenAddressInterceptorFactory>(
+        vramlab::v1::VramlabService::service_full_name(), options.auth_throttle));
+  }
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,

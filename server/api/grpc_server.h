@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "server/auth/auth_throttle.h"
 
 namespace vramlab::server {
 
@@ -22,6 +23,9 @@ struct GrpcServerOptions {
   // Well above SpecLimits::max_spec_bytes, so that an oversized spec reaches the spec checks and
   // gets an error naming its field instead of a transport RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 32 * 1024 * 1024;
+  // When set (authentication on), the address of every vramlab call that ends OK is recorded as
+  // proven in it (server/auth/proven_address_interceptor.h). Must outlive the server.
+  AuthThrottle* auth_throttle = nullptr;
 };
 
 struct RunningGrpcServer {
