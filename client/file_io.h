@@ -18,8 +18,14 @@ inline constexpr size_t kMaxSpecFileBytes = size_t{1} << 20;
 // naming the path and the reason otherwise: cannot be opened, not a regular file, too large.
 absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_bytes = kMaxSpecFileBytes);
 
-// Writes `contents` to a temporary file next to `path` and renames it into place, so an
-// interrupted download never leaves a truncated file under the requested name.
+// Writes `contents` to `path`. "-" is stdout, written and flushed (see stdout_check.h). An
+// existing path that is not a regular file (a device such as /dev/null, a FIFO) is written in
+// place, never replaced. Anything else goes to a temporary file next to `path` (next to the file
+// a symbolic link names, for a link), flushed to disk (fsync) and renamed into place, so an
+// interrupted download or a full disk never leaves a truncated file under the requested name.
+// Every write, fsync, close and rename is checked: INVALID_ARGUMENT naming the path (or
+// "stdout") and the reason ("No space left on device") when one fails, the temporary file
+// removed.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
 }  // namespace vramlab::client

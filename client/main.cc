@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/connection_options.h"
 #include "client/exit_codes.h"
+#include "client/stdout_check.h"
 #include "grpc/support/log.h"
 
 namespace {
@@ -24,12 +25,8 @@ int Fail(const absl::Status& status) {
   return vramlab::client::ExitCodeForError(status);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // gRPC's own logging would add lines (and stack-trace-like noise) to our one-line errors.
-  if (std::getenv("VRAMLAB_GRPC_LOG") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
-
+// Runs the command line; its exit code.
+int Run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     std::cerr << vramlab::client::TopLevelHelp();
@@ -66,4 +63,19 @@ int main(int argc, char** argv) {
   auto exit_code = command.run(env);
   if (!exit_code.ok()) return Fail(exit_code.status());
   return *exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // gRPC's own logging would add lines (and stack-trace-like noise) to our one-line errors.
+  if (std::getenv("VRAMLAB_GRPC_LOG") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
+  vramlab::client::CheckStdoutWrites();
+  const int exit_code = Run(argc, argv);
+  // Output that never reached stdout (a full disk, a closed pipe) fails a command that succeeded
+  // otherwise; a command that failed has said why already and keeps its exit code.
+  if (absl::Status flushed = vramlab::client::FlushStdout(); !flushed.ok() && exit_code == 0) {
+    return Fail(flushed);
+  }
+  return exit_code;
 }

@@ -74,7 +74,12 @@ ABSL_FLAG(int, metrics_threads, 0,
 ABSL_FLAG(int, auth_max_failures, 10,
           "failed authentications from one address within --auth-failure-window before it is "
           "refused; 0: no limit");
-ABSL_FLAG(absl::Duration, auth_failure_window, absl::Minutes(1), "see --auth-max-failures");
+ABSL_FLAG(int, auth_max_failures_total, 100,
+          "failed authentications from all addresses together within --auth-failure-window "
+          "after which only addresses that authenticated within the last 24h are served; 0: no "
+          "limit");
+ABSL_FLAG(absl::Duration, auth_failure_window, absl::Minutes(1),
+          "see --auth-max-failures and --auth-max-failures-total");
 
 // Store checks and durability (docs/DAEMON.md, "Data directory and durability").
 ABSL_FLAG(absl::Duration, store_check_timeout, absl::Seconds(60),
@@ -231,12 +236,14 @@ int Run() {
     return 1;
   }
   AuthThrottle auth_throttle({.max_failures = absl::GetFlag(FLAGS_auth_max_failures),
+                              .max_failures_total = absl::GetFlag(FLAGS_auth_max_failures_total),
                               .window = absl::GetFlag(FLAGS_auth_failure_window)});
   VramlabServiceImpl service(engine->get(), &authenticator, &auth_throttle, metrics.get());
   GrpcServerOptions grpc_options;
   grpc_options.listen_address = listen;
   grpc_options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   grpc_options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  if (authenticator.enabled()) grpc_options.auth_throttle = &auth_throttle;
   auto server = StartGrpcServer(grpc_options, &service);
   if (!server.ok()) {
     std::fprintf(stderr, "vramlabd: %s\n", std::string(server.status().message()).c_str());

@@ -3,13 +3,13 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <fstream>
-#include <sstream>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/api/malformed_request_interceptor.h"
-#include "server/auth/secret_file.h"
+#include "server/auth/flag_file.h"
+#include "server/auth/proven_address_interceptor.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::server {
@@ -17,14 +17,6 @@ namespace vramlab::server {
 namespace {
 
 constexpr int kHandshakeTimeoutMs = 10'000;
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const GrpcServerOptions& options) {
@@ -34,9 +26,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   if (options.tls_cert_path.empty() || options.tls_key_path.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
-  auto cert = ReadWholeFile(options.tls_cert_path);
+  auto cert = ReadFlagFile("--tls-cert", options.tls_cert_path);
   if (!cert.ok()) return cert.status();
-  auto key = ReadSecretFile(options.tls_key_path, "TLS key file");
+  auto key = ReadFlagFile("--tls-key", options.tls_key_path, {.owner_only = true});
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
@@ -63,8 +55,13 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
+  // One list: SetInterceptorCreators replaces what an earlier call set.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  if (options.auth_throttle != nullptr) {
+    interceptors.push_back(std::make_unique<ProvenAddressInterceptorFactory>(
+        vramlab::v1::VramlabService::service_full_name(), options.auth_throttle));
+  }
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {

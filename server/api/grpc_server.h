@@ -10,16 +10,22 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "server/auth/auth_throttle.h"
 
 namespace vramlab::server {
 
 struct GrpcServerOptions {
   std::string listen_address;  // "127.0.0.1:0" picks a free port
-  std::string tls_cert_path;   // both empty: plaintext
-  std::string tls_key_path;    // refused when group or others may read it
+  // Both empty: plaintext. Each must be a regular file of at most 1 MiB (server/auth/flag_file.h);
+  // the key is refused when group or others have any access to it.
+  std::string tls_cert_path;
+  std::string tls_key_path;
   // Well above SpecLimits::max_spec_bytes, so that an oversized spec reaches the spec checks and
   // gets an error naming its field instead of a transport RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 32 * 1024 * 1024;
+  // When set (authentication on), the address of every vramlab call that ends OK is recorded as
+  // proven in it (server/auth/proven_address_interceptor.h). Must outlive the server.
+  AuthThrottle* auth_throttle = nullptr;
 };
 
 struct RunningGrpcServer {

@@ -5,7 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/auth/secret_file.h"
+#include "server/auth/flag_file.h"
 
 namespace vramlab::server {
 
@@ -40,7 +40,7 @@ absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content) {
 }
 
 absl::StatusOr<TokenTable> LoadTokenFile(const std::string& path) {
-  auto content = ReadSecretFile(path, "auth tokens file");
+  auto content = ReadFlagFile("--auth-tokens", path, {.owner_only = true});
   if (!content.ok()) return content.status();
   return ParseTokenFile(*content);
 }

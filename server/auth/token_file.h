@@ -1,6 +1,7 @@
 // The --auth-tokens file: one "TOKEN USER ROLE" per line (role "user" or "admin"); blank lines and
-// lines starting with '#' are ignored. The file must not be readable by group or others.
-// Error messages name the line number, never a token.
+// lines starting with '#' are ignored. The file must be a regular file of at most 1 MiB that group
+// and others have no access to (server/auth/flag_file.h). Error messages name the line number,
+// never a token.
 #ifndef VRAMLAB_SERVER_AUTH_TOKEN_FILE_H_
 #define VRAMLAB_SERVER_AUTH_TOKEN_FILE_H_
 
@@ -18,6 +19,7 @@ struct Principal {
 
 using TokenTable = absl::flat_hash_map<std::string, Principal>;
 
+// Reads and parses the file; errors about the file itself begin with "--auth-tokens <path>: ".
 absl::StatusOr<TokenTable> LoadTokenFile(const std::string& path);
 // Parses the file's content (no permission check).
 absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content);

@@ -98,7 +98,8 @@ TEST_F(DaemonAuthTest, RefusesATokensFileOthersCanRead) {
   auto daemon = DaemonHarness::Start({.extra_flags = {"--auth-tokens=" + tokens_},
                                       .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
-  EXPECT_THAT(daemon.status().message(), HasSubstr("accessible by group or others"));
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr("--auth-tokens " + tokens_ + ": accessible by group or others"));
   EXPECT_THAT(daemon.status().message(), Not(HasSubstr(kAlice)));
 }
 
@@ -147,8 +148,8 @@ TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
                        "--auth-tokens=" + tokens_},
        .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
-  EXPECT_THAT(daemon.status().message(), HasSubstr("TLS key file " + key));
-  EXPECT_THAT(daemon.status().message(), HasSubstr("accessible by group or others"));
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr("--tls-key " + key + ": accessible by group or others; chmod 600 it"));
   EXPECT_THAT(daemon.status().message(), Not(HasSubstr("PRIVATE KEY")));
 }
 
