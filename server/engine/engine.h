@@ -7,12 +7,14 @@
 //  - a QUEUED experiment is in queue_; a RUNNING one holds exactly its world size of slots
 //    (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is held by two;
 //    free_slots_ holds every other slot;
-//  - a RUNNING parallel sweep (parallel_sweep.h) holds its slots from its first point's gang to
-//    its end: the next point's gang is launched on them in the same step that records the last
-//    one's end, so nothing else can take them in between;
-//  - a queued parallel sweep's Active::resumed are the first points of its order, every one
-//    ended before the restart and at least one left to run after them; each launch takes them
-//    into its sweep before its first gang starts (sweep_resume.h);
+//  - a RUNNING sweep run one gang per point (parallel_sweep.h: a parallel sweep, or a one-process
+//    sweep launched with Active::resumed, as a world of one) holds its slots from its first
+//    point's gang to its end: the next point's gang is launched on them in the same step that
+//    records the last one's end, so nothing else can take them in between;
+//  - a queued sweep's Active::resumed are the first points of its order, every one ended before
+//    the restart and at least one left to run after them; each launch takes them into its sweep
+//    before its first gang starts (sweep_resume.h); a one-process sweep runs one gang per point
+//    exactly when they are not empty;
 //  - experiments start in the order and by the rule of PlanGangStarts (server/queue/gang_plan.h):
 //    the queue's order, a reservation for the first that cannot start, backfill that cannot delay
 //    it;
@@ -70,8 +72,8 @@ class Engine : public SupervisorListener {
   ~Engine() override;
 
   // Recovers what the last run left (queued ones requeued in order; running ones INTERRUPTED and
-  // requeued if options.requeue_interrupted; a queued parallel sweep resumes after the points
-  // that had ended, sweep_resume.h), starts the supervisor and schedules.
+  // requeued if options.requeue_interrupted; a queued sweep resumes after the points that had
+  // ended, sweep_resume.h), starts the supervisor and schedules.
   absl::Status Start();
   // Graceful stop: refuses new submissions, lets running workers finish for the grace period,
   // then stops them (INTERRUPTED), ends every watch and commits every event.
@@ -113,12 +115,12 @@ class Engine : public SupervisorListener {
     // latest oom, exit status and reason; a rank has ended once it ended one gang.
     std::vector<vramlab::v1::RankResult> ranks;
     std::vector<bool> rank_ended;
-    // A parallel sweep while RUNNING: its points, one gang each, and every gang's deadline (the
+    // A sweep run one gang per point while RUNNING: its points, and every gang's deadline (the
     // first gang's start plus the time limit: the limit is the whole experiment's).
     std::optional<ParallelSweep> sweep;
     SteadyTime sweep_deadline;
-    // A parallel sweep requeued at a restart: the points that had ended before it, taken into
-    // `sweep` at each launch instead of being run again (sweep_resume.h).
+    // A sweep requeued at a restart: the points that had ended before it, taken into `sweep` at
+    // each launch instead of being run again (sweep_resume.h).
     std::vector<StoredSweepPoint> resumed;
     // What the launch's state_reason says of the resume (ResumeSweepLocked's note), if anything.
     std::string resume_note;
@@ -146,31 +148,32 @@ class Engine : public SupervisorListener {
   // refused the change.
   bool LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts one gang of the experiment's workers, rank r on active.slots[r]: the whole run, or the
-  // next point of a parallel sweep (--sweep-point). `rendezvous_port`: rank 0's store, 0 for one
-  // process.
+  // next point of a sweep run one gang per point (--sweep-point). `rendezvous_port`: rank 0's
+  // store, 0 for one process.
   void SpawnGangLocked(Active& active, int rendezvous_port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A parallel sweep's gang ended with `verdict`: a point that ran (SUCCEEDED or OOM) is recorded
+  // A sweep point's gang ended with `verdict`: a point that ran (SUCCEEDED or OOM) is recorded
   // in the results; then either the next point's gang is started (nullopt) or the verdict the
   // experiment ends with is returned (parallel_sweep.h's rule; a cancel between points ends it).
   std::optional<ExitVerdict> EndSweepPointLocked(Active& active, const ExitVerdict& verdict)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Experiment.ranks from active.ranks: the ranks that have ended, in rank order.
   static void ShowEndedRanks(Active& active);
-  // A parallel sweep's results so far: the experiment's report and each rank's, merged over the
-  // points ended (parallel_sweep.h), and the ranks that have ended.
+  // A sweep's results so far: the experiment's report and each rank's, merged over the points
+  // ended (parallel_sweep.h), and the ranks that have ended (none in a world of one).
   static void ShowSweepResults(Active& active);
-  // At recovery, the points of a parallel sweep about to be queued that ended before the restart,
+  // At recovery, the points of a sweep about to be queued that ended before the restart,
   // read from its stored events (sweep_resume.h), and in `*note` what the requeue's state_reason
   // says of them: how many are taken, or why every point runs again (events that cannot be read
   // take none); empty when none ended.
   SweepResumePlan ResumeSweepLocked(const vramlab::v1::Experiment& experiment, std::string* note)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes active.resumed into the fresh active.sweep as if their gangs had just ended: the
-  // results, each rank's latest out-of-memory answer and its end as its worker's after reporting
-  // the last point taken. Precondition: active.ranks holds every rank, active.sweep has no point.
+  // results, the latest out-of-memory answer, and each rank's end as its worker's after reporting
+  // the last point taken. Precondition: active.ranks holds every rank of a parallel sweep (none
+  // of a one-process one), active.sweep has no point.
   static void TakeResumedPoints(Active& active);
-  // A queued parallel sweep whose every point ended before the restart: ends it with the sweep's
-  // answer, as the last gang's end would have (no gang runs).
+  // A queued sweep whose every point ended before the restart: ends it with the sweep's answer,
+  // as the last point's worker's end would have (no worker runs).
   void EndResumedSweepLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The experiment ends with `verdict` (its exit status, deciding rank and that rank's answer):
   // stored and published by FinishLocked, kept and retried if the store cannot write it.

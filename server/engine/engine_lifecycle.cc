@@ -105,10 +105,10 @@ absl::Status Engine::Recover() {
       requeue_pending = true;
     }
     const bool requeue = requeue_pending && options_.requeue_interrupted;
-    // A parallel sweep about to be queued resumes after the points that had ended.
+    // A sweep about to be queued resumes after the points that had ended.
     std::optional<SweepResumePlan> resume;
     std::string resume_note;
-    if ((requeue || was_queued) && IsParallelSweep(experiment.spec())) {
+    if ((requeue || was_queued) && HasSweep(experiment.spec())) {
       resume = ResumeSweepLocked(experiment, &resume_note);
       if (resume->sweep_over && !resume->taken.empty()) {
         Active& active = active_[experiment.id()];
@@ -136,7 +136,7 @@ absl::Status Engine::Recover() {
     }
     if (resume.has_value() && !resume->taken.empty()) {
       // Shown while queued; each launch takes them again (TakeResumedPoints).
-      ParallelSweep sweep(experiment.spec().sweep(), experiment.spec().parallel().world_size());
+      ParallelSweep sweep(experiment.spec().sweep(), SweepWorldSize(experiment.spec()));
       TakeStoredPoints(resume->taken, sweep);
       *experiment.mutable_report() = *sweep.ExperimentReport();
       experiment.set_resumed_sweep_points(static_cast<int>(resume->taken.size()));
@@ -319,7 +319,9 @@ bool Engine::LaunchLocked(Active& active) {
     metrics_->OnExperimentStarted(options_.slots[position].index, experiment);
   }
   active.sweep.reset();
-  if (IsParallelSweep(experiment.spec())) {
+  // One gang per point: a parallel sweep, and a one-process sweep that resumes with points taken
+  // (a world of one).
+  if (IsParallelSweep(experiment.spec()) || !active.resumed.empty()) {
     active.sweep.emplace(experiment.spec().sweep(), world_size);
     active.sweep_deadline = std::chrono::steady_clock::now() +
                             std::chrono::seconds(experiment.spec().time_limit_seconds());

@@ -1,6 +1,7 @@
-// The Engine's side of a parallel sweep (parallel_sweep.h): when one point's gang has ended, its
-// results are recorded and the next point's gang starts on the same slots, or the experiment's
-// final verdict is decided.
+// The Engine's side of a sweep run one gang per point (parallel_sweep.h: a parallel sweep, or a
+// resumed one-process sweep as a world of one): when one point's gang has ended, its results are
+// recorded and the next point's gang starts on the same slots, or the experiment's final verdict
+// is decided.
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -56,14 +57,19 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
     facts.cancelled = true;
     return ClassifyExit(facts);
   }
-  absl::StatusOr<int> port = PickFreeLoopbackPort();
-  if (!port.ok()) {
-    ExitVerdict failed;
-    failed.reason = absl::StrCat("sweep point ", next->index, " could not be started: no rendezvous port (",
-                                 port.status().message(), ")");
-    return failed;
+  int rendezvous_port = 0;  // a world of one has no rendezvous
+  if (active.slots.size() >= 2) {
+    absl::StatusOr<int> port = PickFreeLoopbackPort();
+    if (!port.ok()) {
+      ExitVerdict failed;
+      failed.reason = absl::StrCat("sweep point ", next->index,
+                                   " could not be started: no rendezvous port (",
+                                   port.status().message(), ")");
+      return failed;
+    }
+    rendezvous_port = *port;
   }
-  SpawnGangLocked(active, *port);
+  SpawnGangLocked(active, rendezvous_port);
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
-// The Engine's side of resuming a parallel sweep after a restart (sweep_resume.h): at recovery a
-// queued sweep's points that had ended are read from its stored events; each launch takes them
-// into the sweep instead of running them; a sweep they end is ended at recovery.
+// The Engine's side of resuming a sweep after a restart (sweep_resume.h): at recovery a queued
+// sweep's points that had ended are read from its stored events; each launch takes them into the
+// sweep instead of running them (a one-process sweep with points taken then runs one worker per
+// remaining point, a world of one); a sweep they end is ended at recovery.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -33,7 +34,7 @@ ExitVerdict ExitAfterReport(bool out_of_memory, bool sent_oom) {
 
 // The plan from `experiment`'s stored events, read in pages.
 absl::StatusOr<SweepResumePlan> PlanFromStore(Store& store, const Experiment& experiment) {
-  StoredSweepEvents stored(experiment.spec().parallel().world_size());
+  StoredSweepEvents stored(SweepWorldSize(experiment.spec()));
   int64_t after = 0;
   while (true) {
     ASSIGN_OR_RETURN(std::vector<vramlab::v1::ExperimentEvent> events,
@@ -78,7 +79,7 @@ void Engine::TakeResumedPoints(Active& active) {
     }
   }
   // Every rank reported every point taken: each has ended a gang, the last one as its worker ends
-  // after reporting.
+  // after reporting. (A world of one has no ranks: its worker's end is the experiment's.)
   const StoredSweepPoint& last = active.resumed.back();
   for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
     const bool out_of_memory = last.reports[r].sweep_points(0).oom();
@@ -93,27 +94,32 @@ void Engine::TakeResumedPoints(Active& active) {
 
 void Engine::EndResumedSweepLocked(Active& active) {
   Experiment& experiment = active.experiment;
-  const int world_size = experiment.spec().parallel().world_size();
-  // The ranks on the slots of the run the restart interrupted.
+  const int world_size = SweepWorldSize(experiment.spec());
+  const bool parallel = IsParallelSweep(experiment.spec());
+  // A parallel sweep's ranks on the slots of the run the restart interrupted; a one-process
+  // sweep has none.
   active.ranks.clear();
-  for (int r = 0; r < world_size; ++r) {
+  for (int r = 0; parallel && r < world_size; ++r) {
     vramlab::v1::RankResult rank;
     rank.set_rank(r);
     if (r < experiment.slots_size()) rank.set_slot(experiment.slots(r));
     active.ranks.push_back(rank);
   }
-  active.rank_ended.assign(world_size, false);
+  active.rank_ended.assign(active.ranks.size(), false);
   active.sweep.emplace(experiment.spec().sweep(), world_size);
   TakeResumedPoints(active);
   ExitVerdict verdict;
   verdict.state = Experiment::SUCCEEDED;  // every LIST point fit, or the search has its answer
   const StoredSweepPoint& last = active.resumed.back();
   if (active.sweep->ended_out_of_memory() && last.deciding_rank.has_value()) {
-    // A LIST that stopped at its last point taken, as that gang's deciding rank ends it.
+    // A LIST that stopped at its last point taken, as that point's worker ends it: a one-process
+    // sweep's worker exits out of memory after its report; a gang is ended by its deciding rank.
     const int deciding = *last.deciding_rank;
     verdict = ExitAfterReport(true, last.ooms[deciding].has_value());
-    verdict.reason = DecidingReason(deciding, verdict);
-    verdict.deciding_rank = deciding;
+    if (parallel) {
+      verdict.reason = DecidingReason(deciding, verdict);
+      verdict.deciding_rank = deciding;
+    }
   }
   const std::string note = ResumedPointsNote(static_cast<int>(active.resumed.size()));
   std::fprintf(stderr, "vramlabd: %s: every sweep point had ended before the restart (%s)\n",

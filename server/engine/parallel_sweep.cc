@@ -6,10 +6,17 @@ namespace vramlab::server {
 
 using vramlab::v1::FinalReport;
 
-bool IsParallelSweep(const vramlab::v1::ExperimentSpec& spec) {
+bool HasSweep(const vramlab::v1::ExperimentSpec& spec) {
   const vramlab::v1::SweepSpec& sweep = spec.sweep();
-  const bool active = sweep.values_size() > 0 || sweep.mode() == vramlab::v1::SEARCH_MAX;
-  return spec.parallel().world_size() >= 2 && active;
+  return sweep.values_size() > 0 || sweep.mode() == vramlab::v1::SEARCH_MAX;
+}
+
+bool IsParallelSweep(const vramlab::v1::ExperimentSpec& spec) {
+  return spec.parallel().world_size() >= 2 && HasSweep(spec);
+}
+
+int SweepWorldSize(const vramlab::v1::ExperimentSpec& spec) {
+  return std::max(1, spec.parallel().world_size());
 }
 
 spec_rules::SweepOrder SweepOrderOf(const vramlab::v1::SweepSpec& sweep) {

@@ -2,9 +2,11 @@
 // each point as its own gang of rank processes, in the sweep's order (common/spec/sweep_order.h),
 // every rank told its point with --sweep-point INDEX:VALUE. Within one gang a rank's
 // out-of-memory error cannot be recovered (its peers wait in a collective), so a point is one
-// gang's whole life. This class is the plan and the bookkeeping, no processes: which point runs
-// next, what each rank reported of each point, and the results as a one-process sweep reports
-// them (docs/PARALLEL.md, "Sweeps over ranks").
+// gang's whole life. A one-process sweep that resumes after a restart with points taken from the
+// store (sweep_resume.h) runs the same way as a world of one: one worker per remaining point.
+// This class is the plan and the bookkeeping, no processes: which point runs next, what each rank
+// reported of each point, and the results as a one-process sweep reports them (docs/PARALLEL.md,
+// "Sweeps over ranks").
 //
 // The rule after a point is the one-process sweep's: a point whose gang ended out of memory (any
 // rank) is out of memory; LIST stops there and the experiment's answer is OOM; SEARCH_MAX bisects
@@ -24,8 +26,13 @@
 
 namespace vramlab::server {
 
+// Whether `spec` has a sweep: LIST values or SEARCH_MAX, in one process or over ranks.
+bool HasSweep(const vramlab::v1::ExperimentSpec& spec);
 // Whether the Engine runs `spec` as a parallel sweep (one gang per point).
 bool IsParallelSweep(const vramlab::v1::ExperimentSpec& spec);
+// The ranks of each point's gang when the Engine runs `spec`'s sweep one gang per point:
+// spec.parallel.world_size, 1 for a one-process sweep.
+int SweepWorldSize(const vramlab::v1::ExperimentSpec& spec);
 
 // The sweep's points as the worker runs them: for SEARCH_MAX a granularity of 0 is 1; for LIST
 // the values in their order.

@@ -203,6 +203,8 @@ json ToJson(const SweepPointResult& p) {
       {"stepTimeSeconds", Double(p.step_time_seconds)},
       {"tokensPerSecond", Double(p.tokens_per_second)},
       {"finalLoss", Double(p.final_loss)},
+      {"mfu", Double(p.mfu)},
+      {"attentionBackend", p.attention_backend},
   };
 }
 

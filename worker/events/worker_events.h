@@ -141,6 +141,8 @@ struct SweepPointResult {
   double step_time_seconds = 0;
   double tokens_per_second = 0;
   double final_loss = 0;
+  double mfu = 0;
+  std::string attention_backend;
 };
 
 struct FinalReport {

@@ -68,6 +68,8 @@ class SweepRunner {
     point.step_time_seconds = last_->median_step_time_seconds;
     point.tokens_per_second = last_->tokens_per_second;
     point.final_loss = last_->final_loss;
+    point.mfu = last_->mfu;
+    point.attention_backend = last_->attention_backend;
     context_.sink->SweepPoint(point);
     points_.push_back(point);
     if (!last_->oom && (!best_ || value > best_value_)) {

@@ -76,8 +76,12 @@ report false 1.0
     unsetenv("OMP_NUM_THREADS");
   }
   void StartEngine(int slots, int64_t max_log_bytes = 8 << 20) {
-    const std::string worker = WriteWorker(absl::StrCat("root=", root_, "\nnoise=", kNoiseBytes,
-                                                        "\n", kWorkerScript));
+    StartEngineWith(kWorkerScript, slots, max_log_bytes);
+  }
+  // StartEngine with `script` (after "root=ROOT" and "noise=N") standing in for the worker.
+  void StartEngineWith(const std::string& script, int slots, int64_t max_log_bytes = 8 << 20) {
+    const std::string worker =
+        WriteWorker(absl::StrCat("root=", root_, "\nnoise=", kNoiseBytes, "\n", script));
     options_ = BaseOptions(worker, slots);
     options_.spec_limits.host_devices = slots;
     options_.worker_limits.cancel_grace_period = std::chrono::milliseconds(300);
