@@ -1,5 +1,6 @@
 #include "client/describe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -73,6 +74,27 @@ std::string SweepSummary(const SweepSpec& sweep) {
                       sweep.values(sweep.values_size() - 1), " (", sweep.values_size(), ")");
 }
 
+// "lora r16 a32", "qlora r8 a8 q,v": the adapter's kind, rank and alpha (defaults filled), and its
+// targets when they are not all seven. Empty for full fine-tuning.
+std::string AdapterSummary(const AdapterSpec& adapter) {
+  if (adapter.kind() != LORA && adapter.kind() != QLORA) return "";
+  const int rank = OrDefault(adapter.rank(), spec_rules::kDefaultAdapterRank);
+  const double alpha = adapter.alpha() > 0 ? adapter.alpha() : spec_rules::kDefaultAdapterAlpha;
+  std::string out = absl::StrCat(adapter.kind() == QLORA ? "qlora" : "lora", " r", rank, " a",
+                                 absl::StrFormat("%g", alpha));
+  std::vector<std::string> targets;
+  for (int target : adapter.target_modules()) {
+    const std::string name = spec_rules::AdapterTargetShortName(target);
+    if (!name.empty() && std::find(targets.begin(), targets.end(), name) == targets.end()) {
+      targets.push_back(name);
+    }
+  }
+  if (!targets.empty() && static_cast<int>(targets.size()) < spec_rules::kNumAdapterTargets) {
+    absl::StrAppend(&out, " ", absl::StrJoin(targets, ","));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string SpecSummary(const ExperimentSpec& spec) {
@@ -101,6 +123,10 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   if (t.dtype() == FLOAT32 || t.dtype() == FLOAT16) parts.push_back(DTypeName(t.dtype()));
   parts.push_back(AttentionName(t.attention()));
   parts.push_back(OptimizerName(t.optimizer().kind()));
+  // Full fine-tuning and an adapter run of the same shapes differ here alone.
+  if (const std::string adapter = AdapterSummary(t.adapter()); !adapter.empty()) {
+    parts.push_back(adapter);
+  }
   if (t.checkpoint_every_k_layers() == 1) parts.push_back("ckpt:all");
   if (t.checkpoint_every_k_layers() > 1) {
     parts.push_back(absl::StrCat("ckpt:every:", t.checkpoint_every_k_layers()));

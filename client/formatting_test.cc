@@ -34,6 +34,27 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
             "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 
+// An adapter run names its adapter, so that it never reads like the full fine-tune of the same
+// shapes: kind, rank and alpha with defaults filled, and the targets when they are not all seven.
+TEST(SpecSummaryTest, AnAdapterRunNamesItsAdapter) {
+  vramlab::v1::ExperimentSpec spec;
+  spec.mutable_model()->set_preset("qwen2.5-7b");
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  auto* adapter = spec.mutable_training()->mutable_adapter();
+  adapter->set_kind(vramlab::v1::QLORA);
+  adapter->set_rank(16);
+  adapter->set_alpha(32);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-7b mb1 acc1 seq512 sdpa adamw qlora r16 a32");
+  adapter->set_kind(vramlab::v1::LORA);
+  adapter->clear_rank();
+  adapter->clear_alpha();
+  adapter->add_target_modules(vramlab::v1::Q_PROJ);
+  adapter->add_target_modules(vramlab::v1::V_PROJ);
+  EXPECT_EQ(SpecSummary(spec), "qwen2.5-7b mb1 acc1 seq512 sdpa adamw lora r8 a8 q,v");
+  adapter->set_alpha(0.5);
+  EXPECT_THAT(SpecSummary(spec), ::testing::HasSubstr("lora r8 a0.5 q,v"));
+}
+
 // A sweep whose variable is left unset sweeps the sequence length: it is described by its
 // range, never by the base sequence length it replaces; a search by its bounds and step.
 TEST(SpecSummaryTest, SweepsAndSearchesAreDescribedByTheirRange) {
