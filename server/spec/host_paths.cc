@@ -62,7 +62,7 @@ bool HostPathPolicy::Contains(const std::string& canonical_path) const {
 }
 
 absl::StatusOr<std::string> HostPathPolicy::Resolve(absl::string_view field,
-                                                    const std::string& path) const {
+                                                    const std::string& path, Kind kind) const {
   if (dirs_.empty()) {
     return Denied(field, "this daemon allows no host paths (its operator can allow directories "
                          "with vramlabd --allowed-dir)");
@@ -90,28 +90,25 @@ absl::StatusOr<std::string> HostPathPolicy::Resolve(absl::string_view field,
       return Denied(field, "is one of the daemon's own files");
     }
   }
+  if (kind == Kind::kRegularFile && !S_ISREG(st.st_mode)) {
+    return Denied(field, "not a regular file on the daemon's host");
+  }
+  if (kind == Kind::kDirectory && !S_ISDIR(st.st_mode)) {
+    return Denied(field, "not a directory on the daemon's host");
+  }
   return real;
 }
 
 absl::Status HostPathPolicy::ResolveSpec(vramlab::v1::ExperimentSpec* spec) const {
   if (!spec->model().weights_dir().empty()) {
-    auto dir = Resolve("model.weights_dir", spec->model().weights_dir());
+    auto dir = Resolve("model.weights_dir", spec->model().weights_dir(), Kind::kDirectory);
     if (!dir.ok()) return dir.status();
-    struct stat st;
-    if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError("spec.model.weights_dir: not a directory on the daemon's host");
-    }
     spec->mutable_model()->set_weights_dir(*dir);
   }
   if (!spec->training().data().token_ids_file().empty()) {
-    auto file = Resolve("training.data.token_ids_file", spec->training().data().token_ids_file());
+    auto file = Resolve("training.data.token_ids_file", spec->training().data().token_ids_file(),
+                        Kind::kRegularFile);
     if (!file.ok()) return file.status();
-    // A FIFO or device would block or flood the worker that reads it: only a regular file.
-    struct stat st;
-    if (::stat(file->c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError(
-          "spec.training.data.token_ids_file: not a regular file on the daemon's host");
-    }
     spec->mutable_training()->mutable_data()->set_token_ids_file(*file);
   }
   return absl::OkStatus();

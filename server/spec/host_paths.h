@@ -42,7 +42,11 @@ class HostPathPolicy {
   // INVALID_ARGUMENT "spec.FIELD: ..." when it lies outside every allowed directory, lexically or
   // once links are followed, or does not exist there. The message never carries file content;
   // whether a path outside the allowed directories exists is not revealed.
-  absl::StatusOr<std::string> Resolve(absl::string_view field, const std::string& path) const;
+  // `kind`: what the resolved path must be (a FIFO or device would block or flood the worker that
+  // reads it).
+  enum class Kind { kAny, kRegularFile, kDirectory };
+  absl::StatusOr<std::string> Resolve(absl::string_view field, const std::string& path,
+                                      Kind kind = Kind::kAny) const;
 
   // Resolve() applied to every host path of `spec`, written back resolved.
   absl::Status ResolveSpec(vramlab::v1::ExperimentSpec* spec) const;

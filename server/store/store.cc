@@ -148,7 +148,6 @@ absl::StatusOr<std::vector<StoredExperiment>> Store::ReadExperimentRows(
         return absl::DataLossError(absl::StrCat("the stored record of experiment row ", row.seq,
                                                 " does not parse (the database is damaged)"));
       }
-      row.damaged = true;
       row.experiment.Clear();
       row.experiment.set_id(statement.Text(3));
       row.experiment.set_owner(statement.Text(4));

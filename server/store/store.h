@@ -36,9 +36,6 @@ struct StoredExperiment {
   vramlab::v1::Experiment experiment;
   // Interrupted by the last shutdown or crash, not yet requeued or given up on.
   bool requeue_pending = false;
-  // The stored record did not parse; `experiment` holds only the id, owner and state kept in the
-  // row's own columns, and a state_reason that says so. Only listings return such rows.
-  bool damaged = false;
 };
 
 struct ListFilter {

@@ -101,6 +101,20 @@ class SpecRulesAgreementTest : public ::testing::Test {
 
   static Verdicts Judge(const json& spec) { return {DaemonVerdict(spec), WorkerVerdict(spec)}; }
 
+  // A tiny spec with `training` fields that only a CUDA device runs: the CPU daemon refuses it
+  // with the device left to it; with the CPU named, daemon and worker refuse it in one wording.
+  static void ExpectRefusedOnTheCpuAlike(const json& training, const char* field,
+                                         const char* message) {
+    const std::string expected = std::string("spec.") + field + ": " + message;
+    json spec = {{"model", {{"preset", "tiny"}}}, {"training", {{"seqLen", 16}}}};
+    spec["training"].update(training);
+    EXPECT_EQ(DaemonVerdict(spec), expected);
+    spec["device"] = "CPU";
+    const Verdicts named = Judge(spec);
+    EXPECT_EQ(named.daemon, expected);
+    EXPECT_EQ(named.worker, expected);
+  }
+
   static DaemonHarness* daemon_;
 };
 
@@ -171,27 +185,15 @@ TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
 // FUSED kernels on a CPU daemon, with the device named or left to the daemon (the worker then
 // finds no CUDA device): both refuse it naming training.kernels, in the same words.
 TEST_F(SpecRulesAgreementTest, FusedKernelsOnTheCpuAreRefusedAlike) {
-  const std::string expected =
-      std::string("spec.") + spec_rules::kKernelsField + ": " + spec_rules::kFusedKernelsNeedCudaMessage;
-  json spec = {{"model", {{"preset", "tiny"}}}, {"training", {{"seqLen", 16}, {"kernels", "FUSED"}}}};
-  EXPECT_EQ(DaemonVerdict(spec), expected);
-  spec["device"] = "CPU";
-  const Verdicts named = Judge(spec);
-  EXPECT_EQ(named.daemon, expected);
-  EXPECT_EQ(named.worker, expected);
+  ExpectRefusedOnTheCpuAlike({{"kernels", "FUSED"}}, spec_rules::kKernelsField,
+                             spec_rules::kFusedKernelsNeedCudaMessage);
 }
 
 // FLOAT16 on a CPU daemon: LibTorch's CPU build has no half-precision matrix products, so both
 // refuse it naming training.dtype instead of the worker failing mid-step.
 TEST_F(SpecRulesAgreementTest, Float16OnTheCpuIsRefusedAlike) {
-  const std::string expected =
-      std::string("spec.") + spec_rules::kDtypeField + ": " + spec_rules::kFloat16NeedsCudaMessage;
-  json spec = {{"model", {{"preset", "tiny"}}}, {"training", {{"seqLen", 16}, {"dtype", "FLOAT16"}}}};
-  EXPECT_EQ(DaemonVerdict(spec), expected);
-  spec["device"] = "CPU";
-  const Verdicts named = Judge(spec);
-  EXPECT_EQ(named.daemon, expected);
-  EXPECT_EQ(named.worker, expected);
+  ExpectRefusedOnTheCpuAlike({{"dtype", "FLOAT16"}}, spec_rules::kDtypeField,
+                             spec_rules::kFloat16NeedsCudaMessage);
 }
 
 // An in-backward update over two ranks: the daemon refuses it at submit, as the worker would,
