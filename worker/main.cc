@@ -142,7 +142,7 @@ bool ReadSpecText(const std::string& path, std::string* text) {
 // touches CUDA. The spec (possibly read from stdin) is handed over in a temporary file.
 void ReexecWithAllocatorEnv(const ExperimentSpec& spec, const std::string& spec_text, const Args& args,
                             char** argv) {
-  const std::string conf = vramlab::worker::AllocatorConfString(spec.memory.allocator);
+  const std::string conf = vramlab::spec_rules::AllocatorConfString(spec.memory.allocator);
   if (conf.empty() || vramlab::worker::AllocatorEnvPresent()) return;
   if (spec.device == vramlab::worker::DeviceKind::kCpu || !vramlab::worker::CudaDeviceAvailable()) return;
   char path[] = "/tmp/vramlab-worker-spec-XXXXXX";

@@ -4,7 +4,7 @@
 
 namespace vramlab::spec_rules {
 
-std::string AllocatorConfString(const AllocatorSettings& settings) {
+std::string AllocatorConfString(const plain::AllocatorConfig& settings) {
   std::ostringstream conf;
   auto add = [&conf](const std::string& item) {
     if (conf.tellp() > 0) conf << ',';

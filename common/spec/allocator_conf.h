@@ -4,21 +4,16 @@
 #ifndef VRAMLAB_COMMON_SPEC_ALLOCATOR_CONF_H_
 #define VRAMLAB_COMMON_SPEC_ALLOCATOR_CONF_H_
 
-#include <cstdint>
 #include <string>
+
+#include "schema/vramlab_v1.plain.h"
 
 namespace vramlab::spec_rules {
 
-struct AllocatorSettings {
-  bool expandable_segments = false;
-  int64_t max_split_size_mb = 0;            // 0: unset
-  double garbage_collection_threshold = 0;  // 0: unset
-  std::string extra;                        // appended as given (validated characters)
-};
-
 // "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,<extra>";
-// empty when nothing is set. Expects validated settings.
-std::string AllocatorConfString(const AllocatorSettings& settings);
+// empty when nothing is set (0 leaves a number unset; `extra` is appended as given). Expects
+// validated settings. The daemon passes plain::FromProto of its message.
+std::string AllocatorConfString(const plain::AllocatorConfig& settings);
 
 }  // namespace vramlab::spec_rules
 

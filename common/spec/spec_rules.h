@@ -153,9 +153,6 @@ inline constexpr const char* kSweepField = "sweep";
 inline constexpr const char* kParallelSweepNeedsPointMessage =
     "a parallel run's ranks run one point of a sweep, named with --sweep-point INDEX:VALUE (the "
     "daemon runs each point as its own gang of ranks)";
-// The names of proto Sharding values 1..4, as JSON spells them.
-inline constexpr const char* kShardingNames[] = {"SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS",
-                                                 "SHARD_FULL"};
 
 // --- Delayed update ----------------------------------------------------------------------------
 // training.optimizer.delayed_update delays the offloaded host step by one optimizer step: it needs

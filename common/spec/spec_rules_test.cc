@@ -79,7 +79,7 @@ TEST(SpecRulesTest, PresetsFitTheModelRulesAndAreFoundByName) {
 
 TEST(SpecRulesTest, AllocatorConfStringJoinsWhatIsSet) {
   EXPECT_EQ(AllocatorConfString({}), "");
-  AllocatorSettings settings;
+  plain::AllocatorConfig settings;
   settings.expandable_segments = true;
   settings.max_split_size_mb = 128;
   settings.garbage_collection_threshold = 0.6;

@@ -4,8 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/estimate/estimator.h"
-#include "server/spec/validate_spec.h"
 
 namespace vramlab::server {
 namespace {
@@ -149,32 +147,7 @@ grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,
                                                 const vramlab::v1::EstimateMemoryRequest* request,
                                                 vramlab::v1::MemoryEstimate* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  if (request->limit_bytes() < 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit_bytes: must be >= 0");
-  }
-  SpecLimits limits = engine_->options().spec_limits;
-  // Nothing runs: a fault is irrelevant, and a CPU daemon may predict for a GPU.
-  limits.allow_fault_injection = true;
-  // Nor does it need the ranks' devices: a parallel spec is predicted per rank on any host.
-  limits.host_devices = 0;
-  if (request->spec().device() != vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
-    limits.device = request->spec().device();
-  }
-  absl::Status valid = ValidateSpec(request->spec(), limits);
-  if (!valid.ok()) return ToGrpc(valid);
-  int64_t limit = request->limit_bytes();
-  if (limit == 0 && request->spec().memory().device_memory_limit_bytes() == 0 &&
-      engine_->options().device == vramlab::v1::CUDA && !engine_->options().slots.empty()) {
-    limit = engine_->options().slots.front().total_memory_bytes;  // the server's GPU size
-  }
-  // The prediction is for this daemon's device unless the request names one.
-  vramlab::v1::ExperimentSpec spec = request->spec();
-  if (spec.device() == vramlab::v1::DEVICE_KIND_UNSPECIFIED) {
-    spec.set_device(engine_->options().device);
-  }
-  return Reply(vramlab::server::EstimateMemory(
-                   spec, limit, {.smallest_world_size = request->smallest_world_size()}),
-               response);
+  return Reply(engine_->Estimate(*request), response);
 }
 
 grpc::Status VramlabServiceImpl::GetServerInfo(grpc::ServerContext* context,

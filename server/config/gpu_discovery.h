@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/engine_options.h"
+#include "server/config/slot.h"
 
 namespace vramlab::server {
 

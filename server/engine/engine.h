@@ -93,6 +93,10 @@ class Engine : public SupervisorListener {
   absl::StatusOr<std::string> SnapshotPath(const std::string& id);
   absl::StatusOr<std::string> LogPath(const std::string& id);
   vramlab::v1::ServerInfo Info();
+  // The EstimateMemory RPC (engine_estimate.cc): the spec checked as Submit checks it, except what
+  // only running needs (fault injection, this host's device count), and predicted for this
+  // daemon's device and GPU size unless the request names a device or a limit. Runs nothing.
+  absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(const vramlab::v1::EstimateMemoryRequest& request) const;
   const EngineOptions& options() const { return options_; }
 
   // SupervisorListener (supervisor thread).

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/allocator_conf.h"
 #include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
 #include "server/config/gpu_discovery.h"
@@ -17,8 +18,8 @@
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/worker_threads.h"
+#include "schema/vramlab_v1.plain_proto.h"
 #include "server/queue/gang_plan.h"
-#include "server/spec/alloc_conf.h"
 #include "server/supervise/loopback_port.h"
 
 namespace vramlab::server {
@@ -361,7 +362,7 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
   for (const std::string& path : options_.host_paths.never()) {
     args.insert(args.end(), {"--denied-path", path});
   }
-  std::string alloc_conf = AllocatorConfString(experiment.spec().memory().allocator());
+  std::string alloc_conf = spec_rules::AllocatorConfString(plain::FromProto(experiment.spec().memory().allocator()));
   std::vector<std::string> common_env = {"VRAMLAB_EXPERIMENT_ID=" + experiment.id()};
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     common_env.push_back(alloc_conf.empty() ? std::string(name)

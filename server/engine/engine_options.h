@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/config/slot.h"
 #include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
 #include "server/store/store.h"
@@ -14,14 +15,6 @@
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
-
-// One place an experiment can run: a GPU (--device cuda) or a CPU slot.
-struct Slot {
-  int index = 0;                     // GPU index, or CPU slot number
-  std::string name;                  // "NVIDIA H200", "cpu"
-  int64_t total_memory_bytes = 0;
-  std::string cuda_visible_devices;  // what the worker sees; empty hides every GPU
-};
 
 struct EngineOptions {
   std::string data_dir;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/layout/optimizer_layout.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/parameter_state.h"
 
@@ -48,7 +49,7 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
       notes.push_back(absl::StrFormat(
           "optimizer adamw_8bit: two 1-byte moments + one fp32 scale per %d-element block; "
           "tensors under %d elements keep fp32 moments",
-          kAdam8bitBlockElements, kAdam8bitMinElements));
+          layout::kAdamW8bitBlockElements, layout::kAdamW8bitMinElements));
       break;
     default:
       break;

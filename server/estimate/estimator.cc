@@ -104,7 +104,7 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
   const Prediction p = Predict(rank, allocator, limit);
   vramlab::v1::ParallelEstimate out;
   out.set_world_size(static_cast<int32_t>(parallel.world_size));
-  out.set_sharding(spec_rules::kShardingNames[parallel.sharding - 1]);
+  out.set_sharding(vramlab::v1::Sharding_Name(parallel.sharding));
   out.set_reshard_after_forward(parallel.reshard_after_forward);
   out.set_prefetch(parallel.prefetch);
   *out.mutable_anatomy() = p.anatomy;

@@ -2,6 +2,7 @@
 // monotonicity in sequence length and batch, the max-fit search, and spec validation.
 #include "server/estimate/estimator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -257,10 +258,11 @@ TEST(EstimatorTest, MonotonicInSequenceLength) {
   for (const ExperimentSpec& base : Variants("qwen2.5-1.5b")) {
     ExperimentSpec spec = base;
     MemoryEstimate previous;
-    for (int seq = 1; seq <= 40000; seq = seq * 3 / 2 + 1) {
+    // From the smallest sequence the rules accept (spec_rules::kSeqLen).
+    for (int seq = 2; seq <= 40000; seq = seq * 3 / 2 + 1) {
       spec.mutable_training()->set_seq_len(seq);
       const MemoryEstimate e = MustEstimate(spec);
-      if (seq > 1) ExpectNotSmaller(e, previous, base.ShortDebugString() + " seq " + std::to_string(seq));
+      if (seq > 2) ExpectNotSmaller(e, previous, base.ShortDebugString() + " seq " + std::to_string(seq));
       previous = e;
     }
   }
@@ -291,7 +293,8 @@ TEST(EstimatorTest, MaxSeqLenAndBatchAgreeWithFits) {
       probe.mutable_training()->set_seq_len(max_seq);
       EXPECT_TRUE(MustEstimate(probe).fits()) << spec.ShortDebugString();
     }
-    probe.mutable_training()->set_seq_len(max_seq + 1);
+    // The next sequence up (at least the rules' smallest, when none fits).
+    probe.mutable_training()->set_seq_len(std::max(max_seq + 1, 2));
     EXPECT_FALSE(MustEstimate(probe).fits()) << spec.ShortDebugString();
     probe = spec;
     if (max_batch > 0) {
@@ -365,6 +368,7 @@ TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
   spec.mutable_training()->set_steps(2);
   spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
   ExperimentSpec list = spec;
+  list.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   for (int v : {4096, 6144, 8192}) list.mutable_sweep()->add_values(v);
   const MemoryEstimate e = MustEstimate(list);
   ASSERT_EQ(e.points_size(), 3);
@@ -387,6 +391,7 @@ TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
   EXPECT_NE(e.points(2).verdict(), vramlab::v1::FITS);
 
   ExperimentSpec search = spec;
+  search.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   search.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
   search.mutable_sweep()->set_search_min(1024);
   search.mutable_sweep()->set_search_max(65536);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layout/parameter_partition.h"
 #include "gtest/gtest.h"
 #include "server/estimate/parallel_buffers.h"
 #include "server/estimate/parallel_estimate_test_util.h"
@@ -86,7 +87,7 @@ estimate::OthersGradients ExpectedOthers(const Tensors& t, int64_t n) {
     numels.push_back(t.root[k]);
     made_in.push_back(-1);  // before the layers: final norm, lm_head
   }
-  const std::vector<int> owner = estimate::PartitionLargestFirst(numels, n);
+  const std::vector<int> owner = layout::PartitionParameters(numels, static_cast<int>(n));
   std::vector<int64_t> held(static_cast<size_t>(n), 0);
   for (size_t k = 0; k < numels.size(); ++k) held[owner[k]] += 3 * Device(true, numels[k] * kBf16);
   const int busiest = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());

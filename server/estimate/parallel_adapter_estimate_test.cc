@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/layout/parameter_partition.h"
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
 #include "gtest/gtest.h"
@@ -36,17 +37,6 @@ using vramlab::v1::Sharding;
 
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kRank = 8;
-
-// The partition the worker uses (worker/parallel/parameter_partition_test.cc's cases): largest
-// first, to the least-loaded rank, ties to the lowest rank and in model order.
-TEST(ParallelEstimateTest, PartitionIsTheWorkersLargestFirstRule) {
-  using estimate::PartitionLargestFirst;
-  EXPECT_EQ(PartitionLargestFirst({10, 100, 50, 60, 10}, 2), (std::vector<int>{0, 0, 1, 1, 0}));
-  EXPECT_EQ(PartitionLargestFirst({4, 4, 4, 4}, 2), (std::vector<int>{0, 1, 0, 1}));
-  EXPECT_EQ(PartitionLargestFirst({3, 1, 2}, 1), (std::vector<int>{0, 0, 0}));
-  EXPECT_EQ(PartitionLargestFirst({5, 7}, 4), (std::vector<int>{1, 0}));
-  EXPECT_TRUE(PartitionLargestFirst({}, 3).empty());
-}
 
 // LoRA's trainable tensors from the preset's shapes, in the worker's model order (layer by layer;
 // q, k, v, o, gate, up, down; lora_A [r, in] then lora_B [out, r]): elements and rows.
@@ -100,7 +90,7 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
   std::vector<int> owner(a.elements.size(), 0);
   int rank = 0;
   if (sharding == vramlab::v1::SHARD_OPTIMIZER || sharding == vramlab::v1::SHARD_GRADIENTS) {
-    owner = estimate::PartitionLargestFirst(a.elements, n);
+    owner = layout::PartitionParameters(a.elements, static_cast<int>(n));
     std::vector<int64_t> held(n, 0);
     for (size_t k = 0; k < a.elements.size(); ++k) {
       held[owner[k]] += Device(cuda, a.elements[k] * kFp32) *
@@ -149,7 +139,7 @@ void CheckLoraRank(const std::string& preset, bool cuda) {
     for (int32_t n : {2, 3, 4}) {
       for (bool reshard : {false, true}) {
         if (reshard && mode != vramlab::v1::SHARD_FULL) continue;
-        SCOPED_TRACE(preset + " LoRA " + spec_rules::kShardingNames[mode - 1] + " N=" +
+        SCOPED_TRACE(preset + " LoRA " + vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)) + " N=" +
                      std::to_string(n) + (reshard ? " reshard" : ""));
         const MemoryEstimate e =
             MustEstimate(WithAdapter(Spec(preset, cuda, n, mode, reshard), vramlab::v1::LORA));
@@ -197,7 +187,7 @@ TEST(ParallelEstimateTest, LoraFullShardWithoutPrefetch) {
 TEST(ParallelEstimateTest, QloraRankKeepsTheNf4BaseAndPartitionsTheAdapters) {
   for (Sharding mode : {vramlab::v1::SHARD_NONE, vramlab::v1::SHARD_OPTIMIZER,
                         vramlab::v1::SHARD_GRADIENTS}) {
-    SCOPED_TRACE(spec_rules::kShardingNames[mode - 1]);
+    SCOPED_TRACE(vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)));
     const MemoryEstimate e =
         MustEstimate(WithAdapter(Spec("qwen2.5-1.5b", true, 4, mode), vramlab::v1::QLORA));
     ASSERT_TRUE(e.has_parallel());
@@ -236,7 +226,7 @@ TEST(ParallelEstimateTest, QloraWithFullShardingShardsTheNf4Buffers) {
 }
 
 // The worker refuses an in-backward update over two or more ranks whatever the sharding
-// (worker/spec/validate_spec.cc): so does the estimator, naming the field; one process is
+// (common/spec/resolve_spec.cc): so does the estimator, naming the field; one process is
 // estimated, and the world-size search stops at 1.
 TEST(ParallelEstimateTest, InBackwardWithRanksIsRefusedAndTheSearchStaysAtOne) {
   for (Sharding mode : kModes) {
@@ -270,7 +260,7 @@ TEST(ParallelEstimateTest, SmallestWorldSizeForLora) {
   EXPECT_NE(e.verdict(), vramlab::v1::FITS);
   EXPECT_EQ(e.parallel().smallest_world_size_that_fits(), 2);
   for (Sharding mode : kModes) {
-    SCOPED_TRACE(spec_rules::kShardingNames[mode - 1]);
+    SCOPED_TRACE(vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)));
     ExperimentSpec spec =
         WithAdapter(Spec("qwen2.5-1.5b", true, 2, mode), vramlab::v1::LORA);
     const int32_t found = MustEstimate(spec, limit, {.smallest_world_size = true})

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/layout/parameter_partition.h"
+#include "common/layout/shard_layout.h"
 #include "common/spec/adapter_sizes.h"
 #include "common/spec/spec_rules.h"
 #include "server/estimate/adapter_model.h"
@@ -31,7 +33,7 @@ int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements
 
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size) {
   if (rows <= 0) return elements;
-  return (rows + world_size - 1) / world_size * (elements / rows);
+  return layout::ShardLayout({rows, elements / rows}, static_cast<int>(world_size)).chunk_elements();
 }
 
 Nf4Buffers Nf4BufferElements(int64_t elements) {
@@ -42,24 +44,9 @@ Nf4Buffers Nf4BufferElements(int64_t elements) {
   return b;
 }
 
-std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size) {
-  std::vector<size_t> order(numels.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return numels[a] > numels[b]; });
-  std::vector<int64_t> load(static_cast<size_t>(std::max<int64_t>(world_size, 1)), 0);
-  std::vector<int> owner(numels.size(), 0);
-  for (size_t index : order) {
-    const auto least = std::min_element(load.begin(), load.end());  // the first: lowest rank
-    owner[index] = static_cast<int>(least - load.begin());
-    *least += numels[index];
-  }
-  return owner;
-}
-
 BusiestRank BusiestOwner(const std::vector<int64_t>& numels,
                          const std::vector<int64_t>& owned_bytes, int64_t world_size) {
-  const std::vector<int> owner = PartitionLargestFirst(numels, world_size);
+  const std::vector<int> owner = layout::PartitionParameters(numels, static_cast<int>(world_size));
   std::vector<int64_t> held(static_cast<size_t>(std::max<int64_t>(world_size, 1)), 0);
   for (size_t i = 0; i < numels.size(); ++i) held[owner[i]] += owned_bytes[i];
   BusiestRank busiest;
@@ -226,7 +213,7 @@ std::string ParallelNote(const RunSettings& run) {
         static_cast<double>(whole) / kGiB, par.world_size);
   }
   return absl::StrCat("per rank (world size ", par.world_size, ", ",
-                      spec_rules::kShardingNames[par.sharding - 1], "): ", layout,
+                      vramlab::v1::Sharding_Name(par.sharding), "): ", layout,
                       "; activations are one rank's micro-batch, as in one process");
 }
 

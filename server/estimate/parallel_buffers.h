@@ -25,7 +25,7 @@ std::vector<int64_t> ParameterTensorRows(const ModelShape& model);
 int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements);
 
 // SHARD_FULL's chunk of one parameter of `elements` elements in `rows` rows, as the worker lays it
-// out (worker/parallel/shard_layout.h): ceil(rows / N) rows of elements / rows elements, the same
+// out (common/layout/shard_layout.h, which the worker uses): ceil(rows / N) rows of elements / rows elements, the same
 // on every rank (the last chunks padded with zero rows). A rank's shard, its shard gradient and
 // the optimizer's view of it have this many elements; the gathered parameter has N times it.
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size);
@@ -40,14 +40,8 @@ struct Nf4Buffers {
 };
 Nf4Buffers Nf4BufferElements(int64_t elements);
 
-// Which rank owns each parameter under SHARD_OPTIMIZER and SHARD_GRADIENTS: the rule of
-// worker/parallel/parameter_partition.h, mirrored (the worker's is built with LibTorch). The
-// parameters in model order, taken largest first (equal sizes in model order), each given to the
-// rank owning the fewest elements so far (ties: the lowest rank). owner[i] is numels[i]'s rank.
-std::vector<int> PartitionLargestFirst(const std::vector<int64_t>& numels, int64_t world_size);
-
-// The rank a SHARD_OPTIMIZER / SHARD_GRADIENTS estimate reports: under PartitionLargestFirst over
-// `numels`, the rank whose owned bytes (the sum of owned_bytes[i] over the tensors it owns: the
+// The rank a SHARD_OPTIMIZER / SHARD_GRADIENTS estimate reports: under the worker's partition
+// (common/layout/parameter_partition.h) over `numels`, the rank whose owned bytes (the sum of owned_bytes[i] over the tensors it owns: the
 // optimizer state and, sharding gradients, the gradients it keeps after backward) are the most;
 // ties to the lowest rank. Everything else a rank holds is the same on every rank, so this is the
 // rank whose peak is highest. owned[i] says whether it owns numels[i].

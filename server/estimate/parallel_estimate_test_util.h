@@ -54,7 +54,7 @@ inline int64_t Device(bool cuda, int64_t bytes) {
   return cuda ? (bytes + 511) / 512 * 512 : bytes;
 }
 
-// SHARD_FULL's chunk (worker/parallel/shard_layout.h): ceil(rows / N) rows, padded.
+// SHARD_FULL's chunk (common/layout/shard_layout.h): ceil(rows / N) rows, padded.
 inline int64_t Chunk(int64_t elements, int64_t rows, int64_t n) {
   return (rows + n - 1) / n * (elements / rows);
 }

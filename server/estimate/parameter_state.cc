@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/layout/optimizer_layout.h"
 #include "common/spec/adapter_sizes.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
@@ -14,8 +15,8 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 
-bool IsQuantized(int64_t n) { return n >= kAdam8bitMinElements; }
-int64_t Blocks(int64_t n) { return (n + kAdam8bitBlockElements - 1) / kAdam8bitBlockElements; }
+bool IsQuantized(int64_t n) { return n >= layout::kAdamW8bitMinElements; }
+int64_t Blocks(int64_t n) { return (n + layout::kAdamW8bitBlockElements - 1) / layout::kAdamW8bitBlockElements; }
 
 // Optimizer state of one parameter tensor of `n` elements (UpdateRule::CreateState).
 int64_t StateBytes(const RunSettings& run, int64_t n) {
@@ -86,7 +87,7 @@ int64_t StepTemporaries(const RunSettings& run, const std::vector<int64_t>& tens
             group_bytes += AllocatedBytes(run.device, tensors[end] * kFp32);
             ++end;
           } while (end < tensors.size() &&
-                   group_raw_bytes + tensors[end] * kFp32 <= kMasterUpcastGroupBytes);
+                   group_raw_bytes + tensors[end] * kFp32 <= layout::kMasterUpcastGroupBytes);
           largest_group = std::max(largest_group, group_bytes);
           begin = end;
         }
@@ -159,7 +160,7 @@ struct AdapterParts {
 
 // The rank of a parallel run as the worker lays out the trainable adapters (docs/PARALLEL.md,
 // "The shardings"): SHARD_NONE every adapter whole; SHARD_OPTIMIZER the weights and gradients
-// whole and the state of the adapters the rank owns (PartitionLargestFirst over the adapters,
+// whole and the state of the adapters the rank owns (layout::PartitionParameters over the adapters,
 // the only trainable parameters); SHARD_GRADIENTS the owned adapters' gradients too (the others'
 // are freed after their reduce); SHARD_FULL every adapter's dim-0 chunk in all three. Of the
 // partitioned ranks the one whose owned state (and, sharding gradients, gradient) bytes are the
@@ -365,8 +366,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
     // The signed and unsigned code maps: values (256) and midpoints (255), fp32.
-    s.optimizer_state += 2 * (AllocatedBytes(run.device, kAdam8bitMapEntries * kFp32) +
-                              AllocatedBytes(run.device, (kAdam8bitMapEntries - 1) * kFp32));
+    s.optimizer_state += 2 * (AllocatedBytes(run.device, layout::kAdamW8bitMapEntries * kFp32) +
+                              AllocatedBytes(run.device, (layout::kAdamW8bitMapEntries - 1) * kFp32));
   }
   // Layer 0's tensors stand for every layer's (all are alike). The vocabulary-sized parameter is
   // embed_tokens when tied, else lm_head (the last entry), whose gradient backward makes first.

@@ -15,20 +15,12 @@
 
 namespace vramlab::server::estimate {
 
-// 8-bit AdamW (worker/optim/blockwise_quantizer.h, adamw_8bit_rule.cc): each moment of a tensor
-// with at least kAdam8bitMinElements elements is one uint8 code per element plus one fp32 absmax
-// per kAdam8bitBlockElements; smaller tensors keep both moments in fp32 (bitsandbytes'
-// min_8bit_size). Two 256-entry fp32 code maps (values and midpoints) live on the device.
-constexpr int64_t kAdam8bitBlockElements = 256;
-constexpr int64_t kAdam8bitMinElements = 4096;
-constexpr int64_t kAdam8bitMapEntries = 256;
+// 8-bit AdamW's blocks and the fp32 master update's upcast groups: common/layout/optimizer_layout.h.
 
 // worker/optim/host_stepper.h: the update runs over ranges of at most this many elements (device
 // ranges when no multi-tensor kernel applies; host tasks on the CPU).
 constexpr int64_t kDeviceUpdateRangeElements = int64_t{16} << 20;
 constexpr int64_t kHostUpdateTaskElements = int64_t{64} << 10;
-// worker/optim/adamw_master_rule.cc: fp32 gradient copies alive at once in the fused path.
-constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;
 
 // SHARD_GRADIENTS: the gradients of the tensors other ranks own, by the part of backward that
 // makes them. A rank's backward makes every gradient, as one process's does, and hands each

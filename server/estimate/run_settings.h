@@ -11,6 +11,7 @@
 #include "common/spec/spec_rules.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
+#include "schema/vramlab_v1.plain.h"
 #include "vramlab/v1/experiment.pb.h"
 
 namespace vramlab::server::estimate {
@@ -76,10 +77,13 @@ struct RunSettings {
   int64_t tokens() const { return micro_batch * seq_len; }
 };
 
-// INVALID_ARGUMENT naming the field for negative sizes, unknown enum values and combinations the
-// worker rejects (optimizer-in-backward with accumulation; for a parallel run, those of
-// CheckRanksRunnable).
+// `spec` resolved by common/spec's ResolveAndValidate (the worker's rules); INVALID_ARGUMENT naming
+// the field of the first rule it breaks.
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec);
+
+// The settings of `resolved`, `spec` resolved by spec_rules::ResolveAndValidate (the model's shape
+// is read from `spec`'s model: a preset, a config or a weights_dir's config.json).
+absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec, const plain::ExperimentSpec& resolved);
 
 // OK unless the worker refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
 // words: optimizer-in-backward under any sharding (training.optimizer.in_backward: it would apply

@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "server/spec/alloc_conf.h"
 
 namespace vramlab::server {
 namespace {
@@ -56,7 +55,7 @@ TEST(ValidateSpecTest, NamesFieldPathAndReason) {
                 s.mutable_training()->set_grad_accum_steps(4);
                 s.mutable_training()->mutable_optimizer()->set_in_backward(true);
               }),
-              HasSubstr("spec.training.optimizer.in_backward: requires grad_accum_steps == 1"));
+              HasSubstr("spec.training.optimizer.in_backward: an in-backward update consumes each gradient at once"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_weights_dir("rel/dir"); }),
               HasSubstr("spec.model.weights_dir: must be an absolute path"));
 }
@@ -216,18 +215,6 @@ TEST(ValidateSpecTest, SpecSizeAndNameLimits) {
               HasSubstr("bytes, at most 100 allowed"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.set_name("a\nb"); }),
               HasSubstr("spec.name: contains a control character"));
-}
-
-TEST(AllocConfTest, JoinsSetFieldsInPyTorchSyntax) {
-  vramlab::v1::AllocatorConfig config;
-  EXPECT_EQ(AllocatorConfString(config), "");
-  config.set_expandable_segments(true);
-  config.set_max_split_size_mb(128);
-  config.set_garbage_collection_threshold(0.6);
-  config.set_extra("roundup_power2_divisions:4");
-  EXPECT_EQ(AllocatorConfString(config),
-            "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,"
-            "roundup_power2_divisions:4");
 }
 
 }  // namespace

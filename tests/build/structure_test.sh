@@ -2,31 +2,42 @@
 # The three programs are peers: they meet only through proto/, the worker's JSON events and
 # common/. No source of one includes another's: client/ nothing of server/ or worker/, server/
 # nothing of client/ or worker/, worker/ nothing of server/, client/ or proto/; common/ none of them.
+# And the proto is the only schema: nothing copies a proto enum's names by hand, and the estimator
+# predicts from common/, never from the worker's code.
 set -uo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 cd "$src"
 failures=0
-forbid() {  # forbid FOLDER PATTERN WHY
-  local hits
-  hits=$(grep -rnE "^#include \"($2)/" "$1" --include='*.cc' --include='*.h' || true)
-  if [ -n "$hits" ]; then
-    echo "FAIL $1 includes $2: $3"
-    echo "$hits" | sed 's/^/     /'
+check() {  # check HITS FAIL_TEXT OK_TEXT: a failure when HITS (lines that break a rule) is not empty
+  if [ -n "$1" ]; then
+    echo "FAIL $2"
+    echo "$1" | sed 's/^/     /'
     failures=$((failures + 1))
   else
-    echo "ok   $1 includes nothing of $2"
+    echo "ok   $3"
   fi
 }
+forbid() {  # forbid FOLDER PATTERN WHY
+  check "$(grep -rnE "^#include \"($2)/" "$1" --include='*.cc' --include='*.h' || true)" \
+    "$1 includes $2: $3" "$1 includes nothing of $2"
+}
 forbid client "server|worker" "the CLI talks to the daemon through proto/ only"
-forbid server "client|worker" "the daemon runs the worker as a process and reads its events"
+forbid server "client|worker" "the daemon runs the worker as a process and reads its events; the estimator predicts from common/"
 forbid worker "server|client|proto|vramlab" "the worker links LibTorch, never Protobuf"
 forbid common "server|client|worker|proto|vramlab" "common/ is shared by all three and depends on none"
-# The shared spec description stays dependency-free: the standard library only.
-if grep -rnE '^#include [<"](absl|google|grpc|torch|ATen|c10|nlohmann)' common/spec common/paths; then
-  echo "FAIL common/spec or common/paths includes a library"
-  failures=$((failures + 1))
-else
-  echo "ok   common/spec and common/paths need the standard library only"
-fi
+forbid schema "server|client|worker" "the generated views of proto/ serve all three"
+forbid server/config "server/(engine|api|queue|supervise|store|watch|metrics|estimate)" \
+  "the host's configuration is read before anything that uses it"
+# The shared spec description stays dependency-free: the standard library only (and the generated
+# plain structs of schema/, which are).
+check "$(grep -rnE '^#include [<"](absl|google|grpc|torch|ATen|c10|nlohmann)' common/spec common/paths common/layout || true)" \
+  "common/spec, common/paths or common/layout includes a library" \
+  "common/spec, common/paths and common/layout need the standard library only"
+# A hand-written table of a proto enum's names contains the name of its unspecified value as a
+# string; only the generated code (schema/plain_proto.py's output, in the build tree) may.
+check "$(grep -rnE '"(DTYPE|OPTIMIZER_KIND|ATTENTION_IMPL|LOSS_IMPL|KERNELS_IMPL|ADAPTER_KIND|ADAPTER_TARGET|SWEEP_VARIABLE|SWEEP_MODE|SHARDING|DEVICE_KIND|PHASE|PHASE_EDGE|FAULT|PRIORITY)_UNSPECIFIED"' \
+    common server worker client schema --include='*.cc' --include='*.h' | grep -v '_test\.cc:' || true)" \
+  "a hand-written copy of a proto enum table (generate it: schema/plain_proto.py)" \
+  "no hand-written proto enum table outside the generated code"
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -82,8 +82,8 @@ class SpecRulesAgreementTest : public ::testing::Test {
     return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? status.error_message() : "";
   }
 
-  // "spec." + the worker's error for `spec` when it exits as an invalid spec, else "". Only for
-  // specs the worker refuses: an accepted one would run.
+  // "spec." + the worker's error (its field, then its reason) for `spec` when it exits as an
+  // invalid spec, else "". Only for specs the worker refuses: an accepted one would run.
   static std::string WorkerVerdict(const json& spec) {
     WorkerProcess worker = RunWorkerProcess(spec.dump());
     std::string verdict;
@@ -92,7 +92,8 @@ class SpecRulesAgreementTest : public ::testing::Test {
       if (end == std::string::npos) end = worker.output.size();
       json line = json::parse(worker.output.substr(start, end - start), nullptr, false);
       if (line.is_object() && line.contains("error")) {
-        verdict = "spec." + line["error"]["message"].get<std::string>();
+        const std::string field = line["error"].value("field", "");
+        verdict = "spec." + (field.empty() ? "" : field + ": ") + line["error"]["message"].get<std::string>();
       }
       start = end + 1;
     }
@@ -280,11 +281,53 @@ TEST_F(SpecRulesAgreementTest, AParallelSweepIsAcceptedAndItsRanksNeedTheirPoint
     EXPECT_EQ(line["error"]["field"], spec_rules::kSweepField) << worker.output;
     return line["error"]["message"].get<std::string>();
   };
-  EXPECT_EQ(refusal(rank), std::string(spec_rules::kSweepField) + ": " +
-                               spec_rules::kParallelSweepNeedsPointMessage);
+  EXPECT_EQ(refusal(rank), spec_rules::kParallelSweepNeedsPointMessage);
   std::vector<std::string> wrong_point = rank;
   wrong_point.insert(wrong_point.end(), {spec_rules::kSweepPointFlag, "1:8"});
-  EXPECT_EQ(refusal(wrong_point), "sweep: --sweep-point 1:8 is not a point of this spec's sweep");
+  EXPECT_EQ(refusal(wrong_point), "--sweep-point 1:8 is not a point of this spec's sweep");
+}
+
+// The rules that span fields, one spec each: the daemon (through EstimateMemory) and the real
+// worker refuse it with the same words, naming the field exactly once.
+TEST_F(SpecRulesAgreementTest, EveryCrossFieldRuleIsRefusedAlikeNamingItsFieldOnce) {
+  struct Case {
+    const char* field;
+    json spec;
+  };
+  const json tiny = {{"preset", "tiny"}};
+  const json shapes = {{"vocab_size", 512}, {"hidden_size", 64}, {"intermediate_size", 176},
+                       {"num_hidden_layers", 2}, {"num_attention_heads", 4}};
+  auto with = [](json spec, const json& patch) {
+    spec.merge_patch(patch);
+    return spec;
+  };
+  const json base = {{"model", tiny}, {"training", {{"seqLen", 8}, {"dtype", "FLOAT32"}}}, {"device", "CPU"}};
+  const std::vector<Case> cases = {
+      {"model.preset", with(base, {{"model", {{"preset", "tinny"}}}})},
+      {"model.config.num_attention_heads",
+       with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"num_key_value_heads", 3}})}}}})},
+      {"model.config.hidden_size",
+       with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"hidden_size", 66}})}}}})},
+      {"training.optimizer.in_backward",
+       with(base, {{"training", {{"gradAccumSteps", 2}, {"optimizer", {{"inBackward", true}}}}}})},
+      {"training.dtype", with(base, {{"training", {{"adapter", {{"kind", "QLORA"}}}}}})},
+      {"training.adapter.rank", with(base, {{"training", {{"adapter", {{"kind", "LORA"}, {"rank", 65}}}}}})},
+      {"training.data.token_id_bound", with(base, {{"training", {{"data", {{"tokenIdBound", 513}}}}}})},
+      {"parallel.sharding", with(base, {{"parallel", {{"sharding", "SHARD_OPTIMIZER"}}}})},
+      {"sweep.values", with(base, {{"sweep", {{"variable", "SEQ_LEN"}}}})},
+      {"sweep.variable", with(base, {{"sweep", {{"values", {8, 16}}}}})},
+      {"sweep.search_granularity",
+       with(base, {{"sweep", {{"variable", "SEQ_LEN"}, {"mode", "SEARCH_MAX"}, {"searchMin", 9}, {"searchMax", 15},
+                              {"searchGranularity", 16}}}})},
+  };
+  for (const Case& c : cases) {
+    const Verdicts verdicts = Judge(c.spec);
+    const std::string prefix = std::string("spec.") + c.field + ": ";
+    EXPECT_THAT(verdicts.daemon, ::testing::StartsWith(prefix)) << c.spec.dump();
+    EXPECT_EQ(verdicts.daemon.find(c.field, prefix.size()), std::string::npos)
+        << "the field is named twice: " << verdicts.daemon;
+    EXPECT_EQ(verdicts.worker, verdicts.daemon) << c.spec.dump();
+  }
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
 }
 
 // Full fine-tuning under SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker gives each whole
-// parameter to one owner (worker/parallel/parameter_partition.h), so the ranks differ, and the
+// parameter to one owner (common/layout/parameter_partition.h), so the ranks differ, and the
 // estimate is of the busiest owner. That rank is the one whose ledger holds the most optimizer
 // state at the peak; its weights, gradients and optimizer state there must equal the estimate's
 // to the byte (the peak follows the first step, so the state exists; under SHARD_GRADIENTS the

@@ -9,6 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <stdexcept>
+
+// The one port picker of the tests (the daemon's, server/supervise/loopback_port.h, is its own):
+// the daemon's tests and the worker's parallel tests (worker/parallel/testing/) use it. Standard
+// library and POSIX only. Throws std::runtime_error when no port can be had.
 namespace vramlab::testing {
 
 inline int FreeLoopbackPort() {
@@ -16,10 +21,11 @@ inline int FreeLoopbackPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
+  const bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                     getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!bound) throw std::runtime_error("cannot find a free loopback port");
   return ntohs(addr.sin_port);
 }
 

@@ -17,37 +17,12 @@ json Double(double value) {
   return value;
 }
 
-const char* EdgeName(PhaseEdge edge) {
-  switch (edge) {
-    case PhaseEdge::kBegin: return "BEGIN";
-    case PhaseEdge::kEnd: return "END";
-    default: return "PHASE_EDGE_UNSPECIFIED";
-  }
-}
-
-const char* DeviceName(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCuda: return "CUDA";
-    case DeviceKind::kCpu: return "CPU";
-    default: return "DEVICE_KIND_UNSPECIFIED";
-  }
-}
-
-const char* ErrorKindName(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kInvalidSpec: return "INVALID_SPEC";
-    case ErrorKind::kLoadFailed: return "LOAD_FAILED";
-    case ErrorKind::kInternal: return "INTERNAL";
-    default: return "KIND_UNSPECIFIED";
-  }
-}
-
-const char* LevelName(NoticeLevel level) {
-  switch (level) {
-    case NoticeLevel::kInfo: return "INFO";
-    case NoticeLevel::kWarning: return "WARNING";
-    default: return "LEVEL_UNSPECIFIED";
-  }
+// The proto's name of `value`, as protobuf's JSON printer writes it; a number no enumerator has
+// never occurs (the worker sets only named values) but would be written as the 0 value's name.
+template <typename E>
+const char* ProtoEnumName(E value) {
+  const char* name = plain::EnumName(value);
+  return name != nullptr ? name : plain::EnumName(static_cast<E>(0));
 }
 
 json ToJson(const CategoryBytes& c) {
@@ -64,18 +39,7 @@ json ToJson(const CategoryBytes& c) {
 
 }  // namespace
 
-const char* PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kLoad: return "LOAD";
-    case Phase::kForward: return "FORWARD";
-    case Phase::kBackward: return "BACKWARD";
-    case Phase::kOptimizerStep: return "OPTIMIZER_STEP";
-    case Phase::kZeroGrad: return "ZERO_GRAD";
-    case Phase::kSetup: return "SETUP";
-    case Phase::kTeardown: return "TEARDOWN";
-    default: return "PHASE_UNSPECIFIED";
-  }
-}
+const char* PhaseName(Phase phase) { return ProtoEnumName(phase); }
 
 json ToJson(const MemorySample& s) {
   json j = {
@@ -136,7 +100,7 @@ json ToJson(const PeakReservedMoment& m) {
 json ToJson(const PhaseEvent& e) {
   return {
       {"phase", PhaseName(e.phase)},
-      {"edge", EdgeName(e.edge)},
+      {"edge", ProtoEnumName(e.edge)},
       {"step", e.position.step},
       {"microStep", e.position.micro_step},
       {"sweepIndex", e.position.sweep_index},
@@ -231,7 +195,7 @@ json ToJson(const WorkerStarted& s) {
   return {
       {"workerVersion", s.worker_version},
       {"torchVersion", s.torch_version},
-      {"device", DeviceName(s.device)},
+      {"device", ProtoEnumName(s.device)},
       {"deviceName", s.device_name},
       {"deviceTotalBytes", Int64(s.device_total_bytes)},
       {"parameterCount", Int64(s.parameter_count)},
@@ -240,11 +204,11 @@ json ToJson(const WorkerStarted& s) {
 }
 
 json ToJson(const WorkerError& e) {
-  return {{"kind", ErrorKindName(e.kind)}, {"message", e.message}, {"field", e.field}};
+  return {{"kind", ProtoEnumName(e.kind)}, {"message", e.message}, {"field", e.field}};
 }
 
 json NoticeJson(NoticeLevel level, const std::string& message) {
-  return {{"level", LevelName(level)}, {"message", message}};
+  return {{"level", ProtoEnumName(level)}, {"message", message}};
 }
 
 }  // namespace vramlab::worker

@@ -7,23 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "schema/vramlab_v1.plain.h"
+
 namespace vramlab::worker {
 
-// Proto numbers, so the JSON writer can name them from one table.
-enum class Phase {
-  kUnspecified = 0,
-  kLoad = 1,
-  kForward = 2,
-  kBackward = 3,
-  kOptimizerStep = 4,
-  kZeroGrad = 5,
-  kSetup = 6,
-  kTeardown = 7,
-};
-enum class PhaseEdge { kUnspecified = 0, kBegin = 1, kEnd = 2 };
-enum class DeviceKind { kUnspecified = 0, kCuda = 1, kCpu = 2 };
-enum class ErrorKind { kUnspecified = 0, kInvalidSpec = 1, kLoadFailed = 2, kInternal = 3 };
-enum class NoticeLevel { kUnspecified = 0, kInfo = 1, kWarning = 2 };
+// The proto's enums, generated (schema/plain_proto.py): the JSON writer names them from there.
+using Phase = plain::Phase;
+using PhaseEdge = plain::PhaseEdge;
+using DeviceKind = plain::DeviceKind;
+using ErrorKind = plain::WorkerError_Kind;
+using NoticeLevel = plain::Notice_Level;
 
 // Where the training loop is; stamped on samples, phase events and OOM reports.
 struct LoopPosition {

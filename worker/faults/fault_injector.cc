@@ -10,7 +10,7 @@ namespace vramlab::worker {
 
 void InjectFault(Fault fault, EventSink& sink, MemoryMonitor& monitor) {
   switch (fault) {
-    case Fault::kNone:
+    case Fault::kUnspecified:
       return;
     case Fault::kSegfault:
       std::signal(SIGSEGV, SIG_DFL);

@@ -7,13 +7,9 @@
 
 #include <string>
 
-#include "worker/spec/experiment_spec.h"
+#include "common/spec/allocator_conf.h"
 
 namespace vramlab::worker {
-
-// common/spec/allocator_conf.h's string for the spec's allocator settings; empty when the spec
-// asks for the defaults.
-std::string AllocatorConfString(const SpecAllocator& allocator);
 
 // True when either environment variable is set (even to something else: the daemon's choice wins).
 bool AllocatorEnvPresent();

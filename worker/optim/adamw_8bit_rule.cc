@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/layout/optimizer_layout.h"
 #include "worker/optim/adamw_8bit_fused.h"
 #include "worker/optim/adamw_math.h"
 #include "worker/optim/blockwise_quantizer.h"
@@ -22,7 +23,7 @@
 namespace vramlab::worker::optim_internal {
 namespace {
 
-constexpr int64_t kMin8bitNumel = 4096;
+constexpr int64_t kMin8bitNumel = layout::kAdamW8bitMinElements;
 
 class AdamW8bitRule final : public UpdateRule {
  public:

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layout/optimizer_layout.h"
 #include "worker/optim/adamw_math.h"
 #include "worker/optim/host_adamw.h"
 #include "worker/optim/multi_tensor_ops.h"
@@ -15,7 +16,7 @@ namespace {
 
 // Upper bound on the fp32 gradient copies alive at once in the multi-tensor path (a single larger
 // parameter, such as a 151936 x 1536 embedding, forms a group of its own).
-constexpr int64_t kMaxUpcastGroupBytes = int64_t{256} << 20;
+constexpr int64_t kMaxUpcastGroupBytes = layout::kMasterUpcastGroupBytes;
 
 class AdamWMasterRule final : public UpdateRule {
  public:

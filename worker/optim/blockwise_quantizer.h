@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/layout/optimizer_layout.h"
+
 namespace vramlab::worker::optim_internal {
 
-constexpr int64_t kQuantBlockSize = 256;
+constexpr int64_t kQuantBlockSize = layout::kAdamW8bitBlockElements;
 
 // The 256 values of bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7, total_bits=8),
 // sorted ascending.

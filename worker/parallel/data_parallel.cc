@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "worker/parallel/parameter_partition.h"
+#include "common/layout/parameter_partition.h"
 
 namespace vramlab::worker {
 namespace {
@@ -18,14 +18,14 @@ class NoParametersOptimizer : public Optimizer {
   std::string Describe() const override { return "none (this rank owns no parameter)"; }
 };
 
-std::string ShardingName(SpecSharding sharding) {
-  const int index = static_cast<int>(sharding) - 1;
-  return index >= 0 && index < 4 ? spec_rules::kShardingNames[index] : "SHARDING_UNSPECIFIED";
+std::string ShardingName(Sharding sharding) {
+  const char* name = plain::EnumName(sharding);
+  return name != nullptr ? name : std::to_string(static_cast<int>(sharding));
 }
 
 }  // namespace
 
-DataParallel::DataParallel(RankGroup* group, const SpecParallel& parallel)
+DataParallel::DataParallel(RankGroup* group, const ParallelSpec& parallel)
     : group_(group),
       sharding_(parallel.sharding),
       full_shard_options_{parallel.reshard_after_forward, parallel.prefetch} {}
@@ -33,7 +33,7 @@ DataParallel::DataParallel(RankGroup* group, const SpecParallel& parallel)
 std::string DataParallel::Describe() const {
   std::string text =
       ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
-  if (sharding_ == SpecSharding::kFull) {
+  if (sharding_ == Sharding::kShardFull) {
     text += full_shard_options_.reshard_after_forward ? ", resharded after forward" : ", not resharded after forward";
     text += full_shard_options_.prefetch ? ", prefetching the next unit" : ", no prefetch";
   }
@@ -41,7 +41,7 @@ std::string DataParallel::Describe() const {
 }
 
 void DataParallel::AttachModel(Qwen2ForCausalLMImpl& model, const torch::Device& device) {
-  if (sharding_ != SpecSharding::kFull) {
+  if (sharding_ != Sharding::kShardFull) {
     model_ = &model;
     return;
   }
@@ -49,7 +49,7 @@ void DataParallel::AttachModel(Qwen2ForCausalLMImpl& model, const torch::Device&
 }
 
 torch::Device DataParallel::BuildDevice(const torch::Device& device, bool qlora) const {
-  return sharding_ == SpecSharding::kFull && !qlora ? torch::Device(torch::kCPU) : device;
+  return sharding_ == Sharding::kShardFull && !qlora ? torch::Device(torch::kCPU) : device;
 }
 
 void DataParallel::ReleaseModel() {
@@ -66,7 +66,7 @@ torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
 std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
     const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters, const OptimizerOptions& options) {
   parameters_.clear();
-  if (sharding_ == SpecSharding::kFull) {
+  if (sharding_ == Sharding::kShardFull) {
     if (!full_shard_) throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs AttachModel first");
     std::vector<std::pair<std::string, torch::Tensor>> shards = full_shard_->TrainableShards();
     if (shards.empty()) return std::make_unique<NoParametersOptimizer>();
@@ -79,12 +79,12 @@ std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
     parameters_.push_back(p);
     names.push_back(name);
   }
-  if (sharding_ == SpecSharding::kNone) {
+  if (sharding_ == Sharding::kShardNone) {
     owner_.assign(parameters_.size(), rank());
   } else {
     std::vector<int64_t> numels;
     for (const torch::Tensor& p : parameters_) numels.push_back(p.numel());
-    owner_ = PartitionParameters(numels, world_size());
+    owner_ = layout::PartitionParameters(numels, world_size());
   }
   std::vector<std::pair<std::string, torch::Tensor>> owned;
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -102,7 +102,7 @@ void DataParallel::BeginMicroBatch(bool last) {
 }
 
 void DataParallel::AfterBackward(bool last) {
-  if (sharding_ == SpecSharding::kFull) {
+  if (sharding_ == Sharding::kShardFull) {
     full_shard_->FinishBackward(last);
     return;
   }
@@ -115,7 +115,7 @@ void DataParallel::AfterBackward(bool last) {
 void DataParallel::AfterStep() {
   // SHARD_NONE: every rank stepped every parameter alike; SHARD_FULL: the next forward gathers
   // the stepped shards.
-  if (sharding_ == SpecSharding::kNone || sharding_ == SpecSharding::kFull) return;
+  if (sharding_ == Sharding::kShardNone || sharding_ == Sharding::kShardFull) return;
   torch::NoGradGuard no_grad;
   std::vector<RootedTensor> updated;
   for (size_t i = 0; i < parameters_.size(); ++i) updated.emplace_back(parameters_[i].detach(), owner_[i]);

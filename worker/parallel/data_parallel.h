@@ -50,7 +50,7 @@ namespace vramlab::worker {
 class DataParallel {
  public:
   // `group` outlives this object.
-  DataParallel(RankGroup* group, const SpecParallel& parallel);
+  DataParallel(RankGroup* group, const ParallelSpec& parallel);
 
   int rank() const { return group_->rank(); }
   int world_size() const { return group_->world_size(); }
@@ -104,7 +104,7 @@ class DataParallel {
 
  private:
   RankGroup* const group_;
-  const SpecSharding sharding_;
+  const Sharding sharding_;
   const FullShardOptions full_shard_options_;
   std::unique_ptr<FullShard> full_shard_;
   Qwen2ForCausalLMImpl* model_ = nullptr;  // attached, but for SHARD_FULL; until ReleaseModel

@@ -78,9 +78,9 @@ void FullShard::AddSharded(const std::string& name, const torch::Tensor& full, b
   if (!full.is_contiguous() || full.storage_offset() != 0) {
     throw std::invalid_argument("SHARD_FULL: tensor " + name + " is not contiguous at offset 0");
   }
-  ShardLayout layout(full.sizes().vec(), group_->world_size());
+  layout::ShardLayout layout(full.sizes().vec(), group_->world_size());
   torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options().device(device_));
-  const RowRange owned = layout.OwnedRows(group_->rank());
+  const layout::RowRange owned = layout.OwnedRows(group_->rank());
   if (owned.size() > 0) shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
   shard.set_requires_grad(full.requires_grad());
   if (full.device() != device_) MoveWithoutValues(full, device_);

@@ -78,7 +78,7 @@
 #include "worker/model/qwen2_model.h"
 #include "worker/model/unit_hooks.h"
 #include "worker/parallel/rank_group.h"
-#include "worker/parallel/shard_layout.h"
+#include "common/layout/shard_layout.h"
 
 namespace vramlab::worker {
 
@@ -149,7 +149,7 @@ class FullShard : public ForwardUnitHooks {
     std::string name;
     torch::Tensor full;   // the model's parameter or NF4 buffer
     torch::Tensor shard;  // leaf of ChunkShape(); requires_grad as `full`
-    ShardLayout layout;
+    layout::ShardLayout layout;
     int64_t gathered_bytes;  // of the padded storage while gathered
     bool buffer;             // an NF4 storage buffer, not a parameter
   };

@@ -11,7 +11,7 @@ namespace vramlab::worker {
 
 GradientReduction::GradientReduction(RankGroup* group, Qwen2ForCausalLMImpl& model,
                                      std::vector<torch::Tensor> parameters, std::vector<int> owner,
-                                     SpecSharding sharding)
+                                     Sharding sharding)
     : group_(group),
       model_(model.model.ptr()),
       parameters_(std::move(parameters)),
@@ -62,7 +62,7 @@ bool GradientReduction::Reduce(Unit& unit) {
   torch::NoGradGuard no_grad;
   std::unique_ptr<PendingCollective> issued;
   int64_t released_bytes = 0;
-  if (sharding_ == SpecSharding::kGradients) {
+  if (sharding_ == Sharding::kShardGradients) {
     std::vector<RootedTensor> rooted;
     for (size_t index : unit.parameters) {
       torch::Tensor& grad = parameters_[index].mutable_grad();

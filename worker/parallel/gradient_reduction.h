@@ -52,7 +52,7 @@ class GradientReduction : public ForwardUnitHooks {
   // (replacing none: the model must have none); `group` outlives this object, and the model's
   // Qwen2Model is kept alive until it is destroyed.
   GradientReduction(RankGroup* group, Qwen2ForCausalLMImpl& model, std::vector<torch::Tensor> parameters,
-                    std::vector<int> owner, SpecSharding sharding);
+                    std::vector<int> owner, Sharding sharding);
   // Waits for any collective still pending (an exception's unwinding), then removes itself from
   // the model's hooks.
   ~GradientReduction() override;
@@ -86,7 +86,7 @@ class GradientReduction : public ForwardUnitHooks {
     bool awaiting_backward = false;  // ran forward in a synced micro-batch; not yet reduced
   };
 
-  bool Synced() const { return sharding_ == SpecSharding::kGradients || last_; }
+  bool Synced() const { return sharding_ == Sharding::kShardGradients || last_; }
   // Issues the unit's collective, if it awaits one and has trainable parameters, and completes
   // the one before it; whether it issued one.
   bool Reduce(Unit& unit);
@@ -97,7 +97,7 @@ class GradientReduction : public ForwardUnitHooks {
   const std::shared_ptr<Qwen2ModelImpl> model_;
   std::vector<torch::Tensor> parameters_;
   const std::vector<int> owner_;
-  const SpecSharding sharding_;
+  const Sharding sharding_;
   std::vector<Unit> units_;  // the layers in order, then the root
   std::unique_ptr<PendingCollective> pending_;
   int64_t pending_bytes_ = 0;  // of pending_: gradients the rank let go of

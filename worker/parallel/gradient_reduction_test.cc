@@ -136,7 +136,7 @@ TEST(GradientReductionTest, AllReducesEachLayerInsideBackwardAsItsGradientsCompl
     ProbeUnits(group, synced);
     std::vector<torch::Tensor> parameters = Trainable(synced);
     GradientReduction reduction(&group, *synced, parameters, std::vector<int>(parameters.size(), 0),
-                                SpecSharding::kNone);
+                                Sharding::kShardNone);
     // Two micro-batches: the first accumulates locally (no collective), the last is synced.
     for (const bool last : {false, true}) {
       reduction.Begin(last);
@@ -175,7 +175,7 @@ TEST(GradientReductionTest, ShardGradientsReducesEveryMicroBatchAndKeepsOnlyOwne
   std::vector<torch::Tensor> parameters = Trainable(synced);
   std::vector<int> owner;
   for (size_t i = 0; i < parameters.size(); ++i) owner.push_back(static_cast<int>(i % 2));
-  GradientReduction reduction(&group, *synced, parameters, owner, SpecSharding::kGradients);
+  GradientReduction reduction(&group, *synced, parameters, owner, Sharding::kShardGradients);
   for (const bool last : {false, true}) {
     reduction.Begin(last);
     CausalLmLoss(plain, ids, ids, LossImpl::kFull, 0).backward();
@@ -233,7 +233,7 @@ TEST(GradientReductionTest, ALayerWhoseInputNeedsNoGradientIsReducedAfterBackwar
   ProbeUnits(group, synced);
   std::vector<torch::Tensor> parameters = Trainable(synced);
   GradientReduction reduction(&group, *synced, parameters, std::vector<int>(parameters.size(), 0),
-                              SpecSharding::kOptimizer);
+                              Sharding::kShardOptimizer);
   reduction.Begin(true);
   CausalLmLoss(synced, ids, ids, LossImpl::kFull, 0).backward();
   reduction.Finish();

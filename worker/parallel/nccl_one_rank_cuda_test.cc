@@ -134,8 +134,8 @@ TEST_F(NcclOneRankTest, FullShardOfAHostModelTrainsExactlyAsThePlainModel) {
 // on autograd's device thread: the gradients after the step's last micro-batch are the plain
 // model's.
 TEST_F(NcclOneRankTest, GradientReductionDuringBackwardKeepsThePlainGradients) {
-  for (const SpecSharding sharding : {SpecSharding::kNone, SpecSharding::kGradients}) {
-    SCOPED_TRACE(sharding == SpecSharding::kNone ? "SHARD_NONE" : "SHARD_GRADIENTS");
+  for (const Sharding sharding : {Sharding::kShardNone, Sharding::kShardGradients}) {
+    SCOPED_TRACE(sharding == Sharding::kShardNone ? "SHARD_NONE" : "SHARD_GRADIENTS");
     torch::manual_seed(4);
     const torch::Tensor ids = Ids();
     Qwen2ForCausalLM plain = CudaModel();
@@ -148,7 +148,7 @@ TEST_F(NcclOneRankTest, GradientReductionDuringBackwardKeepsThePlainGradients) {
       CausalLmLoss(synced, ids, ids, LossImpl::kFull, 0).backward();
       reduction.Finish();
     }
-    EXPECT_EQ(reduction.units_reduced_in_backward(), sharding == SpecSharding::kNone ? 2 : 4);
+    EXPECT_EQ(reduction.units_reduced_in_backward(), sharding == Sharding::kShardNone ? 2 : 4);
     const auto plain_parameters = plain->named_parameters();
     for (const auto& named : synced->named_parameters()) {
       EXPECT_TRUE(torch::equal(named.value().grad(), plain_parameters[named.key()].grad())) << named.key();

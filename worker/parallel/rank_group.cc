@@ -224,8 +224,8 @@ RendezvousAddress ParseRendezvous(const std::string& text) {
   return {host, static_cast<uint16_t>(port)};
 }
 
-void CheckRankFlags(const SpecParallel& parallel, const RankFlags& flags) {
-  if (!parallel.active()) {
+void CheckRankFlags(const ParallelSpec& parallel, const RankFlags& flags) {
+  if (!ParallelActive(parallel)) {
     if (flags.given()) {
       throw SpecError(kWorldSizeField, "--rank and --rendezvous start a rank of a parallel run; this spec's "
                                        "world size is " + std::to_string(parallel.world_size));

@@ -42,7 +42,7 @@ RendezvousAddress ParseRendezvous(const std::string& text);
 // The flags against the spec: a spec with parallel.world_size >= 2 needs --rank in
 // [0, world_size) and --rendezvous; a single-process spec takes neither. Throws SpecError naming
 // parallel.world_size.
-void CheckRankFlags(const SpecParallel& parallel, const RankFlags& flags);
+void CheckRankFlags(const ParallelSpec& parallel, const RankFlags& flags);
 
 // A tensor and the rank that roots its collective (reduce's destination, broadcast's source).
 using RootedTensor = std::pair<torch::Tensor, int>;

@@ -27,26 +27,26 @@ SpecError ParallelError(const std::string& parallel_json, const std::string& ext
 TEST(ParallelSpecTest, AbsentMeansOneProcessWithoutSharding) {
   const ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
   EXPECT_EQ(spec.parallel.world_size, 1);
-  EXPECT_EQ(spec.parallel.sharding, SpecSharding::kNone);
+  EXPECT_EQ(spec.parallel.sharding, Sharding::kShardNone);
   EXPECT_FALSE(spec.parallel.reshard_after_forward);
   EXPECT_EQ(spec.parallel.prefetch, spec_rules::kDefaultPrefetch);
   EXPECT_TRUE(spec.parallel.prefetch) << "FSDP2 prefetches by default";
-  EXPECT_FALSE(spec.parallel.active());
+  EXPECT_FALSE(ParallelActive(spec.parallel));
 }
 
 TEST(ParallelSpecTest, ReadsCamelCaseSnakeCaseAndEnumNumbers) {
   const ExperimentSpec camel = ParseWithParallel(R"({"worldSize": 4, "sharding": "SHARD_GRADIENTS"})");
   EXPECT_EQ(camel.parallel.world_size, 4);
-  EXPECT_EQ(camel.parallel.sharding, SpecSharding::kGradients);
-  EXPECT_TRUE(camel.parallel.active());
+  EXPECT_EQ(camel.parallel.sharding, Sharding::kShardGradients);
+  EXPECT_TRUE(ParallelActive(camel.parallel));
   const ExperimentSpec snake =
       ParseWithParallel(R"({"world_size": 2, "sharding": 4, "reshard_after_forward": true})");
   EXPECT_EQ(snake.parallel.world_size, 2);
-  EXPECT_EQ(snake.parallel.sharding, SpecSharding::kFull);
+  EXPECT_EQ(snake.parallel.sharding, Sharding::kShardFull);
   EXPECT_TRUE(snake.parallel.reshard_after_forward);
   EXPECT_EQ(ParseWithParallel(R"({"worldSize": 0})").parallel.world_size, 1) << "0 means one process";
   EXPECT_EQ(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARDING_UNSPECIFIED"})").parallel.sharding,
-            SpecSharding::kNone);
+            Sharding::kShardNone);
 }
 
 TEST(ParallelSpecTest, RejectsWorldSizeOutOfRange) {
@@ -63,7 +63,7 @@ TEST(ParallelSpecTest, ShardingNeedsTwoRanks) {
     EXPECT_NE(std::string(e.what()).find(spec_rules::kShardingNeedsRanksMessage), std::string::npos) << e.what();
   }
   EXPECT_EQ(ParseWithParallel(R"({"worldSize": 1, "sharding": "SHARD_NONE"})").parallel.sharding,
-            SpecSharding::kNone);
+            Sharding::kShardNone);
 }
 
 TEST(ParallelSpecTest, RejectsUnknownShardingAndFields) {

@@ -25,11 +25,11 @@ TEST(SpecParserTest, AppliesProtoDefaults) {
   EXPECT_EQ(spec.training.grad_accum_steps, 1);
   EXPECT_EQ(spec.training.seq_len, 512);
   EXPECT_EQ(spec.training.steps, 1);
-  EXPECT_EQ(spec.training.dtype, SpecDType::kBfloat16);
-  EXPECT_EQ(spec.training.attention, SpecAttention::kEager);
-  EXPECT_EQ(spec.training.loss, SpecLoss::kFull);
+  EXPECT_EQ(spec.training.dtype, DType::kBfloat16);
+  EXPECT_EQ(spec.training.attention, plain::AttentionImpl::kEager);
+  EXPECT_EQ(spec.training.loss, plain::LossImpl::kFull);
   EXPECT_EQ(spec.training.loss_chunk_tokens, 1024);
-  EXPECT_EQ(spec.training.optimizer.kind, SpecOptimizerKind::kAdamW);
+  EXPECT_EQ(spec.training.optimizer.kind, plain::OptimizerKind::kAdamw);
   EXPECT_DOUBLE_EQ(spec.training.optimizer.learning_rate, 1e-5);
   EXPECT_DOUBLE_EQ(spec.training.optimizer.beta1, 0.9);
   EXPECT_DOUBLE_EQ(spec.training.optimizer.beta2, 0.999);
@@ -37,7 +37,7 @@ TEST(SpecParserTest, AppliesProtoDefaults) {
   EXPECT_DOUBLE_EQ(spec.training.optimizer.weight_decay, 0.01);
   EXPECT_DOUBLE_EQ(spec.training.optimizer.momentum, 0.9);
   EXPECT_EQ(spec.memory.sample_interval_ms, 10);
-  EXPECT_FALSE(spec.sweep.active());
+  EXPECT_FALSE(SweepActive(spec.sweep));
 }
 
 TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
@@ -54,12 +54,12 @@ TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
   EXPECT_EQ(camel.name, "sad path");
   EXPECT_EQ(camel.model.init_seed, 7u);
   EXPECT_EQ(camel.training.micro_batch_size, 4);
-  EXPECT_EQ(camel.training.dtype, SpecDType::kFloat32);
-  EXPECT_EQ(camel.training.optimizer.kind, SpecOptimizerKind::kAdamWFp32Master);
+  EXPECT_EQ(camel.training.dtype, DType::kFloat32);
+  EXPECT_EQ(camel.training.optimizer.kind, plain::OptimizerKind::kAdamwFp32Master);
   EXPECT_DOUBLE_EQ(camel.training.optimizer.learning_rate, 1e-3);
   EXPECT_DOUBLE_EQ(camel.training.optimizer.weight_decay, 0.0) << "an explicit 0 must not become the default";
-  EXPECT_EQ(camel.training.attention, SpecAttention::kSdpa);
-  EXPECT_EQ(camel.training.loss, SpecLoss::kChunked);
+  EXPECT_EQ(camel.training.attention, plain::AttentionImpl::kSdpa);
+  EXPECT_EQ(camel.training.loss, plain::LossImpl::kChunked);
   EXPECT_EQ(camel.training.loss_chunk_tokens, 256);
   EXPECT_EQ(camel.training.data.token_id_bound, 100);
   EXPECT_EQ(camel.memory.device_memory_limit_bytes, 25769803776LL);
@@ -72,8 +72,8 @@ TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
     "memory": {"device_memory_limit_bytes": 1000000, "sample_interval_ms": 1e1}})");
   EXPECT_EQ(snake.model.init_seed, 7u);
   EXPECT_EQ(snake.training.micro_batch_size, 4);
-  EXPECT_EQ(snake.training.dtype, SpecDType::kFloat32);
-  EXPECT_EQ(snake.training.optimizer.kind, SpecOptimizerKind::kSgd);
+  EXPECT_EQ(snake.training.dtype, DType::kFloat32);
+  EXPECT_EQ(snake.training.optimizer.kind, plain::OptimizerKind::kSgd);
   EXPECT_EQ(snake.memory.device_memory_limit_bytes, 1000000);
   EXPECT_EQ(snake.memory.sample_interval_ms, 10);
 }
@@ -90,17 +90,17 @@ TEST(SpecParserTest, ReadsExplicitConfigAndSweeps) {
     "model": {"config": {"vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176, "numHiddenLayers": 2,
                          "numAttentionHeads": 4, "numKeyValueHeads": 2, "tieWordEmbeddings": true}},
     "sweep": {"variable": "SEQ_LEN", "values": [16, 32, "64"]}})");
-  EXPECT_TRUE(spec.model.config.present);
+  EXPECT_NE(spec.model.config, ModelConfig{});
   EXPECT_EQ(spec.model.config.num_key_value_heads, 2);
   EXPECT_DOUBLE_EQ(spec.model.config.rope_theta, 1e6);
   EXPECT_DOUBLE_EQ(spec.model.config.initializer_range, 0.02);
-  EXPECT_TRUE(spec.sweep.active());
+  EXPECT_TRUE(SweepActive(spec.sweep));
   EXPECT_EQ(spec.sweep.mode, SweepMode::kList);
   EXPECT_EQ(spec.sweep.values, (std::vector<int32_t>{16, 32, 64}));
 
   const ExperimentSpec search = ParseExperimentSpec(R"({"model": {"preset": "tiny"},
     "sweep": {"variable": "MICRO_BATCH_SIZE", "mode": "SEARCH_MAX", "searchMin": 1, "searchMax": 64}})");
-  EXPECT_TRUE(search.sweep.active());
+  EXPECT_TRUE(SweepActive(search.sweep));
   EXPECT_EQ(search.sweep.search_granularity, 1);
 }
 
@@ -211,12 +211,12 @@ TEST(SpecParserTest, RejectsContradictoryCombinations) {
 }
 
 TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
-  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.kernels, SpecKernels::kAten);
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.kernels, plain::KernelsImpl::kAten);
   const ExperimentSpec fused =
       ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CUDA"})");
-  EXPECT_EQ(fused.training.kernels, SpecKernels::kFused);
+  EXPECT_EQ(fused.training.kernels, plain::KernelsImpl::kFused);
   EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": 1}})").training.kernels,
-            SpecKernels::kAten);
+            plain::KernelsImpl::kAten);
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"kernels": "TRITON"}})"), "training.kernels");
   try {
     ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CPU"})");
@@ -233,7 +233,7 @@ TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
     EXPECT_EQ(e.field(), "training.kernels");
   }
   ExperimentSpec aten = fused;
-  aten.training.kernels = SpecKernels::kAten;
+  aten.training.kernels = plain::KernelsImpl::kAten;
   ValidateKernelsRunnable(aten, /*cuda_device=*/false);
 #ifdef VRAMLAB_WITH_FUSED_KERNELS
   ValidateKernelsRunnable(fused, /*cuda_device=*/true);
@@ -250,21 +250,21 @@ TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
 
 TEST(SpecParserTest, ReadsAdaptersWithPeftDefaults) {
   const ExperimentSpec none = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
-  EXPECT_FALSE(none.training.adapter.enabled());
+  EXPECT_FALSE(AdapterEnabled(none.training.adapter));
   const ExperimentSpec lora = ParseExperimentSpec(
       R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": "LORA"}}})");
-  EXPECT_EQ(lora.training.adapter.kind, SpecAdapterKind::kLora);
+  EXPECT_EQ(lora.training.adapter.kind, AdapterKind::kLora);
   EXPECT_EQ(lora.training.adapter.rank, 8);
   EXPECT_DOUBLE_EQ(lora.training.adapter.alpha, 8);
   EXPECT_DOUBLE_EQ(lora.training.adapter.dropout, 0);
-  EXPECT_EQ(lora.training.adapter.dtype, SpecDType::kFloat32);
+  EXPECT_EQ(lora.training.adapter.dtype, DType::kFloat32);
   EXPECT_EQ(lora.training.adapter.target_modules, (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
   const ExperimentSpec some = ParseExperimentSpec(
       R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": 2, "rank": 16, "alpha": 32,
           "targetModules": ["DOWN_PROJ", "Q_PROJ", 4, "Q_PROJ"], "dtype": "BFLOAT16"}}})");
-  EXPECT_EQ(some.training.adapter.kind, SpecAdapterKind::kQlora);
+  EXPECT_EQ(some.training.adapter.kind, AdapterKind::kQlora);
   EXPECT_EQ(some.training.adapter.target_modules, (std::vector<int>{1, 4, 7}));
-  EXPECT_EQ(some.training.adapter.dtype, SpecDType::kBfloat16);
+  EXPECT_EQ(some.training.adapter.dtype, DType::kBfloat16);
 }
 
 TEST(SpecParserTest, RejectsBadAdaptersNamingTheField) {

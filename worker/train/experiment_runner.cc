@@ -90,7 +90,7 @@ class SweepRunner {
 
 }  // namespace
 
-spec_rules::SweepOrder SweepOrderOf(const SpecSweep& sweep) {
+spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep) {
   if (sweep.mode == SweepMode::kSearchMax) {
     return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max, sweep.search_granularity);
   }
@@ -99,13 +99,13 @@ spec_rules::SweepOrder SweepOrderOf(const SpecSweep& sweep) {
 
 void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules::SweepPoint>& point) {
   if (!point.has_value()) {
-    if (spec.parallel.active() && spec.sweep.active()) {
+    if (ParallelActive(spec.parallel) && SweepActive(spec.sweep)) {
       throw SpecError(spec_rules::kSweepField, spec_rules::kParallelSweepNeedsPointMessage);
     }
     return;
   }
   const std::string flag = std::string(spec_rules::kSweepPointFlag) + " " + spec_rules::FormatSweepPoint(*point);
-  if (!spec.sweep.active()) throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
+  if (!SweepActive(spec.sweep)) throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
   if (!SweepOrderOf(spec.sweep).MayRun(point->index, point->value)) {
     throw SpecError(spec_rules::kSweepField, flag + " is not a point of this spec's sweep");
   }
@@ -114,7 +114,7 @@ void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules:
 ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point) {
   if (point.has_value()) return SweepRunner(spec, config, context).RunOne(*point);
-  if (spec.sweep.active()) return SweepRunner(spec, config, context).Run();
+  if (SweepActive(spec.sweep)) return SweepRunner(spec, config, context).Run();
   ExperimentResult result;
   const PointShape shape{spec.training.seq_len, spec.training.micro_batch_size, 0};
   const PointOutcome point_outcome = RunTrainingPoint(spec, config, shape, context);

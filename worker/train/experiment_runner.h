@@ -34,7 +34,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& co
                                const std::optional<spec_rules::SweepPoint>& point = std::nullopt);
 
 // The spec's sweep (active) in the order its points run.
-spec_rules::SweepOrder SweepOrderOf(const SpecSweep& sweep);
+spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep);
 
 // --sweep-point against the spec, before any device is touched. Throws SpecError naming `sweep`:
 // a parallel spec with a sweep needs the flag (its points run as separate gangs of ranks); the

@@ -49,9 +49,8 @@ class Session {
 
   int Run() {
     const Qwen2Config config = ResolveModelConfig(spec_.model);
-    ValidateAgainstModel(spec_, config.vocab_size);
-    ValidateAdapterAgainstModel(spec_, {config.hidden_size, config.intermediate_size, config.num_attention_heads,
-                                        config.num_key_value_heads});
+    ResolveAgainstModel(spec_, {config.vocab_size, config.hidden_size, config.intermediate_size,
+                                config.num_attention_heads, config.num_key_value_heads});
     ValidateKernelsRunnable(spec_, spec_.device == DeviceKind::kCuda ||
                                        (spec_.device == DeviceKind::kUnspecified && CudaDeviceAvailable()));
     backend_ = MakeBackend(spec_.device);
@@ -65,7 +64,7 @@ class Session {
                     [this](const MemorySample& s) { anatomy_.OnSample(s); });
     Setup();
     sampler.Start();
-    if (spec_.fault != Fault::kNone) {
+    if (spec_.fault != Fault::kUnspecified) {
       sampler.WaitForFirstSample();
       InjectFault(spec_.fault, sink_, *monitor_);
     }
@@ -111,20 +110,20 @@ class Session {
   }
 
   void EmitNotices() {
-    if (spec_.training.attention == SpecAttention::kSdpa && !SdpaAvailable()) {
+    if (spec_.training.attention == plain::AttentionImpl::kSdpa && !SdpaAvailable()) {
       sink_.Notice(NoticeLevel::kWarning, std::string("sdpa is unavailable on LibTorch ") + TORCH_VERSION +
                                               "; attention runs eager");
     }
-    if (spec_.training.kernels == SpecKernels::kFused) {
-      const SpecTraining& t = spec_.training;
+    if (spec_.training.kernels == plain::KernelsImpl::kFused) {
+      const TrainingSpec& t = spec_.training;
       sink_.Notice(NoticeLevel::kInfo,
                    "training.kernels FUSED: RMSNorm, rotary, SwiGLU and linear + cross-entropy run vramlab's CUDA "
                    "kernels (docs/KERNELS.md); the loss takes " +
-                       (t.loss == SpecLoss::kChunked ? std::to_string(t.loss_chunk_tokens) + " tokens a chunk"
+                       (t.loss == plain::LossImpl::kChunked ? std::to_string(t.loss_chunk_tokens) + " tokens a chunk"
                                                      : std::string("all tokens of a micro-batch in one chunk")));
     }
     const bool on_cpu = backend_->kind() == DeviceKind::kCpu;
-    if (on_cpu && !AllocatorConfString(spec_.memory.allocator).empty()) {
+    if (on_cpu && !spec_rules::AllocatorConfString(spec_.memory.allocator).empty()) {
       sink_.Notice(NoticeLevel::kInfo, "memory.allocator configures the CUDA caching allocator; ignored on the CPU");
     }
     // The lab report's scripts run one optimizer step: the state it creates (after backward, or
@@ -146,7 +145,7 @@ class Session {
   // A parallel run's rank joins the others here, once its device is known, and says which it is
   // (the `started` event has no field for it).
   void JoinRanks() {
-    if (!spec_.parallel.active()) return;
+    if (!ParallelActive(spec_.parallel)) return;
     const RankFlags& flags = hooks_.rank_flags;
     Log("rank " + std::to_string(flags.rank) + " of " + std::to_string(spec_.parallel.world_size) +
         ": joining at " + flags.rendezvous);
@@ -229,7 +228,9 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
     if (hooks.before_device) hooks.before_device(spec);
     return Session(std::move(spec), sink, hooks).Run();
   } catch (const SpecError& e) {
-    return ReportError(sink, ErrorKind::kInvalidSpec, e.what(), e.field(), kExitInvalidSpec);
+    // The event names the field apart: its message is the reason alone, so that a reader joining
+    // the two (the daemon's exit verdict) names the field once.
+    return ReportError(sink, ErrorKind::kInvalidSpec, e.reason(), e.field(), kExitInvalidSpec);
   } catch (const LoadError& e) {
     return ReportError(sink, ErrorKind::kLoadFailed, e.what(), "model.weights_dir", kExitLoadFailed);
   } catch (const std::exception& e) {

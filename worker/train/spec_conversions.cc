@@ -7,22 +7,22 @@
 
 namespace vramlab::worker {
 
-torch::Dtype ToTorchDtype(SpecDType dtype) {
+torch::Dtype ToTorchDtype(DType dtype) {
   switch (dtype) {
-    case SpecDType::kFloat32: return torch::kFloat32;
-    case SpecDType::kFloat16: return torch::kFloat16;
+    case DType::kFloat32: return torch::kFloat32;
+    case DType::kFloat16: return torch::kFloat16;
     default: return torch::kBFloat16;
   }
 }
 
-LossImpl ToLossImpl(SpecLoss loss) { return loss == SpecLoss::kChunked ? LossImpl::kChunked : LossImpl::kFull; }
+LossImpl ToLossImpl(plain::LossImpl loss) { return loss == plain::LossImpl::kChunked ? LossImpl::kChunked : LossImpl::kFull; }
 
-OptimizerOptions ToOptimizerOptions(const SpecOptimizer& o) {
+OptimizerOptions ToOptimizerOptions(const OptimizerSpec& o) {
   OptimizerOptions options;
   switch (o.kind) {
-    case SpecOptimizerKind::kAdamWFp32Master: options.kind = OptimizerKind::kAdamWFp32Master; break;
-    case SpecOptimizerKind::kSgd: options.kind = OptimizerKind::kSgd; break;
-    case SpecOptimizerKind::kAdamW8bit: options.kind = OptimizerKind::kAdamW8bit; break;
+    case plain::OptimizerKind::kAdamwFp32Master: options.kind = OptimizerKind::kAdamWFp32Master; break;
+    case plain::OptimizerKind::kSgd: options.kind = OptimizerKind::kSgd; break;
+    case plain::OptimizerKind::kAdamw8bit: options.kind = OptimizerKind::kAdamW8bit; break;
     default: options.kind = OptimizerKind::kAdamW; break;
   }
   options.lr = o.learning_rate;
@@ -37,32 +37,32 @@ OptimizerOptions ToOptimizerOptions(const SpecOptimizer& o) {
   return options;
 }
 
-ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device) {
+ModelOptions ToModelOptions(const TrainingSpec& training, torch::Device device) {
   ModelOptions options;
-  options.attention = training.attention == SpecAttention::kSdpa ? AttentionImpl::kSdpa : AttentionImpl::kEager;
+  options.attention = training.attention == plain::AttentionImpl::kSdpa ? AttentionImpl::kSdpa : AttentionImpl::kEager;
   options.checkpoint_every_k_layers = training.checkpoint_every_k_layers;
-  options.kernels = training.kernels == SpecKernels::kFused ? KernelsImpl::kFused : KernelsImpl::kAten;
+  options.kernels = training.kernels == plain::KernelsImpl::kFused ? KernelsImpl::kFused : KernelsImpl::kAten;
   options.dtype = ToTorchDtype(training.dtype);
   options.device = device;
   return options;
 }
 
-LoraOptions ToLoraOptions(const SpecAdapter& adapter, uint32_t init_seed) {
+LoraOptions ToLoraOptions(const AdapterSpec& adapter, uint32_t init_seed) {
   LoraOptions options;
   options.rank = adapter.rank;
   options.alpha = adapter.alpha;
   options.dropout = adapter.dropout;
-  for (SpecAdapterTarget target : adapter.target_modules) {
-    options.targets.push_back(spec_rules::AdapterTargetModuleName(target));
+  for (AdapterTarget target : adapter.target_modules) {
+    options.targets.push_back(spec_rules::AdapterTargetModuleName(static_cast<int>(target)));
   }
   options.dtype = ToTorchDtype(adapter.dtype);
   options.seed = init_seed;
   return options;
 }
 
-Qwen2Config ResolveModelConfig(const SpecModel& model) {
-  if (model.config.present) {
-    const SpecModelConfig& c = model.config;
+Qwen2Config ResolveModelConfig(const ModelSpec& model) {
+  if (model.config != ModelConfig{}) {
+    const ModelConfig& c = model.config;
     Qwen2Config config;
     config.vocab_size = c.vocab_size;
     config.hidden_size = c.hidden_size;

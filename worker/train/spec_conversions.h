@@ -15,16 +15,16 @@
 
 namespace vramlab::worker {
 
-torch::Dtype ToTorchDtype(SpecDType dtype);
-LossImpl ToLossImpl(SpecLoss loss);
-OptimizerOptions ToOptimizerOptions(const SpecOptimizer& optimizer);
-ModelOptions ToModelOptions(const SpecTraining& training, torch::Device device);
+torch::Dtype ToTorchDtype(DType dtype);
+LossImpl ToLossImpl(plain::LossImpl loss);
+OptimizerOptions ToOptimizerOptions(const OptimizerSpec& optimizer);
+ModelOptions ToModelOptions(const TrainingSpec& training, torch::Device device);
 // The LoRA options of an enabled adapter; the adapters' init seed is the model's.
-LoraOptions ToLoraOptions(const SpecAdapter& adapter, uint32_t init_seed);
+LoraOptions ToLoraOptions(const AdapterSpec& adapter, uint32_t init_seed);
 
 // The model's shapes: spec.model.config when given, else weights_dir/config.json when present,
 // else the preset. Throws SpecError (bad config or preset) or LoadError (unreadable config.json).
-Qwen2Config ResolveModelConfig(const SpecModel& model);
+Qwen2Config ResolveModelConfig(const ModelSpec& model);
 
 }  // namespace vramlab::worker
 

@@ -36,7 +36,7 @@ struct LiveModel {
   std::unique_ptr<Optimizer> optimizer;
 };
 
-TokenSource MakeTokenSource(const SpecData& data, int64_t vocab_size) {
+TokenSource MakeTokenSource(const DataSpec& data, int64_t vocab_size) {
   if (!data.token_ids_file.empty()) return TokenSource::FromFile(data.token_ids_file, vocab_size);
   return TokenSource::Synthetic(data.seed, data.token_id_bound);
 }
@@ -87,7 +87,7 @@ class PointRunner {
     tracker_.Begin(Phase::kLoad, 0, 0);
     // QLoRA: built and loaded on the host; AttachQlora quantises onto the device (qlora.h).
     // SHARD_FULL: built and loaded on the host; the rank copies only its shards to the device.
-    const bool qlora = spec_.training.adapter.kind == SpecAdapterKind::kQlora;
+    const bool qlora = spec_.training.adapter.kind == AdapterKind::kQlora;
     const torch::Device device = context_.backend->device();
     torch::Device build_device = qlora ? torch::Device(torch::kCPU) : device;
     if (context_.parallel != nullptr) build_device = context_.parallel->BuildDevice(build_device, qlora);
@@ -97,7 +97,7 @@ class PointRunner {
     } else {
       InitializeWeights(*live.model, spec_.model.init_seed, config_.initializer_range);
     }
-    if (spec_.training.adapter.enabled()) AttachAdapters(live);
+    if (AdapterEnabled(spec_.training.adapter)) AttachAdapters(live);
     if (context_.parallel != nullptr) AttachToRanks(live);
     tracker_.End();
     try {
@@ -121,11 +121,11 @@ class PointRunner {
   void AttachToRanks(LiveModel& live) {
     context_.parallel->AttachModel(*live.model, context_.backend->device());
     const FullShard* full = context_.parallel->full_shard();
-    if (full == nullptr || !spec_.training.adapter.enabled()) return;
+    if (full == nullptr || !AdapterEnabled(spec_.training.adapter)) return;
     int64_t adapter_bytes = 0;
     for (const auto& named : full->TrainableShards()) adapter_bytes += named.second.nbytes();
     context_.anatomy->SetAdapterWeightsBytes(adapter_bytes);
-    if (spec_.training.adapter.kind != SpecAdapterKind::kQlora) return;
+    if (spec_.training.adapter.kind != AdapterKind::kQlora) return;
     int64_t constant_bytes = nf4_table_bytes_;
     for (const auto& named : full->BufferShards()) {
       if (IsNf4ConstantBuffer(named.first)) constant_bytes += named.second.nbytes();
@@ -145,7 +145,7 @@ class PointRunner {
     switch (position.phase) {
       case Phase::kLoad:
         survivors = BlockCategory::kWeights;
-        if (live_.model && spec_.training.adapter.enabled()) AddAdapterTensors(known);
+        if (live_.model && AdapterEnabled(spec_.training.adapter)) AddAdapterTensors(known);
         break;
       case Phase::kForward:
         survivors = BlockCategory::kActivations;  // what forward leaves for backward
@@ -212,7 +212,7 @@ class PointRunner {
     const LoraOptions options = ToLoraOptions(spec_.training.adapter, spec_.model.init_seed);
     AdapterSummary adapters;
     try {
-      if (spec_.training.adapter.kind == SpecAdapterKind::kQlora) {
+      if (spec_.training.adapter.kind == AdapterKind::kQlora) {
         const QloraSummary summary = AttachQlora(*live.model, options, context_.backend->device());
         adapters = summary.adapters;
         context_.anatomy->SetAdapterWeightsBytes(summary.adapters.adapter_bytes);
@@ -240,7 +240,7 @@ class PointRunner {
   }
 
   void Train(LiveModel& live) {
-    const SpecTraining& t = spec_.training;
+    const TrainingSpec& t = spec_.training;
     const int32_t accum = t.grad_accum_steps;
     const LossImpl loss_impl = ToLossImpl(t.loss);
     const double flops_per_token = TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_);

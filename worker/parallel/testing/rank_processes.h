@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "common/exit_codes.h"
+#include "tests/support/loopback_port.h"
 #include "worker/model/init.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/safetensors/safetensors_file.h"
@@ -43,20 +44,7 @@ inline constexpr int kRowsPerRank = 2;
 inline constexpr int kSteps = 3;
 inline constexpr double kTolerance = 1e-6;
 
-// A port that was free a moment ago (bound to port 0 and released); rank 0 binds it again.
-inline int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw std::runtime_error("cannot find a free loopback port");
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using vramlab::testing::FreeLoopbackPort;  // rank 0 binds it again
 
 class ScratchDir {
  public:

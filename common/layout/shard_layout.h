@@ -7,13 +7,13 @@
 // The padded tensor's elements, in row-major order, are the concatenation of the ranks' chunks
 // in rank order: an all-gather of the chunks is the padded parameter, and rows [0, rows) of it
 // are the parameter itself.
-#ifndef VRAMLAB_WORKER_PARALLEL_SHARD_LAYOUT_H_
-#define VRAMLAB_WORKER_PARALLEL_SHARD_LAYOUT_H_
+#ifndef VRAMLAB_COMMON_LAYOUT_SHARD_LAYOUT_H_
+#define VRAMLAB_COMMON_LAYOUT_SHARD_LAYOUT_H_
 
 #include <cstdint>
 #include <vector>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 
 struct RowRange {
   int64_t begin = 0;
@@ -54,6 +54,6 @@ class ShardLayout {
   int64_t chunk_rows_;
 };
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout
 
-#endif  // VRAMLAB_WORKER_PARALLEL_SHARD_LAYOUT_H_
+#endif  // VRAMLAB_COMMON_LAYOUT_SHARD_LAYOUT_H_

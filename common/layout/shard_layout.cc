@@ -1,9 +1,9 @@
-#include "worker/parallel/shard_layout.h"
+#include "common/layout/shard_layout.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 
 ShardLayout::ShardLayout(const std::vector<int64_t>& shape, int world_size)
     : shape_(shape), world_size_(world_size), rows_(shape.empty() ? 1 : shape[0]), row_elements_(1) {
@@ -28,4 +28,4 @@ std::vector<int64_t> ShardLayout::ChunkShape() const {
   return chunk;
 }
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout

@@ -1,4 +1,4 @@
-#include "worker/spec/json_object_reader.h"
+#include "schema/json_object_reader.h"
 
 #include <cctype>
 #include <cerrno>
@@ -6,9 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "worker/spec/experiment_spec.h"
 
-namespace vramlab::worker {
+namespace vramlab::schema {
 namespace {
 
 const nlohmann::json& EmptyObject() {
@@ -41,7 +40,7 @@ JsonObjectReader::JsonObjectReader(const nlohmann::json& object, std::string pat
                                    std::initializer_list<const char*> fields)
     : path_(std::move(path)) {
   if (!object.is_object()) {
-    throw SpecError(path_, "expected a JSON object, got " + Describe(object));
+    throw JsonFieldError(path_, "expected a JSON object, got " + Describe(object));
   }
   std::map<std::string, std::string> snake_by_key;
   for (const char* field : fields) {
@@ -51,10 +50,10 @@ JsonObjectReader::JsonObjectReader(const nlohmann::json& object, std::string pat
   for (auto it = object.begin(); it != object.end(); ++it) {
     auto known = snake_by_key.find(it.key());
     if (known == snake_by_key.end()) {
-      throw SpecError(path_.empty() ? it.key() : path_ + "." + it.key(), "unknown field");
+      throw JsonFieldError(path_.empty() ? it.key() : path_ + "." + it.key(), "unknown field");
     }
     if (!values_.emplace(known->second, &it.value()).second) {
-      throw SpecError(PathOf(known->second), "field given twice (camelCase and snake_case)");
+      throw JsonFieldError(PathOf(known->second), "field given twice (camelCase and snake_case)");
     }
   }
 }
@@ -78,14 +77,14 @@ int64_t JsonObjectReader::Integer(const std::string& field, int64_t min, int64_t
   if (value->is_number_integer()) {
     if (value->is_number_unsigned() &&
         value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      throw SpecError(PathOf(field), "integer out of range: " + Describe(*value));
+      throw JsonFieldError(PathOf(field), "integer out of range: " + Describe(*value));
     }
     result = value->get<int64_t>();
   } else if (value->is_number_float()) {
     // Protobuf accepts 1e3 or 5.0 for integer fields, but not 5.5.
     double d = value->get<double>();
     if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
-      throw SpecError(PathOf(field), "expected an integer, got " + Describe(*value));
+      throw JsonFieldError(PathOf(field), "expected an integer, got " + Describe(*value));
     }
     result = static_cast<int64_t>(d);
   } else if (value->is_string()) {
@@ -94,14 +93,14 @@ int64_t JsonObjectReader::Integer(const std::string& field, int64_t min, int64_t
     errno = 0;
     long long parsed = std::strtoll(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0' || errno == ERANGE || std::isspace(static_cast<unsigned char>(text[0]))) {
-      throw SpecError(PathOf(field), "expected an integer, got " + Describe(*value));
+      throw JsonFieldError(PathOf(field), "expected an integer, got " + Describe(*value));
     }
     result = parsed;
   } else {
-    throw SpecError(PathOf(field), "expected an integer, got " + Describe(*value));
+    throw JsonFieldError(PathOf(field), "expected an integer, got " + Describe(*value));
   }
   if (result < min || result > max) {
-    throw SpecError(PathOf(field), "integer out of range: " + Describe(*value));
+    throw JsonFieldError(PathOf(field), "integer out of range: " + Describe(*value));
   }
   return result;
 }
@@ -113,6 +112,11 @@ int32_t JsonObjectReader::Int32(const std::string& field) const {
 
 uint32_t JsonObjectReader::UInt32(const std::string& field) const {
   return static_cast<uint32_t>(Integer(field, 0, std::numeric_limits<uint32_t>::max()));
+}
+
+uint64_t JsonObjectReader::UInt64(const std::string& field) const {
+  // Values above INT64_MAX are refused: nothing in the schema needs them.
+  return static_cast<uint64_t>(Integer(field, 0, std::numeric_limits<int64_t>::max()));
 }
 
 int64_t JsonObjectReader::Int64(const std::string& field) const {
@@ -132,20 +136,20 @@ double JsonObjectReader::Double(const std::string& field) const {
     double parsed = std::strtod(text.c_str(), &end);
     if (!text.empty() && *end == '\0' && !std::isspace(static_cast<unsigned char>(text[0]))) return parsed;
   }
-  throw SpecError(PathOf(field), "expected a number, got " + Describe(*value));
+  throw JsonFieldError(PathOf(field), "expected a number, got " + Describe(*value));
 }
 
 bool JsonObjectReader::Bool(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return false;
-  if (!value->is_boolean()) throw SpecError(PathOf(field), "expected true or false, got " + Describe(*value));
+  if (!value->is_boolean()) throw JsonFieldError(PathOf(field), "expected true or false, got " + Describe(*value));
   return value->get<bool>();
 }
 
 std::string JsonObjectReader::String(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return "";
-  if (!value->is_string()) throw SpecError(PathOf(field), "expected a string, got " + Describe(*value));
+  if (!value->is_string()) throw JsonFieldError(PathOf(field), "expected a string, got " + Describe(*value));
   return value->get<std::string>();
 }
 
@@ -164,49 +168,77 @@ int JsonObjectReader::Enum(const std::string& field, const EnumNames& names) con
   }
   std::string allowed;
   for (const auto& entry : names) allowed += (allowed.empty() ? "" : ", ") + entry.first;
-  throw SpecError(PathOf(field), "unknown enum value " + Describe(*value) + " (one of " + allowed + ")");
+  throw JsonFieldError(PathOf(field), "unknown enum value " + Describe(*value) + " (one of " + allowed + ")");
 }
 
-std::vector<int32_t> JsonObjectReader::RepeatedInt32(const std::string& field) const {
+const nlohmann::json* JsonObjectReader::Array(const std::string& field) const {
   const nlohmann::json* value = Find(field);
-  if (value == nullptr) return {};
-  if (!value->is_array()) throw SpecError(PathOf(field), "expected an array, got " + Describe(*value));
-  std::vector<int32_t> result;
+  if (value == nullptr) return nullptr;
+  if (!value->is_array()) throw JsonFieldError(PathOf(field), "expected an array, got " + Describe(*value));
   for (size_t i = 0; i < value->size(); ++i) {
-    // Reuse the scalar rules by reading each element through a one-field object.
-    nlohmann::json element = {{"v", (*value)[i]}};
-    JsonObjectReader reader(element, PathOf(field) + "[" + std::to_string(i) + "]", {"v"});
-    if ((*value)[i].is_null()) throw SpecError(PathOf(field), "null element in array");
+    if ((*value)[i].is_null()) throw JsonFieldError(PathOf(field), "null element in array");
+  }
+  return value;
+}
+
+namespace {
+
+// Reads element `i` of an array through a one-field object, so that the scalar rules apply, and
+// names the element ("field[i]") in any error.
+template <typename T, typename Read>
+std::vector<T> ReadElements(const nlohmann::json* array, const std::string& path, Read read) {
+  std::vector<T> result;
+  if (array == nullptr) return result;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const std::string element_path = path + "[" + std::to_string(i) + "]";
+    nlohmann::json element = {{"v", (*array)[i]}};
+    JsonObjectReader reader(element, element_path, {"v"});
     try {
-      result.push_back(reader.Int32("v"));
-    } catch (const SpecError& e) {
-      throw SpecError(PathOf(field) + "[" + std::to_string(i) + "]", "expected a 32-bit integer, got " +
-                                                                          Describe((*value)[i]));
+      result.push_back(read(reader));
+    } catch (const JsonFieldError& e) {
+      throw JsonFieldError(element_path, e.reason());
     }
   }
   return result;
+}
+
+}  // namespace
+
+std::vector<int32_t> JsonObjectReader::RepeatedInt32(const std::string& field) const {
+  return ReadElements<int32_t>(Array(field), PathOf(field), [](const JsonObjectReader& r) { return r.Int32("v"); });
+}
+
+std::vector<std::string> JsonObjectReader::RepeatedString(const std::string& field) const {
+  return ReadElements<std::string>(Array(field), PathOf(field),
+                                   [](const JsonObjectReader& r) { return r.String("v"); });
 }
 
 std::vector<int> JsonObjectReader::RepeatedEnum(const std::string& field, const EnumNames& names) const {
+  return ReadElements<int>(Array(field), PathOf(field),
+                           [&names](const JsonObjectReader& r) { return r.Enum("v", names); });
+}
+
+std::map<std::string, std::string> JsonObjectReader::StringMap(const std::string& field) const {
+  std::map<std::string, std::string> result;
   const nlohmann::json* value = Find(field);
-  if (value == nullptr) return {};
-  if (!value->is_array()) throw SpecError(PathOf(field), "expected an array, got " + Describe(*value));
-  std::vector<int> result;
-  for (size_t i = 0; i < value->size(); ++i) {
-    if ((*value)[i].is_null()) throw SpecError(PathOf(field), "null element in array");
-    nlohmann::json element = {{"v", (*value)[i]}};
-    JsonObjectReader reader(element, PathOf(field) + "[" + std::to_string(i) + "]", {"v"});
-    try {
-      result.push_back(reader.Enum("v", names));
-    } catch (const SpecError& e) {
-      // "field[i].v: ..." -> "field[i]: ..."
-      const std::string message = e.what();
-      const size_t colon = message.find(": ");
-      throw SpecError(PathOf(field) + "[" + std::to_string(i) + "]",
-                      colon == std::string::npos ? message : message.substr(colon + 2));
+  if (value == nullptr) return result;
+  if (!value->is_object()) throw JsonFieldError(PathOf(field), "expected an object, got " + Describe(*value));
+  for (auto it = value->begin(); it != value->end(); ++it) {
+    if (!it.value().is_string()) {
+      throw JsonFieldError(PathOf(field) + "[" + it.key() + "]", "expected a string, got " + Describe(it.value()));
     }
+    result[it.key()] = it.value().get<std::string>();
   }
   return result;
+}
+
+size_t JsonObjectReader::ArraySize(const std::string& field) const {
+  const nlohmann::json* array = Array(field);
+  return array == nullptr ? 0 : array->size();
+}
+
+const nlohmann::json& JsonObjectReader::Element(const std::string& field, size_t i) const {
+  return (*Array(field))[i];
 }
 
 const nlohmann::json& JsonObjectReader::Object(const std::string& field) const {
@@ -214,4 +246,4 @@ const nlohmann::json& JsonObjectReader::Object(const std::string& field) const {
   return value == nullptr ? EmptyObject() : *value;
 }
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::schema

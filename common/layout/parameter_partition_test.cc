@@ -1,8 +1,8 @@
-#include "worker/parallel/parameter_partition.h"
+#include "common/layout/parameter_partition.h"
 
 #include <gtest/gtest.h>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 namespace {
 
 TEST(ParameterPartitionTest, LargestFirstToTheLeastLoadedRank) {
@@ -24,4 +24,4 @@ TEST(ParameterPartitionTest, MoreRanksThanParametersLeavesSomeEmpty) {
 }
 
 }  // namespace
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout

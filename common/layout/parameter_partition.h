@@ -7,17 +7,17 @@
 // to the rank that owns the fewest elements so far (ties: the lowest rank). It is the longest-
 // processing-time rule, so no rank owns more than the least-loaded rank plus the largest
 // parameter. A rank may own nothing when there are fewer parameters than ranks.
-#ifndef VRAMLAB_WORKER_PARALLEL_PARAMETER_PARTITION_H_
-#define VRAMLAB_WORKER_PARALLEL_PARAMETER_PARTITION_H_
+#ifndef VRAMLAB_COMMON_LAYOUT_PARAMETER_PARTITION_H_
+#define VRAMLAB_COMMON_LAYOUT_PARAMETER_PARTITION_H_
 
 #include <cstdint>
 #include <vector>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 
 // owner[i] is the rank of the parameter with numels[i] elements; world_size >= 1.
 std::vector<int> PartitionParameters(const std::vector<int64_t>& numels, int world_size);
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout
 
-#endif  // VRAMLAB_WORKER_PARALLEL_PARAMETER_PARTITION_H_
+#endif  // VRAMLAB_COMMON_LAYOUT_PARAMETER_PARTITION_H_

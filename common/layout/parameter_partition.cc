@@ -1,10 +1,10 @@
-#include "worker/parallel/parameter_partition.h"
+#include "common/layout/parameter_partition.h"
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 
 std::vector<int> PartitionParameters(const std::vector<int64_t>& numels, int world_size) {
   if (world_size < 1) throw std::invalid_argument("PartitionParameters: world_size must be >= 1");
@@ -22,4 +22,4 @@ std::vector<int> PartitionParameters(const std::vector<int64_t>& numels, int wor
   return owner;
 }
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout

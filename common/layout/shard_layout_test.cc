@@ -1,10 +1,10 @@
-#include "worker/parallel/shard_layout.h"
+#include "common/layout/shard_layout.h"
 
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
-namespace vramlab::worker {
+namespace vramlab::layout {
 namespace {
 
 TEST(ShardLayoutTest, DividesRowsEvenlyWhenTheyDivide) {
@@ -76,4 +76,4 @@ TEST(ShardLayoutTest, RefusesBadArguments) {
 }
 
 }  // namespace
-}  // namespace vramlab::worker
+}  // namespace vramlab::layout
