@@ -3,6 +3,7 @@
 // through EstimateMemory, which runs nothing) and by the real worker (exit code 2), both naming
 // the field with the same message. The estimator and the CLI read their defaults from the same
 // header; the daemon and the worker are where a value is accepted or refused.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -172,6 +173,11 @@ TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
       if (field == "model.config.hidden_size") {
         spec["model"]["config"]["num_attention_heads"] = 1;
         spec["model"]["config"]["num_key_value_heads"] = 1;
+      }
+      if (field == "training.data.token_id_bound") {
+        // The bound is checked against the model's vocabulary too: give it one that large.
+        spec["model"] = BaseSpec("model.config.vocab_size")["model"];
+        spec["model"]["config"]["vocab_size"] = std::max<int64_t>(value, 512);
       }
       if (field == "model.config.num_attention_heads") {
         spec["model"]["config"]["num_key_value_heads"] = 1;

@@ -91,8 +91,8 @@ TEST(ParallelSpecTest, PrefetchOffOnlyWithFullSharding) {
 TEST(ParallelSpecTest, RefusesWhatWouldLetRanksDiverge) {
   // A sweep parses: each point runs as its own gang, and a rank started without --sweep-point
   // refuses it with the launch flags (rank_flags_test).
-  EXPECT_TRUE(
-      ParseWithParallel(R"({"worldSize": 2})", R"(, "sweep": {"variable": "SEQ_LEN", "values": [8, 16]})").sweep.active());
+  EXPECT_TRUE(SweepActive(
+      ParseWithParallel(R"({"worldSize": 2})", R"(, "sweep": {"variable": "SEQ_LEN", "values": [8, 16]})").sweep));
   EXPECT_EQ(ParallelError(R"({"worldSize": 2})", R"(, "training": {"optimizer": {"inBackward": true}})").field(),
             "training.optimizer.in_backward");
   EXPECT_EQ(ParallelError(R"({"worldSize": 2})",

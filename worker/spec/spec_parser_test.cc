@@ -135,7 +135,7 @@ TEST(SpecParserTest, RejectsWrongTypesAndUnknownEnumValues) {
 }
 
 TEST(SpecParserTest, RejectsOutOfRangeValues) {
-  EXPECT_EQ(ErrorField(R"({})"), "model");
+  EXPECT_EQ(ErrorField(R"({})"), "model.preset");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "gpt-5"}})"), "model.preset");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"microBatchSize": -1}})"),
             "training.micro_batch_size");
@@ -258,12 +258,16 @@ TEST(SpecParserTest, ReadsAdaptersWithPeftDefaults) {
   EXPECT_DOUBLE_EQ(lora.training.adapter.alpha, 8);
   EXPECT_DOUBLE_EQ(lora.training.adapter.dropout, 0);
   EXPECT_EQ(lora.training.adapter.dtype, DType::kFloat32);
-  EXPECT_EQ(lora.training.adapter.target_modules, (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(lora.training.adapter.target_modules,
+            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kKProj, AdapterTarget::kVProj,
+                                        AdapterTarget::kOProj, AdapterTarget::kGateProj, AdapterTarget::kUpProj,
+                                        AdapterTarget::kDownProj}));
   const ExperimentSpec some = ParseExperimentSpec(
       R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": 2, "rank": 16, "alpha": 32,
           "targetModules": ["DOWN_PROJ", "Q_PROJ", 4, "Q_PROJ"], "dtype": "BFLOAT16"}}})");
   EXPECT_EQ(some.training.adapter.kind, AdapterKind::kQlora);
-  EXPECT_EQ(some.training.adapter.target_modules, (std::vector<int>{1, 4, 7}));
+  EXPECT_EQ(some.training.adapter.target_modules,
+            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kOProj, AdapterTarget::kDownProj}));
   EXPECT_EQ(some.training.adapter.dtype, DType::kBfloat16);
 }
 
@@ -285,30 +289,47 @@ TEST(SpecParserTest, RejectsBadAdaptersNamingTheField) {
                           "adapter": {"kind": "QLORA"}}})"),
             "training.dtype");
 
-  ExperimentSpec too_big = ParseExperimentSpec(adapter(R"("rank": 33)"));
+  // The preset's shapes are known at parse time: tiny's k_proj maps 64 -> 2 heads x 16 = 32.
   try {
-    ValidateAdapterAgainstModel(too_big, {64, 176, 4, 2});
+    ParseExperimentSpec(adapter(R"("rank": 33)"));
     ADD_FAILURE() << "rank 33 accepted for 64 -> 32 projections";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.field(), "training.adapter.rank");
     EXPECT_STREQ(e.what(), "training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
                            "wrapped layer), got 33");
   }
-  ExperimentSpec fits = ParseExperimentSpec(adapter(R"("rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"])"));
-  EXPECT_NO_THROW(ValidateAdapterAgainstModel(fits, {64, 176, 4, 2}));
+  EXPECT_NO_THROW(ParseExperimentSpec(adapter(R"("rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"])")));
+}
+
+// A weights_dir's shapes come with its config.json: the rules that need them wait for the load.
+ExperimentSpec WithWeights(const std::string& training) {
+  return ParseExperimentSpec(R"({"model": {"weightsDir": "/models/tiny"}, "training": )" + training + "}");
+}
+
+TEST(SpecParserTest, TheLoadedModelsShapesBoundTheAdapterRank) {
+  ExperimentSpec too_big = WithWeights(R"({"dtype": "FLOAT32", "adapter": {"kind": "LORA", "rank": 33}})");
+  try {
+    ResolveAgainstModel(too_big, {512, 64, 176, 4, 2});
+    ADD_FAILURE() << "rank 33 accepted for 64 -> 32 projections";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "training.adapter.rank");
+  }
+  ExperimentSpec fits = WithWeights(
+      R"({"dtype": "FLOAT32", "adapter": {"kind": "LORA", "rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"]}})");
+  EXPECT_NO_THROW(ResolveAgainstModel(fits, {512, 64, 176, 4, 2}));
 }
 
 TEST(SpecParserTest, TokenBoundDefaultsToTheVocabularyWhenSmaller) {
-  ExperimentSpec spec = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
-  ValidateAgainstModel(spec, 512);
-  EXPECT_EQ(spec.training.data.token_id_bound, 512);
-  ExperimentSpec large = ParseExperimentSpec(R"({"model": {"preset": "tiny"}})");
-  ValidateAgainstModel(large, 151936);
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.data.token_id_bound, 512);
+  ExperimentSpec small = WithWeights("{}");
+  ResolveAgainstModel(small, {512, 64, 176, 4, 2});
+  EXPECT_EQ(small.training.data.token_id_bound, 512);
+  ExperimentSpec large = WithWeights("{}");
+  ResolveAgainstModel(large, {151936, 1536, 8960, 12, 2});
   EXPECT_EQ(large.training.data.token_id_bound, 1000);
-  ExperimentSpec too_big = ParseExperimentSpec(R"({"model": {"preset": "tiny"},
-                                                   "training": {"data": {"tokenIdBound": 600}}})");
+  ExperimentSpec too_big = WithWeights(R"({"data": {"tokenIdBound": 600}})");
   try {
-    ValidateAgainstModel(too_big, 512);
+    ResolveAgainstModel(too_big, {512, 64, 176, 4, 2});
     FAIL() << "a bound above the vocabulary must be rejected";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.field(), "training.data.token_id_bound");
