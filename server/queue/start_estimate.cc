@@ -30,9 +30,14 @@ absl::flat_hash_map<std::string, StartEstimate> EstimateStarts(
   }
   while (static_cast<int>(slots.size()) < total_slots) slots.push_back({now, ""});
   absl::flat_hash_map<std::string, StartEstimate> estimates;
+  absl::flat_hash_map<std::string, bool> queued;
+  for (const StartEstimateQueued& q : queue) queued[q.id] = true;
   int queued_started = 0;
   for (const StartEstimateQueued& q : queue) {
     if (q.held || q.slots > total_slots || q.slots < 1) continue;
+    // Waiting for a queued experiment that has no estimate (held, or itself waiting for one):
+    // none either.
+    if (!q.after_id.empty() && queued.contains(q.after_id) && !ends.contains(q.after_id)) continue;
     std::sort(slots.begin(), slots.end(),
               [](const SimSlot& a, const SimSlot& b) { return a.free_at < b.free_at; });
     StartEstimate estimate;

@@ -46,7 +46,8 @@ struct StartEstimate {
   int queued_ahead = 0;
 };
 
-// Estimates for every queued candidate that is not held and fits in `total_slots`, by id.
+// Estimates for every queued candidate that is not held, fits in `total_slots` and does not wait
+// for a queued experiment without an estimate (a held one, or one later in the queue), by id.
 absl::flat_hash_map<std::string, StartEstimate> EstimateStarts(
     int total_slots, const std::vector<StartEstimateRunning>& running,
     const std::vector<StartEstimateQueued>& queue, absl::Time now);

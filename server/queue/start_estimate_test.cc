@@ -56,6 +56,16 @@ TEST(StartEstimateTest, DependencyDelaysPastAFreeSlot) {
   EXPECT_EQ(estimates["second"].start, kNow + absl::Minutes(2));
 }
 
+TEST(StartEstimateTest, WaitingForAHeldOneGetsNone) {
+  auto estimates = EstimateStarts(1, {},
+                                  {{"held", 1, absl::Minutes(2), true},
+                                   {"after-held", 1, absl::Minutes(1), false, "held"},
+                                   {"after-that", 1, absl::Minutes(1), false, "after-held"}},
+                                  kNow);
+  EXPECT_FALSE(estimates.contains("after-held"));
+  EXPECT_FALSE(estimates.contains("after-that"));
+}
+
 TEST(StartEstimateTest, TooWideForTheDaemonGetsNone) {
   auto estimates = EstimateStarts(1, {}, {{"wide", 2, absl::Minutes(1)}}, kNow);
   EXPECT_FALSE(estimates.contains("wide"));
