@@ -176,6 +176,7 @@ class Engine : public SupervisorListener {
                                    const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes an ended experiment's record and events, then its files; `reason` labels the
   // deletion metric ("request", "retention_age", "retention_size"). Returns its files' bytes.
+  // The store size metric is left to the caller (one walk of the files per pass).
   absl::StatusOr<int64_t> DeleteEnded(const std::string& id, const std::string& reason);
   // At start: removes the files of experiments whose deletion a crash interrupted.
   void FinishInterruptedDeletions();

@@ -7,6 +7,7 @@
 // is never seen half-done: the experiment is either wholly there or gone.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -59,6 +60,7 @@ absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Engine::Delete(const Princ
     }
   }
   ASSIGN_OR_RETURN(int64_t file_bytes, DeleteEnded(id, "request"));
+  UpdateStoreSizeMetrics();
   vramlab::v1::DeleteExperimentResponse response;
   response.set_id(id);
   response.set_file_bytes(file_bytes);
@@ -89,7 +91,6 @@ absl::StatusOr<int64_t> Engine::DeleteEnded(const std::string& id, const std::st
                  id.c_str(), std::string(reclaimed.message()).c_str());
   }
   metrics_->OnExperimentDeleted(reason);
-  UpdateStoreSizeMetrics();
   return file_bytes;
 }
 
@@ -124,10 +125,13 @@ absl::StatusOr<int> Engine::ApplyRetention() {
   if (policy.retain <= absl::ZeroDuration() && policy.max_store_bytes <= 0) return 0;
   ASSIGN_OR_RETURN(std::vector<FinishedExperiment> finished, store_->ListFinished());
   const absl::Time cutoff = absl::Now() - policy.retain;
+  // The files are walked once per pass; each deletion then subtracts its own.
+  int64_t files = 0;
   int64_t total = 0;
   if (policy.max_store_bytes > 0) {
     ASSIGN_OR_RETURN(int64_t database, store_->DatabaseBytes());
-    total = database + ExperimentFilesBytes();
+    files = ExperimentFilesBytes();
+    total = database + files;
   }
   int deleted = 0;
   // Oldest end first: each one is deleted for its age, or while the store is over its bound.
@@ -154,7 +158,8 @@ absl::StatusOr<int> Engine::ApplyRetention() {
                  reason == "retention_age" ? "older than --retain-days" : "--max-store-bytes");
     if (policy.max_store_bytes > 0) {
       ASSIGN_OR_RETURN(int64_t database, store_->DatabaseBytes());
-      total = database + ExperimentFilesBytes();
+      files = std::max<int64_t>(0, files - *file_bytes);
+      total = database + files;
     }
   }
   return deleted;
@@ -167,6 +172,8 @@ void Engine::RetentionLoop() {
     if (auto deleted = ApplyRetention(); !deleted.ok()) {
       std::fprintf(stderr, "vramlabd: retention pass stopped: %s\n",
                    std::string(deleted.status().message()).c_str());
+    } else if (*deleted > 0) {
+      UpdateStoreSizeMetrics();
     }
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.retention.interval)) return;

@@ -239,9 +239,9 @@ TEST_F(DaemonRetentionTest, SizeBoundDeletesOldestFinishedFirstAndReclaimsTheSpa
             3);
   ASSERT_TRUE(daemon_->Stop().ok());
   const auto file_after = fs::file_size(database);
-  // Four experiments of 3000 events each are gone: the file shrank to a fraction.
+  // Three experiments of 3000 events each are gone: the file shrank to a fraction.
   EXPECT_LT(file_after * 2, file_before) << file_before << " -> " << file_after;
-  std::printf("vramlab.db: %ju bytes with 3 experiments of 3000 events, %ju after deleting them\n",
+  std::printf("vramlab.db: %ju bytes with 3 experiments of 3000 events (and 2 small), %ju after deleting the 3\n",
               static_cast<uintmax_t>(file_before), static_cast<uintmax_t>(file_after));
 }
 
