@@ -1,7 +1,7 @@
 // vramlab cancel / update / hold / release / delete: the verbs that manage queued and finished
-// experiments. The ones taking several ids make one request per id and report each: a line per
-// id that worked, a line on stderr naming each that did not, and the exit code of the first
-// failure (0 when every one worked).
+// experiments. Each takes one or more ids and makes one request per id: a line per id that
+// worked, a line on stderr naming each that did not, and the exit code of the first failure (0
+// when every one worked). With a single id a failure is reported as any command's error.
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -34,8 +34,9 @@ absl::StatusOr<int> ForEachId(CommandEnv& env, const char* command,
   for (const std::string& id : ids) {
     absl::StatusOr<Result> result = verb(*client, id);
     if (!result.ok()) {
-      // Unreachable daemon: the same for every id; said once.
-      if (absl::IsUnavailable(result.status()) && failures == 0 && &id == &ids.front()) {
+      // One id: the error as every command prints it. An unreachable daemon: the same for every
+      // id, said once.
+      if (ids.size() == 1 || (absl::IsUnavailable(result.status()) && &id == &ids.front())) {
         return result.status();
       }
       ++failures;
