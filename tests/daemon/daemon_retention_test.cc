@@ -184,6 +184,41 @@ TEST_F(DaemonRetentionTest, KilledBeforeTheFilesFinishesTheDeletionAtStart) {
   EXPECT_EQ(Fingerprint(ids[2]), before[ids[2]]);
 }
 
+// A real SIGKILL from outside at moments spread over a retention pass that deletes everything:
+// after each restart every experiment is either exactly as it was or wholly gone.
+TEST_F(DaemonRetentionTest, KilledAtAnyMomentOfARetentionPassLeavesWholeExperiments) {
+  StartDaemon();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(Run("events-" + std::to_string(i)));
+  std::map<std::string, std::string> before;
+  for (const std::string& id : ids) before[id] = Fingerprint(id);
+  size_t deleted = 0;
+  int kills = 0;
+  for (int delay_ms = 20; deleted < ids.size() && kills < 30; delay_ms += 15, ++kills) {
+    ASSERT_TRUE(daemon_->Stop().ok());
+    RestartWith({"--max-store-bytes=1", "--retention-interval=100ms"});
+    absl::SleepFor(absl::Milliseconds(delay_ms));
+    ASSERT_TRUE(daemon_->Kill().ok());
+    RestartWith({});
+    deleted = 0;
+    for (const std::string& id : ids) {
+      auto experiment = Get(id);
+      if (experiment.ok()) {
+        EXPECT_EQ(Fingerprint(id), before[id]) << id << " after a kill at " << delay_ms << " ms";
+        continue;
+      }
+      ++deleted;
+      EXPECT_EQ(experiment.status().message(), "experiment " + id + " was deleted");
+      EXPECT_FALSE(fs::exists(fs::path(daemon_->data_dir()) / "experiments" / id)) << id;
+      EXPECT_EQ(WatchAll(*stub_, id, 0, absl::Seconds(5)).status().code(),
+                absl::StatusCode::kNotFound);
+    }
+  }
+  EXPECT_EQ(deleted, ids.size()) << "after " << kills << " kills";
+  std::printf("%d kills during retention passes until all %zu experiments were deleted\n", kills,
+              ids.size());
+}
+
 TEST_F(DaemonRetentionTest, AgeDeletesFinishedOnesNeverQueuedOrRunning) {
   // 0.00003 days: 2.6 s.
   StartDaemon({"--retain-days=0.00003"});
