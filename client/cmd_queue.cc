@@ -45,8 +45,10 @@ absl::StatusOr<int> ForEachId(CommandEnv& env, const char* command,
       if (exit_code == kExitOk) exit_code = ExitCodeForError(result.status());
       continue;
     }
-    if (env.json()) {
+    if (env.json() && ids.size() == 1) {
       env.PrintJson(*result);
+    } else if (env.json()) {
+      env.out() << MessageToJson(*result, /*pretty=*/false);  // one per line
     } else {
       report(*result);
     }

@@ -73,6 +73,21 @@ TEST_F(CliQueueVerbsTest, CancelSeveralReportsEachAndNamesFailures) {
   EXPECT_THAT(r.out, HasSubstr(queued + " CANCELLED\n"));
   EXPECT_THAT(r.err, HasSubstr("vramlab: exp-999999: NOT_FOUND: experiment exp-999999 not found"));
   EXPECT_THAT(r.err, HasSubstr("vramlab: cancel: 1 of 3 failed"));
+  // --json: one Experiment per line for each that worked.
+  const std::string more = SubmitTiny("hang-more");
+  const std::string another = SubmitTiny("hang-another");
+  CliResult json = Run({"cancel", more, another, "--json"});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  ASSERT_EQ(json.OutLines().size(), 2u) << json.out;
+  vramlab::v1::Experiment first;
+  ASSERT_TRUE(ParseJson(json.OutLines()[0], first));
+  EXPECT_EQ(first.id(), more);
+  // Running (its stop requested), or still queued behind the first hang's stop: cancelled.
+  EXPECT_THAT(vramlab::v1::Experiment::State_Name(first.state()),
+              ::testing::AnyOf("RUNNING", "CANCELLED"));
+  vramlab::v1::Experiment second;
+  ASSERT_TRUE(ParseJson(json.OutLines()[1], second));
+  EXPECT_EQ(second.id(), another);
   CliResult none = Run({"cancel"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("vramlab cancel needs at least one experiment ID"));
