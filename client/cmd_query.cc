@@ -1,4 +1,4 @@
-// vramlab ls / show / cancel / server: one request, one answer.
+// vramlab ls / show / server: one request, one answer.
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -80,20 +80,6 @@ absl::StatusOr<int> RunShow(CommandEnv& env) {
     env.PrintJson(experiment);
   } else {
     env.out() << RenderExperimentDetails(experiment);
-  }
-  return kExitOk;
-}
-
-absl::StatusOr<int> RunCancel(CommandEnv& env) {
-  ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "cancel"));
-  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
-  ASSIGN_OR_RETURN(Experiment experiment, client->Cancel(id));
-  if (env.json()) {
-    env.PrintJson(experiment);
-  } else {
-    env.out() << experiment.id() << " " << StateName(experiment.state());
-    if (!IsFinalState(experiment.state())) env.out() << " (cancellation requested)";
-    env.out() << "\n";
   }
   return kExitOk;
 }

@@ -32,7 +32,11 @@ void DeclareSubmitFlags(FlagSet& flags) {
       .Bool("watch", "follow the experiment live (as 'vramlab watch')")
       .Value("request-id", "KEY", "idempotency key (default: random); resubmitting it is a no-op")
       .Bool("dry-run", "print the spec that would be submitted and exit")
-      .Bool("force", "submit even if the estimated peak exceeds the daemon's device memory");
+      .Bool("force", "submit even if the estimated peak exceeds the daemon's device memory")
+      .Value("after", "ID", "start only after experiment ID has ended, whatever its outcome")
+      .Value("after-ok", "ID",
+             "start only after experiment ID has succeeded; if it ends otherwise this one ends "
+             "CANCELLED");
 }
 
 absl::StatusOr<int> RunSubmit(CommandEnv& env) {
@@ -54,6 +58,20 @@ absl::StatusOr<int> RunSubmit(CommandEnv& env) {
   *request.mutable_spec() = spec;
   request.set_request_id(args.Get("request-id").value_or(NewRequestId()));
   request.set_force(args.GetBool("force"));
+  const auto after = args.Get("after");
+  const auto after_ok = args.Get("after-ok");
+  if (after.has_value() && after_ok.has_value()) {
+    return absl::InvalidArgumentError("--after and --after-ok exclude each other");
+  }
+  if (after.has_value() || after_ok.has_value()) {
+    const std::string& id = after.has_value() ? *after : *after_ok;
+    if (id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(after.has_value() ? "--after" : "--after-ok", ": needs an experiment ID"));
+    }
+    request.set_after_id(id);
+    request.set_after_ok(after_ok.has_value());
+  }
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
   ASSIGN_OR_RETURN(vramlab::v1::Experiment experiment, client->Submit(request));
   if (args.GetBool("watch")) {

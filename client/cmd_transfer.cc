@@ -11,22 +11,32 @@
 
 namespace vramlab::client {
 
+void DeclareLogsFlags(FlagSet& flags) {
+  flags.Bool("follow", "keep printing what the worker writes until the experiment ends")
+      .Alias('f', "follow");
+}
+
 absl::StatusOr<int> RunLogs(CommandEnv& env) {
   ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "logs"));
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  const bool follow = env.args().GetBool("follow");
   if (env.json()) {
     // One DataChunk holding the whole log (bytes are base64 in protobuf JSON).
     vramlab::v1::DataChunk all;
-    RETURN_IF_ERROR(client->DownloadLog(id, [&](absl::string_view data) {
-      all.mutable_data()->append(data.data(), data.size());
-    }));
+    RETURN_IF_ERROR(client->DownloadLog(
+        id, [&](absl::string_view data) { all.mutable_data()->append(data.data(), data.size()); },
+        follow));
     env.PrintJson(all);
     return kExitOk;
   }
   // Text is written as it arrives: logs can be long.
-  RETURN_IF_ERROR(client->DownloadLog(id, [&](absl::string_view data) {
-    env.out().write(data.data(), static_cast<std::streamsize>(data.size()));
-  }));
+  RETURN_IF_ERROR(client->DownloadLog(
+      id,
+      [&](absl::string_view data) {
+        env.out().write(data.data(), static_cast<std::streamsize>(data.size()));
+        if (follow) env.out().flush();
+      },
+      follow));
   env.out().flush();
   return kExitOk;
 }

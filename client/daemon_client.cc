@@ -99,6 +99,28 @@ absl::StatusOr<Experiment> DaemonClient::Cancel(const std::string& id) {
   return Unary(&VramlabService::Stub::CancelExperiment, request);
 }
 
+absl::StatusOr<Experiment> DaemonClient::Update(const UpdateExperimentRequest& request) {
+  return Unary(&VramlabService::Stub::UpdateExperiment, request);
+}
+
+absl::StatusOr<Experiment> DaemonClient::Hold(const std::string& id) {
+  HoldExperimentRequest request;
+  request.set_id(id);
+  return Unary(&VramlabService::Stub::HoldExperiment, request);
+}
+
+absl::StatusOr<Experiment> DaemonClient::Release(const std::string& id) {
+  ReleaseExperimentRequest request;
+  request.set_id(id);
+  return Unary(&VramlabService::Stub::ReleaseExperiment, request);
+}
+
+absl::StatusOr<DeleteExperimentResponse> DaemonClient::Delete(const std::string& id) {
+  DeleteExperimentRequest request;
+  request.set_id(id);
+  return Unary(&VramlabService::Stub::DeleteExperiment, request);
+}
+
 absl::StatusOr<MemoryEstimate> DaemonClient::Estimate(const EstimateMemoryRequest& request) {
   return Unary(&VramlabService::Stub::EstimateMemory, request);
 }
@@ -175,11 +197,13 @@ absl::Status DaemonClient::DownloadSnapshot(const std::string& id,
 }
 
 absl::Status DaemonClient::DownloadLog(const std::string& id,
-                                       const std::function<void(absl::string_view)>& on_data) {
+                                       const std::function<void(absl::string_view)>& on_data,
+                                       bool follow) {
   grpc::ClientContext context;
   Prepare(context, false);
   GetExperimentLogRequest request;
   request.set_id(id);
+  request.set_follow(follow);
   auto reader = stub_->GetExperimentLog(&context, request);
   return ReadChunks(*reader, on_data);
 }

@@ -27,6 +27,10 @@ class DaemonClient {
   absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
       const vramlab::v1::ListExperimentsRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Cancel(const std::string& id);
+  absl::StatusOr<vramlab::v1::Experiment> Update(const vramlab::v1::UpdateExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Hold(const std::string& id);
+  absl::StatusOr<vramlab::v1::Experiment> Release(const std::string& id);
+  absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Delete(const std::string& id);
   absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(
       const vramlab::v1::EstimateMemoryRequest& request);
   absl::StatusOr<vramlab::v1::ServerInfo> GetServerInfo();
@@ -41,8 +45,10 @@ class DaemonClient {
   // Calls `on_data` with each chunk of the allocator snapshot / the worker log.
   absl::Status DownloadSnapshot(const std::string& id,
                                 const std::function<void(absl::string_view)>& on_data);
+  // With `follow`, the stream stays open until the experiment has ended (no deadline).
   absl::Status DownloadLog(const std::string& id,
-                           const std::function<void(absl::string_view)>& on_data);
+                           const std::function<void(absl::string_view)>& on_data,
+                           bool follow = false);
 
   const std::string& address() const { return options_.address; }
 

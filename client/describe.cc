@@ -169,6 +169,14 @@ std::string FormatSeconds(double seconds) {
   return absl::StrFormat("%dh%02dm", whole / 3600, (whole % 3600) / 60);
 }
 
+std::string StartEstimateText(const vramlab::v1::Experiment& experiment, absl::Time now) {
+  if (experiment.held()) return "held";
+  if (!experiment.has_estimated_start_time()) return "-";
+  const absl::Time start = absl::FromUnixSeconds(experiment.estimated_start_time().seconds());
+  const double seconds = absl::ToDoubleSeconds(start - now);
+  return seconds < 1.0 ? "now" : absl::StrCat("in ", FormatSeconds(seconds));
+}
+
 std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp) {
   if (timestamp.seconds() == 0 && timestamp.nanos() == 0) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixSeconds(timestamp.seconds()),

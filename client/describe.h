@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
@@ -31,6 +32,9 @@ std::string FormatPercent(double ratio);
 std::string FormatSeconds(double seconds);
 // "2026-11-30 06:28:01 UTC"; "-" when unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp);
+// When a queued experiment is expected to start, relative to `now`: "now", "in 12m05s";
+// "held" for a held one; "-" when the daemon gave no estimate.
+std::string StartEstimateText(const vramlab::v1::Experiment& experiment, absl::Time now);
 
 }  // namespace vramlab::client
 

@@ -1,6 +1,7 @@
 #include "client/experiment_details.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
@@ -147,6 +148,16 @@ std::string RenderExperimentDetails(const Experiment& e) {
     absl::StrAppend(&state, " (position ", e.queue_position(), " in queue)");
   }
   AppendField(out, "state", state);
+  if (e.held()) AppendField(out, "held", absl::StrCat("yes: it starts after 'vramlab release ", e.id(), "'"));
+  if (!e.after_id().empty()) {
+    AppendField(out, "after", absl::StrCat(e.after_id(), e.after_ok() ? " (only if it succeeds)"
+                                                                      : " (whatever its outcome)"));
+  }
+  if (e.state() == Experiment::QUEUED && e.has_estimated_start_time()) {
+    AppendField(out, "starts",
+                absl::StrCat("by ", FormatTimestamp(e.estimated_start_time()), " (",
+                             StartEstimateText(e, absl::Now()), "), ", e.start_estimate_basis()));
+  }
   AppendField(out, "settings", SpecSummary(e.spec()));
   AppendField(out, "created", FormatTimestamp(e.create_time()));
   AppendField(out, "started", FormatTimestamp(e.start_time()));

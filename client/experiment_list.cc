@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/rank_views.h"
@@ -40,6 +41,14 @@ std::string RenderExperimentList(const vramlab::v1::ListExperimentsResponse& all
   }
   headers.insert(headers.end(), {"PEAK", "QUEUE"});
   aligns.insert(aligns.end(), {Align::kRight, Align::kRight});
+  // The start estimate, where something is queued.
+  const bool queued = std::any_of(all.experiments().begin(), all.experiments().end(),
+                                  [](const Experiment& e) { return e.state() == Experiment::QUEUED; });
+  if (queued) {
+    headers.push_back("STARTS");
+    aligns.push_back(Align::kLeft);
+  }
+  const absl::Time now = absl::Now();
   TextTable table(headers, aligns);
   for (const auto& e : all.experiments()) {
     std::vector<std::string> row = {e.id(), e.owner(), StateName(e.state()),
@@ -48,6 +57,12 @@ std::string RenderExperimentList(const vramlab::v1::ListExperimentsResponse& all
     if (ranks) row.push_back(IsParallel(e) ? WorldAndSlots(e) : "-");
     row.push_back(PeakColumn(e));
     row.push_back(e.state() == Experiment::QUEUED ? absl::StrCat(e.queue_position()) : "");
+    if (queued) {
+      row.push_back(e.state() != Experiment::QUEUED ? ""
+                    : !e.after_id().empty() && !e.held()
+                        ? absl::StrCat(StartEstimateText(e, now), " (after ", e.after_id(), ")")
+                        : StartEstimateText(e, now));
+    }
     table.AddRow(row);
   }
   std::string out = table.Render();

@@ -87,6 +87,18 @@ ABSL_FLAG(absl::Duration, store_check_timeout, absl::Seconds(60),
 ABSL_FLAG(std::string, fail_store_writes_while_exists, "",
           "tests only: every store write fails as on a full disk while this file exists");
 
+// Retention (docs/DAEMON.md, "Retention").
+ABSL_FLAG(double, retain_days, 0,
+          "delete finished experiments that ended more than this many days ago; 0: keep them");
+ABSL_FLAG(int64_t, max_store_bytes, 0,
+          "while the store (database and experiment files) exceeds this, delete the oldest "
+          "finished experiment; 0: no bound");
+ABSL_FLAG(absl::Duration, retention_interval, absl::Minutes(1),
+          "how often the retention policy is applied");
+ABSL_FLAG(std::string, kill_during_delete_while_exists, "",
+          "tests only: while this file exists a deletion kills the daemon (SIGKILL) at the stage "
+          "the file names (before-commit, before-files)");
+
 namespace vramlab::server {
 namespace {
 
@@ -161,6 +173,22 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
       absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_cancel_grace_period));
   options.store.quick_check_limit = absl::GetFlag(FLAGS_store_check_timeout);
   options.store.write_fault_file = absl::GetFlag(FLAGS_fail_store_writes_while_exists);
+  options.store.delete_fault_file = absl::GetFlag(FLAGS_kill_during_delete_while_exists);
+  const double retain_days = absl::GetFlag(FLAGS_retain_days);
+  // The bound keeps the cutoff a representable time (about 27 000 years).
+  if (!(retain_days >= 0 && retain_days <= 1e7)) {
+    return absl::InvalidArgumentError("--retain-days: must be 0 .. 10000000 (0: keep everything)");
+  }
+  options.retention.retain = absl::Hours(24) * retain_days;
+  options.retention.max_store_bytes = absl::GetFlag(FLAGS_max_store_bytes);
+  if (options.retention.max_store_bytes < 0) {
+    return absl::InvalidArgumentError("--max-store-bytes: must be >= 0 (0: no bound)");
+  }
+  options.retention.interval = absl::GetFlag(FLAGS_retention_interval);
+  if (options.retention.interval < absl::Milliseconds(100) ||
+      options.retention.interval > absl::Hours(24)) {
+    return absl::InvalidArgumentError("--retention-interval: must be 100ms .. 24h");
+  }
   return options;
 }
 

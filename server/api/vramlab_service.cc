@@ -14,11 +14,14 @@ constexpr absl::Duration kWatchPoll = absl::Milliseconds(250);
 // with the other trailers): a longer one would turn the answer into a transport error.
 constexpr size_t kMaxStatusMessageBytes = 1024;
 
-// Streams a file in chunks; NOT_FOUND if it does not exist.
+// Streams a file in chunks from byte `*offset`, which it advances; NOT_FOUND if it does not
+// exist.
 grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
-                        grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
+                        grpc::ServerWriter<vramlab::v1::DataChunk>* writer, int64_t* offset) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return grpc::Status(grpc::StatusCode::NOT_FOUND, "file not available yet");
+  in.seekg(*offset);
+  if (!in) return grpc::Status::OK;  // shorter than the offset: nothing to send yet
   std::string buffer(kChunkBytes, '\0');
   vramlab::v1::DataChunk chunk;
   while (in && !context->IsCancelled()) {
@@ -26,9 +29,21 @@ grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
     std::streamsize n = in.gcount();
     if (n <= 0) break;
     chunk.set_data(buffer.data(), n);
+    *offset += n;
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
   }
   return grpc::Status::OK;
+}
+
+grpc::Status StreamFile(grpc::ServerContext* context, const std::string& path,
+                        grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
+  int64_t offset = 0;
+  return StreamFile(context, path, writer, &offset);
+}
+
+bool IsFinal(vramlab::v1::Experiment::State state) {
+  return state != vramlab::v1::Experiment::QUEUED && state != vramlab::v1::Experiment::RUNNING &&
+         state != vramlab::v1::Experiment::STATE_UNSPECIFIED;
 }
 
 }  // namespace
@@ -102,6 +117,34 @@ grpc::Status VramlabServiceImpl::CancelExperiment(
   return Reply(engine_->Cancel(*caller, request->id()), response);
 }
 
+grpc::Status VramlabServiceImpl::UpdateExperiment(
+    grpc::ServerContext* context, const vramlab::v1::UpdateExperimentRequest* request,
+    vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  return Reply(engine_->Update(*caller, *request), response);
+}
+
+grpc::Status VramlabServiceImpl::HoldExperiment(
+    grpc::ServerContext* context, const vramlab::v1::HoldExperimentRequest* request,
+    vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  return Reply(engine_->Hold(*caller, request->id()), response);
+}
+
+grpc::Status VramlabServiceImpl::ReleaseExperiment(
+    grpc::ServerContext* context, const vramlab::v1::ReleaseExperimentRequest* request,
+    vramlab::v1::Experiment* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  return Reply(engine_->Release(*caller, request->id()), response);
+}
+
+grpc::Status VramlabServiceImpl::DeleteExperiment(
+    grpc::ServerContext* context, const vramlab::v1::DeleteExperimentRequest* request,
+    vramlab::v1::DeleteExperimentResponse* response) {
+  VRAMLAB_AUTHENTICATE(context, caller);
+  return Reply(engine_->Delete(*caller, request->id()), response);
+}
+
 grpc::Status VramlabServiceImpl::WatchExperiment(
     grpc::ServerContext* context, const vramlab::v1::WatchExperimentRequest* request,
     grpc::ServerWriter<vramlab::v1::ExperimentEvent>* writer) {
@@ -136,11 +179,31 @@ grpc::Status VramlabServiceImpl::GetExperimentLog(
     grpc::ServerContext* context, const vramlab::v1::GetExperimentLogRequest* request,
     grpc::ServerWriter<vramlab::v1::DataChunk>* writer) {
   VRAMLAB_AUTHENTICATE(context, caller);
+  const int64_t max_offset = engine_->options().worker_limits.max_log_bytes;
+  if (request->offset() < 0 || request->offset() > max_offset) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("offset: must be 0 .. ", max_offset,
+                                     " (the log's size cap), got ", request->offset()));
+  }
   auto path = engine_->LogPath(request->id());
   if (!path.ok()) return ToGrpc(path.status());
-  grpc::Status status = StreamFile(context, *path, writer);
-  // A queued experiment has no log yet: an empty stream, not an error.
-  return status.error_code() == grpc::StatusCode::NOT_FOUND ? grpc::Status::OK : status;
+  int64_t offset = request->offset();
+  // Following: what the file holds, then what the worker appends, until the experiment has
+  // ended and its log was read after that.
+  while (true) {
+    bool ended = true;
+    if (request->follow()) {
+      auto experiment = engine_->Get(request->id());
+      if (!experiment.ok()) return ToGrpc(experiment.status());
+      ended = IsFinal(experiment->state());
+    }
+    grpc::Status status = StreamFile(context, *path, writer, &offset);
+    // A queued experiment has no log yet: an empty stream (or a wait), not an error.
+    if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) return status;
+    if (ended) return grpc::Status::OK;
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+    absl::SleepFor(kWatchPoll);
+  }
 }
 
 grpc::Status VramlabServiceImpl::EstimateMemory(grpc::ServerContext* context,

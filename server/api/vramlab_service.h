@@ -31,6 +31,18 @@ class VramlabServiceImpl final : public vramlab::v1::VramlabService::Service {
   grpc::Status CancelExperiment(grpc::ServerContext* context,
                                 const vramlab::v1::CancelExperimentRequest* request,
                                 vramlab::v1::Experiment* response) override;
+  grpc::Status UpdateExperiment(grpc::ServerContext* context,
+                                const vramlab::v1::UpdateExperimentRequest* request,
+                                vramlab::v1::Experiment* response) override;
+  grpc::Status HoldExperiment(grpc::ServerContext* context,
+                              const vramlab::v1::HoldExperimentRequest* request,
+                              vramlab::v1::Experiment* response) override;
+  grpc::Status ReleaseExperiment(grpc::ServerContext* context,
+                                 const vramlab::v1::ReleaseExperimentRequest* request,
+                                 vramlab::v1::Experiment* response) override;
+  grpc::Status DeleteExperiment(grpc::ServerContext* context,
+                                const vramlab::v1::DeleteExperimentRequest* request,
+                                vramlab::v1::DeleteExperimentResponse* response) override;
   grpc::Status WatchExperiment(grpc::ServerContext* context,
                                const vramlab::v1::WatchExperimentRequest* request,
                                grpc::ServerWriter<vramlab::v1::ExperimentEvent>* writer) override;

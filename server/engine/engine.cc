@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
+#include "server/engine/experiment_id.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/display_text.h"
 #include "server/spec/validate_spec.h"
@@ -26,30 +27,13 @@ namespace {
 constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
 
-std::string IdOf(int64_t seq) { return absl::StrFormat("exp-%06d", seq); }
-
-// Ids are "exp-" and digits; anything else is not looked up. The bound keeps a hostile id out of
-// the store's queries and out of the error message that would echo it.
-constexpr size_t kMaxIdBytes = 64;
 // More filter values than there are states is never needed; a request with more is refused
 // before the store builds a query from it.
 constexpr int kMaxStateFilters = 16;
 constexpr size_t kMaxOwnerFilterBytes = 256;
 constexpr size_t kMaxPageTokenBytes = 32;
 
-absl::Status CheckId(absl::string_view id) {
-  if (id.empty()) return absl::InvalidArgumentError("id: required");
-  if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("id: at most ", kMaxIdBytes, " bytes, got ", id.size()));
-  }
-  for (unsigned char c : id) {
-    if (c <= 0x20 || c >= 0x7f) {
-      return absl::InvalidArgumentError("id: printable ASCII only (an id looks like exp-000042)");
-    }
-  }
-  return absl::OkStatus();
-}
+absl::Status CheckId(absl::string_view id) { return CheckExperimentId(id); }
 
 }  // namespace
 
@@ -89,6 +73,22 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
     ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(caller.user, request.request_id()));
     if (existing.has_value()) return GetLocked(existing->id());
   }
+  if (!request.after_id().empty()) {
+    RETURN_IF_ERROR(CheckExperimentId(request.after_id(), "after_id"));
+    auto dependency = GetLocked(request.after_id());
+    if (absl::IsNotFound(dependency.status())) {
+      return absl::NotFoundError(absl::StrCat("after_id: ", dependency.status().message()));
+    }
+    RETURN_IF_ERROR(dependency.status());
+    if (request.after_ok() && !active_.contains(request.after_id()) &&
+        dependency->state() != Experiment::SUCCEEDED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "after_id: ", request.after_id(), " already ended ",
+          Experiment::State_Name(dependency->state()), "; after_ok needs it to succeed"));
+    }
+  } else if (request.after_ok()) {
+    return absl::InvalidArgumentError("after_ok: needs after_id");
+  }
   RETURN_IF_ERROR(CheckStoreWritableLocked());
   if (queue_.CountOwner(caller.user) >= options_.max_queued_per_user) {
     return absl::ResourceExhaustedError(
@@ -101,17 +101,19 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   }
   // A directory left by an experiment the store does not know (e.g. a database restored from an
   // older backup) is never reused: its id is skipped.
-  while (std::filesystem::exists(ExperimentFiles(options_.data_dir, IdOf(next_seq_)).dir())) {
+  while (std::filesystem::exists(ExperimentFiles(options_.data_dir, ExperimentIdOf(next_seq_)).dir())) {
     ++next_seq_;
   }
   int64_t seq = next_seq_;
   Experiment experiment;
-  experiment.set_id(IdOf(seq));
+  experiment.set_id(ExperimentIdOf(seq));
   *experiment.mutable_spec() = EffectiveSpec(experiment.id(), spec);
   experiment.set_owner(caller.user);
   experiment.set_state(Experiment::QUEUED);
   *experiment.mutable_create_time() = NowTimestamp();
   experiment.set_request_id(request.request_id());
+  experiment.set_after_id(request.after_id());
+  experiment.set_after_ok(request.after_ok());
   if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
   // Committed before anyone hears of it: an answered Submit survives kill -9.
   if (absl::Status inserted = store_->InsertExperiment(seq, experiment); !inserted.ok()) {
@@ -142,7 +144,13 @@ absl::StatusOr<Experiment> Engine::GetLocked(const std::string& id) {
   auto held = unstored_.find(id);
   if (held != unstored_.end()) return WithStorageLocked(held->second.experiment);
   auto it = active_.find(id);
-  if (it != active_.end()) return WithStorageLocked(WithPositionLocked(it->second.experiment));
+  if (it != active_.end()) {
+    Experiment experiment = WithPositionLocked(it->second.experiment);
+    if (experiment.state() == Experiment::QUEUED) {
+      ApplyStartEstimate(StartEstimatesLocked(), experiment);
+    }
+    return WithStorageLocked(std::move(experiment));
+  }
   ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));
   return WithStorageLocked(std::move(stored.experiment));
 }
@@ -188,6 +196,7 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
   ASSIGN_OR_RETURN(auto rows, store_->ListExperiments(filter));
   vramlab::v1::ListExperimentsResponse response;
   absl::MutexLock lock(&mu_);
+  std::optional<absl::flat_hash_map<std::string, StartEstimate>> estimates;
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < page_size; ++i) {
     const std::string& id = rows[i].experiment.id();
     auto held = unstored_.find(id);
@@ -195,7 +204,12 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
     const Experiment& latest = held != unstored_.end() ? held->second.experiment
                                : it != active_.end()   ? it->second.experiment
                                                        : rows[i].experiment;
-    *response.add_experiments() = WithStorageLocked(WithPositionLocked(latest));
+    Experiment shown = WithPositionLocked(latest);
+    if (shown.state() == Experiment::QUEUED) {
+      if (!estimates.has_value()) estimates = StartEstimatesLocked();
+      ApplyStartEstimate(*estimates, shown);
+    }
+    *response.add_experiments() = WithStorageLocked(std::move(shown));
   }
   if (static_cast<int>(rows.size()) > page_size) {
     response.set_next_page_token(absl::StrCat(rows[page_size - 1].seq));
@@ -221,6 +235,8 @@ absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::st
                                  absl::StrCat("cancelled while queued by ", caller.user),
                                  /*requeue_pending=*/false, /*keep_if_unstored=*/false));
     queue_.Remove(id);
+    // Its dependents without after_ok may start now.
+    ScheduleLocked();
     PublishQueuePositionsLocked();
     UpdateQueueMetricsLocked();
     ASSIGN_OR_RETURN(StoredExperiment stored, store_->GetExperiment(id));

@@ -4,7 +4,8 @@
 // Invariants (all under mu_):
 //  - every QUEUED or RUNNING experiment is in active_, has an open event channel, and its state
 //    is committed to the store before any caller or watcher can observe it;
-//  - a QUEUED experiment is in queue_; a RUNNING one holds exactly its world size of slots
+//  - a QUEUED experiment is in queue_ (a held one, or one whose after_id has not ended, too: it
+//    keeps its place, and PlanGangStarts is not offered it); a RUNNING one holds exactly its world size of slots
 //    (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is held by two;
 //    free_slots_ holds every other slot;
 //  - a RUNNING sweep run one gang per point (parallel_sweep.h: a parallel sweep, or a one-process
@@ -52,6 +53,7 @@
 #include "server/engine/sweep_resume.h"
 #include "server/metrics/metrics.h"
 #include "server/queue/fair_queue.h"
+#include "server/queue/start_estimate.h"
 #include "server/store/data_dir_lock.h"
 #include "server/store/store.h"
 #include "server/watch/event_hub.h"
@@ -87,6 +89,19 @@ class Engine : public SupervisorListener {
   absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
       const vramlab::v1::ListExperimentsRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Cancel(const Principal& caller, const std::string& id);
+  // Queue verbs on a QUEUED experiment (engine_queue_verbs.cc): the caller's own or, for an
+  // admin, anyone's; FAILED_PRECONDITION when it is not queued.
+  absl::StatusOr<vramlab::v1::Experiment> Update(const Principal& caller,
+                                                 const vramlab::v1::UpdateExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Hold(const Principal& caller, const std::string& id);
+  absl::StatusOr<vramlab::v1::Experiment> Release(const Principal& caller, const std::string& id);
+  // Deletes a finished experiment (engine_retention.cc): FAILED_PRECONDITION while it is queued
+  // or running, or while its final state is not stored yet.
+  absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Delete(const Principal& caller,
+                                                               const std::string& id);
+  // One pass of the retention policy (options().retention), as the retention thread makes it
+  // every options().retention.interval; returns how many experiments it deleted.
+  absl::StatusOr<int> ApplyRetention();
   absl::StatusOr<std::unique_ptr<WatchCursor>> Watch(
       const vramlab::v1::WatchExperimentRequest& request);
   // Paths of an existing experiment's snapshot and log (NOT_FOUND when absent).
@@ -130,6 +145,9 @@ class Engine : public SupervisorListener {
     std::string resume_note;
     bool cancel_requested = false;
     int published_position = 0;  // last queue position sent to watchers
+    // While RUNNING a one-process run without a sweep: the step times rank 0 reported, in order
+    // (what its start estimates for the queue rest on).
+    std::vector<double> step_seconds;
   };
 
   // A final state that happened but could not be stored yet.
@@ -143,6 +161,35 @@ class Engine : public SupervisorListener {
          Metrics* metrics);
 
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At recovery: a queued experiment with after_ok whose dependency ended other than SUCCEEDED
+  // (or was deleted) while the daemon was down ends CANCELLED.
+  void ResolveRecoveredDependenciesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether PlanGangStarts may be offered the queued experiment: not held, and its after_id (if
+  // any) has ended.
+  bool StartableLocked(const Active& active) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `id` ended in `state` (not to be requeued): its queued dependents with after_ok end
+  // CANCELLED unless it SUCCEEDED, and theirs in turn.
+  void ResolveDependentsLocked(const std::string& id, vramlab::v1::Experiment::State state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queued experiment `id` for a queue verb: checks the caller and that it is queued.
+  absl::StatusOr<Active*> QueuedForVerbLocked(const Principal& caller, const std::string& id,
+                                              const char* verb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `updated` as the queued experiment's new record and shows it; the queue is not
+  // touched. RESOURCE_EXHAUSTED (nothing changed) when the store cannot write.
+  absl::Status ReplaceQueuedLocked(Active& active, vramlab::v1::Experiment updated,
+                                   const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes an ended experiment's record and events, then its files; `reason` labels the
+  // deletion metric ("request", "retention_age", "retention_size"). Returns its files' bytes.
+  // The store size metric is left to the caller (one walk of the files per pass).
+  absl::StatusOr<int64_t> DeleteEnded(const std::string& id, const std::string& reason);
+  // At start: removes the files of experiments whose deletion a crash interrupted.
+  void FinishInterruptedDeletions();
+  // Bytes under data_dir/experiments (every experiment's files).
+  int64_t ExperimentFilesBytes() const;
+  // Refreshes vramlab_store_size_bytes.
+  void UpdateStoreSizeMetrics();
+  // The retention thread: ApplyRetention every options_.retention.interval until shutdown.
+  void RetentionLoop();
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long an experiment can hold its slots once started: its time limit and the time it
   // takes to be stopped after it.
@@ -215,6 +262,14 @@ class Engine : public SupervisorListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   vramlab::v1::Experiment WithPositionLocked(vramlab::v1::Experiment experiment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Start estimates of the queued experiments (server/queue/start_estimate.h), from the running
+  // ones' measured step times where they have some, else from time limits
+  // (engine_start_estimate.cc).
+  absl::flat_hash_map<std::string, StartEstimate> StartEstimatesLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets estimated_start_time and start_estimate_basis of a QUEUED experiment from `estimates`.
+  static void ApplyStartEstimate(const absl::flat_hash_map<std::string, StartEstimate>& estimates,
+                                 vramlab::v1::Experiment& experiment);
   absl::StatusOr<vramlab::v1::Experiment> GetLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The spec as the worker gets it: device, snapshot path and time limit filled in.
@@ -240,6 +295,7 @@ class Engine : public SupervisorListener {
   std::string store_error_ ABSL_GUARDED_BY(mu_);  // empty while the store writes
   int64_t state_write_failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread storage_thread_;
+  std::thread retention_thread_;
 };
 
 }  // namespace vramlab::server

@@ -68,6 +68,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock,
 Engine::~Engine() { Shutdown(); }
 
 absl::Status Engine::Start() {
+  FinishInterruptedDeletions();
   RETURN_IF_ERROR(supervisor_.Start());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Recover());
@@ -77,6 +78,7 @@ absl::Status Engine::Start() {
   UpdateQueueMetricsLocked();
   UpdateStoreMetricsLocked();
   storage_thread_ = std::thread([this] { StorageLoop(); });
+  retention_thread_ = std::thread([this] { RetentionLoop(); });
   return absl::OkStatus();
 }
 
@@ -172,6 +174,7 @@ absl::Status Engine::Recover() {
     }
     if (requeue_pending) PublishState(experiment);
   }
+  ResolveRecoveredDependenciesLocked();
   if (!rows.empty()) {
     std::fprintf(stderr, "vramlabd: recovered %zu unfinished experiments, %d queued\n",
                  rows.size(), queue_.size());
@@ -227,6 +230,7 @@ void Engine::ScheduleLocked() {
   }
   std::vector<GangPlanCandidate> candidates;
   for (const std::string& id : queue_.Order()) {
+    if (!StartableLocked(active_[id])) continue;
     const vramlab::v1::ExperimentSpec& spec = active_[id].experiment.spec();
     candidates.push_back({id, WorldSizeOf(spec), MaxRunDuration(spec)});
   }
@@ -298,6 +302,7 @@ bool Engine::LaunchLocked(Active& active) {
   running.clear_ranks();
   running.clear_deciding_rank();
   active.ranks.clear();
+  active.step_seconds.clear();
   active.rank_ended.assign(world_size, false);
   if (world_size >= 2) {
     for (int r = 0; r < world_size; ++r) {
@@ -409,6 +414,7 @@ void Engine::Shutdown() {
                          absl::Seconds(5));
   }
   if (storage_thread_.joinable()) storage_thread_.join();
+  if (retention_thread_.joinable()) retention_thread_.join();
   supervisor_.Stop();
   StoreHeldStatesBeforeExit();
   hub_.Flush(kShutdownStorageTimeout);

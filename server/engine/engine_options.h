@@ -16,6 +16,18 @@
 
 namespace vramlab::server {
 
+// What the daemon deletes on its own (docs/DAEMON.md, "Retention"). Only finished experiments,
+// oldest end first; never a queued or running one.
+struct RetentionOptions {
+  // Delete experiments that ended longer ago than this; zero: keep them.
+  absl::Duration retain = absl::ZeroDuration();
+  // While the database and the experiments' files take more than this, delete the oldest
+  // finished experiment; 0: no bound.
+  int64_t max_store_bytes = 0;
+  // How often the policy is applied (and the store size metric refreshed).
+  absl::Duration interval = absl::Minutes(1);
+};
+
 struct EngineOptions {
   std::string data_dir;
   std::string worker_path;
@@ -34,6 +46,7 @@ struct EngineOptions {
   WorkerLimits worker_limits;
   bool auth_enabled = false;
   StoreOptions store;
+  RetentionOptions retention;
 };
 
 }  // namespace vramlab::server

@@ -44,6 +44,10 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
       break;
     case vramlab::v1::WorkerEvent::kStep:
       metrics_->OnStepResult(gpu, event.step());
+      if (rank == 0 && !parallel && !active.sweep.has_value() &&
+          !HasSweep(active.experiment.spec())) {
+        active.step_seconds.push_back(event.step().step_time_seconds());
+      }
       break;
     case vramlab::v1::WorkerEvent::kOom:
       // A parallel run's OOM is the deciding rank's, set when the run ends.
@@ -160,7 +164,9 @@ absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state
   for (int position : active.slots) gpus.push_back(options_.slots[position].index);
   metrics_->OnExperimentFinishedOnSlots(gpus.empty() ? std::vector<int>{-1} : gpus, final_state);
   free_slots_.insert(active.slots.begin(), active.slots.end());
+  const std::string ended_id = id;  // `id` may be the erased entry's
   active_.erase(it);
+  if (!requeue_pending) ResolveDependentsLocked(ended_id, state);
   return absl::OkStatus();
 }
 

@@ -67,6 +67,11 @@ class Metrics {
   // vramlab_store_writable, vramlab_store_pending{kind}, vramlab_store_write_failures_total,
   // vramlab_events_not_stored_total.
   virtual void SetStoreHealth(const StoreHealth& health) = 0;
+  // vramlab_store_size_bytes{part="database"|"files"}: the database's pages in use and the
+  // experiments' files under the data directory.
+  virtual void SetStoreSize(int64_t database_bytes, int64_t file_bytes) = 0;
+  // vramlab_experiments_deleted_total{reason}: "request", "retention_age", "retention_size".
+  virtual void OnExperimentDeleted(const std::string& reason) = 0;
 };
 
 }  // namespace vramlab::server

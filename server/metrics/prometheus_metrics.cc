@@ -173,6 +173,17 @@ void PrometheusMetrics::SetStoreHealth(const StoreHealth& health) {
   store_health_ = health;
 }
 
+void PrometheusMetrics::SetStoreSize(int64_t database_bytes, int64_t file_bytes) {
+  absl::MutexLock lock(&mutex_);
+  store_database_bytes_ = database_bytes;
+  store_file_bytes_ = file_bytes;
+}
+
+void PrometheusMetrics::OnExperimentDeleted(const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  deletions_[reason] += 1;
+}
+
 std::vector<MetricFamily> PrometheusMetrics::Collect() const {
   std::vector<MetricFamily> out;
   {
@@ -282,6 +293,16 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
                                  "Events given up after the store kept refusing them.",
                                  MetricType::Counter);
   AddValue(lost, {}, static_cast<double>(store.events_not_stored));
+  MetricFamily size = MakeFamily(
+      "vramlab_store_size_bytes",
+      "Bytes the data directory's store takes: the database's pages in use, the experiments' files.",
+      MetricType::Gauge);
+  AddValue(size, {{"part", "database"}}, static_cast<double>(store_database_bytes_));
+  AddValue(size, {{"part", "files"}}, static_cast<double>(store_file_bytes_));
+  MetricFamily deleted = MakeFamily("vramlab_experiments_deleted_total",
+                                    "Experiments deleted, on request or by the retention policy.",
+                                    MetricType::Counter);
+  for (const auto& [reason, count] : deletions_) AddValue(deleted, {{"reason", reason}}, count);
   MetricFamily watchers = MakeFamily("vramlab_watchers", "WatchExperiment streams open now.",
                                      MetricType::Gauge);
   AddValue(watchers, {}, watchers_);
@@ -298,7 +319,7 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
                                   MetricType::Gauge);
   AddValue(build, {{"version", VRAMLAB_VERSION}}, 1);
   for (MetricFamily* family :
-       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &watchers,
+       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &size, &deleted, &watchers,
         &auth_failures, &auth_throttled, &build}) {
     out.push_back(std::move(*family));
   }

@@ -49,6 +49,8 @@ class PrometheusMetrics : public Metrics {
   void OnAuthFailure() override;
   void OnAuthThrottled() override;
   void SetStoreHealth(const StoreHealth& health) override;
+  void SetStoreSize(int64_t database_bytes, int64_t file_bytes) override;
+  void OnExperimentDeleted(const std::string& reason) override;
 
   // One consistent snapshot of the daemon's metrics, then the process_* metrics.
   std::vector<prometheus::MetricFamily> Collect() const;
@@ -93,6 +95,11 @@ class PrometheusMetrics : public Metrics {
   double auth_failures_ ABSL_GUARDED_BY(mutex_) = 0;
   double auth_throttled_ ABSL_GUARDED_BY(mutex_) = 0;
   StoreHealth store_health_ ABSL_GUARDED_BY(mutex_);
+  int64_t store_database_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t store_file_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Every reason is exported from the start (at 0), so that rate() sees the first deletion.
+  std::map<std::string, double> deletions_ ABSL_GUARDED_BY(mutex_) = {
+      {"request", 0}, {"retention_age", 0}, {"retention_size", 0}};
 
   // Declared last: destroyed first, so its serving thread is gone before the state it reads.
   std::unique_ptr<MetricsHttpServer> http_server_;

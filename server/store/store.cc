@@ -36,6 +36,11 @@ CREATE TABLE IF NOT EXISTS events (
   event BLOB NOT NULL,
   PRIMARY KEY (experiment_id, sequence)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deleted_experiments (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  delete_time INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, time INTEGER NOT NULL);
 )sql";
 
@@ -67,7 +72,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   } else if (*report != "ok") {
     return DamagedStoreError(data_dir, db_path, "quick_check: " + *report);
   }
-  std::unique_ptr<Store> store(new Store(std::move(db), db_path, std::move(options.write_fault_file)));
+  std::unique_ptr<Store> store(new Store(std::move(db), db_path, std::move(options.write_fault_file),
+                                       std::move(options.delete_fault_file)));
   absl::MutexLock lock(&store->mu_);
   if (absl::Status schema = store->CreateSchema(); !schema.ok()) {
     return DamagedStoreError(data_dir, db_path, std::string(schema.message()));
@@ -94,6 +100,7 @@ absl::Status Store::Probe() {
 }
 
 absl::Status Store::CreateSchema() {
+  RETURN_IF_ERROR(EnableIncrementalVacuum());
   RETURN_IF_ERROR(db_->Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous=NORMAL"));
   RETURN_IF_ERROR(db_->Exec("PRAGMA foreign_keys=ON"));
@@ -102,7 +109,10 @@ absl::Status Store::CreateSchema() {
 
 absl::StatusOr<int64_t> Store::MaxSeq() {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto statement, db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM experiments"));
+  // A deleted experiment's seq counts: its id is never given again.
+  ASSIGN_OR_RETURN(auto statement,
+                   db_->Prepare("SELECT MAX(COALESCE((SELECT MAX(seq) FROM experiments), 0), "
+                                "COALESCE((SELECT MAX(seq) FROM deleted_experiments), 0))"));
   int64_t max = statement->Step() ? statement->Int(0) : 0;
   RETURN_IF_ERROR(statement->status());
   return max;
@@ -171,7 +181,14 @@ absl::StatusOr<StoredExperiment> Store::GetExperiment(const std::string& id) {
                                                 "experiments WHERE id = ?"));
   statement->Bind(1, id);
   ASSIGN_OR_RETURN(auto rows, ReadExperimentRows(*statement));
-  if (rows.empty()) return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
+  if (rows.empty()) {
+    ASSIGN_OR_RETURN(auto deleted, db_->Prepare("SELECT 1 FROM deleted_experiments WHERE id = ?"));
+    deleted->Bind(1, id);
+    const bool was_deleted = deleted->Step();
+    RETURN_IF_ERROR(deleted->status());
+    return absl::NotFoundError(
+        absl::StrCat("experiment ", id, was_deleted ? " was deleted" : " not found"));
+  }
   return std::move(rows.front());
 }
 

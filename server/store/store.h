@@ -45,11 +45,28 @@ struct ListFilter {
   int limit = 50;
 };
 
+// A finished experiment as the retention policy sees it.
+struct FinishedExperiment {
+  int64_t seq = 0;
+  std::string id;
+  absl::Time end_time = absl::InfinitePast();  // InfinitePast when the record has none
+};
+
+// Where a deletion stops for the crash tests: the daemon raises SIGKILL on itself there.
+enum class DeleteFault {
+  kNone,
+  kBeforeCommit,  // events and row deleted inside the transaction, not committed
+  kBeforeFiles,   // committed, the experiment's files not yet removed
+};
+
 struct StoreOptions {
   // Bound on PRAGMA quick_check at open; a check that runs longer is abandoned with a warning.
   absl::Duration quick_check_limit = absl::Seconds(60);
   // Tests only: while this file exists every write fails as on a full disk.
   std::string write_fault_file;
+  // Tests only: while this file exists, a deletion kills the daemon (SIGKILL) at the point the
+  // file names: "before-commit" or "before-files".
+  std::string delete_fault_file;
 };
 
 class Store {
@@ -91,10 +108,40 @@ class Store {
   // Highest stored event sequence of `id` (0 when none).
   absl::StatusOr<int64_t> MaxEventSequence(const std::string& id);
 
+  // Deletion and space (store_deletion.cc).
+  //
+  // Deletes the experiment's events and row and records its id and seq as deleted, in one
+  // transaction: after a crash either all of it happened or none. NOT_FOUND when it is not
+  // stored. The caller checks that it has ended.
+  absl::Status DeleteExperiment(const std::string& id);
+  // Whether `id` was deleted (its tombstone exists).
+  absl::StatusOr<bool> WasDeleted(const std::string& id);
+  // Every deleted id, for finishing the removal of files a crash interrupted.
+  absl::StatusOr<std::vector<std::string>> DeletedIds();
+  // Finished experiments (not QUEUED, RUNNING or requeue_pending), oldest end first; records
+  // without an end time first of all.
+  absl::StatusOr<std::vector<FinishedExperiment>> ListFinished();
+  // Bytes of the database file in use (page_count x page_size; the free pages excluded).
+  absl::StatusOr<int64_t> DatabaseBytes();
+  // Returns the free pages to the filesystem (PRAGMA incremental_vacuum) and checkpoints the
+  // write-ahead log so that the file shrinks.
+  absl::Status ReclaimSpace();
+  // The database's auto_vacuum mode: 0 none, 1 full, 2 incremental.
+  absl::StatusOr<int64_t> AutoVacuumMode();
+  // Where a deletion stops for the crash tests (options.delete_fault_file).
+  DeleteFault ArmedDeleteFault() const;
+
  private:
-  Store(std::unique_ptr<SqliteDb> db, std::string path, std::string write_fault_file)
-      : path_(std::move(path)), write_fault_file_(std::move(write_fault_file)), db_(std::move(db)) {}
+  Store(std::unique_ptr<SqliteDb> db, std::string path, std::string write_fault_file,
+        std::string delete_fault_file)
+      : path_(std::move(path)),
+        write_fault_file_(std::move(write_fault_file)),
+        delete_fault_file_(std::move(delete_fault_file)),
+        db_(std::move(db)) {}
   absl::Status CreateSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets auto_vacuum=INCREMENTAL: before the first table on a new database, or by a VACUUM
+  // (which rewrites the file once) on a store made without it.
+  absl::Status EnableIncrementalVacuum() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The injected failure while the fault file exists; OK otherwise.
   absl::Status InjectedWriteFault() const;
   // Rows of "SELECT seq, requeue_pending, experiment[, id, owner, state]". A record that does
@@ -106,6 +153,7 @@ class Store {
 
   const std::string path_;
   const std::string write_fault_file_;
+  const std::string delete_fault_file_;
   absl::Mutex mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
 };

@@ -161,7 +161,8 @@ TEST_F(CliConventionsDaemonTest, BashCompletionCompletesCommandsFlagsValuesAndId
   const std::string path = WriteTempFile("completion.bash", script.out);
   EXPECT_EQ(BashCompletions(path, "vramlab su"), "submit\n");
   EXPECT_EQ(BashCompletions(path, "vramlab --addr 127.0.0.1:7433 --json l"), "ls\nlogs\n");
-  EXPECT_EQ(BashCompletions(path, "vramlab help re"), "report\n");
+  EXPECT_EQ(BashCompletions(path, "vramlab help rep"), "report\n");
+  EXPECT_EQ(BashCompletions(path, "vramlab help re"), "release\nreport\n");
   EXPECT_EQ(BashCompletions(path, "vramlab submit --dt"), "--dtype\n");
   EXPECT_EQ(BashCompletions(path, "vramlab submit --dtype "), "bf16\nfp32\nfp16\n");
   EXPECT_EQ(BashCompletions(path, "vramlab report x --format=s"), "svg\n");

@@ -274,8 +274,9 @@ TEST_F(DaemonAbuseTest, OversizedAndBinaryIdsAreRefusedWithoutBeingEchoed) {
 // Bytes that are not the method's message are the client's error, not the daemon's.
 TEST_F(DaemonAbuseTest, MalformedBodiesAreInvalidArgument) {
   const std::vector<std::string> methods = {
-      "SubmitExperiment", "GetExperiment", "ListExperiments", "CancelExperiment",
-      "EstimateMemory",   "GetServerInfo", "WatchExperiment", "GetExperimentLog"};
+      "SubmitExperiment", "GetExperiment",     "ListExperiments",   "CancelExperiment",
+      "UpdateExperiment", "HoldExperiment",    "ReleaseExperiment", "DeleteExperiment",
+      "EstimateMemory",   "GetServerInfo",     "WatchExperiment",   "GetExperimentLog"};
   const std::vector<std::string> bodies = {std::string("\xff\xff\xff\xff\x0f", 5),
                                            std::string(1000, '\x0a'), std::string("\x0a\x05" "ab", 4)};
   for (const std::string& method : methods) {
