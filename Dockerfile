@@ -79,7 +79,7 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
 COPY --from=server-build /build/runtime-packages.txt /tmp/runtime-packages.txt
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive xargs -a /tmp/runtime-packages.txt \
-      apt-get install -y --no-install-recommends ca-certificates python3-grpcio \
+      apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 COPY --from=worker-build /opt/torch-runtime /opt/torch-runtime
 # The wheel's libraries on the loader path, for the worker (which was linked against them in
@@ -91,7 +91,6 @@ RUN { echo /opt/torch-runtime/site-packages/torch/lib; \
  && ldconfig
 COPY --from=worker-build /build/bin/vramlab-worker /usr/local/bin/vramlab-worker
 COPY --from=server-build /build/bin/vramlabd /build/bin/vramlab /usr/local/bin/
-COPY --chmod=0755 deploy/docker/grpc-health-check.py /usr/local/bin/vramlab-health-check
 # Fail the build, not the first experiment, if a library is missing. libcuda.so.1 comes from the
 # host's driver at run time (NVIDIA runtime), so it is the one allowed to be absent here.
 RUN missing=$(ldd /usr/local/bin/vramlabd /usr/local/bin/vramlab /usr/local/bin/vramlab-worker \
@@ -107,9 +106,10 @@ ENV XDG_CACHE_HOME=/var/cache/vramlab \
 WORKDIR /var/lib/vramlab
 VOLUME ["/var/lib/vramlab"]
 EXPOSE 7433 9464
-# grpc.health.v1 on the API port; unauthenticated by design, so no token is needed here.
+# grpc.health.v1 on the API port through the CLI's own health check; unauthenticated by design,
+# so no token is needed here.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["/usr/local/bin/vramlab-health-check", "127.0.0.1:7433", "--timeout", "4"]
+  CMD ["/usr/local/bin/vramlab", "--addr", "127.0.0.1:7433", "--timeout", "4s", "server", "--health"]
 ENTRYPOINT ["/usr/local/bin/vramlabd", \
             "--listen=0.0.0.0:7433", "--metrics-listen=0.0.0.0:9464", \
             "--data-dir=/var/lib/vramlab", "--device=cuda", \

@@ -344,19 +344,25 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     const char* label;
     double (*value)(const Experiment&);
     std::string (*format)(double);
+    bool ratio = true;
   } speed_rows[] = {
-      {"step time (median)", [](const Experiment& e) { return e.report().median_step_time_seconds(); },
+      {"step time (steady)", [](const Experiment& e) { return e.report().median_step_time_seconds(); },
        [](double v) { return FormatSeconds(v); }},
       {"tokens/s", [](const Experiment& e) { return e.report().tokens_per_second(); },
        [](double v) { return absl::StrFormat("%.0f", v); }},
+      // What the two rows above rest on: the warm-up step is left out, so with one step there
+      // is no speed to compare (the rows say "-").
+      {"steady steps", [](const Experiment& e) { return static_cast<double>(e.report().steady_steps()); },
+       [](double v) { return absl::StrFormat("%.0f", v); }, false},
   };
   for (const auto& speed : speed_rows) {
     std::vector<std::string> row = {speed.label};
     for (const auto& e : experiments) {
-      row.push_back(has_report(e) && speed.value(e) > 0 ? speed.format(speed.value(e)) : "-");
+      const bool shown = has_report(e) && (speed.value(e) > 0 || (!speed.ratio && e.report().warmup_steps() > 0));
+      row.push_back(shown ? speed.format(speed.value(e)) : "-");
     }
     for (size_t i = 1; i < experiments.size(); ++i) {
-      row.push_back(Ratio(speed.value(experiments[i]), speed.value(experiments[0])));
+      row.push_back(speed.ratio ? Ratio(speed.value(experiments[i]), speed.value(experiments[0])) : "");
     }
     table.AddRow(row);
   }

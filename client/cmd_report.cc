@@ -16,7 +16,7 @@
 namespace vramlab::client {
 
 void DeclareReportFlags(FlagSet& flags) {
-  flags.Value("format", "F", "text|json|csv|svg|html (default text; --json means json)")
+  flags.Value("format", "F", "text|json|csv|svg|html|perfetto (default text; --json means json; perfetto: a Chrome trace for Perfetto's UI or chrome://tracing)")
       .Value("output", "FILE", "write to FILE instead of stdout")
       .Alias('o', "output");
 }
@@ -24,7 +24,7 @@ void DeclareReportFlags(FlagSet& flags) {
 absl::StatusOr<int> RunReport(CommandEnv& env) {
   ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "report"));
   int format = 0;
-  static const std::vector<std::string> kFormats = {"text", "json", "csv", "svg", "html"};
+  static const std::vector<std::string> kFormats = {"text", "json", "csv", "svg", "html", "perfetto"};
   if (auto v = env.args().Get("format")) {
     ASSIGN_OR_RETURN(format, ParseChoiceFlag("format", *v, kFormats));
   } else if (env.json()) {
@@ -54,6 +54,7 @@ absl::StatusOr<int> RunReport(CommandEnv& env) {
                               RenderSvg(experiment, timeline));
       break;
     case 4: rendered = RenderHtmlReport(experiment, timeline); break;
+    case 5: rendered = RenderTraceReport(experiment, events); break;
     default: rendered = RenderTextReport(experiment, timeline); break;
   }
   const std::string output = env.args().Get("output").value_or("-");

@@ -38,7 +38,7 @@ const std::vector<Command>& AllCommands() {
       {"compare", "compare ID ID...",
        "Side-by-side anatomy of experiments, with each one's difference to the first.",
        DeclareNoFlags, RunCompare},
-      {"report", "report ID [--format text|json|csv|svg|html] [-o FILE]",
+      {"report", "report ID [--format text|json|csv|svg|html|perfetto] [-o FILE]",
        "Memory timeline with phase bands and the peak, and the anatomy as a stacked bar.",
        DeclareReportFlags, RunReport},
       {"estimate", "estimate [--spec FILE] [flags]",

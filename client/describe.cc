@@ -159,6 +159,24 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   return absl::StrJoin(parts, " ");
 }
 
+std::string StepTimeSummary(double median_seconds, int steady_steps, int warmup_steps,
+                            double warmup_seconds) {
+  if (steady_steps == 0 && warmup_steps == 0) {
+    if (median_seconds <= 0) return "-";
+    return absl::StrCat(FormatSeconds(median_seconds), " (median, warm-up step included)");
+  }
+  if (steady_steps == 0) {
+    return absl::StrCat("no steady step (the warm-up step took ", FormatSeconds(warmup_seconds), ")");
+  }
+  if (steady_steps == 1) return absl::StrCat(FormatSeconds(median_seconds), " (one steady step)");
+  return absl::StrCat(FormatSeconds(median_seconds), " (median of ", steady_steps, " steady steps)");
+}
+
+std::string TokensPerSecondSummary(double tokens_per_second, int steady_steps, int warmup_steps) {
+  if (steady_steps == 0 && (warmup_steps > 0 || tokens_per_second <= 0)) return "-";
+  return absl::StrFormat("%.0f", tokens_per_second);
+}
+
 std::string FormatPercent(double ratio) { return absl::StrFormat("%.1f%%", ratio * 100.0); }
 
 std::string FormatSeconds(double seconds) {

@@ -26,6 +26,14 @@ std::string DTypeName(vramlab::v1::DType dtype);
 // ("ckpt:all", "loss:chunked", "offload", "limit 24.00 GiB", "sweep seq_len 512..8192", ...).
 std::string SpecSummary(const vramlab::v1::ExperimentSpec& spec);
 
+// What a step time rests on: "105 ms (median of 3 steady steps)", "105 ms (one steady step)",
+// "no steady step (the warm-up step took 1.2 s)"; a report stored before warm-up steps were left
+// out says "105 ms (median, warm-up step included)".
+std::string StepTimeSummary(double median_seconds, int steady_steps, int warmup_steps,
+                            double warmup_seconds);
+// tokens/s at the steady median, or "-" where there is no steady step.
+std::string TokensPerSecondSummary(double tokens_per_second, int steady_steps, int warmup_steps);
+
 // "12.3%".
 std::string FormatPercent(double ratio);
 // "850 ms", "12.3 s", "4m05s", "2h03m".

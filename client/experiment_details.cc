@@ -88,9 +88,9 @@ std::string RenderSweepTable(const Experiment& e) {
   const vramlab::v1::MemoryEstimate prediction =
       IsParallel(e) ? RankAsEstimate(e.prediction()) : e.prediction();
   TextTable table({"point", variable, "result", "predicted", "peak allocated", "predicted alloc",
-                   "peak reserved", "step time", "tokens/s"},
+                   "peak reserved", "step time", "tokens/s", "steady steps"},
                   {Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kRight,
-                   Align::kRight, Align::kRight, Align::kRight, Align::kRight});
+                   Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kRight});
   for (const auto& p : e.report().sweep_points()) {
     const vramlab::v1::PointEstimate* predicted = FindPoint(prediction, p.value());
     const std::string verdict = predicted == nullptr ? "-" : VerdictName(predicted->verdict());
@@ -103,8 +103,10 @@ std::string RenderSweepTable(const Experiment& e) {
     }
     table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits", verdict,
                   FormatBytes(p.anatomy().peak_allocated_bytes()), predicted_alloc,
-                  FormatBytes(p.anatomy().peak_reserved_bytes()), FormatSeconds(p.step_time_seconds()),
-                  absl::StrFormat("%.0f", p.tokens_per_second())});
+                  FormatBytes(p.anatomy().peak_reserved_bytes()),
+                  p.steady_steps() > 0 || p.warmup_steps() == 0 ? FormatSeconds(p.step_time_seconds()) : "-",
+                  TokensPerSecondSummary(p.tokens_per_second(), p.steady_steps(), p.warmup_steps()),
+                  p.warmup_steps() == 0 ? "-" : absl::StrCat(p.steady_steps())});
   }
   std::string out = absl::StrCat("\nsweep:\n", table.Render());
   if (e.report().largest_fitting_value() > 0) {
@@ -178,9 +180,9 @@ std::string RenderExperimentDetails(const Experiment& e) {
     AppendField(out, "device", r.device_name().empty() ? "-" : r.device_name());
     AppendField(out, "parameters", absl::StrCat(r.parameter_count()));
     AppendField(out, "attention", r.attention_backend().empty() ? "-" : r.attention_backend());
-    AppendField(out, "step time", absl::StrCat(FormatSeconds(r.median_step_time_seconds()),
-                                               " (median)"));
-    AppendField(out, "tokens/s", absl::StrFormat("%.0f", r.tokens_per_second()));
+    AppendField(out, "step time", StepTimeSummary(r.median_step_time_seconds(), r.steady_steps(),
+                                                  r.warmup_steps(), r.warmup_step_time_seconds()));
+    AppendField(out, "tokens/s", TokensPerSecondSummary(r.tokens_per_second(), r.steady_steps(), r.warmup_steps()));
     if (r.mfu() > 0) AppendField(out, "MFU", FormatPercent(r.mfu()));
     AppendField(out, "final loss", absl::StrFormat("%.4f", r.final_loss()));
   }

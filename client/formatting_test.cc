@@ -159,6 +159,9 @@ Experiment Finished(const std::string& id, int32_t accum, const MemoryAnatomy& a
   *e.mutable_report()->mutable_anatomy() = anatomy;
   e.mutable_report()->set_median_step_time_seconds(step);
   e.mutable_report()->set_tokens_per_second(1000 / step);
+  e.mutable_report()->set_steady_steps(accum + 1);
+  e.mutable_report()->set_warmup_steps(1);
+  e.mutable_report()->set_warmup_step_time_seconds(step * 3);
   return e;
 }
 
@@ -177,10 +180,22 @@ TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
   EXPECT_THAT(table, HasSubstr(
       "activations                8.00 MiB  2.00 MiB      -       -6.00 MiB               -\n"));
   EXPECT_THAT(table, HasSubstr(
-      "step time (median)           100 ms    400 ms      -           x4.00               -\n"));
+      "step time (steady)           100 ms    400 ms      -           x4.00               -\n"));
+  EXPECT_THAT(table, HasSubstr(
+      "steady steps                      2         5      -\n"));
   // An OOM report without the allocator's state shows no made-up zeros.
   EXPECT_THAT(table, HasSubstr("OOM: allocated                    -         -      -\n"));
   EXPECT_THAT(table, HasSubstr("OOM: request                      -         -    0 B\n"));
+}
+
+TEST(StepTimeSummaryTest, SaysHowManySteadyStepsTheMedianRestsOn) {
+  EXPECT_EQ(StepTimeSummary(0.105, 3, 1, 1.2), "105 ms (median of 3 steady steps)");
+  EXPECT_EQ(StepTimeSummary(0.105, 1, 1, 1.2), "105 ms (one steady step)");
+  EXPECT_EQ(StepTimeSummary(0, 0, 1, 1.2), "no steady step (the warm-up step took 1.2 s)");
+  // A report stored before the warm-up was left out.
+  EXPECT_EQ(StepTimeSummary(0.105, 0, 0, 0), "105 ms (median, warm-up step included)");
+  EXPECT_EQ(TokensPerSecondSummary(1000, 3, 1), "1000");
+  EXPECT_EQ(TokensPerSecondSummary(0, 0, 1), "-");
 }
 
 TEST(AnatomyTableTest, AdapterCategoriesAppearOnlyWhenARunHasThem) {

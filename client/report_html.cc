@@ -163,8 +163,9 @@ std::string RenderHtmlReport(const Experiment& e, const Timeline& timeline) {
     absl::StrAppend(&out, Row({"device", r.device_name()}),
                     Row({"parameters", absl::StrCat(r.parameter_count())}),
                     Row({"attention", r.attention_backend()}),
-                    Row({"median step time", FormatSeconds(r.median_step_time_seconds())}),
-                    Row({"tokens/s", absl::StrFormat("%.0f", r.tokens_per_second())}),
+                    Row({"step time", StepTimeSummary(r.median_step_time_seconds(), r.steady_steps(),
+                                                      r.warmup_steps(), r.warmup_step_time_seconds())}),
+                    Row({"tokens/s", TokensPerSecondSummary(r.tokens_per_second(), r.steady_steps(), r.warmup_steps())}),
                     Row({"final loss", absl::StrFormat("%.4f", r.final_loss())}));
   }
   out += "</table>\n<h2>Memory over time</h2>\n";

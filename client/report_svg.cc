@@ -11,6 +11,7 @@
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
+#include "client/text_layout.h"
 
 namespace vramlab::client {
 namespace {
@@ -19,9 +20,9 @@ using vramlab::v1::Experiment;
 using vramlab::v1::MemoryAnatomy;
 
 // Geometry of the picture, in SVG user units.
-constexpr double kWidth = 960, kHeight = 580;
+constexpr double kWidth = 960, kMinHeight = 580;
 constexpr double kChartLeft = 90, kChartTop = 70, kChartWidth = 840, kChartHeight = 300;
-constexpr double kBarTop = 470, kBarHeight = 26;
+constexpr double kBarHeight = 26;
 constexpr const char* kAllocatedColor = "#1f4e99";
 constexpr const char* kReservedColor = "#e8710a";
 
@@ -64,35 +65,83 @@ std::string Polyline(const char* id, const char* series, const char* color,
       id, series, samples.size(), color, points);
 }
 
-std::string ReferenceLine(const char* id, int64_t bytes, const std::string& label,
-                          const char* color, const Scale& scale) {
-  const double y = scale.Y(static_cast<double>(bytes));
-  return absl::StrFormat(
-      "<line id=\"%s\" data-bytes=\"%d\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-      "stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n"
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" fill=\"%s\">%s</text>\n",
-      id, bytes, kChartLeft, y, kChartLeft + kChartWidth, y, color, kChartLeft + kChartWidth - 4,
-      y - 4, color, XmlEscape(label));
+const char* AnchorName(TextAnchor anchor) {
+  switch (anchor) {
+    case TextAnchor::kMiddle: return "middle";
+    case TextAnchor::kEnd: return "end";
+    default: return "start";
+  }
 }
 
-std::string Axes(const Scale& scale) {
+// A <text> of a placed label (class "label"), with a white halo so that lines under it do not
+// strike it through.
+std::string Text(const std::string& id, const LabelCandidates& label, std::pair<double, double> at,
+                 const char* color) {
+  return absl::StrFormat(
+      "<text id=\"%s\" class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s "
+      "text-anchor=\"%s\" fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\">%s</text>\n",
+      id, at.first, at.second, label.style.font_size, label.style.bold ? " font-weight=\"bold\"" : "",
+      AnchorName(label.anchor), color, XmlEscape(label.text));
+}
+
+// A fixed <text>, its box taken in `layout`.
+std::string FixedText(LabelLayout& layout, const std::string& attributes, const std::string& text,
+                      double x, double y, TextStyle style, TextAnchor anchor) {
+  layout.OccupyText(text, x, y, style, anchor);
+  return absl::StrFormat("<text %sx=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s text-anchor=\"%s\">%s</text>\n",
+                         attributes.empty() ? "" : attributes + " ", x, y, style.font_size,
+                         style.bold ? " font-weight=\"bold\"" : "", AnchorName(anchor), XmlEscape(text));
+}
+
+// A dashed line across the chart at `bytes`; its label goes where the layout finds room, preferring
+// just above the line's right end.
+std::string ReferenceLine(const char* id, int64_t bytes, const std::string& label,
+                          const char* color, const Scale& scale, LabelLayout& layout) {
+  const double y = scale.Y(static_cast<double>(bytes));
+  std::string out = absl::StrFormat(
+      "<line id=\"%s\" data-bytes=\"%d\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+      "stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n",
+      id, bytes, kChartLeft, y, kChartLeft + kChartWidth, y, color);
+  const double right = kChartLeft + kChartWidth - 4, left = kChartLeft + 4;
+  LabelCandidates candidates{label, {11, false}, TextAnchor::kEnd, {{right, y - 4}, {right, y + 13}}};
+  auto placed = layout.Place(candidates, 0);
+  if (!placed) {
+    candidates.anchor = TextAnchor::kStart;
+    candidates.positions = {{left, y - 4}, {left, y + 13}};
+    placed = layout.Place(candidates, 0);
+  }
+  if (!placed) {
+    candidates.anchor = TextAnchor::kEnd;
+    candidates.positions = {{right, y - 4}};
+    placed = layout.Place(candidates, kChartHeight);
+  }
+  if (placed) out += Text(absl::StrCat(id, "-label"), candidates, *placed, color);
+  return out;
+}
+
+// Grid lines and tick labels; a tick label that would touch one already drawn is left out.
+std::string Axes(const Scale& scale, LabelLayout& layout) {
   std::string out;
+  const TextStyle tick{11, false};
   const double y_step = NiceByteStep(scale.y_max);
   for (double v = 0; v <= scale.y_max * (1 + 1e-9); v += y_step) {
     const double y = scale.Y(v);
-    absl::StrAppendFormat(
-        &out,
-        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-        kChartLeft, y, kChartLeft + kChartWidth, y, kChartLeft - 6, y + 4,
-        XmlEscape(FormatBytes(static_cast<int64_t>(v))));
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n",
+                          kChartLeft, y, kChartLeft + kChartWidth, y);
+    const std::string label = FormatBytes(static_cast<int64_t>(v));
+    if (layout.IsFree(TextBox(label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd))) {
+      out += FixedText(layout, "", label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd);
+    }
   }
   if (scale.t_max > 0) {
     const double t_step = NiceNumber(scale.t_max);
     for (double t = 0; t <= scale.t_max * (1 + 1e-9); t += t_step) {
-      absl::StrAppendFormat(
-          &out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%g s</text>\n",
-          scale.X(t), kChartTop + kChartHeight + 16, t);
+      const std::string label = absl::StrFormat("%g s", t);
+      const double y = kChartTop + kChartHeight + 18;
+      if (layout.IsFree(TextBox(label, scale.X(t), y, tick, TextAnchor::kMiddle))) {
+        out += FixedText(layout, "", label, scale.X(t), y, tick, TextAnchor::kMiddle);
+      }
     }
   }
   absl::StrAppendFormat(&out,
@@ -160,46 +209,50 @@ std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples,
   return out;
 }
 
-// Legend of the phases that occur and of the two series, under the time axis.
-std::string Legend(const Timeline& timeline) {
+// Legend of the two series and the phases that occur, under the time axis, flowing onto a second
+// row when the chart's width is used up. Returns the baseline of its last row.
+double Legend(const Timeline& timeline, LabelLayout& layout, std::string* out) {
   std::set<int> phases;
   for (const auto& band : timeline.bands) phases.insert(band.phase);
-  std::string out = "<g id=\"legend\" font-size=\"12\">\n";
+  *out += "<g id=\"legend\">\n";
+  const TextStyle style{12, false};
   double x = kChartLeft;
-  const double y = kChartTop + kChartHeight + 40;
+  double y = kChartTop + kChartHeight + 42;
+  // Each entry: its swatch (drawn by `swatch` at x, y) and its label after it.
+  const auto entry = [&](const std::string& label, double swatch_width,
+                         const std::function<std::string(double, double)>& swatch) {
+    const double width = swatch_width + 4 + TextWidth(label, style);
+    if (x > kChartLeft && x + width > kChartLeft + kChartWidth) {
+      x = kChartLeft;
+      y += 20;
+    }
+    *out += swatch(x, y);
+    *out += FixedText(layout, "", label, x + swatch_width + 4, y, style, TextAnchor::kStart);
+    x += width + 20;
+  };
   for (const auto& [label, color] : {std::pair{"allocated", kAllocatedColor},
                                      std::pair{"reserved", kReservedColor}}) {
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                          "stroke-width=\"3\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                          x, y - 4, x + 18, y - 4, color, x + 22, y, label);
-    x += 100;
+    entry(label, 18, [color = color](double sx, double sy) {
+      return absl::StrFormat(
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", sx,
+          sy - 4, sx + 18, sy - 4, color);
+    });
   }
   for (int phase : phases) {
     const auto p = static_cast<vramlab::v1::Phase>(phase);
-    absl::StrAppendFormat(&out,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                          x, y - 10, PhaseColor(p), x + 18, y, PhaseName(p));
-    x += 28 + 7.5 * PhaseName(p).size();
+    entry(PhaseName(p), 14, [p](double sx, double sy) {
+      return absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>", sx,
+                             sy - 10, PhaseColor(p));
+    });
   }
-  out += "</g>\n";
-  return out;
-}
-
-// `text` cut with an ellipsis to what fits `width` pixels at `char_width` pixels a character (an
-// average for the sans-serif fonts the SVG names; the cut is conservative).
-std::string FitToWidth(const std::string& text, double width, double char_width) {
-  const size_t fits = static_cast<size_t>(width / char_width);
-  if (text.size() <= fits || fits < 4) return text;
-  size_t cut = fits - 3;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
-  return text.substr(0, cut) + "...";
+  *out += "</g>\n";
+  return y;
 }
 
 // For a run that ran out of memory: the refused request, drawn where it would have gone — from
-// what was allocated at the failure up by the request's size, at the failure's time.
-std::string OomMarker(const Experiment& e, const Scale& scale) {
+// what was allocated at the failure up by the request's size, at the failure's time — and its
+// label where the layout finds room beside it.
+std::string OomMarker(const Experiment& e, const Scale& scale, LabelLayout& layout) {
   if (!e.has_oom() || !e.oom().has_memory()) return "";
   const auto& oom = e.oom();
   const double x = scale.X(oom.memory().time_seconds());
@@ -208,88 +261,120 @@ std::string OomMarker(const Experiment& e, const Scale& scale) {
   const double y_base = scale.Y(base);
   const double y_top = std::max(scale.Y(top_value), kChartTop);
   const bool beyond = scale.Y(top_value) < kChartTop;
-  return absl::StrFormat(
+  const double height = std::max(y_base - y_top, 2.0);
+  layout.Occupy(Box{x - 6, y_top - 1, x + 6, y_top + height + 1});
+  std::string out = absl::StrFormat(
       "<g id=\"oom-request\" data-requested-bytes=\"%d\" data-allocated-bytes=\"%d\">\n"
       "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"%.1f\" fill=\"none\" stroke=\"#c00000\" "
-      "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>\n"
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\" fill=\"#c00000\" "
-      "text-anchor=\"end\">OOM: request of %s refused%s</text>\n</g>\n",
-      oom.requested_bytes(), oom.memory().allocated_bytes(), x - 5, y_top, std::max(y_base - y_top, 2.0),
-      x - 10, std::max(y_top + 12, kChartTop + 12), XmlEscape(FormatBytes(oom.requested_bytes())),
-      beyond ? " (beyond the chart)" : "");
+      "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>\n",
+      oom.requested_bytes(), oom.memory().allocated_bytes(), x - 5, y_top, height);
+  const double y = std::max(y_top + 12, kChartTop + 14);
+  LabelCandidates label{absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()), " refused",
+                                     beyond ? " (beyond the chart)" : ""),
+                        {12, true}, TextAnchor::kEnd, {{x - 10, y}}};
+  auto placed = layout.Place(label, 0);
+  if (!placed) {
+    label.anchor = TextAnchor::kStart;
+    label.positions = {{x + 10, y}};
+    placed = layout.Place(label, 0);
+  }
+  if (!placed) {
+    label.anchor = x > kChartLeft + kChartWidth / 2 ? TextAnchor::kEnd : TextAnchor::kStart;
+    label.positions = {{label.anchor == TextAnchor::kEnd ? x - 10 : x + 10, y}};
+    placed = layout.Place(label, kChartHeight);
+  }
+  if (placed) out += Text("oom-label", label, *placed, "#c00000");
+  return out + "</g>\n";
 }
 
 // One segment per shown component and its legend entry, left to right; `bytes_of` gives each
-// component's bytes (nullopt: not part of this bar).
-std::string BarSegments(const MemoryAnatomy& anatomy, int64_t total,
-                        const std::function<std::optional<int64_t>(const AnatomyComponent&)>& bytes_of) {
-  std::string out;
+// component's bytes (nullopt: not part of this bar). The legend flows in rows under the bar;
+// returns the baseline of its last row.
+double BarSegments(const MemoryAnatomy& anatomy, int64_t total, double bar_top,
+                   const std::function<std::optional<int64_t>(const AnatomyComponent&)>& bytes_of,
+                   LabelLayout& layout, std::string* out) {
+  const TextStyle style{12, false};
   double x = kChartLeft;
-  int index = 0;
+  double lx = kChartLeft, ly = bar_top + kBarHeight + 24;
   for (const auto& c : AnatomyComponents()) {
     const std::optional<int64_t> value = bytes_of(c);
     if (!value || !IsShown(c, {&anatomy})) continue;
     const int64_t bytes = std::max<int64_t>(*value, 0);
     const double width = total > 0 ? kChartWidth * static_cast<double>(bytes) / total : 0;
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "<rect class=\"anatomy-segment\" data-category=\"%s\" data-bytes=\"%d\" "
                           "x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
                           "<title>%s: %s</title></rect>\n",
-                          c.key, bytes, x, kBarTop, width, kBarHeight, c.color, c.label,
+                          c.key, bytes, x, bar_top, width, kBarHeight, c.color, c.label,
                           XmlEscape(FormatBytes(bytes)));
-    // Legend: four entries per row under the bar.
-    const double lx = kChartLeft + (index % 4) * 210;
-    const double ly = kBarTop + kBarHeight + 24 + (index / 4) * 20;
-    absl::StrAppendFormat(&out,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s %s</text>\n",
-                          lx, ly - 10, c.color, lx + 16, ly, c.label, XmlEscape(FormatBytes(bytes)));
+    const std::string label = absl::StrCat(c.label, " ", FormatBytes(bytes));
+    const double entry = 16 + TextWidth(label, style);
+    if (lx > kChartLeft && lx + entry > kChartLeft + kChartWidth) {
+      lx = kChartLeft;
+      ly += 20;
+    }
+    absl::StrAppendFormat(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx,
+                          ly - 10, c.color);
+    *out += FixedText(layout, "", label, lx + 16, ly, style, TextAnchor::kStart);
+    lx += entry + 24;
     x += width;
-    ++index;
   }
-  return out;
+  return ly;
 }
 
-std::string AnatomyBar(const Experiment& e) {
+// The anatomy as a stacked bar whose top is at `bar_top`, a title (what the bar is and its total)
+// and a line of detail above it, each cut to the chart's width. Returns the lowest baseline drawn.
+double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std::string* out) {
   const bool measured = e.has_report();
+  const TextStyle title_style{13, true}, detail_style{11, false};
+  const auto titles = [&](const std::string& title, const std::string& detail) {
+    *out += FixedText(layout, "id=\"anatomy-title\"", FitText(title, kChartWidth, title_style), kChartLeft,
+                      bar_top - 24, title_style, TextAnchor::kStart);
+    if (!detail.empty()) {
+      *out += FixedText(layout, "id=\"anatomy-detail\" fill=\"#555\"", FitText(detail, kChartWidth, detail_style),
+                        kChartLeft, bar_top - 8, detail_style, TextAnchor::kStart);
+    }
+  };
   if (!measured && !e.has_prediction()) {
-    return absl::StrFormat("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">no anatomy: %s</text>\n",
-                           kChartLeft, kBarTop, XmlEscape(OutcomeSummary(e)));
+    titles(absl::StrCat("no anatomy: ", OutcomeSummary(e)), "");
+    return bar_top - 24;
   }
   const MemoryAnatomy& anatomy = measured ? e.report().anatomy() : e.prediction().anatomy();
   if (measured && anatomy.has_at_peak_allocated()) {
     // One moment: what was alive when allocated peaked; the segments sum to peak allocated.
     const auto& moment = anatomy.at_peak_allocated();
-    std::string cache;
-    if (anatomy.has_at_peak_reserved()) {
-      cache = absl::StrCat("; cache at peak reserved ", FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()));
-    }
-    std::string out = absl::StrFormat(
-        "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">measured "
-        "anatomy at peak allocated (%s, step %d): %s%s</text>\n"
-        "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
-        kChartLeft, kBarTop - 8, XmlEscape(PhaseName(moment.phase())), moment.step(),
-        XmlEscape(FormatBytes(moment.allocated_bytes())), XmlEscape(cache), moment.allocated_bytes());
-    out += BarSegments(anatomy, moment.allocated_bytes(), [&](const AnatomyComponent& c) -> std::optional<int64_t> {
-      if (c.category == nullptr) return std::nullopt;
-      return c.category(moment.categories());
-    });
-    return out + "</g>\n";
+    titles(absl::StrFormat("measured anatomy at peak allocated (%s, step %d): %s", PhaseName(moment.phase()),
+                           moment.step(), FormatBytes(moment.allocated_bytes())),
+           anatomy.has_at_peak_reserved()
+               ? absl::StrCat("cache at peak reserved ", FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()))
+               : "");
+    absl::StrAppendFormat(out, "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
+                          moment.allocated_bytes());
+    const double bottom = BarSegments(
+        anatomy, moment.allocated_bytes(), bar_top,
+        [&](const AnatomyComponent& c) -> std::optional<int64_t> {
+          if (c.category == nullptr) return std::nullopt;
+          return c.category(moment.categories());
+        },
+        layout, out);
+    *out += "</g>\n";
+    return bottom;
   }
   int64_t total = 0;
   for (const auto& c : AnatomyComponents()) total += std::max<int64_t>(c.bytes(anatomy), 0);
   // The categories are each one's own maximum over the run (their peaks need not coincide), plus
   // the allocator cache and the CUDA context: the sum is said to be that, next to the peaks.
-  std::string out = absl::StrFormat(
-      "<text id=\"anatomy-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s "
-      "anatomy: %s, the sum of each category's maximum; peak allocated %s, peak device used %s</text>\n"
-      "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
-      kChartLeft, kBarTop - 8, measured ? "measured" : "predicted", XmlEscape(FormatBytes(total)),
-      XmlEscape(FormatBytes(anatomy.peak_allocated_bytes())),
-      XmlEscape(FormatBytes(anatomy.peak_device_used_bytes())), measured ? "measured" : "predicted",
-      total);
-  out += BarSegments(anatomy, total, [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); });
-  return out + "</g>\n";
+  titles(absl::StrCat(measured ? "measured" : "predicted", " anatomy: ", FormatBytes(total)),
+         absl::StrCat("the sum of each category's maximum; peak allocated ",
+                      FormatBytes(anatomy.peak_allocated_bytes()), ", peak device used ",
+                      FormatBytes(anatomy.peak_device_used_bytes())));
+  absl::StrAppendFormat(out, "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
+                        measured ? "measured" : "predicted", total);
+  const double bottom = BarSegments(
+      anatomy, total, bar_top, [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); },
+      layout, out);
+  *out += "</g>\n";
+  return bottom;
 }
 
 }  // namespace
@@ -340,69 +425,82 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
     }
   }
   const Scale scale{timeline.end_seconds, static_cast<double>(y_max) * 1.08};
+  // Every text's box is taken in the layout as it is drawn; the labels inside the chart (peak,
+  // OOM, limit, prediction) then go where nothing is. The frame is as tall as any text may go.
+  LabelLayout layout(Box{0, 0, kWidth, 10000});
 
-  std::string out = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
-      "%.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
-      kWidth, kHeight, kWidth, kHeight);
   const std::string title = absl::StrCat(e.id(), e.spec().name().empty() ? "" : "  ", e.spec().name());
   // The outcome has a line of its own, and each line is cut to the width it is drawn in (the full
   // text stays in the tooltip).
-  const std::string heading = FitToWidth(title, kWidth - kChartLeft - 20, 17 * 0.62);
-  const std::string outcome = FitToWidth(OutcomeSummary(e), kWidth - kChartLeft - 20, 12 * 0.56);
-  const std::string settings = FitToWidth(SpecSummary(e.spec()), kWidth - kChartLeft - 20, 11 * 0.56);
-  absl::StrAppendFormat(&out,
-                        "<title>%s  %s</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n"
-                        "<text id=\"title\" x=\"%.1f\" y=\"24\" font-size=\"17\" font-weight=\"bold\">%s</text>\n"
-                        "<text id=\"outcome\" x=\"%.1f\" y=\"42\" font-size=\"12\">%s</text>\n"
-                        "<text id=\"settings\" x=\"%.1f\" y=\"57\" font-size=\"11\" fill=\"#555\">%s</text>\n",
-                        XmlEscape(title), XmlEscape(OutcomeSummary(e)), kChartLeft, XmlEscape(heading),
-                        kChartLeft, XmlEscape(outcome), kChartLeft, XmlEscape(settings));
-  out += PhaseBands(timeline, scale);
-  out += CategoryAreas(Downsample(timeline.samples, 800), scale);
-  out += Axes(scale);
-  out += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800),
-                  scale, true);
-  out += Polyline("series-allocated", "allocated", kAllocatedColor,
-                  Downsample(timeline.samples, 800), scale, false);
-  if (limit > 0 && limit <= y_max) {
-    out += ReferenceLine("limit-line", limit, absl::StrCat("limit ", FormatBytes(limit)), "#c00000",
-                         scale);
-  } else if (limit > 0) {
-    // Far above the data: named in a corner rather than squashing the lines flat.
-    absl::StrAppendFormat(&out,
-                          "<text id=\"limit-note\" data-bytes=\"%d\" x=\"%.1f\" y=\"%.1f\" "
-                          "font-size=\"11\" text-anchor=\"end\" fill=\"#c00000\">limit %s (above "
-                          "the chart)</text>\n",
-                          limit, kChartLeft + kChartWidth, kChartTop - 6, XmlEscape(FormatBytes(limit)));
-  }
-  if (predicted > 0 && predicted <= y_max) {
-    out += ReferenceLine("predicted-peak-line", predicted,
-                         absl::StrCat("predicted peak ", FormatBytes(predicted)), "#666666", scale);
-  }
+  const double text_width = kWidth - kChartLeft - 20;
+  std::string body;
+  body += FixedText(layout, "id=\"title\"", FitText(title, text_width, {17, true}), kChartLeft, 24, {17, true},
+                    TextAnchor::kStart);
+  body += FixedText(layout, "id=\"outcome\"", FitText(OutcomeSummary(e), text_width, {12, false}), kChartLeft, 42,
+                    {12, false}, TextAnchor::kStart);
+  body += FixedText(layout, "id=\"settings\" fill=\"#555\"", FitText(SpecSummary(e.spec()), text_width, {11, false}),
+                    kChartLeft, 57, {11, false}, TextAnchor::kStart);
+  body += PhaseBands(timeline, scale);
+  body += CategoryAreas(Downsample(timeline.samples, 800), scale);
+  body += Axes(scale, layout);
+  body += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800), scale, true);
+  body += Polyline("series-allocated", "allocated", kAllocatedColor, Downsample(timeline.samples, 800), scale, false);
+  std::string legend;
+  const double legend_bottom = Legend(timeline, layout, &legend);
+  std::string bar;
+  const double bar_bottom = AnatomyBar(e, legend_bottom + 62, layout, &bar);
+
+  // The labels inside the chart, most important first: each takes the first free place.
   if (timeline.peak_index >= 0) {
     const auto& peak = timeline.samples[timeline.peak_index];
     const double x = scale.X(peak.time_seconds());
     const double y = scale.Y(static_cast<double>(peak.allocated_bytes()));
-    absl::StrAppendFormat(
-        &out,
-        "<circle id=\"peak-marker\" data-bytes=\"%d\" data-time=\"%.3f\" cx=\"%.1f\" cy=\"%.1f\" "
-        "r=\"5\" fill=\"#c00000\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n"
-        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\" fill=\"#c00000\" "
-        "text-anchor=\"%s\">peak %s (%s)</text>\n",
-        peak.allocated_bytes(), peak.time_seconds(), x, y, x > kChartLeft + kChartWidth / 2 ? x - 8 : x + 8,
-        std::max(y - 8, kChartTop + 12), x > kChartLeft + kChartWidth / 2 ? "end" : "start",
-        XmlEscape(FormatBytes(peak.allocated_bytes())), XmlEscape(PhaseName(peak.phase())));
+    layout.Occupy(Box{x - 6, y - 6, x + 6, y + 6});
+    absl::StrAppendFormat(&body,
+                          "<circle id=\"peak-marker\" data-bytes=\"%d\" data-time=\"%.3f\" cx=\"%.1f\" "
+                          "cy=\"%.1f\" r=\"5\" fill=\"#c00000\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n",
+                          peak.allocated_bytes(), peak.time_seconds(), x, y);
+    const bool right_half = x > kChartLeft + kChartWidth / 2;
+    const double above = std::max(y - 8, kChartTop + 14), below = y + 20;
+    LabelCandidates label{absl::StrCat("peak ", FormatBytes(peak.allocated_bytes()), " (", PhaseName(peak.phase()), ")"),
+                          {12, true}, right_half ? TextAnchor::kEnd : TextAnchor::kStart,
+                          {{right_half ? x - 8 : x + 8, above}, {right_half ? x - 8 : x + 8, below}}};
+    auto placed = layout.Place(label, kChartHeight);
+    if (placed) body += Text("peak-label", label, *placed, "#c00000");
   } else {
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">no memory readings recorded</text>\n",
-                          kChartLeft + 20, kChartTop + kChartHeight / 2);
+    body += FixedText(layout, "", "no memory readings recorded", kChartLeft + 20, kChartTop + kChartHeight / 2,
+                      {13, false}, TextAnchor::kStart);
   }
-  out += OomMarker(e, scale);
-  out += Legend(timeline);
-  out += AnatomyBar(e);
-  out += "</svg>\n";
-  return out;
+  body += OomMarker(e, scale, layout);
+  if (limit > 0 && limit <= y_max) {
+    body += ReferenceLine("limit-line", limit, absl::StrCat("limit ", FormatBytes(limit)), "#c00000", scale, layout);
+  } else if (limit > 0) {
+    // Far above the data: named in a corner rather than squashing the lines flat.
+    LabelCandidates label{absl::StrCat("limit ", FormatBytes(limit), " (above the chart)"),
+                          {11, false},
+                          TextAnchor::kEnd,
+                          {{kChartLeft + kChartWidth, kChartTop - 6}, {kChartLeft + kChartWidth - 4, kChartTop + 14}}};
+    auto placed = layout.Place(label, kChartHeight);
+    if (placed) {
+      absl::StrAppendFormat(&body,
+                            "<text id=\"limit-note\" class=\"label\" data-bytes=\"%d\" x=\"%.1f\" y=\"%.1f\" "
+                            "font-size=\"11\" text-anchor=\"end\" fill=\"#c00000\">%s</text>\n",
+                            limit, placed->first, placed->second, XmlEscape(label.text));
+    }
+  }
+  if (predicted > 0 && predicted <= y_max) {
+    body += ReferenceLine("predicted-peak-line", predicted, absl::StrCat("predicted peak ", FormatBytes(predicted)),
+                          "#666666", scale, layout);
+  }
+  body += legend;
+  body += bar;
+
+  const double height = std::max(kMinHeight, bar_bottom + 20);
+  return absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+      "<title>%s  %s</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n%s</svg>\n",
+      kWidth, height, kWidth, height, XmlEscape(title), XmlEscape(OutcomeSummary(e)), body);
 }
 
 }  // namespace vramlab::client

@@ -53,7 +53,9 @@ if(VRAMLAB_BUILD_SERVER)
   endif()
   foreach(dir grafana prometheus)
     if(IS_DIRECTORY ${deploy_dir}/${dir})
-      install(DIRECTORY ${deploy_dir}/${dir} DESTINATION ${CMAKE_INSTALL_DATADIR}/vramlab)
+      # The rules' promtool unit tests (prometheus/tests) are for the source tree only.
+      install(DIRECTORY ${deploy_dir}/${dir} DESTINATION ${CMAKE_INSTALL_DATADIR}/vramlab
+              PATTERN tests EXCLUDE)
     endif()
   endforeach()
   file(GLOB doc_files ${CMAKE_SOURCE_DIR}/docs/*.md)

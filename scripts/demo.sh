@@ -48,7 +48,9 @@ export VRAMLAB_ADDR=$addr
 vramlab=$build/bin/vramlab
 echo "vramlabd is serving on $addr (CPU, data in $data)"
 
-common=(--preset tiny --seq-len 512 --attention eager --optimizer adamw --steps 2)
+# Six steps: the first is the warm-up, which step time and tokens/s leave out; the comparison's
+# speed rows are the median of the five steady steps (docs/BENCHMARKS.md, "The demo's comparison").
+common=(--preset tiny --seq-len 512 --attention eager --optimizer adamw --steps 6)
 sad=$("$vramlab" submit "${common[@]}" --micro-batch 4 --accum 1 --name "sad path: micro-batch 4 x accumulation 1")
 happy=$("$vramlab" submit "${common[@]}" --micro-batch 1 --accum 4 --name "happy path: micro-batch 1 x accumulation 4")
 echo "submitted $sad (sad path) and $happy (happy path)"

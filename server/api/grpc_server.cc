@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/api/malformed_request_interceptor.h"
+#include "server/api/reflection_v1.h"
 #include "server/auth/flag_file.h"
 #include "server/auth/proven_address_interceptor.h"
 #include "vramlab/v1/service.grpc.pb.h"
@@ -55,6 +56,11 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   builder.AddListeningPort(options.listen_address, *credentials, &running.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(service);
+  // What the v1alpha service lists, by the same names; v1 lists itself as well.
+  running.reflection_v1 = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      vramlab::v1::VramlabService::service_full_name(), "grpc.health.v1.Health",
+      "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"});
+  builder.RegisterService(running.reflection_v1.get());
   // One list: SetInterceptorCreators replaces what an earlier call set.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(NewMalformedRequestInterceptorFactory());

@@ -29,6 +29,8 @@ struct GrpcServerOptions {
 };
 
 struct RunningGrpcServer {
+  // grpc.reflection.v1 (the library registers v1alpha itself); outlives `server`, declared first.
+  std::unique_ptr<grpc::Service> reflection_v1;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };

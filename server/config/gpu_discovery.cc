@@ -17,12 +17,13 @@ absl::StatusOr<std::vector<Slot>> ParseNvidiaSmi(const std::string& output) {
     std::vector<std::string> fields = absl::StrSplit(line, ',');
     Slot slot;
     int64_t mib = 0;
-    if (fields.size() != 3 ||
+    if (fields.size() != 4 ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(fields[0]), &slot.index) ||
-        !absl::SimpleAtoi(absl::StripAsciiWhitespace(fields[2]), &mib)) {
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(fields[3]), &mib)) {
       return absl::InvalidArgumentError(absl::StrCat("unexpected nvidia-smi line: ", line));
     }
-    slot.name = std::string(absl::StripAsciiWhitespace(fields[1]));
+    slot.uuid = std::string(absl::StripAsciiWhitespace(fields[1]));
+    slot.name = std::string(absl::StripAsciiWhitespace(fields[2]));
     slot.total_memory_bytes = mib * 1024 * 1024;
     slot.cuda_visible_devices = absl::StrCat(slot.index);
     slots.push_back(slot);
@@ -33,7 +34,7 @@ absl::StatusOr<std::vector<Slot>> ParseNvidiaSmi(const std::string& output) {
 
 absl::StatusOr<std::vector<Slot>> DiscoverGpus() {
   FILE* pipe = popen(
-      "nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits 2>/dev/null",
+      "nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits 2>/dev/null",
       "r");
   if (pipe == nullptr) return absl::UnavailableError("cannot run nvidia-smi");
   std::string output;

@@ -11,8 +11,8 @@
 
 namespace vramlab::server {
 
-// Parses `nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits` output
-// (memory in MiB).
+// Parses `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`
+// output (memory in MiB).
 absl::StatusOr<std::vector<Slot>> ParseNvidiaSmi(const std::string& output);
 // Runs nvidia-smi.
 absl::StatusOr<std::vector<Slot>> DiscoverGpus();

@@ -13,6 +13,7 @@ struct Slot {
   std::string name;                  // "NVIDIA H200", "cpu"
   int64_t total_memory_bytes = 0;
   std::string cuda_visible_devices;  // what the worker sees; empty hides every GPU
+  std::string uuid;                  // the GPU's "GPU-..." UUID from nvidia-smi; empty for CPU slots
 };
 
 }  // namespace vramlab::server

@@ -61,6 +61,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock,
   for (size_t i = 0; i < options_.slots.size(); ++i) {
     free_slots_.insert(static_cast<int>(i));
     metrics_->SetSlot(options_.slots[i].index, options_.slots[i].total_memory_bytes);
+    metrics_->SetSlotIdentity(options_.slots[i].index, options_.slots[i].uuid, options_.slots[i].name);
   }
   hub_.SetWatcherListener([metrics](int watchers) { metrics->SetWatchers(watchers); });
 }

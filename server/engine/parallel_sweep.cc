@@ -49,6 +49,9 @@ FinalReport MergePointReports(const std::vector<FinalReport>& reports) {
   merged.set_tokens_per_second(chosen->tokens_per_second());
   merged.set_mfu(chosen->mfu());
   merged.set_final_loss(chosen->final_loss());
+  merged.set_steady_steps(chosen->steady_steps());
+  merged.set_warmup_steps(chosen->warmup_steps());
+  merged.set_warmup_step_time_seconds(chosen->warmup_step_time_seconds());
   const FinalReport& latest = reports.back();
   merged.set_parameter_count(latest.parameter_count());
   merged.set_device_name(latest.device_name());

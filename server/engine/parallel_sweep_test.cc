@@ -62,6 +62,8 @@ TEST(ParallelSweepTest, ListRunsItsPointsInOrderAndStopsAtTheFirstOutOfMemory) {
   EXPECT_EQ(report->largest_fitting_value(), 32);
   EXPECT_EQ(report->anatomy().peak_allocated_bytes(), 32000);
   EXPECT_DOUBLE_EQ(report->final_loss(), 32.5);
+  EXPECT_EQ(report->steady_steps(), 2);  // the speed's steady steps come with it
+  EXPECT_EQ(report->warmup_steps(), 1);
   EXPECT_EQ(report->parameter_count(), 42);
 
   // Each rank's report holds the points it reported.

@@ -25,6 +25,9 @@ FinalReport ReportOfResult(const SweepPointResult& result,
   report.set_tokens_per_second(result.tokens_per_second());
   report.set_mfu(result.mfu());
   report.set_final_loss(result.final_loss());
+  report.set_steady_steps(result.steady_steps());
+  report.set_warmup_steps(result.warmup_steps());
+  report.set_warmup_step_time_seconds(result.warmup_step_time_seconds());
   if (started.has_value()) {
     report.set_parameter_count(started->parameter_count());
     report.set_device_name(started->device_name());

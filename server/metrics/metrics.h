@@ -42,6 +42,10 @@ class Metrics {
 
   // Slots (GPU or CPU) the daemon owns, with the device's total memory.
   virtual void SetSlot(int slot, int64_t device_total_bytes) = 0;
+  // What identifies a GPU to other exporters: with a UUID, the slot's series gain the labels
+  // `UUID`, `modelName` and `Hostname` as dcgm-exporter names them (a CPU slot has no UUID and
+  // keeps `gpu` alone).
+  virtual void SetSlotIdentity(int slot, const std::string& uuid, const std::string& model_name) {}
   // A worker sample or phase-boundary sample of the experiment running on `slot`.
   virtual void OnSample(int slot, const vramlab::v1::MemorySample& sample) = 0;
   virtual void OnStepResult(int slot, const vramlab::v1::StepResult& step) = 0;

@@ -101,6 +101,28 @@ TEST(MetricsTest, SampleOfRunningExperimentIsExportedPerSlot) {
   EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"0\""));
 }
 
+// A GPU's series carry dcgm-exporter's labels for the same GPU (gpu, UUID, modelName, Hostname),
+// so that `on (UUID)` joins them with DCGM_FI_* series; a slot without a UUID keeps gpu alone.
+TEST(MetricsTest, GpuSeriesCarryDcgmExporterLabels) {
+  auto metrics = Metrics::CreateUnexposed();
+  metrics->SetSlot(0, int64_t{80} << 30);
+  metrics->SetSlot(1, int64_t{80} << 30);
+  metrics->SetSlotIdentity(1, "GPU-9e8d7c6b-5a49-3827-1605-f4e3d2c1b0a9", "NVIDIA H200");
+  metrics->OnExperimentStarted(1, RunningExperiment("exp-000007", "seq 4096"));
+  metrics->OnSample(1, Sample(3000, 4000));
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  const std::string text = metrics->Serialize();
+  const std::string dcgm = absl::StrCat(
+      "{gpu=\"1\",UUID=\"GPU-9e8d7c6b-5a49-3827-1605-f4e3d2c1b0a9\",modelName=\"NVIDIA H200\",Hostname=\"",
+      host, "\"}");
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes" + dcgm), 3000) << text;
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_reserved_bytes" + dcgm), 4000);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_total_bytes" + dcgm), double(int64_t{80} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_tokens_per_second" + dcgm), 0);
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
+}
+
 TEST(MetricsTest, FreeBlockFragmentationSurvivesSamplesWithoutSnapshot) {
   auto metrics = Metrics::CreateUnexposed();
   metrics->OnExperimentStarted(0, RunningExperiment("exp-1", "a"));

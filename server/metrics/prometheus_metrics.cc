@@ -1,5 +1,7 @@
 #include "server/metrics/prometheus_metrics.h"
 
+#include <unistd.h>
+
 #include <sstream>
 #include <utility>
 
@@ -22,6 +24,13 @@ int64_t EffectiveLimit(int64_t spec_limit_bytes, int64_t device_total_bytes) {
   return spec_limit_bytes > 0 ? spec_limit_bytes : device_total_bytes;
 }
 
+// The host's name as gethostname(2) gives it (dcgm-exporter's Hostname label); "" if unknown.
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
 }  // namespace
 
 const std::vector<double>& PrometheusMetrics::StepDurationBuckets() {
@@ -30,7 +39,7 @@ const std::vector<double>& PrometheusMetrics::StepDurationBuckets() {
   return *kBuckets;
 }
 
-PrometheusMetrics::PrometheusMetrics() {
+PrometheusMetrics::PrometheusMetrics() : hostname_(HostName()) {
   for (auto priority : ExportedPriorities()) queue_depth_[priority] = 0;
   for (auto state : FinalStates()) outcomes_[OutcomeLabel(state)] = 0;
 }
@@ -71,6 +80,13 @@ void PrometheusMetrics::SetSlot(int slot, int64_t device_total_bytes) {
   Slot& s = SlotLocked(slot);
   s.device_total_bytes = device_total_bytes;
   if (s.running == nullptr) s.memory_limit_bytes = device_total_bytes;
+}
+
+void PrometheusMetrics::SetSlotIdentity(int slot, const std::string& uuid, const std::string& model_name) {
+  absl::MutexLock lock(&mutex_);
+  Slot& s = SlotLocked(slot);
+  s.uuid = uuid;
+  s.model_name = model_name;
 }
 
 void PrometheusMetrics::OnSample(int slot, const MemorySample& sample) {
@@ -227,7 +243,15 @@ void PrometheusMetrics::CollectSlots(std::vector<MetricFamily>& out) const {
 
   for (const auto& [index, s] : slots_) {
     const std::string gpu = SlotLabel(index);
-    const MetricLabels labels = {{"gpu", gpu}};
+    // A GPU's series carry gpu (the index), UUID, modelName and Hostname as dcgm-exporter names
+    // them, so that they join DCGM's on the same GPU (`on (UUID)` or `on (Hostname, gpu)`). A CPU
+    // slot, which no DCGM series describes, has gpu alone.
+    MetricLabels labels = {{"gpu", gpu}};
+    if (!s.uuid.empty()) {
+      labels.push_back({"UUID", s.uuid});
+      if (!s.model_name.empty()) labels.push_back({"modelName", s.model_name});
+      if (!hostname_.empty()) labels.push_back({"Hostname", hostname_});
+    }
     const MemorySample& m = s.last_sample;
     AddValue(allocated, labels, static_cast<double>(m.allocated_bytes()));
     AddValue(reserved, labels, static_cast<double>(m.reserved_bytes()));

@@ -37,6 +37,7 @@ class PrometheusMetrics : public Metrics {
   int port() const override;
   std::string Serialize() const override;
   void SetSlot(int slot, int64_t device_total_bytes) override;
+  void SetSlotIdentity(int slot, const std::string& uuid, const std::string& model_name) override;
   void OnSample(int slot, const vramlab::v1::MemorySample& sample) override;
   void OnStepResult(int slot, const vramlab::v1::StepResult& step) override;
   void OnExperimentStarted(int slot, const vramlab::v1::Experiment& experiment) override;
@@ -64,6 +65,9 @@ class PrometheusMetrics : public Metrics {
   // One GPU (or CPU) slot. The allocator fields describe the worker running there and are zeroed
   // when it ends: its process, and all memory it held, is gone.
   struct Slot {
+    // dcgm-exporter's UUID and modelName labels; empty where unknown (a CPU slot has no UUID).
+    std::string uuid;
+    std::string model_name;
     int64_t device_total_bytes = 0;
     // Effective cap of the running experiment (its limit, or the device's total).
     int64_t memory_limit_bytes = 0;
@@ -86,6 +90,8 @@ class PrometheusMetrics : public Metrics {
   void CollectDaemon(std::vector<prometheus::MetricFamily>& out) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
 
+  // dcgm-exporter's Hostname label on every slot series; fixed at construction.
+  const std::string hostname_;
   mutable absl::Mutex mutex_;
   std::map<int, Slot> slots_ ABSL_GUARDED_BY(mutex_);
   std::map<vramlab::v1::Priority, int> queue_depth_ ABSL_GUARDED_BY(mutex_);

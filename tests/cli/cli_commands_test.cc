@@ -342,7 +342,14 @@ TEST_F(CliCommandsTest, CompareShowsEachExperimentAndTheDifference) {
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr(a + "  -     SUCCEEDED"));
   EXPECT_THAT(r.out, HasSubstr(b + " vs " + a));
-  EXPECT_THAT(r.out, HasSubstr("step time (median)"));
+  // One step each: the warm-up alone, so no speed to compare, and the table says what it rests on.
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("step time \\(steady\\) +- +- +-\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("tokens/s +- +- +-\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("steady steps +0 +0 *\n"));
+  CliResult show = Run({"show", a});
+  ASSERT_EQ(show.exit_code, 0) << Describe(show);
+  EXPECT_THAT(show.out, ::testing::ContainsRegex("step time: +no steady step \\(the warm-up step took [0-9.]+ m?s\\)\n"));
+  EXPECT_THAT(show.out, ::testing::ContainsRegex("tokens/s: +-\n"));
   CliResult json = Run({"compare", a, b, "--json"});
   vramlab::v1::ListExperimentsResponse list;
   ASSERT_TRUE(ParseJson(json.out, list));

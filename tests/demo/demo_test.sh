@@ -63,6 +63,12 @@ for id in "$sad" "$happy"; do
   grep -q "$id" "$tmp/ls.out" || fail "vramlab ls does not list $id"
 done
 "$bin/vramlab" compare "$sad" "$happy" >"$tmp/compare.out" || fail "vramlab compare $sad $happy"
+# The speed rows rest on the five steady steps of each run, and say so; none is a warm-up number.
+grep -qE '^steady steps +5 +5 *$' "$tmp/compare.out" || { cat "$tmp/compare.out"; fail "compare does not rest on 5 steady steps each"; }
+grep -qE '^step time \(steady\) +[0-9.]+ m?s +[0-9.]+ m?s +x[0-9.]+ *$' "$tmp/compare.out" ||
+  fail "compare has no steady step times with their ratio"
+"$bin/vramlab" show "$happy" | grep -qE '^step time: +[0-9.]+ m?s \(median of 5 steady steps\)$' ||
+  fail "show $happy does not say what its step time rests on"
 "$bin/vramlab" report "$sad" --format html -o "$tmp/report.html" || fail "vramlab report $sad"
 grep -q "<svg" "$tmp/report.html" || fail "the report of $sad has no chart"
 

@@ -14,6 +14,8 @@ source "$src/tests/support/checks.sh"
 check "promtool check config deploy/prometheus/prometheus.yml" \
   promtool check config "$deploy/prometheus/prometheus.yml"
 check "promtool check rules" promtool check rules "$deploy/prometheus/rules/vramlab-alerts.yml"
+check "promtool test rules: the store and authentication alerts fire when they should" \
+  promtool test rules "$deploy/prometheus/tests/vramlab-alerts.test.yml"
 
 check "dashboard JSON: parses, every panel has a unit and a datasource, variables and ids" \
   "$py" - "$deploy/grafana/dashboards/vramlab.json" <<'PY'
@@ -45,6 +47,10 @@ for p in d["panels"]:
         if "_seconds" in t["expr"]:
             assert unit == "s", f"{p['title']}: seconds with unit {unit}"
 assert data_panels >= 12, data_panels
+# The store and access health has panels (the alerts on them are in prometheus/rules).
+exprs = " ".join(t["expr"] for p in d["panels"] if p["type"] != "row" for t in p["targets"])
+for metric in ("vramlab_store_writable", "vramlab_events_not_stored_total", "vramlab_auth_throttled_total"):
+    assert metric in exprs, f"no panel shows {metric}"
 # The Daemon stat falls back to up, then to 0, so a daemon that is down shows DOWN, not "No data".
 (daemon,) = [p for p in d["panels"] if p["title"] == "Daemon"]
 expr = daemon["targets"][0]["expr"]
@@ -159,7 +165,7 @@ assert "-DVRAMLAB_BUILD_SERVER=OFF" in joined and "-DVRAMLAB_BUILD_WORKER=OFF" i
 assert "torch.utils.cmake_prefix_path" in joined
 users = re.findall(r"^USER (\S+)", joined, re.M)
 assert users and not users[-1].startswith(("root", "0")), users
-assert re.search(r"^HEALTHCHECK .*vramlab-health-check", joined, re.M)
+assert re.search(r'^HEALTHCHECK .*CMD \["/usr/local/bin/vramlab", .*"server", "--health"\]', joined, re.M)
 for source in re.findall(r"^COPY (?!--from)(?:--\S+ )*(.+) \S+$", joined, re.M):
     for path in source.split():
         assert os.path.exists(os.path.join(src, path)), f"COPY source {path} missing"

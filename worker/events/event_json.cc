@@ -169,6 +169,9 @@ json ToJson(const SweepPointResult& p) {
       {"finalLoss", Double(p.final_loss)},
       {"mfu", Double(p.mfu)},
       {"attentionBackend", p.attention_backend},
+      {"steadySteps", p.steady_steps},
+      {"warmupSteps", p.warmup_steps},
+      {"warmupStepTimeSeconds", Double(p.warmup_step_time_seconds)},
   };
 }
 
@@ -188,6 +191,9 @@ json ToJson(const FinalReport& r) {
       {"tokensPerSecond", Double(r.tokens_per_second)},
       {"mfu", Double(r.mfu)},
       {"finalLoss", Double(r.final_loss)},
+      {"steadySteps", r.steady_steps},
+      {"warmupSteps", r.warmup_steps},
+      {"warmupStepTimeSeconds", Double(r.warmup_step_time_seconds)},
   };
 }
 

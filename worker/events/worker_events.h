@@ -136,6 +136,9 @@ struct SweepPointResult {
   double final_loss = 0;
   double mfu = 0;
   std::string attention_backend;
+  int32_t steady_steps = 0;
+  int32_t warmup_steps = 0;
+  double warmup_step_time_seconds = 0;
 };
 
 struct FinalReport {
@@ -151,6 +154,9 @@ struct FinalReport {
   double tokens_per_second = 0;
   double mfu = 0;
   double final_loss = 0;
+  int32_t steady_steps = 0;
+  int32_t warmup_steps = 0;
+  double warmup_step_time_seconds = 0;
 };
 
 struct WorkerStarted {

@@ -15,6 +15,9 @@ void FillFromPoint(const PointOutcome& point, FinalReport& report) {
   report.tokens_per_second = point.tokens_per_second;
   report.mfu = point.mfu;
   report.final_loss = point.final_loss;
+  report.steady_steps = point.steady_steps;
+  report.warmup_steps = point.warmup_steps;
+  report.warmup_step_time_seconds = point.warmup_step_time_seconds;
 }
 
 class SweepRunner {
@@ -70,6 +73,9 @@ class SweepRunner {
     point.final_loss = last_->final_loss;
     point.mfu = last_->mfu;
     point.attention_backend = last_->attention_backend;
+    point.steady_steps = last_->steady_steps;
+    point.warmup_steps = last_->warmup_steps;
+    point.warmup_step_time_seconds = last_->warmup_step_time_seconds;
     context_.sink->SweepPoint(point);
     points_.push_back(point);
     if (!last_->oom && (!best_ || value > best_value_)) {

@@ -396,18 +396,26 @@ class PointRunner {
     if (context_.on_oom) context_.on_oom();
   }
 
+  // Step time, tokens/s and MFU of the steady steps: the first step is the warm-up (it allocates
+  // the optimizer state, warms the allocator and the kernels' caches) and is left out, its time
+  // kept apart. Without a steady step they stay 0: a warm-up number is not a speed.
   void Summarize() {
     std::vector<double> times;
     for (const StepResult& s : outcome_.steps) times.push_back(s.step_time_seconds);
+    if (times.empty()) return;
+    outcome_.warmup_steps = 1;
+    outcome_.warmup_step_time_seconds = times.front();
+    times.erase(times.begin());
+    outcome_.steady_steps = static_cast<int32_t>(times.size());
+    outcome_.final_loss = outcome_.steps.back().loss;
+    if (times.empty()) return;
     outcome_.median_step_time_seconds = Median(times);
-    if (outcome_.steps.empty()) return;
     const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len *
                                    spec_.training.grad_accum_steps;
     outcome_.tokens_per_second =
         outcome_.median_step_time_seconds > 0 ? tokens_per_step / outcome_.median_step_time_seconds : 0;
     outcome_.mfu = ModelFlopsUtilization(outcome_.tokens_per_second, TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_),
                                          context_.backend->peak_bf16_flops());
-    outcome_.final_loss = outcome_.steps.back().loss;
   }
 
   void Teardown(LiveModel& live) {

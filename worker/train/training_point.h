@@ -54,8 +54,12 @@ struct PointOutcome {
   OomReport oom_report;  // when oom
   MemoryAnatomy anatomy;  // of the part that ran
   std::vector<StepResult> steps;
+  // Median of the steady steps (all but the first, the warm-up); 0 without one.
   double median_step_time_seconds = 0;
   double tokens_per_second = 0;  // at the median step time
+  int32_t steady_steps = 0;
+  int32_t warmup_steps = 0;
+  double warmup_step_time_seconds = 0;
   double mfu = 0;
   double final_loss = 0;
   std::string attention_backend;

@@ -47,6 +47,10 @@ inline vramlab::v1::FinalReport PointReport(const spec_rules::SweepPoint& point,
   report.set_largest_fitting_value(oom ? 0 : point.value);
   report.set_parameter_count(42);
   report.set_device_name("cpu");
+  // What the speed rests on, distinct per point (16 -> 1, 32 -> 2, ...).
+  p->set_steady_steps(oom ? 0 : point.value / 16);
+  report.set_steady_steps(oom ? 0 : point.value / 16);
+  report.set_warmup_steps(1);
   return report;
 }
 
