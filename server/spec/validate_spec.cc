@@ -1,5 +1,7 @@
 #include "server/spec/validate_spec.h"
 
+#include "server/spec/command_spec.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -298,6 +300,7 @@ absl::Status ValidateParallel(const vramlab::v1::ParallelSpec& parallel,
 }  // namespace
 
 absl::Status ValidateSpec(const ExperimentSpec& spec, const SpecLimits& limits) {
+  if (IsCommand(spec)) return ValidateCommandSpec(spec, limits);
   // Field-sized checks first, so that one oversized field is named rather than the whole spec.
   if (spec.name().size() > spec_rules::kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ",

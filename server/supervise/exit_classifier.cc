@@ -33,7 +33,8 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
   verdict.exit_status = exited ? code : -signal;
 
   // A run that completed before a cancel or the deadline took effect keeps its result.
-  bool completed = exited && code == vramlab::worker::kExitSucceeded && facts.saw_final_report;
+  bool completed = exited && code == vramlab::worker::kExitSucceeded &&
+                   (facts.saw_final_report || facts.command);
   if (completed && facts.protocol_violation.empty()) {
     verdict.state = Experiment::SUCCEEDED;
     return verdict;
@@ -60,9 +61,19 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
     return verdict;
   }
   if (signal != 0) {
-    verdict.reason = absl::StrCat("worker crashed: killed by signal ", signal, " (",
+    verdict.reason = absl::StrCat(facts.command ? "command" : "worker",
+                                  " crashed: killed by signal ", signal, " (",
                                   strsignal(signal), ")");
     verdict.abnormal = true;
+    return verdict;
+  }
+  if (facts.command) {
+    if (facts.saw_oom) {
+      verdict.state = Experiment::OOM;
+      verdict.reason = absl::StrCat("out of memory (the command exited with code ", code, ")");
+    } else {
+      verdict.reason = absl::StrCat("command exited with code ", code, ErrorDetail(facts.error));
+    }
     return verdict;
   }
   switch (code) {

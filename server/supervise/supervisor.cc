@@ -93,6 +93,16 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
   const std::string& id = request.experiment_id;
   const int size = static_cast<int>(request.ranks.size());
   auto report = [this, &id, size](const RankEnd& end) { ReportRankEnd(id, size, end); };
+  // The launch's extra fds are the supervisor's to close once the ranks are spawned (or not).
+  struct CloseExtraFds {
+    std::vector<SpawnRequest>& ranks;
+    ~CloseExtraFds() {
+      for (SpawnRequest& rank : ranks) {
+        if (rank.extra_fd >= 0) close(rank.extra_fd);
+        rank.extra_fd = -1;
+      }
+    }
+  } close_extra_fds{request.ranks};
   if (interrupting_ || size == 0) {
     WorkerRunFacts facts;
     facts.interrupted = interrupting_;
@@ -116,6 +126,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     ranks.push_back(std::make_unique<RunningWorker>(id, *process, request.log_path,
                                                     request.time_limit_seconds, limits, now,
                                                     request.deadline));
+    if (request.command) ranks.back()->MarkCommand();
     listener_->OnWorkerStarted(id, r, process->pid);
   }
   runs_[id] = std::make_unique<WorkerGroup>(id, std::move(ranks));
