@@ -2,6 +2,10 @@
 #include <unistd.h>
 
 #include <random>
+#include <vector>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,6 +30,20 @@ std::string NewRequestId() {
   return absl::StrFormat("%016x%016x", generator(), generator());
 }
 
+// True when no field of `message` is set other than sub-messages that are themselves blank (a
+// spec's "training": {"optimizer": {}} says nothing).
+bool IsBlank(const google::protobuf::Message& message) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->is_repeated() || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+        !IsBlank(message.GetReflection()->GetMessage(message, field))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // --command: the positionals become spec.command.argv; the model and training fields, when any
 // flag or --spec set them, are the equivalent spec used for the prediction.
 absl::Status MakeCommandSpec(const ParsedArgs& args, vramlab::v1::ExperimentSpec& spec) {
@@ -41,8 +59,8 @@ absl::Status MakeCommandSpec(const ParsedArgs& args, vramlab::v1::ExperimentSpec
     }
     command->set_working_dir(cwd);
   }
-  if (spec.model().ByteSizeLong() == 0) spec.clear_model();
-  if (spec.training().ByteSizeLong() == 0) spec.clear_training();
+  if (IsBlank(spec.model())) spec.clear_model();
+  if (IsBlank(spec.training())) spec.clear_training();
   command->set_has_equivalent_spec(spec.has_model() || spec.has_training());
   return absl::OkStatus();
 }
