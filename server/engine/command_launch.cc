@@ -9,12 +9,16 @@
 namespace vramlab::server {
 
 absl::StatusOr<SpawnRequest> CommandSpawnRequest(const CommandPolicy& policy,
+                                                 const HostPathPolicy& paths,
                                                  const vramlab::v1::ExperimentSpec& spec,
                                                  const std::vector<std::string>& daemon_env,
                                                  const std::string& snapshot_path) {
   const vramlab::v1::CommandSpec& command = spec.command();
+  absl::StatusOr<std::string> program = ResolveProgram(paths, command);
+  if (!program.ok()) return program.status();
   SpawnRequest request;
-  request.path = command.argv(0);
+  request.path = *program;
+  request.argv0 = command.argv(0);
   request.args.assign(command.argv().begin() + 1, command.argv().end());
   request.env = policy.Environment(spec, daemon_env);
   request.working_dir = command.working_dir();

@@ -19,8 +19,11 @@ namespace vramlab::server {
 // what the daemon sets for this launch ("KEY=value"). With memory.record_history, the snapshot
 // file at `snapshot_path` is created (mode 0600, the daemon's) and passed open for writing as
 // kCommandSnapshotFd, so the program writes it without being able to open the data directory.
-// INTERNAL when that file cannot be created.
+// The program is argv[0] resolved again under `paths` (a link changed since submit cannot lead
+// outside them; INVALID_ARGUMENT then), executed with argv[0] as given. INTERNAL when the snapshot
+// file cannot be created.
 absl::StatusOr<SpawnRequest> CommandSpawnRequest(const CommandPolicy& policy,
+                                                 const HostPathPolicy& paths,
                                                  const vramlab::v1::ExperimentSpec& spec,
                                                  const std::vector<std::string>& daemon_env,
                                                  const std::string& snapshot_path);

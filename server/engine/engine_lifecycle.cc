@@ -382,13 +382,13 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
                                WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
     absl::StatusOr<SpawnRequest> spawn =
-        CommandSpawnRequest(options_.commands, experiment.spec(), env, files.snapshot_path());
+        CommandSpawnRequest(options_.commands, options_.host_paths, experiment.spec(), env,
+                            files.snapshot_path());
     // A request without ranks ends as "could not be started" through the supervisor.
     if (spawn.ok()) {
       request.ranks.push_back(*std::move(spawn));
     } else {
-      std::fprintf(stderr, "vramlabd: %s not started: %s\n", experiment.id().c_str(),
-                   std::string(spawn.status().message()).c_str());
+      request.not_started_reason = std::string(spawn.status().message());
     }
     supervisor_.Launch(std::move(request));
     return;

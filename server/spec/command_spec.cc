@@ -206,18 +206,24 @@ absl::Status CommandPolicy::CheckAndResolve(const Principal& caller, bool auth_e
         "admin,commands)"));
   }
   vramlab::v1::CommandSpec* command = spec->mutable_command();
-  auto program = paths.Resolve("command.argv[0]", command->argv(0),
-                               HostPathPolicy::Kind::kRegularFile);
+  auto program = ResolveProgram(paths, spec->command());
+  if (!program.ok()) return program.status();
+  auto dir = paths.Resolve("command.working_dir", command->working_dir(),
+                           HostPathPolicy::Kind::kDirectory);
+  if (!dir.ok()) return dir.status();
+  command->set_working_dir(*dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ResolveProgram(const HostPathPolicy& paths,
+                                           const vramlab::v1::CommandSpec& command) {
+  auto program =
+      paths.Resolve("command.argv[0]", command.argv(0), HostPathPolicy::Kind::kRegularFile);
   if (!program.ok()) return program.status();
   if (access(program->c_str(), X_OK) != 0) {
     return absl::InvalidArgumentError("spec.command.argv[0]: not an executable file");
   }
-  auto dir = paths.Resolve("command.working_dir", command->working_dir(),
-                           HostPathPolicy::Kind::kDirectory);
-  if (!dir.ok()) return dir.status();
-  command->set_argv(0, *program);
-  command->set_working_dir(*dir);
-  return absl::OkStatus();
+  return program;
 }
 
 std::vector<std::string> CommandPolicy::Environment(

@@ -48,6 +48,11 @@ absl::Status ValidateCommandShape(const vramlab::v1::ExperimentSpec& spec);
 absl::Status ValidateCommandSpec(const vramlab::v1::ExperimentSpec& spec,
                                  const SpecLimits& limits);
 
+// The file `command.argv(0)` names, links resolved, when it lies under an --allowed-dir directory
+// and is executable; INVALID_ARGUMENT naming spec.command.argv[0] otherwise.
+absl::StatusOr<std::string> ResolveProgram(const HostPathPolicy& paths,
+                                           const vramlab::v1::CommandSpec& command);
+
 class CommandPolicy {
  public:
   // Commands refused ("spec.command: commands are disabled on this daemon (vramlabd
@@ -70,8 +75,9 @@ class CommandPolicy {
   // At submit, for a spec with a command (validated by ValidateCommandShape): PERMISSION_DENIED
   // when commands are disabled or `caller` lacks the "commands" role (with auth on); otherwise
   // argv[0] and working_dir resolved through `paths` (INVALID_ARGUMENT naming the field when
-  // outside every --allowed-dir, missing, or of the wrong kind; argv[0] must be executable) and
-  // written back resolved.
+  // outside every --allowed-dir, missing, or of the wrong kind; argv[0] must be executable).
+  // working_dir is written back resolved; argv[0] is kept as given (a virtual environment's
+  // python finds its environment from it) and resolved again at launch (ResolveProgram).
   absl::Status CheckAndResolve(const Principal& caller, bool auth_enabled,
                                const HostPathPolicy& paths,
                                vramlab::v1::ExperimentSpec* spec) const;

@@ -23,7 +23,8 @@ std::string ErrorDetail(const std::optional<vramlab::v1::WorkerError>& error) {
 ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
   ExitVerdict verdict;
   if (!facts.spawn_error.empty()) {
-    verdict.reason = absl::StrCat("worker could not be started: ", facts.spawn_error);
+    verdict.reason = absl::StrCat(facts.command ? "command" : "worker",
+                                  " could not be started: ", facts.spawn_error);
     verdict.abnormal = true;
     return verdict;
   }

@@ -69,7 +69,7 @@ std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrid
 
 absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
-  std::vector<std::string> args_storage = {request.path};
+  std::vector<std::string> args_storage = {request.argv0.empty() ? request.path : request.argv0};
   args_storage.insert(args_storage.end(), request.args.begin(), request.args.end());
   std::vector<char*> argv;
   for (auto& a : args_storage) argv.push_back(a.data());
@@ -145,7 +145,7 @@ absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
       keep_below = extra_fd_target + 1;
     }
     syscall(SYS_close_range, keep_below, ~0U, 0);
-    execve(argv[0], argv.data(), envp.data());
+    execve(request.path.c_str(), argv.data(), envp.data());
     int report[2] = {kStageExec, errno};
     (void)!write(kWorkerEventsFd + 1, report, sizeof(report));
     _exit(127);

@@ -22,6 +22,9 @@ struct SpawnRequest {
   std::string path;
   std::vector<std::string> args;  // not including argv[0]
   std::vector<std::string> env;   // complete environment, "KEY=value"
+  // The program's argv[0] when it differs from `path` (a link the daemon resolved: a Python in a
+  // virtual environment finds the environment from its argv[0]). Empty: `path`.
+  std::string argv0;
   // Empty: the daemon's working directory. Else the child starts there.
   std::string working_dir;
   // Set: the child drops to this user and group (supplementary groups cleared, no new

@@ -105,8 +105,12 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
   } close_extra_fds{request.ranks};
   if (interrupting_ || size == 0) {
     WorkerRunFacts facts;
+    facts.command = request.command;
     facts.interrupted = interrupting_;
-    if (size == 0) facts.spawn_error = "no process to start";
+    if (size == 0) {
+      facts.spawn_error = request.not_started_reason.empty() ? "no process to start"
+                                                             : request.not_started_reason;
+    }
     Finish(id, ClassifyExit(facts));
     return;
   }
@@ -119,6 +123,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       // The ranks already started cannot run without this one.
       for (auto& started : ranks) started->KillAndReap();
       WorkerRunFacts facts;
+      facts.command = request.command;
       facts.spawn_error = std::string(process.status().message());
       Finish(id, WorkerGroup::SpawnFailed(size, r, facts, report));
       return;

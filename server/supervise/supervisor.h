@@ -45,6 +45,8 @@ struct LaunchRequest {
   // The ranks run the submitter's own program (spec.command): classified as such
   // (WorkerRunFacts::command).
   bool command = false;
+  // With no ranks: why nothing could be started (the experiment's "could not be started" reason).
+  std::string not_started_reason;
 };
 
 class SupervisorListener {

@@ -138,9 +138,14 @@ TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
   auto daemon = StartDaemon();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  auto submitted = Submit(*stub, Command({"--steps", "3", "--accum", "2", "--hidden", "256",
-                                          "--sleep-per-step", "0.1"}),
-                          kBob);
+  // The program through a link, as a virtual environment's bin/python3 is: it runs with argv[0]
+  // as given (Python finds its environment from it), the file it names checked and executed.
+  const std::string link = jobs_ + "/python3";
+  fs::create_symlink(kPython, link);
+  vramlab::v1::ExperimentSpec spec = Command({"--steps", "3", "--accum", "2", "--hidden", "256",
+                                              "--sleep-per-step", "0.1"});
+  spec.mutable_command()->set_argv(0, link);
+  auto submitted = Submit(*stub, spec, kBob);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   auto done = WaitForFinalState(*stub, submitted->id(), absl::Seconds(180), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
@@ -154,6 +159,7 @@ TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
   ASSERT_NE(user, nullptr);
   EXPECT_THAT(log, HasSubstr("uid " + std::to_string(user->pw_uid) + "\n"));
   EXPECT_THAT(log, Not(HasSubstr(kDaemonSecretName)));
+  EXPECT_THAT(log, HasSubstr("executable " + link + "\n"));
 
   auto events = WatchAll(*stub, submitted->id(), 0, absl::Seconds(60), kBob);
   ASSERT_TRUE(events.ok()) << events.status();

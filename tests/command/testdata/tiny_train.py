@@ -12,6 +12,7 @@ gradient bytes, optimizer-state bytes, steps.
 import argparse
 import os
 import subprocess
+import sys
 import time
 
 import torch
@@ -30,6 +31,7 @@ args = parser.parse_args()
 
 # What the tests check about the process the daemon started: its user and environment names.
 print(f"uid {os.getuid()}", flush=True)
+print(f"executable {sys.executable}", flush=True)
 print("env " + " ".join(sorted(os.environ)), flush=True)
 
 torch.manual_seed(0)
