@@ -97,7 +97,7 @@ class DaemonCommandTest : public ::testing::Test {
     std::vector<std::string> flags = {"--cpu-slots=1", "--auth-tokens=" + tokens_,
                                       "--allow-commands", std::string("--command-user=") + kCommandUser,
                                       "--allowed-dir=/usr/bin", "--allowed-dir=" + jobs_,
-                                      "--cancel-grace-period=1s"};
+                                      "--cancel-grace-period=1s", "--shutdown-grace-period=1s"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     return DaemonHarness::Start({.extra_flags = flags});
   }
@@ -244,6 +244,15 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   EXPECT_EQ(done->state(), Experiment::FAILED);
   EXPECT_THAT(done->state_reason(), HasSubstr("time limit of 4 s"));
   EXPECT_TRUE(ProcessGone(child)) << "the job's child " << child << " outlived the time limit";
+
+  // The daemon's shutdown stops a running command's group too.
+  auto running = Submit(*stub, Command(forever), kBob);
+  ASSERT_TRUE(running.ok()) << running.status();
+  child = WaitForChild(**daemon, running->id());
+  ASSERT_GT(child, 0) << Log(**daemon, running->id());
+  auto stopped = (*daemon)->Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(ProcessGone(child)) << "the job's child " << child << " outlived the daemon";
 }
 
 TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {

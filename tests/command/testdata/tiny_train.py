@@ -45,13 +45,16 @@ model = torch.nn.Sequential(
     torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
     torch.nn.Linear(args.hidden, 1))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+step_seconds = []
 for step in range(args.steps):
+    began = time.perf_counter()
     for _ in range(args.accum):
         x = torch.randn(args.batch, 256)
         y = torch.randn(args.batch, 1)
         loss = torch.nn.functional.mse_loss(model(x), y) / args.accum
         loss.backward()
     optimizer.step()
+    step_seconds.append(time.perf_counter() - began)
     if step + 1 < args.steps:
         optimizer.zero_grad(set_to_none=False)
     print(f"step {step} loss {loss.item():.4f}", flush=True)
@@ -71,6 +74,7 @@ facts = {
     "optimizer_state_bytes": nbytes(state),
     "parameter_count": sum(p.numel() for p in params),
     "steps": args.steps,
+    "median_step_us": int(sorted(step_seconds)[len(step_seconds) // 2] * 1e6),
 }
 for name, value in facts.items():
     print(f"{name} {value}", flush=True)
