@@ -259,8 +259,15 @@ TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {
   auto daemon = StartDaemon();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  auto failed = Submit(*stub, Command({"--steps", "2", "--hidden", "64", "--fail"}), kBob);
+  // With an equivalent spec the command is predicted as that spec.
+  vramlab::v1::ExperimentSpec failing = Command({"--steps", "2", "--hidden", "64", "--fail"});
+  failing.mutable_command()->set_has_equivalent_spec(true);
+  failing.mutable_model()->set_preset("tiny");
+  failing.mutable_training()->set_seq_len(32);
+  auto failed = Submit(*stub, failing, kBob);
   ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_TRUE(failed->has_prediction());
+  EXPECT_GT(failed->prediction().anatomy().weights_bytes(), 0);
   auto done = WaitForFinalState(*stub, failed->id(), absl::Seconds(120), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::FAILED);

@@ -15,8 +15,6 @@ import subprocess
 import sys
 import time
 
-import torch
-
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--batch", type=int, default=64)
@@ -24,10 +22,17 @@ parser.add_argument("--hidden", type=int, default=512)
 parser.add_argument("--accum", type=int, default=1)
 parser.add_argument("--sleep-per-step", type=float, default=0.0)
 parser.add_argument("--spawn-child", action="store_true")
-parser.add_argument("--child-pid-file", default="")
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--facts", default="")
 args = parser.parse_args()
+
+# Before torch is imported, so that the child exists even when a short time limit stops the
+# script during its import.
+if args.spawn_child:
+    child = subprocess.Popen(["/bin/sleep", "1000"])
+    print(f"child pid {child.pid}", flush=True)
+
+import torch  # noqa: E402
 
 # What the tests check about the process the daemon started: its user and environment names.
 print(f"uid {os.getuid()}", flush=True)
@@ -36,9 +41,6 @@ print("env " + " ".join(sorted(os.environ)), flush=True)
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-if args.spawn_child:
-    child = subprocess.Popen(["/bin/sleep", "1000"])
-    print(f"child pid {child.pid}", flush=True)
 
 model = torch.nn.Sequential(
     torch.nn.Linear(256, args.hidden), torch.nn.ReLU(),
