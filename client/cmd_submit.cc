@@ -1,5 +1,11 @@
 // vramlab submit / vramlab estimate: both build a spec from --spec and flags.
+#include <unistd.h>
+
 #include <random>
+#include <vector>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +30,41 @@ std::string NewRequestId() {
   return absl::StrFormat("%016x%016x", generator(), generator());
 }
 
+// True when no field of `message` is set other than sub-messages that are themselves blank (a
+// spec's "training": {"optimizer": {}} says nothing).
+bool IsBlank(const google::protobuf::Message& message) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->is_repeated() || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+        !IsBlank(message.GetReflection()->GetMessage(message, field))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// --command: the positionals become spec.command.argv; the model and training fields, when any
+// flag or --spec set them, are the equivalent spec used for the prediction.
+absl::Status MakeCommandSpec(const ParsedArgs& args, vramlab::v1::ExperimentSpec& spec) {
+  auto* command = spec.mutable_command();
+  command->clear_argv();
+  for (const std::string& arg : args.positionals()) command->add_argv(arg);
+  if (auto dir = args.Get("working-dir")) {
+    command->set_working_dir(*dir);
+  } else if (command->working_dir().empty()) {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) {
+      return absl::InvalidArgumentError("--working-dir: the current directory is unknown");
+    }
+    command->set_working_dir(cwd);
+  }
+  if (IsBlank(spec.model())) spec.clear_model();
+  if (IsBlank(spec.training())) spec.clear_training();
+  command->set_has_equivalent_spec(spec.has_model() || spec.has_training());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void DeclareSubmitFlags(FlagSet& flags) {
@@ -36,12 +77,25 @@ void DeclareSubmitFlags(FlagSet& flags) {
       .Value("after", "ID", "start only after experiment ID has ended, whatever its outcome")
       .Value("after-ok", "ID",
              "start only after experiment ID has succeeded; if it ends otherwise this one ends "
-             "CANCELLED");
+             "CANCELLED")
+      .Bool("command",
+            "run your own program: the arguments after -- are its argv (absolute program path); "
+            "model and training flags then describe it for the prediction only")
+      .Value("working-dir", "DIR", "with --command: where the program starts (default: here)");
 }
 
 absl::StatusOr<int> RunSubmit(CommandEnv& env) {
   const ParsedArgs& args = env.args();
-  if (!args.positionals().empty()) {
+  const bool command = args.GetBool("command");
+  if (command && args.positionals().empty()) {
+    return absl::InvalidArgumentError(
+        "--command: give the program and its arguments after --, e.g. "
+        "vramlab submit --command -- /usr/bin/python3 train.py");
+  }
+  if (!command && args.Has("working-dir")) {
+    return absl::InvalidArgumentError("--working-dir: only with --command");
+  }
+  if (!command && !args.positionals().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "vramlab submit takes no positional arguments (got \"", args.positionals()[0],
         "\"); use --spec FILE for a spec file"));
@@ -50,6 +104,7 @@ absl::StatusOr<int> RunSubmit(CommandEnv& env) {
     return absl::InvalidArgumentError("--wait and --watch exclude each other");
   }
   ASSIGN_OR_RETURN(vramlab::v1::ExperimentSpec spec, BuildSpec(args));
+  if (command) RETURN_IF_ERROR(MakeCommandSpec(args, spec));
   if (args.GetBool("dry-run")) {
     env.PrintJson(spec);
     return kExitOk;

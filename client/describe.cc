@@ -98,6 +98,20 @@ std::string AdapterSummary(const AdapterSpec& adapter) {
 }  // namespace
 
 std::string SpecSummary(const ExperimentSpec& spec) {
+  if (spec.has_command()) {
+    // The program's name and arguments, then what it is predicted as (its equivalent spec).
+    const auto& argv = spec.command().argv();
+    std::string program = argv.empty() ? "" : argv[0].substr(argv[0].rfind('/') + 1);
+    std::vector<std::string> words = {absl::StrCat("command: ", program)};
+    for (int i = 1; i < argv.size(); ++i) words.push_back(argv[i]);
+    std::string text = absl::StrJoin(words, " ");
+    constexpr size_t kMaxCommandSummary = 60;
+    if (text.size() > kMaxCommandSummary) text = text.substr(0, kMaxCommandSummary - 3) + "...";
+    if (!spec.command().has_equivalent_spec()) return text;
+    ExperimentSpec equivalent = spec;
+    equivalent.clear_command();
+    return absl::StrCat(text, " (as ", SpecSummary(equivalent), ")");
+  }
   const TrainingSpec& t = spec.training();
   std::vector<std::string> parts;
   if (!spec.model().preset().empty()) {

@@ -1,8 +1,9 @@
 #include "client/experiment_details.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
@@ -140,6 +141,21 @@ std::string RenderOutcome(const Experiment& e) {
   return out;
 }
 
+// Where a command experiment's numbers come from: its PyTorch probe, or only the driver's view
+// when the program never imported torch (the probe's report then names no device) or sent
+// nothing at all (not a Python program).
+static std::string CommandProbeSummary(const Experiment& e) {
+  if (e.state() == Experiment::QUEUED || e.state() == Experiment::RUNNING) return "-";
+  if (!e.has_report()) {
+    return "no probe report (not a PyTorch program, or it ended before reporting)";
+  }
+  if (e.report().device_name().empty()) {
+    return "the driver's view only: not a PyTorch program (peak device used is the process's "
+           "peak resident set)";
+  }
+  return "the vramlab probe inside the program (PyTorch allocator and hooks)";
+}
+
 std::string RenderExperimentDetails(const Experiment& e) {
   std::string out;
   AppendField(out, "id", e.id());
@@ -161,6 +177,11 @@ std::string RenderExperimentDetails(const Experiment& e) {
                              StartEstimateText(e, absl::Now()), "), ", e.start_estimate_basis()));
   }
   AppendField(out, "settings", SpecSummary(e.spec()));
+  if (e.spec().has_command()) {
+    AppendField(out, "command", absl::StrJoin(e.spec().command().argv(), " "));
+    AppendField(out, "working dir", e.spec().command().working_dir());
+    AppendField(out, "measured by", CommandProbeSummary(e));
+  }
   AppendField(out, "created", FormatTimestamp(e.create_time()));
   AppendField(out, "started", FormatTimestamp(e.start_time()));
   AppendField(out, "ended", FormatTimestamp(e.end_time()));

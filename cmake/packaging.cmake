@@ -58,6 +58,11 @@ if(VRAMLAB_BUILD_SERVER)
               PATTERN tests EXCLUDE)
     endif()
   endforeach()
+  # The command probe, where vramlabd looks for it (bin/../share/vramlab/probe).
+  if(IS_DIRECTORY ${CMAKE_SOURCE_DIR}/probe)
+    install(DIRECTORY ${CMAKE_SOURCE_DIR}/probe/ DESTINATION ${CMAKE_INSTALL_DATADIR}/vramlab/probe
+            PATTERN __pycache__ EXCLUDE)
+  endif()
   file(GLOB doc_files ${CMAKE_SOURCE_DIR}/docs/*.md)
   install(FILES ${CMAKE_SOURCE_DIR}/README.md ${doc_files} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 endif()

@@ -7,6 +7,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev prometheus chromium curl python3 libxml2-utils python3-yaml python3-grpcio
+  python3-torch
   openssl zsh
 )
 missing=()

@@ -27,6 +27,7 @@
 #include "server/config/gpu_discovery.h"
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
+#include "server/spec/command_spec.h"
 #include "server/spec/host_paths.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7433", "gRPC address, HOST:PORT (port 0 picks one)");
@@ -53,6 +54,14 @@ ABSL_FLAG(absl::Duration, shutdown_grace_period, absl::Seconds(10),
 ABSL_FLAG(std::vector<std::string>, allowed_dir, {},
           "directory under which specs may name host files (model.weights_dir, "
           "training.data.token_ids_file); repeatable; none: specs may name no host path");
+ABSL_FLAG(bool, allow_commands, false,
+          "run submitters' own programs (spec.command) as --command-user; needs the tokens "
+          "file's ,commands role with --auth-tokens");
+ABSL_FLAG(std::string, command_user, "",
+          "unprivileged user commands run as (never root, never the daemon's own user)");
+ABSL_FLAG(std::string, probe_dir, "",
+          "directory of the Python probe (sitecustomize.py, vramlab_probe/); empty: next to "
+          "vramlabd (../probe, then ../share/vramlab/probe)");
 ABSL_FLAG(int, max_seq_len, 131072, "largest training.seq_len accepted");
 ABSL_FLAG(int, max_steps, 10000, "largest training.steps accepted");
 ABSL_FLAG(int, max_sweep_points, 64, "most sweep.values accepted");
@@ -107,6 +116,19 @@ std::string DefaultWorkerPath() {
   auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return "vramlab-worker";
   return (self.parent_path() / "vramlab-worker").string();
+}
+
+std::string DefaultProbeDir() {
+  std::error_code error;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "probe";
+  for (const char* relative : {"../probe", "../share/vramlab/probe"}) {
+    auto dir = self.parent_path() / relative;
+    if (std::filesystem::exists(dir / "sitecustomize.py", error)) {
+      return std::filesystem::weakly_canonical(dir, error).string();
+    }
+  }
+  return (self.parent_path() / "../probe").string();
 }
 
 std::string HostOf(const std::string& address) {
@@ -167,6 +189,15 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
       {options.data_dir, absl::GetFlag(FLAGS_auth_tokens), absl::GetFlag(FLAGS_tls_key)});
   if (!host_paths.ok()) return host_paths.status();
   options.host_paths = *std::move(host_paths);
+  if (absl::GetFlag(FLAGS_allow_commands)) {
+    std::string probe_dir = absl::GetFlag(FLAGS_probe_dir);
+    if (probe_dir.empty()) probe_dir = DefaultProbeDir();
+    auto commands = CommandPolicy::Create(absl::GetFlag(FLAGS_command_user), probe_dir);
+    if (!commands.ok()) return commands.status();
+    options.commands = *std::move(commands);
+  } else if (!absl::GetFlag(FLAGS_command_user).empty()) {
+    return absl::InvalidArgumentError("--command-user has no effect without --allow-commands");
+  }
   options.worker_limits.max_log_bytes = absl::GetFlag(FLAGS_max_log_bytes);
   options.worker_limits.max_events_per_second = absl::GetFlag(FLAGS_max_worker_events_per_second);
   options.worker_limits.cancel_grace_period =

@@ -38,6 +38,17 @@ TEST(TokenFileTest, ParsesTokensAndRolesSkippingComments) {
   EXPECT_TRUE(table->at(kRootToken).admin);
 }
 
+TEST(TokenFileTest, TheCommandsRoleIsASuffix) {
+  auto table = ParseTokenFile(absl::StrCat(kAliceToken, " alice user,commands\n", kRootToken,
+                                           " root admin\n"));
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_TRUE(table->at(kAliceToken).may_run_commands);
+  EXPECT_FALSE(table->at(kAliceToken).admin);
+  EXPECT_FALSE(table->at(kRootToken).may_run_commands) << "admin alone does not run commands";
+  auto bad = ParseTokenFile(absl::StrCat(kAliceToken, " alice commands\n"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("line 1: role must be user or admin"));
+}
+
 TEST(TokenFileTest, ErrorsNameTheLineButNeverTheToken) {
   auto bad_role = ParseTokenFile(absl::StrCat(kAliceToken, " alice superuser\n"));
   EXPECT_THAT(bad_role.status().message(), HasSubstr("line 1: role must be user or admin"));

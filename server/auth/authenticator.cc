@@ -8,7 +8,7 @@ namespace vramlab::server {
 
 absl::StatusOr<Principal> Authenticator::Authenticate(
     const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
-  if (!tokens_.has_value()) return Principal{kLocalUser, true};
+  if (!tokens_.has_value()) return Principal{kLocalUser, true, true};
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
     return absl::UnauthenticatedError("missing authorization metadata (Bearer token)");

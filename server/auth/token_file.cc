@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/auth/flag_file.h"
@@ -21,15 +22,18 @@ absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content) {
       return absl::InvalidArgumentError(
           absl::StrCat("auth tokens line ", line_number, ": expected \"TOKEN USER ROLE\""));
     }
-    if (fields[2] != "user" && fields[2] != "admin") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("auth tokens line ", line_number, ": role must be user or admin"));
+    absl::string_view role = fields[2];
+    const bool commands = absl::ConsumeSuffix(&role, ",commands");
+    if (role != "user" && role != "admin") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "auth tokens line ", line_number,
+          ": role must be user or admin, optionally with ,commands (user,commands)"));
     }
     if (fields[0].size() < 16) {
       return absl::InvalidArgumentError(
           absl::StrCat("auth tokens line ", line_number, ": token shorter than 16 characters"));
     }
-    Principal principal{std::string(fields[1]), fields[2] == "admin"};
+    Principal principal{std::string(fields[1]), role == "admin", commands};
     if (!table.emplace(std::string(fields[0]), principal).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("auth tokens line ", line_number, ": duplicate token"));

@@ -1,4 +1,6 @@
-// The --auth-tokens file: one "TOKEN USER ROLE" per line (role "user" or "admin"); blank lines and
+// The --auth-tokens file: one "TOKEN USER ROLE" per line (role "user" or "admin", optionally
+// followed by ",commands": the user may submit command experiments, server/spec/command_spec.h,
+// e.g. "user,commands"); blank lines and
 // lines starting with '#' are ignored. The file must be a regular file of at most 1 MiB that group
 // and others have no access to (server/auth/flag_file.h). Error messages name the line number,
 // never a token.
@@ -15,6 +17,8 @@ namespace vramlab::server {
 struct Principal {
   std::string user;
   bool admin = false;
+  // May submit command experiments (spec.command) where the daemon allows them.
+  bool may_run_commands = false;
 };
 
 using TokenTable = absl::flat_hash_map<std::string, Principal>;

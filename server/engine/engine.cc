@@ -15,6 +15,7 @@
 #include "server/engine/experiment_files.h"
 #include "server/engine/experiment_id.h"
 #include "server/estimate/estimator.h"
+#include "server/spec/command_spec.h"
 #include "server/spec/display_text.h"
 #include "server/spec/validate_spec.h"
 
@@ -53,6 +54,8 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
   vramlab::v1::ExperimentSpec spec = request.spec();
   RETURN_IF_ERROR(options_.host_paths.ResolveSpec(&spec));
+  RETURN_IF_ERROR(options_.commands.CheckAndResolve(caller, options_.auth_enabled,
+                                                    options_.host_paths, &spec));
   if (request.request_id().size() > 128) {
     return absl::InvalidArgumentError("request_id: at most 128 bytes");
   }
@@ -61,8 +64,14 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   // still runs (the worker is the authority); it just has no prediction.
   vramlab::v1::ExperimentSpec on_this_device = spec;
   on_this_device.set_device(options_.device);
-  auto prediction = EstimateMemory(on_this_device, 0);
-  if (prediction.ok() && !request.force()) {
+  // A command is predicted only from its equivalent spec, and never refused for it: the program
+  // is the authority.
+  const bool command = IsCommand(spec);
+  absl::StatusOr<vramlab::v1::MemoryEstimate> prediction =
+      command && !spec.command().has_equivalent_spec()
+          ? absl::StatusOr<vramlab::v1::MemoryEstimate>(absl::NotFoundError("no equivalent spec"))
+          : EstimateMemory(on_this_device, 0);
+  if (prediction.ok() && !request.force() && !command) {
     RETURN_IF_ERROR(CheckFitsDevice(*prediction, request.spec(), options_.device,
                                     LargestSlotBytes(options_.slots)));
   }

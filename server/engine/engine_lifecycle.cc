@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "server/config/gpu_discovery.h"
 #include "server/engine/admission.h"
+#include "server/engine/command_launch.h"
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/worker_threads.h"
@@ -379,6 +380,25 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
         IntraOpThreads(std::thread::hardware_concurrency(), options_.device,
                        static_cast<int>(options_.slots.size()), experiment.spec());
     if (threads.has_value()) common_env.push_back(absl::StrCat("OMP_NUM_THREADS=", *threads));
+  }
+  if (IsCommand(experiment.spec())) {
+    request.command = true;
+    std::vector<std::string> env = common_env;
+    const Slot& slot = options_.slots[active.slots[0]];
+    env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
+    env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                               WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
+    absl::StatusOr<SpawnRequest> spawn =
+        CommandSpawnRequest(options_.commands, options_.host_paths, experiment.spec(), env,
+                            files.snapshot_path());
+    // A request without ranks ends as "could not be started" through the supervisor.
+    if (spawn.ok()) {
+      request.ranks.push_back(*std::move(spawn));
+    } else {
+      request.not_started_reason = std::string(spawn.status().message());
+    }
+    supervisor_.Launch(std::move(request));
+    return;
   }
   for (int r = 0; r < world_size; ++r) {
     SpawnRequest spawn;

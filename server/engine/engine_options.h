@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "server/config/slot.h"
+#include "server/spec/command_spec.h"
 #include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
 #include "server/store/store.h"
@@ -45,6 +46,8 @@ struct EngineOptions {
   HostPathPolicy host_paths;
   WorkerLimits worker_limits;
   bool auth_enabled = false;
+  // Whether and how submitters' own programs run (spec.command); refused by default.
+  CommandPolicy commands;
   StoreOptions store;
   RetentionOptions retention;
 };

@@ -9,6 +9,7 @@
 #include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
 #include "schema/vramlab_v1.plain_proto.h"
+#include "server/spec/command_spec.h"
 #include "server/spec/display_text.h"
 
 namespace vramlab::server {
@@ -66,6 +67,12 @@ absl::Status CheckHostRules(const vramlab::v1::ExperimentSpec& spec, const plain
 
 absl::StatusOr<plain::ExperimentSpec> ResolveSpec(const vramlab::v1::ExperimentSpec& spec,
                                                   const SpecLimits& limits) {
+  // A command's own rules, then this function again on the rest of it (command_spec.h); what a
+  // command runs is the submitter's program, not a resolved spec.
+  if (IsCommand(spec)) {
+    RETURN_IF_ERROR(ValidateCommandSpec(spec, limits));
+    return plain::FromProto(spec);
+  }
   // Field-sized checks first, so that one oversized field is named rather than the whole spec.
   if (spec.name().size() > spec_rules::kMaxNameBytes) {
     return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ", spec.name().size()));

@@ -23,7 +23,8 @@ std::string ErrorDetail(const std::optional<vramlab::v1::WorkerError>& error) {
 ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
   ExitVerdict verdict;
   if (!facts.spawn_error.empty()) {
-    verdict.reason = absl::StrCat("worker could not be started: ", facts.spawn_error);
+    verdict.reason = absl::StrCat(facts.command ? "command" : "worker",
+                                  " could not be started: ", facts.spawn_error);
     verdict.abnormal = true;
     return verdict;
   }
@@ -33,7 +34,8 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
   verdict.exit_status = exited ? code : -signal;
 
   // A run that completed before a cancel or the deadline took effect keeps its result.
-  bool completed = exited && code == vramlab::worker::kExitSucceeded && facts.saw_final_report;
+  bool completed = exited && code == vramlab::worker::kExitSucceeded &&
+                   (facts.saw_final_report || facts.command);
   if (completed && facts.protocol_violation.empty()) {
     verdict.state = Experiment::SUCCEEDED;
     return verdict;
@@ -60,9 +62,19 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
     return verdict;
   }
   if (signal != 0) {
-    verdict.reason = absl::StrCat("worker crashed: killed by signal ", signal, " (",
+    verdict.reason = absl::StrCat(facts.command ? "command" : "worker",
+                                  " crashed: killed by signal ", signal, " (",
                                   strsignal(signal), ")");
     verdict.abnormal = true;
+    return verdict;
+  }
+  if (facts.command) {
+    if (facts.saw_oom) {
+      verdict.state = Experiment::OOM;
+      verdict.reason = absl::StrCat("out of memory (the command exited with code ", code, ")");
+    } else {
+      verdict.reason = absl::StrCat("command exited with code ", code, ErrorDetail(facts.error));
+    }
     return verdict;
   }
   switch (code) {

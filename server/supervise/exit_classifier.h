@@ -27,6 +27,10 @@ struct WorkerRunFacts {
   bool saw_final_report = false;
   bool saw_oom = false;
   std::optional<vramlab::v1::WorkerError> error;
+  // The process was the submitter's own program (spec.command), not vramlab's worker: exit 0
+  // succeeds with or without a final report, and another exit code is OOM when its probe
+  // reported an out-of-memory, else FAILED naming the code (common/exit_codes.h does not apply).
+  bool command = false;
 };
 
 struct ExitVerdict {

@@ -27,6 +27,27 @@ TEST(ExitClassifierTest, SucceededNeedsExitZeroAndFinalReport) {
   EXPECT_TRUE(verdict.abnormal);
 }
 
+TEST(ExitClassifierTest, CommandOutcomeIsItsExitCode) {
+  WorkerRunFacts facts;
+  facts.command = true;
+  facts.wait_status = Exited(0);
+  EXPECT_EQ(ClassifyExit(facts).state, Experiment::SUCCEEDED) << "no final report needed";
+  facts.wait_status = Exited(3);
+  ExitVerdict verdict = ClassifyExit(facts);
+  EXPECT_EQ(verdict.state, Experiment::FAILED) << "exit code 3 is not the worker's OOM code here";
+  EXPECT_EQ(verdict.reason, "command exited with code 3");
+  facts.wait_status = Exited(1);
+  facts.saw_oom = true;
+  verdict = ClassifyExit(facts);
+  EXPECT_EQ(verdict.state, Experiment::OOM);
+  EXPECT_EQ(verdict.reason, "out of memory (the command exited with code 1)");
+  facts.wait_status = Signaled(SIGKILL);
+  EXPECT_THAT(ClassifyExit(facts).reason, HasSubstr("command crashed: killed by signal 9"));
+  facts.wait_status = Signaled(SIGTERM);
+  facts.cancelled = true;
+  EXPECT_EQ(ClassifyExit(facts).state, Experiment::CANCELLED);
+}
+
 TEST(ExitClassifierTest, OomIsAnAnswer) {
   WorkerRunFacts facts;
   facts.wait_status = Exited(vramlab::worker::kExitOutOfMemory);

@@ -68,6 +68,8 @@ class RunningWorker {
   void KillAndReap();
 
   const WorkerRunFacts& facts() const { return facts_; }
+  // The process runs the submitter's own program (WorkerRunFacts::command).
+  void MarkCommand() { facts_.command = true; }
 
  private:
   void Violation(const std::string& reason);

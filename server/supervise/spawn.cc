@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -68,7 +69,7 @@ std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrid
 
 absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
-  std::vector<std::string> args_storage = {request.path};
+  std::vector<std::string> args_storage = {request.argv0.empty() ? request.path : request.argv0};
   args_storage.insert(args_storage.end(), request.args.begin(), request.args.end());
   std::vector<char*> argv;
   for (auto& a : args_storage) argv.push_back(a.data());
@@ -88,11 +89,43 @@ absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
   dev_null = MoveHigh(dev_null);
+  const char* working_dir = request.working_dir.empty() ? nullptr : request.working_dir.c_str();
+  const bool switch_user = request.uid.has_value() && request.gid.has_value();
+  const uid_t uid = switch_user ? *request.uid : 0;
+  const gid_t gid = switch_user ? *request.gid : 0;
+  // The child reports a failure before exec as {stage, errno} on the exec-error pipe.
+  enum Stage : int { kStageExec = 0, kStageChdir = 1, kStageUser = 2 };
 
+  // Above every fd the child sets up, so its dup2s never clobber it.
+  int extra_fd = -1;
+  const int extra_fd_target = request.extra_fd_target;
+  if (request.extra_fd >= 0) {
+    if (extra_fd_target <= kWorkerEventsFd + 1 || extra_fd_target >= kHighFd) {
+      events.Close();
+      log.Close();
+      exec_error.Close();
+      close(dev_null);
+      return absl::InternalError("spawn: extra fd target out of range");
+    }
+    extra_fd = fcntl(request.extra_fd, F_DUPFD_CLOEXEC, kHighFd);
+  }
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    auto fail = [&](int stage) {
+      int report[2] = {stage, errno};
+      (void)!write(exec_error.write, report, sizeof(report));
+      _exit(127);
+    };
     setpgid(0, 0);
+    // Before PR_SET_PDEATHSIG: a change of credentials clears it.
+    if (switch_user) {
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0 || getuid() == 0) {
+        fail(kStageUser);
+      }
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    if (working_dir != nullptr && chdir(working_dir) != 0) fail(kStageChdir);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the daemon died before prctl took effect
     // The daemon blocks termination signals in its threads; the worker must not inherit that.
@@ -106,14 +139,20 @@ absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
     dup2(events.write, kWorkerEventsFd);
     dup2(exec_error.write, kWorkerEventsFd + 1);
     fcntl(kWorkerEventsFd + 1, F_SETFD, FD_CLOEXEC);
-    syscall(SYS_close_range, kWorkerEventsFd + 2, ~0U, 0);
-    execve(argv[0], argv.data(), envp.data());
-    int error = errno;
-    (void)!write(kWorkerEventsFd + 1, &error, sizeof(error));
+    int keep_below = kWorkerEventsFd + 2;
+    if (extra_fd >= 0) {
+      dup2(extra_fd, extra_fd_target);
+      keep_below = extra_fd_target + 1;
+    }
+    syscall(SYS_close_range, keep_below, ~0U, 0);
+    execve(request.path.c_str(), argv.data(), envp.data());
+    int report[2] = {kStageExec, errno};
+    (void)!write(kWorkerEventsFd + 1, report, sizeof(report));
     _exit(127);
   }
   int fork_errno = errno;
   close(dev_null);
+  if (extra_fd >= 0) close(extra_fd);
   close(events.write);
   close(log.write);
   close(exec_error.write);
@@ -126,18 +165,27 @@ absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
   setpgid(pid, pid);  // also from the parent, so a signal sent right away reaches the group
 
   // Blocks only until exec succeeds (the close-on-exec pipe closes) or fails (errno arrives).
-  int exec_errno = 0;
+  int report[2] = {0, 0};
   ssize_t n;
   do {
-    n = read(exec_error.read, &exec_errno, sizeof(exec_errno));
+    n = read(exec_error.read, report, sizeof(report));
   } while (n < 0 && errno == EINTR);
   close(exec_error.read);
-  if (n == sizeof(exec_errno)) {
+  if (n == sizeof(report)) {
     waitpid(pid, nullptr, 0);
     close(events.read);
     close(log.read);
-    return absl::FailedPreconditionError(
-        absl::StrCat("exec ", request.path, ": ", strerror(exec_errno)));
+    const std::string error = strerror(report[1]);
+    switch (report[0]) {
+      case kStageChdir:
+        return absl::FailedPreconditionError(
+            absl::StrCat("working directory ", request.working_dir, ": ", error));
+      case kStageUser:
+        return absl::FailedPreconditionError(
+            absl::StrCat("switching to uid ", uid, " gid ", gid, ": ", error));
+      default:
+        return absl::FailedPreconditionError(absl::StrCat("exec ", request.path, ": ", error));
+    }
   }
   fcntl(events.read, F_SETFL, fcntl(events.read, F_GETFL) | O_NONBLOCK);
   fcntl(log.read, F_SETFL, fcntl(log.read, F_GETFL) | O_NONBLOCK);

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,20 @@ struct SpawnRequest {
   std::string path;
   std::vector<std::string> args;  // not including argv[0]
   std::vector<std::string> env;   // complete environment, "KEY=value"
+  // The program's argv[0] when it differs from `path` (a link the daemon resolved: a Python in a
+  // virtual environment finds the environment from its argv[0]). Empty: `path`.
+  std::string argv0;
+  // Empty: the daemon's working directory. Else the child starts there.
+  std::string working_dir;
+  // Set: the child drops to this user and group (supplementary groups cleared, no new
+  // privileges) before exec. Never 0.
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  // >= 0: an fd of the daemon's that the child gets as fd `extra_fd_target` (in
+  // kWorkerEventsFd + 2 .. 99). SpawnWorkerProcess leaves it open; through a LaunchRequest the
+  // supervisor closes it once the spawn is done.
+  int extra_fd = -1;
+  int extra_fd_target = -1;
 };
 
 struct SpawnedProcess {
@@ -29,7 +44,8 @@ struct SpawnedProcess {
   int log_fd = -1;     // read end of stdout+stderr, non-blocking, close-on-exec
 };
 
-// INTERNAL when pipes or fork fail; FAILED_PRECONDITION when exec fails (the child is reaped).
+// INTERNAL when pipes or fork fail; FAILED_PRECONDITION when the working directory, the user
+// switch or exec fails (the child is reaped), naming which.
 absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request);
 
 // The daemon's environment with `overrides` applied ("KEY=value" sets, "KEY" alone removes).

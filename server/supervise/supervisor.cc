@@ -93,10 +93,24 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
   const std::string& id = request.experiment_id;
   const int size = static_cast<int>(request.ranks.size());
   auto report = [this, &id, size](const RankEnd& end) { ReportRankEnd(id, size, end); };
+  // The launch's extra fds are the supervisor's to close once the ranks are spawned (or not).
+  struct CloseExtraFds {
+    std::vector<SpawnRequest>& ranks;
+    ~CloseExtraFds() {
+      for (SpawnRequest& rank : ranks) {
+        if (rank.extra_fd >= 0) close(rank.extra_fd);
+        rank.extra_fd = -1;
+      }
+    }
+  } close_extra_fds{request.ranks};
   if (interrupting_ || size == 0) {
     WorkerRunFacts facts;
+    facts.command = request.command;
     facts.interrupted = interrupting_;
-    if (size == 0) facts.spawn_error = "no process to start";
+    if (size == 0) {
+      facts.spawn_error = request.not_started_reason.empty() ? "no process to start"
+                                                             : request.not_started_reason;
+    }
     Finish(id, ClassifyExit(facts));
     return;
   }
@@ -109,6 +123,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       // The ranks already started cannot run without this one.
       for (auto& started : ranks) started->KillAndReap();
       WorkerRunFacts facts;
+      facts.command = request.command;
       facts.spawn_error = std::string(process.status().message());
       Finish(id, WorkerGroup::SpawnFailed(size, r, facts, report));
       return;
@@ -116,6 +131,7 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     ranks.push_back(std::make_unique<RunningWorker>(id, *process, request.log_path,
                                                     request.time_limit_seconds, limits, now,
                                                     request.deadline));
+    if (request.command) ranks.back()->MarkCommand();
     listener_->OnWorkerStarted(id, r, process->pid);
   }
   runs_[id] = std::make_unique<WorkerGroup>(id, std::move(ranks));

@@ -42,6 +42,11 @@ struct LaunchRequest {
   // What earlier launches of the same experiment wrote to log_path (a parallel sweep's earlier
   // points): the ranks share what is left of max_log_bytes.
   int64_t log_bytes_written = 0;
+  // The ranks run the submitter's own program (spec.command): classified as such
+  // (WorkerRunFacts::command).
+  bool command = false;
+  // With no ranks: why nothing could be started (the experiment's "could not be started" reason).
+  std::string not_started_reason;
 };
 
 class SupervisorListener {
