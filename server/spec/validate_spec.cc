@@ -15,6 +15,7 @@
 #include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
 #include "server/spec/display_text.h"
+#include "server/spec/model_config_fields.h"
 
 namespace vramlab::server {
 namespace {
@@ -75,18 +76,11 @@ absl::Status ValidateModel(const vramlab::v1::ModelSpec& model) {
     // Unset: as many as the attention heads.
     RETURN_IF_ERROR(
         Check(spec_rules::kNumKeyValueHeads, c.num_key_value_heads(), true, c.num_attention_heads()));
-    if (c.hidden_size() % c.num_attention_heads() != 0) {
-      return Invalid("model.config.hidden_size", "must be a multiple of num_attention_heads");
-    }
-    if ((c.hidden_size() / c.num_attention_heads()) % 2 != 0) {
-      return Invalid("model.config.num_attention_heads",
-                     "head dimension (hidden_size / num_attention_heads) must be even for rotary "
-                     "embeddings");
-    }
-    if (c.num_key_value_heads() != 0 && c.num_attention_heads() % c.num_key_value_heads() != 0) {
-      return Invalid("model.config.num_attention_heads",
-                     "must be a multiple of num_key_value_heads");
-    }
+    // The family's rules (model_type, head counts, head_dim, biases, rope type, window).
+    spec_rules::DecoderConfig resolved;
+    const spec_rules::FieldError family =
+        spec_rules::ResolveDecoderConfig(ModelConfigFieldsFromProto(c), &resolved);
+    if (!family.ok()) return Invalid("model.config." + family.field, family.message);
     RETURN_IF_ERROR(Check(spec_rules::kMaxPositionEmbeddings, c.max_position_embeddings()));
     RETURN_IF_ERROR(Check(spec_rules::kRopeTheta, c.rope_theta()));
     RETURN_IF_ERROR(Check(spec_rules::kRmsNormEps, c.rms_norm_eps()));

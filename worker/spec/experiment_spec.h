@@ -7,10 +7,12 @@
 #define VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/spec/model_family.h"
 #include "common/spec/spec_rules.h"
 #include "worker/events/worker_events.h"
 
@@ -51,6 +53,15 @@ struct SpecModelConfig {
   double rms_norm_eps = 0;
   bool tie_word_embeddings = false;
   double initializer_range = 0;
+  // The family and its features (proto ModelConfig; rules in common/spec/model_family.h).
+  std::string model_type;
+  int32_t head_dim = 0;
+  std::optional<bool> attention_bias;
+  std::optional<bool> mlp_bias;
+  spec_rules::RopeScaling rope_scaling;
+  int32_t sliding_window = 0;
+  bool use_sliding_window = false;
+  std::optional<int32_t> max_window_layers;
   bool present = false;  // the JSON had a non-empty "config" object
 };
 

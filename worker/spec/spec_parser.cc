@@ -37,7 +37,8 @@ SpecModelConfig ReadModelConfig(const nlohmann::json& json) {
   JsonObjectReader r(json, "model.config",
                      {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                       "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps",
-                      "tie_word_embeddings", "initializer_range"});
+                      "tie_word_embeddings", "initializer_range", "model_type", "head_dim", "attention_bias",
+                      "mlp_bias", "rope_scaling", "sliding_window", "use_sliding_window", "max_window_layers"});
   SpecModelConfig c;
   c.present = !json.empty();
   c.vocab_size = r.Int32("vocab_size");
@@ -51,6 +52,18 @@ SpecModelConfig ReadModelConfig(const nlohmann::json& json) {
   c.rms_norm_eps = r.Double("rms_norm_eps");
   c.tie_word_embeddings = r.Bool("tie_word_embeddings");
   c.initializer_range = r.Double("initializer_range");
+  c.model_type = r.String("model_type");
+  c.head_dim = r.Int32("head_dim");
+  if (r.Has("attention_bias")) c.attention_bias = r.Bool("attention_bias");
+  if (r.Has("mlp_bias")) c.mlp_bias = r.Bool("mlp_bias");
+  JsonObjectReader rope(r.Object("rope_scaling"), "model.config.rope_scaling",
+                        {"rope_type", "factor", "low_freq_factor", "high_freq_factor",
+                         "original_max_position_embeddings"});
+  c.rope_scaling = {rope.String("rope_type"), rope.Double("factor"), rope.Double("low_freq_factor"),
+                    rope.Double("high_freq_factor"), rope.Int32("original_max_position_embeddings")};
+  c.sliding_window = r.Int32("sliding_window");
+  c.use_sliding_window = r.Bool("use_sliding_window");
+  if (r.Has("max_window_layers")) c.max_window_layers = r.Int32("max_window_layers");
   return c;
 }
 

@@ -49,12 +49,10 @@ void ValidateModel(SpecModel& model) {
   IntRule kv_heads = spec_rules::kNumKeyValueHeads;
   kv_heads.max = std::min<int64_t>(kv_heads.max, c.num_attention_heads);
   Check(kv_heads, c.num_key_value_heads);
-  Require(c.hidden_size % c.num_attention_heads == 0, p + "hidden_size",
-          "must be a multiple of num_attention_heads");
-  Require((c.hidden_size / c.num_attention_heads) % 2 == 0, p + "num_attention_heads",
-          "head dimension (hidden_size / num_attention_heads) must be even for rotary embeddings");
-  Require(c.num_attention_heads % c.num_key_value_heads == 0, p + "num_attention_heads",
-          "must be a multiple of num_key_value_heads");
+  // The family's rules (model_type, head counts, head_dim, biases, rope type, window).
+  spec_rules::DecoderConfig resolved;
+  const spec_rules::FieldError family = spec_rules::ResolveDecoderConfig(ModelConfigFieldsOf(c), &resolved);
+  Require(family.ok(), p + family.field, family.message);
   DefaultIfZero(c.max_position_embeddings, spec_rules::kDefaultMaxPositionEmbeddings);
   Check(spec_rules::kMaxPositionEmbeddings, c.max_position_embeddings);
   DefaultIfZero(c.rope_theta, spec_rules::kDefaultRopeTheta);
@@ -208,6 +206,30 @@ void ValidateParallel(SpecParallel& p, const ExperimentSpec& spec) {
 }
 
 }  // namespace
+
+spec_rules::ModelConfigFields ModelConfigFieldsOf(const SpecModelConfig& c) {
+  spec_rules::ModelConfigFields f;
+  f.model_type = c.model_type;
+  f.vocab_size = c.vocab_size;
+  f.hidden_size = c.hidden_size;
+  f.intermediate_size = c.intermediate_size;
+  f.num_hidden_layers = c.num_hidden_layers;
+  f.num_attention_heads = c.num_attention_heads;
+  f.num_key_value_heads = c.num_key_value_heads;
+  f.max_position_embeddings = c.max_position_embeddings;
+  f.head_dim = c.head_dim;
+  f.rope_theta = c.rope_theta;
+  f.rms_norm_eps = c.rms_norm_eps;
+  f.initializer_range = c.initializer_range;
+  f.tie_word_embeddings = c.tie_word_embeddings;
+  f.attention_bias = c.attention_bias;
+  f.mlp_bias = c.mlp_bias;
+  f.rope_scaling = c.rope_scaling;
+  f.sliding_window = c.sliding_window;
+  f.use_sliding_window = c.use_sliding_window;
+  if (c.max_window_layers.has_value()) f.max_window_layers = *c.max_window_layers;
+  return f;
+}
 
 bool IsKnownPreset(const std::string& preset) { return spec_rules::FindModelPreset(preset) != nullptr; }
 

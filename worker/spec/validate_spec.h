@@ -10,6 +10,9 @@ namespace vramlab::worker {
 // the first offending field.
 void ApplyDefaultsAndValidate(ExperimentSpec& spec);
 
+// The model.config's fields for common/spec/model_family.h's rules, copied as given.
+spec_rules::ModelConfigFields ModelConfigFieldsOf(const SpecModelConfig& config);
+
 // The model presets the worker knows (experiment.proto, ModelSpec.preset).
 bool IsKnownPreset(const std::string& preset);
 

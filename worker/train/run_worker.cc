@@ -48,7 +48,7 @@ class Session {
       : spec_(std::move(spec)), sink_(sink), hooks_(hooks) {}
 
   int Run() {
-    const Qwen2Config config = ResolveModelConfig(spec_.model);
+    const DecoderConfig config = ResolveModelConfig(spec_.model);
     ValidateAgainstModel(spec_, config.vocab_size);
     ValidateAdapterAgainstModel(spec_, {config.hidden_size, config.intermediate_size, config.num_attention_heads,
                                         config.num_key_value_heads});
@@ -97,7 +97,7 @@ class Session {
   }
 
  private:
-  void EmitStarted(const Qwen2Config& config) {
+  void EmitStarted(const DecoderConfig& config) {
     WorkerStarted started;
     started.worker_version = VRAMLAB_VERSION;
     started.torch_version = TORCH_VERSION;
