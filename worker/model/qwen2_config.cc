@@ -186,6 +186,22 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
   const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(f, &c);
   if (!error.ok()) r.Fail(error.field + ": " + error.message);
   ValidateConfig(c);
+  // transformers 5.x writes each layer's attention type; vramlab derives it from
+  // use_sliding_window / max_window_layers (mistral: sliding_window), so a list that says
+  // otherwise describes a model this decoder would build differently.
+  if (const nlohmann::json* types = r.Find(json, "layer_types"); types != nullptr) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_hidden_layers) {
+      r.Fail("layer_types must list one attention type per layer");
+    }
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+      const nlohmann::json& type = (*types)[static_cast<size_t>(layer)];
+      const std::string expected = c.LayerHasWindow(layer) ? "sliding_attention" : "full_attention";
+      if (!type.is_string() || type.get<std::string>() != expected) {
+        r.Fail("layer_types[" + std::to_string(layer) + "] is " + DescribeJsonValue(type) + ", but sliding_window, " +
+               "use_sliding_window and max_window_layers give \"" + expected + "\"; only that pattern is supported");
+      }
+    }
+  }
   return c;
 }
 

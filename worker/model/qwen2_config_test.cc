@@ -208,6 +208,28 @@ TEST(ConfigFromJsonTest, ReadsMistralAndQwen3Features) {
   qwen2["sliding_window"] = 8;
   qwen2["max_window_layers"] = 0;
   EXPECT_TRUE(ConfigFromJson(qwen2).LayerHasWindow(0));
+  // transformers 5.x's per-layer list must agree with the derived pattern.
+  qwen2["layer_types"] = {"sliding_attention", "sliding_attention"};
+  EXPECT_NO_THROW(ConfigFromJson(qwen2));
+  qwen2["layer_types"] = {"sliding_attention", "full_attention"};
+  ExpectInvalid(qwen2, "layer_types[1] is a string of 14 bytes, but sliding_window, use_sliding_window and max_window_layers give \"sliding_attention\"");
+}
+
+// Every family checkpoint of testdata (made by transformers 5.17) reads back as what it is.
+TEST(ConfigFromFileTest, ReadsEveryFamilyCheckpoint) {
+  const DecoderConfig llama = ConfigFromFile(kTestdata + "/llama-tiny/config.json");
+  EXPECT_TRUE(llama.rope_scaling.IsLlama3());
+  EXPECT_EQ(llama.rope_scaling.original_max_position_embeddings, 256);
+  const DecoderConfig biased = ConfigFromFile(kTestdata + "/llama-tiny-bias/config.json");
+  EXPECT_TRUE(biased.qkv_bias && biased.o_bias && biased.mlp_bias);
+  EXPECT_EQ(biased.head_dim(), 24);
+  EXPECT_EQ(ConfigFromFile(kTestdata + "/mistral-tiny/config.json").sliding_window, 8);
+  const DecoderConfig qwen3 = ConfigFromFile(kTestdata + "/qwen3-tiny-window/config.json");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_EQ(qwen3.head_dim(), 32);
+  EXPECT_FALSE(qwen3.LayerHasWindow(0));
+  EXPECT_TRUE(qwen3.LayerHasWindow(1));
+  EXPECT_TRUE(ConfigFromFile(kTestdata + "/qwen2-tiny-window/config.json").LayerHasWindow(1));
 }
 
 TEST(ConfigFromFileTest, MissingFileIsInvalidArgument) {
