@@ -1,10 +1,11 @@
-// vramlab version / completion: commands that answer without the daemon.
+// vramlab version / completion / presets: commands that answer without the daemon.
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/completion.h"
 #include "client/exit_codes.h"
+#include "client/presets_text.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/struct.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -40,6 +41,14 @@ absl::StatusOr<int> RunVersion(CommandEnv& env) {
     env.out() << "vramlab " << VRAMLAB_VERSION << " (gRPC " << grpc_version << ", protobuf "
               << protobuf_version << ")\n";
   }
+  return kExitOk;
+}
+
+absl::StatusOr<int> RunPresets(CommandEnv& env) {
+  if (!env.args().positionals().empty()) {
+    return absl::InvalidArgumentError("vramlab presets takes no positional arguments");
+  }
+  env.out() << (env.json() ? PresetsJson() : PresetsText());
   return kExitOk;
 }
 

@@ -59,6 +59,9 @@ const std::vector<Command>& AllCommands() {
        "The deb package installs both system-wide."},
       {"version", "version", "The client's version (with --json: as JSON).", DeclareNoFlags,
        RunVersion, /*local=*/true},
+      {"presets", "presets",
+       "The model presets: family, parameter count, shapes and features (with --json: as JSON).",
+       DeclareNoFlags, RunPresets, /*local=*/true},
   };
   return *commands;
 }

@@ -75,6 +75,7 @@ absl::StatusOr<int> RunCompare(CommandEnv& env);
 void DeclareReportFlags(FlagSet& flags);
 absl::StatusOr<int> RunReport(CommandEnv& env);
 absl::StatusOr<int> RunVersion(CommandEnv& env);
+absl::StatusOr<int> RunPresets(CommandEnv& env);
 absl::StatusOr<int> RunCompletion(CommandEnv& env);
 // For commands without flags of their own.
 inline void DeclareNoFlags(FlagSet&) {}

@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/model_family.h"
+
 namespace vramlab::spec_rules {
 
 struct ModelPreset {
   const char* name;
+  const char* model_type;  // qwen2, llama, mistral, qwen3
   int64_t vocab_size;
   int64_t hidden_size;
   int64_t intermediate_size;
@@ -20,8 +23,12 @@ struct ModelPreset {
   int64_t num_key_value_heads;
   int64_t max_position_embeddings;
   bool tie_word_embeddings;
-  // Every preset: rope_theta 1e6, rms_norm_eps 1e-6, initializer_range 0.02 (spec_rules.h's
-  // defaults).
+  int64_t head_dim;  // 0: hidden_size / num_attention_heads
+  double rope_theta;
+  double rms_norm_eps;
+  RopeScaling rope_scaling;  // rope_type "": the plain rotary embedding
+  // Every preset: initializer_range 0.02, no bias beyond the family's own (qwen2's q/k/v), no
+  // sliding window (the published configs of these sizes set none).
 };
 
 // Every preset, in the order the CLI lists them.
@@ -30,8 +37,11 @@ const std::vector<ModelPreset>& ModelPresets();
 // The preset called `name`, or nullptr.
 const ModelPreset* FindModelPreset(const std::string& name);
 
-// "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, tiny", for error messages and help.
+// "qwen2.5-0.5b, qwen2.5-1.5b, ..., tiny", for error messages and help.
 std::string ModelPresetNames();
+
+// The preset's architecture with its family's features (model_family.h).
+DecoderConfig PresetDecoderConfig(const ModelPreset& preset);
 
 }  // namespace vramlab::spec_rules
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/model_family.h"
 #include "common/spec/model_presets.h"
 
 namespace vramlab::spec_rules {
@@ -64,13 +65,10 @@ Problem ResolveModel(plain::ModelSpec& model) {
   // Unset: as many as the attention heads.
   DefaultIfZero(c.num_key_value_heads, c.num_attention_heads);
   VRAMLAB_RETURN_IF_PROBLEM(Check(kNumKeyValueHeads, c.num_key_value_heads, c.num_attention_heads));
-  VRAMLAB_RETURN_IF_PROBLEM(Require(c.hidden_size % c.num_attention_heads == 0, p + "hidden_size",
-                                    "must be a multiple of num_attention_heads"));
-  VRAMLAB_RETURN_IF_PROBLEM(
-      Require((c.hidden_size / c.num_attention_heads) % 2 == 0, p + "num_attention_heads",
-              "head dimension (hidden_size / num_attention_heads) must be even for rotary embeddings"));
-  VRAMLAB_RETURN_IF_PROBLEM(Require(c.num_attention_heads % c.num_key_value_heads == 0, p + "num_attention_heads",
-                                    "must be a multiple of num_key_value_heads"));
+  // The family's rules (model_type, head counts, head_dim, biases, rope type, window).
+  DecoderConfig decoder;
+  const FieldError family = ResolveDecoderConfig(ModelConfigFieldsOf(c), &decoder);
+  VRAMLAB_RETURN_IF_PROBLEM(Require(family.ok(), p + family.field, family.message));
   DefaultIfZero(c.max_position_embeddings, kDefaultMaxPositionEmbeddings);
   DefaultIfZero(c.rope_theta, kDefaultRopeTheta);
   DefaultIfZero(c.rms_norm_eps, kDefaultRmsNormEps);
@@ -261,6 +259,31 @@ Problem ResolveDevice(ExperimentSpec& spec, const ResolveContext& context) {
 }
 
 }  // namespace
+
+ModelConfigFields ModelConfigFieldsOf(const plain::ModelConfig& c) {
+  ModelConfigFields f;
+  f.model_type = c.model_type;
+  f.vocab_size = c.vocab_size;
+  f.hidden_size = c.hidden_size;
+  f.intermediate_size = c.intermediate_size;
+  f.num_hidden_layers = c.num_hidden_layers;
+  f.num_attention_heads = c.num_attention_heads;
+  f.num_key_value_heads = c.num_key_value_heads;
+  f.max_position_embeddings = c.max_position_embeddings;
+  f.head_dim = c.head_dim;
+  f.rope_theta = c.rope_theta;
+  f.rms_norm_eps = c.rms_norm_eps;
+  f.initializer_range = c.initializer_range;
+  f.tie_word_embeddings = c.tie_word_embeddings;
+  if (c.has_attention_bias) f.attention_bias = c.attention_bias;
+  if (c.has_mlp_bias) f.mlp_bias = c.mlp_bias;
+  f.rope_scaling = {c.rope_scaling.rope_type, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+                    c.rope_scaling.high_freq_factor, c.rope_scaling.original_max_position_embeddings};
+  f.sliding_window = c.sliding_window;
+  f.use_sliding_window = c.use_sliding_window;
+  if (c.has_max_window_layers) f.max_window_layers = c.max_window_layers;
+  return f;
+}
 
 std::optional<SpecProblem> ResolveAndValidate(ExperimentSpec& spec, const ResolveContext& context) {
   VRAMLAB_RETURN_IF_PROBLEM(ResolveModel(spec.model));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "common/spec/model_family.h"
 #include "common/spec/spec_rules.h"
 #include "schema/vramlab_v1.plain.h"
 
@@ -65,6 +66,9 @@ std::optional<ModelWidths> KnownModelWidths(const plain::ExperimentSpec& spec);
 // The rules that need the model's shapes: training.data.token_id_bound (its default resolved to
 // min(1000, vocab_size)) and training.adapter.rank against the wrapped layers.
 std::optional<SpecProblem> ResolveAgainstModel(plain::ExperimentSpec& spec, const ModelWidths& model);
+
+// model.config as the family rules' input (common/spec/model_family.h), every field as given.
+ModelConfigFields ModelConfigFieldsOf(const plain::ModelConfig& config);
 
 // A resolved spec's predicates, named once.
 inline bool AdapterEnabled(const plain::AdapterSpec& a) { return a.kind != plain::AdapterKind::kUnspecified; }

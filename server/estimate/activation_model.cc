@@ -22,6 +22,11 @@ struct Sizes {
     hidden32 = Alloc(t * m.hidden_size * kFp32);
     per_token32 = Alloc(t * kFp32);
     kv = Alloc(t * m.kv_dim() * e);
+    q = Alloc(t * m.q_dim() * e);
+    q32 = Alloc(t * m.q_dim() * kFp32);
+    kv32 = Alloc(t * m.kv_dim() * kFp32);
+    q_rows32 = Alloc(t * m.num_heads * kFp32);
+    kv_rows32 = Alloc(t * m.num_kv_heads * kFp32);
     inter = Alloc(t * m.intermediate_size * e);
     scores = Alloc(b * m.num_heads * s * s * e);
     scores32 = Alloc(b * m.num_heads * s * s * kFp32);
@@ -35,7 +40,24 @@ struct Sizes {
   const RunSettings& run;
   bool upcast;  // dtype narrower than fp32: RMSNorm and softmax make fp32 copies
   int64_t hidden, hidden32, per_token32, kv, inter, scores, scores32, lse, logits, logits32;
+  // q-sized tensors ([b, s, heads * head_dim]: hidden-sized unless head_dim is explicit), and the
+  // fp32 copies and per-head rows of qwen3's q/k norms.
+  int64_t q, q32, kv32, q_rows32, kv_rows32;
 };
+
+// qwen3's q_norm and k_norm (RMSNorm over each head, before the rotary embedding): as NormSaved,
+// per head; with FUSED kernels the input and the fp32 rstd per row. 0 for the other families.
+int64_t QkNormSaved(const RunSettings& run, const Sizes& z) {
+  if (!run.model.qk_norm) return 0;
+  if (run.fused_kernels) return z.q + z.q_rows32 + z.kv + z.kv_rows32;
+  const int64_t casts = run.adapter.enabled() ? 0 : z.q + z.kv;
+  return z.q32 + z.q_rows32 + z.kv32 + z.kv_rows32 + casts;
+}
+// The norms' fp32 products while the casts run, and their backward's fp32 gradients.
+int64_t QkNormTransient(const RunSettings& run, const Sizes& z) {
+  if (!run.model.qk_norm || run.fused_kernels) return 0;
+  return 3 * (z.q32 + z.kv32);
+}
 
 // Qwen2RMSNorm (worker/model/qwen2_layers.cc): h32 = x.to(fp32); r = rsqrt(mean(h32^2) + eps);
 // out = weight * (h32 * r).to(dtype). Autograd saves h32 (pow, mul), r, and the normalized cast
@@ -60,8 +82,8 @@ int64_t NormBackwardTransient(const Sizes& z) { return 3 * z.hidden32; }
 // LibTorch >= 2.5, as HF does), the output (already contiguous in [b, s, heads, d], so o_proj
 // saves the same tensor) and the fp32 log-sum-exp.
 int64_t AttentionSaved(const Sizes& z) {
-  if (z.run.eager_attention) return 4 * z.hidden + z.scores32 + (z.upcast ? z.scores : 0);
-  return 2 * z.hidden + 2 * z.kv + z.lse;
+  if (z.run.eager_attention) return 4 * z.q + z.scores32 + (z.upcast ? z.scores : 0);
+  return 2 * z.q + 2 * z.kv + z.lse;
 }
 
 // Attention's forward moment with autograd, given `base`: what the layer holds above its input
@@ -105,7 +127,8 @@ int64_t AttentionBackwardMoment(const Sizes& z, int64_t left) {
 LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t H = z.hidden, KV = z.kv, I = z.inter;
   const int64_t norm = NormSaved(run, z);
-  const int64_t attention = AttentionSaved(z);
+  // qwen3: the q/k norms' saved tensors are part of attention's.
+  const int64_t attention = AttentionSaved(z) + QkNormSaved(run, z);
   LayerActivations a;
   a.hidden = H;
   a.checkpoint_input = H;
@@ -122,7 +145,7 @@ LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t after_norm1 = norm + H;
   // q/k/v projections, then q's rotary embedding: x*cos, rotate_half(x), its product with sin
   // and their sum are live together (one C++ expression).
-  const int64_t rotary = after_norm1 + 5 * H + 2 * KV;
+  const int64_t rotary = after_norm1 + 5 * H + 2 * KV + QkNormSaved(run, z) + QkNormTransient(run, z);
   // Inside attention: q after RoPE, k after RoPE, v and, for eager, k and v repeated to every head.
   const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
   const int64_t attention_moment = AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
@@ -148,7 +171,8 @@ LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t attention_bwd = AttentionBackwardMoment(z, left);
   // Rotary (and, for eager, repeat-kv) backward: gradients of q, k and v and the rotary
   // temporaries.
-  const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV);
+  const int64_t rotary_bwd =
+      left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV) + QkNormSaved(run, z) + QkNormTransient(run, z);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
   return a;
@@ -166,7 +190,8 @@ int64_t FusedMlpSaved(const Sizes& z) { return 3 * z.inter; }
 LayerActivations FusedLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t H = z.hidden, KV = z.kv, pt = z.per_token32;
   const int64_t norm = FusedNormSaved(z);
-  const int64_t attention = AttentionSaved(z);
+  // qwen3: the q/k norms' saved tensors are part of attention's.
+  const int64_t attention = AttentionSaved(z) + QkNormSaved(run, z);
   const int64_t mlp = FusedMlpSaved(z);
   const int64_t extra = run.eager_attention ? kUnexplainedFp32HiddenPerLayer * z.hidden32 : 0;
   LayerActivations a;
@@ -236,7 +261,13 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
   const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
   const int64_t mask =
       run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
-  in.in_forward = targets + rope + mask;
+  // A sliding window shorter than the sequence: its own mask beside the causal one, additive in
+  // the dtype (eager) or boolean (sdpa), built once per forward (worker/model/qwen2_layers.cc).
+  const int64_t window_mask =
+      run.model.WindowedLayers(run.seq_len) == 0
+          ? 0
+          : z.Alloc(run.seq_len * run.seq_len * (run.eager_attention ? run.dtype_bytes : 1));
+  in.in_forward = targets + rope + mask + window_mask;
   return in;
 }
 

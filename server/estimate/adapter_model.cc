@@ -11,13 +11,16 @@ namespace {
 struct Projection {
   int target;  // proto AdapterTarget value
   int64_t in, out;
-  int64_t layer_index;  // position among a layer's 12 parameter tensors
+  size_t layer_index;  // position of its weight among a layer's parameter tensors
 };
 
 std::vector<Projection> Projections(const ModelShape& m) {
-  const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
-  return {{1, h, h, 0}, {2, h, kv, 2}, {3, h, kv, 4}, {4, h, h, 6},
-          {5, h, i, 7}, {6, h, i, 8},  {7, i, h, 9}};
+  const int64_t h = m.hidden_size, q = m.q_dim(), kv = m.kv_dim(), i = m.intermediate_size;
+  auto index = [&](const char* name) { return LayerTensorIndex(m, name); };
+  return {{1, h, q, index("self_attn.q_proj.weight")},  {2, h, kv, index("self_attn.k_proj.weight")},
+          {3, h, kv, index("self_attn.v_proj.weight")}, {4, q, h, index("self_attn.o_proj.weight")},
+          {5, h, i, index("mlp.gate_proj.weight")},     {6, h, i, index("mlp.up_proj.weight")},
+          {7, i, h, index("mlp.down_proj.weight")}};
 }
 
 bool Wraps(const RunSettings& run, int target) {
@@ -42,7 +45,7 @@ AdapterTensors ListAdapterTensors(const RunSettings& run) {
     tensors.trainable.insert(tensors.trainable.end(), tensors.layer_trainable.begin(),
                              tensors.layer_trainable.end());
     for (const Projection& p : Projections(m)) {
-      if (Wraps(run, p.target)) tensors.wrapped[LayerTensorBegin(layer) + static_cast<size_t>(p.layer_index)] = true;
+      if (Wraps(run, p.target)) tensors.wrapped[LayerTensorBegin(m, layer) + p.layer_index] = true;
     }
   }
   return tensors;

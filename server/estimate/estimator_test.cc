@@ -33,10 +33,14 @@ MemoryEstimate MustEstimate(const ExperimentSpec& spec, int64_t limit = 0) {
 }
 
 TEST(EstimatorTest, ParameterCountOfEveryPresetMatchesThePublishedModel) {
-  // Qwen2.5 model cards / HF num_parameters(); tiny: testdata/README.md (HF-counted).
+  // HF num_parameters() of each published checkpoint (common/spec/model_presets.cc); tiny:
+  // testdata/README.md (HF-counted).
   const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"qwen2.5-0.5b", 494032768},  {"qwen2.5-1.5b", 1543714304}, {"qwen2.5-3b", 3085938688},
-      {"qwen2.5-7b", 7615616512},   {"tiny", 125504}};
+      {"qwen2.5-0.5b", 494032768},    {"qwen2.5-1.5b", 1543714304},   {"qwen2.5-3b", 3085938688},
+      {"qwen2.5-7b", 7615616512},     {"llama-3.2-1b", 1235814400},   {"llama-3.2-3b", 3212749824},
+      {"llama-3.1-8b", 8030261248},   {"mistral-7b-v0.3", 7248023552}, {"qwen3-0.6b", 596049920},
+      {"qwen3-1.7b", 1720574976},     {"qwen3-4b", 4022468096},       {"qwen3-8b", 8190735360},
+      {"tiny", 125504}};
   for (const auto& [preset, count] : expected) {
     EXPECT_EQ(MustEstimate(Spec(preset)).parameter_count(), count) << preset;
   }

@@ -5,62 +5,28 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/spec/model_presets.h"
+#include "common/spec/resolve_spec.h"
+#include "schema/vramlab_v1.plain_proto.h"
 
 namespace vramlab::server::estimate {
 namespace {
 
-ModelShape Shape(const char* name, int64_t vocab, int64_t hidden, int64_t intermediate,
-                 int64_t layers, int64_t heads, int64_t kv_heads, bool tied) {
-  ModelShape s;
-  s.name = name;
-  s.vocab_size = vocab;
-  s.hidden_size = hidden;
-  s.intermediate_size = intermediate;
-  s.num_layers = layers;
-  s.num_heads = heads;
-  s.num_kv_heads = kv_heads;
-  s.tie_word_embeddings = tied;
-  return s;
-}
-
-bool ConfigIsSet(const vramlab::v1::ModelConfig& c) {
-  return c.vocab_size() != 0 || c.hidden_size() != 0 || c.intermediate_size() != 0 ||
-         c.num_hidden_layers() != 0 || c.num_attention_heads() != 0 ||
-         c.num_key_value_heads() != 0;
-}
-
-absl::Status Positive(int64_t value, const char* field) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.config.", field, ": must be positive, got ", value));
-}
-
 absl::StatusOr<ModelShape> FromConfig(const vramlab::v1::ModelConfig& c) {
-  ModelShape s = Shape("config", c.vocab_size(), c.hidden_size(), c.intermediate_size(),
-                       c.num_hidden_layers(), c.num_attention_heads(),
-                       // HF's Qwen2Config: num_key_value_heads defaults to num_attention_heads.
-                       c.num_key_value_heads() == 0 ? c.num_attention_heads()
-                                                    : c.num_key_value_heads(),
-                       c.tie_word_embeddings());
-  for (auto [value, field] : {std::pair<int64_t, const char*>{s.vocab_size, "vocab_size"},
-                              {s.hidden_size, "hidden_size"},
-                              {s.intermediate_size, "intermediate_size"},
-                              {s.num_layers, "num_hidden_layers"},
-                              {s.num_heads, "num_attention_heads"},
-                              {s.num_kv_heads, "num_key_value_heads"}}) {
-    if (auto status = Positive(value, field); !status.ok()) return status;
+  for (auto [value, field] : {std::pair<int64_t, const char*>{c.vocab_size(), "vocab_size"},
+                              {c.hidden_size(), "hidden_size"},
+                              {c.intermediate_size(), "intermediate_size"},
+                              {c.num_hidden_layers(), "num_hidden_layers"},
+                              {c.num_attention_heads(), "num_attention_heads"}}) {
+    if (value <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("model.config.", field, ": must be positive, got ", value));
+    }
   }
-  if (s.hidden_size % s.num_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.config.hidden_size: ", s.hidden_size,
-                     " is not a multiple of num_attention_heads ", s.num_heads));
+  spec_rules::DecoderConfig decoder;
+  const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(spec_rules::ModelConfigFieldsOf(plain::FromProto(c)), &decoder);
+  if (!error.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model.config.", error.field, ": ", error.message));
   }
-  if (s.num_heads % s.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.config.num_key_value_heads: ", s.num_kv_heads,
-                     " does not divide num_attention_heads ", s.num_heads));
-  }
-  return s;
+  return ShapeOfDecoder("config", decoder);
 }
 
 }  // namespace
@@ -71,12 +37,56 @@ std::vector<std::string> PresetNames() {
   return names;
 }
 
+ModelShape ShapeOfDecoder(const std::string& name, const spec_rules::DecoderConfig& c) {
+  ModelShape s;
+  s.name = name;
+  s.vocab_size = c.vocab_size;
+  s.hidden_size = c.hidden_size;
+  s.intermediate_size = c.intermediate_size;
+  s.num_layers = c.num_hidden_layers;
+  s.num_heads = c.num_attention_heads;
+  s.num_kv_heads = c.num_key_value_heads;
+  s.tie_word_embeddings = c.tie_word_embeddings;
+  s.model_type = c.model_type;
+  s.attention_head_dim = c.attention_head_dim;
+  s.qkv_bias = c.qkv_bias;
+  s.o_bias = c.o_bias;
+  s.mlp_bias = c.mlp_bias;
+  s.qk_norm = c.qk_norm;
+  s.sliding_window = c.sliding_window;
+  s.first_window_layer = c.first_window_layer;
+  return s;
+}
+
+spec_rules::DecoderConfig ModelShape::Decoder() const {
+  spec_rules::DecoderConfig c;
+  c.model_type = model_type;
+  c.vocab_size = vocab_size;
+  c.hidden_size = hidden_size;
+  c.intermediate_size = intermediate_size;
+  c.num_hidden_layers = num_layers;
+  c.num_attention_heads = num_heads;
+  c.num_key_value_heads = num_kv_heads;
+  c.attention_head_dim = attention_head_dim;
+  c.tie_word_embeddings = tie_word_embeddings;
+  c.qkv_bias = qkv_bias;
+  c.o_bias = o_bias;
+  c.mlp_bias = mlp_bias;
+  c.qk_norm = qk_norm;
+  c.sliding_window = sliding_window;
+  c.first_window_layer = first_window_layer;
+  return c;
+}
+
+int64_t ModelShape::WindowedLayers(int64_t seq_len) const {
+  if (!Decoder().WindowActive(seq_len)) return 0;
+  return num_layers - first_window_layer;
+}
+
 absl::StatusOr<ModelShape> ResolveModelShape(const vramlab::v1::ModelSpec& spec) {
-  if (spec.has_config() && ConfigIsSet(spec.config())) return FromConfig(spec.config());
+  if (spec.has_config() && spec.config().ByteSizeLong() > 0) return FromConfig(spec.config());
   if (const spec_rules::ModelPreset* p = spec_rules::FindModelPreset(spec.preset())) {
-    return Shape(p->name, p->vocab_size, p->hidden_size, p->intermediate_size,
-                 p->num_hidden_layers, p->num_attention_heads, p->num_key_value_heads,
-                 p->tie_word_embeddings);
+    return ShapeOfDecoder(p->name, spec_rules::PresetDecoderConfig(*p));
   }
   if (spec.preset().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -90,26 +100,27 @@ absl::StatusOr<ModelShape> ResolveModelShape(const vramlab::v1::ModelSpec& spec)
 }
 
 std::vector<int64_t> ParameterTensorElements(const ModelShape& m) {
-  const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
   std::vector<int64_t> sizes;
-  sizes.reserve(LayerTensorBegin(m.num_layers) + 2);
-  sizes.push_back(m.vocab_size * h);  // embed_tokens (also lm_head when tied)
-  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-    sizes.insert(sizes.end(), {h * h, h,    // q_proj weight, bias
-                               kv * h, kv,  // k_proj
-                               kv * h, kv,  // v_proj
-                               h * h,       // o_proj (no bias)
-                               i * h, i * h, h * i,  // gate, up, down
-                               h, h});              // input / post-attention RMSNorm
+  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderParameterTensors(m.Decoder())) {
+    sizes.push_back(t.elements());
   }
-  sizes.push_back(h);  // final norm
-  if (!m.tie_word_embeddings) sizes.push_back(m.vocab_size * h);  // lm_head
   return sizes;
 }
 
+size_t TensorsPerLayer(const ModelShape& m) { return spec_rules::DecoderLayerTensors(m.Decoder()).size(); }
+
+size_t LayerTensorIndex(const ModelShape& m, const std::string& name) {
+  const std::vector<spec_rules::ParameterTensorInfo> layer = spec_rules::DecoderLayerTensors(m.Decoder());
+  for (size_t i = 0; i < layer.size(); ++i) {
+    if (layer[i].name == name) return i;
+  }
+  return layer.size();
+}
+
 int64_t LayerParameterCount(const ModelShape& m) {
-  const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
-  return (h * h + h) + 2 * (kv * h + kv) + h * h + 3 * i * h + 2 * h;
+  int64_t total = 0;
+  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderLayerTensors(m.Decoder())) total += t.elements();
+  return total;
 }
 
 int64_t ParameterCount(const ModelShape& m) {

@@ -16,14 +16,10 @@
 namespace vramlab::server::estimate {
 
 std::vector<int64_t> ParameterTensorRows(const ModelShape& m) {
-  const int64_t h = m.hidden_size, kv = m.kv_dim(), i = m.intermediate_size;
   std::vector<int64_t> rows;
-  rows.push_back(m.vocab_size);
-  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-    rows.insert(rows.end(), {h, h, kv, kv, kv, kv, h, i, i, h, h, h});
+  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderParameterTensors(m.Decoder())) {
+    rows.push_back(t.shape.front());
   }
-  rows.push_back(h);
-  if (!m.tie_word_embeddings) rows.push_back(m.vocab_size);
   return rows;
 }
 
@@ -61,7 +57,7 @@ ShardingUnits UnitsOf(const RunSettings& run) {
   // (untied) lm_head. Every layer is alike, so layer 0's tensors stand for each.
   const std::vector<int64_t> tensors = ParameterTensorElements(run.model);
   const std::vector<int64_t> rows = ParameterTensorRows(run.model);
-  const size_t layer_end = LayerTensorBegin(run.model.num_layers);
+  const size_t layer_end = LayerTensorBegin(run.model, run.model.num_layers);
   const int64_t n = run.parallel.world_size;
   const bool frozen = run.adapter.enabled();
   auto alloc = [&](int64_t bytes) { return AllocatedBytes(run.device, bytes); };
@@ -88,7 +84,7 @@ ShardingUnits UnitsOf(const RunSettings& run) {
       units.root_gathered_bytes += gathered;
       units.root_gradient_bytes += gradient;
       units.root_reduce_bytes += reduced;
-    } else if (t < LayerTensorBegin(1)) {
+    } else if (t < LayerTensorBegin(run.model, 1)) {
       units.layer_gathered_bytes += gathered;
       units.layer_gradient_bytes += gradient;
       units.layer_reduce_bytes += reduced;

@@ -374,7 +374,7 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   const size_t head = run.model.tie_word_embeddings ? 0 : tensors.size() - 1;
   auto grad_of = [&](size_t t) { return grad_part(t) > 0 ? grad_bytes(grad_part(t)) : 0; };
   auto state_of = [&](size_t t) { return state_part(t) > 0 ? StateBytes(run, state_part(t)) : 0; };
-  for (size_t t = LayerTensorBegin(0); t < LayerTensorBegin(1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
+  for (size_t t = LayerTensorBegin(run.model, 0); t < LayerTensorBegin(run.model, 1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
     s.layer_gradients += grad_of(t);
     if (state_on_device) s.layer_state += state_of(t);
   }
@@ -390,13 +390,13 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     std::vector<int64_t> bytes;
     std::vector<bool> owned;
     std::vector<int> made_in;
-    const size_t layers_end = LayerTensorBegin(run.model.num_layers);
+    const size_t layers_end = LayerTensorBegin(run.model, run.model.num_layers);
     for (size_t t = 0; t < tensors.size(); ++t) {
-      const bool in_layers = t >= LayerTensorBegin(0) && t < layers_end;
-      if (in_layers && t < LayerTensorBegin(1)) s.layer_gradients += grad_bytes(tensors[t]);
+      const bool in_layers = t >= LayerTensorBegin(run.model, 0) && t < layers_end;
+      if (in_layers && t < LayerTensorBegin(run.model, 1)) s.layer_gradients += grad_bytes(tensors[t]);
       bytes.push_back(grad_bytes(tensors[t]));
       owned.push_back(grad_part(t) > 0);
-      const int layer = static_cast<int>((t - LayerTensorBegin(0)) / kTensorsPerLayer);
+      const int layer = static_cast<int>((t - LayerTensorBegin(run.model, 0)) / TensorsPerLayer(run.model));
       made_in.push_back(t == 0 ? kMadeInEmbedding : in_layers ? layer : kMadeBeforeLayers);
     }
     s.others_gradients = GradientsOfOthers(bytes, owned, made_in, run.model.num_layers);

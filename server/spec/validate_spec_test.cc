@@ -75,12 +75,65 @@ TEST(ValidateSpecTest, ChecksExplicitModelConfigConsistency) {
                 config(s);
                 s.mutable_model()->mutable_config()->set_hidden_size(66);
               }),
-              HasSubstr("spec.model.config.hidden_size: must be a multiple of num_attention_heads"));
+              HasSubstr("spec.model.config.hidden_size: (66) must be a multiple of num_attention_heads (4)"));
   EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
                 config(s);
                 s.mutable_model()->mutable_config()->set_num_key_value_heads(3);
               }),
-              HasSubstr("spec.model.config.num_attention_heads"));
+              HasSubstr("spec.model.config.num_key_value_heads: (3) must divide num_attention_heads (4)"));
+}
+
+// The family rules of common/spec/model_family.h, at submit, each naming its field.
+TEST(ValidateSpecTest, ChecksTheModelFamilyRules) {
+  auto config = [](ExperimentSpec& s, const char* model_type) {
+    auto* c = s.mutable_model()->mutable_config();
+    c->set_model_type(model_type);
+    c->set_vocab_size(1000);
+    c->set_hidden_size(64);
+    c->set_intermediate_size(128);
+    c->set_num_hidden_layers(2);
+    c->set_num_attention_heads(4);
+    c->set_num_key_value_heads(2);
+  };
+  for (const char* family : {"qwen2", "llama", "mistral", "qwen3"}) {
+    EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) { config(s, family); }), "") << family;
+  }
+  EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) { config(s, "gemma"); }),
+            "spec.model.config.model_type: unsupported model_type \"gemma\"; supported: qwen2, llama, mistral, "
+            "qwen3");
+  EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
+              config(s, "llama");
+              s.mutable_model()->mutable_config()->mutable_rope_scaling()->set_rope_type("yarn");
+            }),
+            "spec.model.config.rope_scaling.rope_type: unsupported rope_type \"yarn\"; supported: default, llama3");
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s, "llama");
+                s.mutable_model()->mutable_config()->mutable_rope_scaling()->set_rope_type("llama3");
+              }),
+              HasSubstr("spec.model.config.rope_scaling.factor: must be at least 1"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s, "mistral");
+                s.mutable_model()->mutable_config()->set_attention_bias(true);
+              }),
+              HasSubstr("spec.model.config.attention_bias: mistral's projections have no bias"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s, "qwen3");
+                s.mutable_model()->mutable_config()->set_head_dim(15);
+              }),
+              HasSubstr("spec.model.config.head_dim: must be even"));
+  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
+                config(s, "llama");
+                s.mutable_model()->mutable_config()->set_sliding_window(8);
+              }),
+              HasSubstr("spec.model.config.sliding_window: llama has no sliding window attention"));
+  EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
+              config(s, "qwen3");
+              s.mutable_model()->mutable_config()->set_head_dim(32);
+              s.mutable_model()->mutable_config()->set_use_sliding_window(true);
+              s.mutable_model()->mutable_config()->set_sliding_window(8);
+              s.mutable_model()->mutable_config()->set_max_window_layers(1);
+            }),
+            "");
 }
 
 TEST(ValidateSpecTest, AdapterFieldsNameTheField) {

@@ -189,6 +189,31 @@ TEST_F(SpecRulesAgreementTest, ValuesInsideEveryRuleAreAcceptedByTheDaemon) {
   }
 }
 
+// The model family rules (common/spec/model_family.h): the daemon and the worker refuse the
+// same configs naming the same field in the same words, and accept every family.
+TEST_F(SpecRulesAgreementTest, ModelFamilyRulesAreEnforcedAlike) {
+  const std::vector<std::pair<std::string, json>> refused = {
+      {"model.config.model_type", "gemma"},
+      {"model.config.head_dim", 15},
+      {"model.config.rope_scaling.rope_type", "yarn"},
+      {"model.config.rope_scaling.factor", 0.5},
+      {"model.config.sliding_window", -1},
+      {"model.config.attention_bias", false},  // qwen2: always q/k/v bias
+      {"model.config.mlp_bias", true},         // qwen2: no MLP bias
+  };
+  for (const auto& [field, value] : refused) {
+    json spec = WithField(BaseSpec(field), field, value);
+    if (field == "model.config.rope_scaling.factor") spec["model"]["config"]["rope_scaling"]["rope_type"] = "llama3";
+    const Verdicts verdicts = Judge(spec);
+    EXPECT_THAT(verdicts.daemon, ::testing::StartsWith("spec." + field + ": ")) << field;
+    EXPECT_EQ(verdicts.worker, verdicts.daemon) << field;
+  }
+  for (const char* family : {"llama", "mistral", "qwen3"}) {
+    json spec = WithField(BaseSpec("model.config.model_type"), "model.config.model_type", family);
+    EXPECT_EQ(DaemonVerdict(spec), "") << family;
+  }
+}
+
 // FUSED kernels on a CPU daemon, with the device named or left to the daemon (the worker then
 // finds no CUDA device): both refuse it naming training.kernels, in the same words.
 TEST_F(SpecRulesAgreementTest, FusedKernelsOnTheCpuAreRefusedAlike) {

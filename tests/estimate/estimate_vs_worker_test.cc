@@ -213,6 +213,54 @@ std::vector<Case> Cases() {
     t->mutable_adapter()->set_alpha(16);
     cases.push_back(c);
   }
+  // One tiny model per family, every feature on (common/spec/model_family.h): llama with llama3
+  // rotary scaling and q/k/v/o and MLP biases; mistral with a 32-token window shorter than the
+  // 128-token sequence; qwen3 with q/k norm, head_dim 32 (not hidden/heads = 16) and a window on
+  // its second layer only, full and with LoRA.
+  auto family = [](const char* name, const char* model_type, vramlab::v1::DType dtype) {
+    Case c{name, TinyCpu(dtype, vramlab::v1::ADAMW)};
+    c.spec.mutable_model()->clear_preset();
+    auto* config = c.spec.mutable_model()->mutable_config();
+    config->set_model_type(model_type);
+    config->set_vocab_size(512);
+    config->set_hidden_size(64);
+    config->set_intermediate_size(176);
+    config->set_num_hidden_layers(2);
+    config->set_num_attention_heads(4);
+    config->set_num_key_value_heads(2);
+    config->set_max_position_embeddings(2048);
+    return c;
+  };
+  {
+    Case c = family("llama_llama3_bias_fp32", "llama", vramlab::v1::FLOAT32);
+    auto* config = c.spec.mutable_model()->mutable_config();
+    config->set_attention_bias(true);
+    config->set_mlp_bias(true);
+    auto* rope = config->mutable_rope_scaling();
+    rope->set_rope_type("llama3");
+    rope->set_factor(8);
+    rope->set_low_freq_factor(1);
+    rope->set_high_freq_factor(4);
+    rope->set_original_max_position_embeddings(256);
+    cases.push_back(c);
+  }
+  {
+    Case c = family("mistral_window32_bf16", "mistral", vramlab::v1::BFLOAT16);
+    c.spec.mutable_model()->mutable_config()->set_sliding_window(32);
+    cases.push_back(c);
+  }
+  for (bool lora : {false, true}) {
+    Case c = family(lora ? "qwen3_qknorm_window_lora_fp32" : "qwen3_qknorm_window_bf16", "qwen3",
+                    lora ? vramlab::v1::FLOAT32 : vramlab::v1::BFLOAT16);
+    auto* config = c.spec.mutable_model()->mutable_config();
+    config->set_head_dim(32);
+    config->set_tie_word_embeddings(true);
+    config->set_use_sliding_window(true);
+    config->set_sliding_window(32);
+    config->set_max_window_layers(1);
+    if (lora) c.spec.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA);
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -1,4 +1,4 @@
-// The two attention kernels of the Qwen2 model. Both take q [b, heads, s, d] and k/v
+// The two attention kernels of the decoder. Both take q [b, heads, s, d] and k/v
 // [b, kv_heads, s, d] after the rotary embedding and return [b, s, heads, d] (contiguous).
 #ifndef VRAMLAB_WORKER_MODEL_ATTENTION_H_
 #define VRAMLAB_WORKER_MODEL_ATTENTION_H_
@@ -18,6 +18,13 @@ bool SdpaAvailable();
 // value above the diagonal; [s, s] in `dtype` (HF builds [b, 1, s, s]; broadcasting is equal).
 torch::Tensor CausalMask(int64_t seq_len, torch::Dtype dtype, torch::Device device);
 
+// The additive mask of a sliding window of `window` tokens (HF's sliding_window_overlay on the
+// causal mask): 0 where kv <= q and q - kv < window, the dtype's lowest value elsewhere; [s, s].
+torch::Tensor SlidingWindowMask(int64_t seq_len, int64_t window, torch::Dtype dtype, torch::Device device);
+
+// The same window as a boolean mask for sdpa, true where a query may attend; [s, s].
+torch::Tensor SlidingWindowAllowed(int64_t seq_len, int64_t window, torch::Device device);
+
 // HF's eager_attention_forward, op for op, so that its memory matches HF eager: scores in the
 // parameter dtype, softmax in fp32, probabilities cast back, kv heads repeated for GQA.
 torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -26,7 +33,9 @@ torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, con
 // True when at::scaled_dot_product_attention takes enable_gqa (LibTorch >= 2.5).
 bool SdpaNativeGqaAvailable();
 
-// at::scaled_dot_product_attention with is_causal. Only on LibTorch 2.x (throws std::logic_error
+// at::scaled_dot_product_attention with is_causal, or with `allowed` (a boolean [s, s] mask,
+// true: attend; SlidingWindowAllowed) as attn_mask and is_causal false when it is defined, as HF's
+// sdpa path passes a sliding window. Only on LibTorch 2.x (throws std::logic_error
 // elsewhere: callers fall back to EagerAttention). GQA: kv heads are repeated (as HF does before
 // torch 2.5), or with native_gqa and LibTorch >= 2.5 passed as they are with enable_gqa (as HF
 // does from torch 2.5 on; sdpa then keeps the un-repeated K/V for backward). When `backend` is not
@@ -34,7 +43,8 @@ bool SdpaNativeGqaAvailable();
 // "math", ... (asked of at::_fused_sdp_choice, which makes the same choice), followed by
 // ", native GQA" where K/V went in un-repeated.
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            double scaling, bool native_gqa, std::string* backend = nullptr);
+                            double scaling, bool native_gqa, std::string* backend = nullptr,
+                            const torch::Tensor& allowed = torch::Tensor());
 
 // [b, kv_heads, s, d] -> [b, kv_heads * n_rep, s, d], kv head j serving query heads
 // j*n_rep .. (j+1)*n_rep-1 (HF's repeat_kv). Returns x itself when n_rep == 1.

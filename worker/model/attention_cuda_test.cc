@@ -32,8 +32,8 @@ struct StepResult {
 };
 
 // The 1.5B attention and MLP shapes with two layers and a small vocabulary, so the test is fast.
-Qwen2Config TestConfig() {
-  Qwen2Config config = PresetConfig("qwen2.5-1.5b");
+DecoderConfig TestConfig() {
+  DecoderConfig config = PresetConfig("qwen2.5-1.5b");
   config.num_hidden_layers = 2;
   config.vocab_size = 2048;
   return config;
@@ -70,7 +70,7 @@ class SdpaCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     at::globalContext().setAllowTF32CuBLAS(false);  // fp32 means fp32 for the reference
-    const Qwen2Config config = TestConfig();
+    const DecoderConfig config = TestConfig();
     ModelOptions options;
     options.device = torch::kCUDA;
     reference_model_ = Qwen2ForCausalLM(config, options);

@@ -38,6 +38,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["attention"] = static_cast<int64_t>(in->attention);
     ctx->saved_data["sdpa_native_gqa"] = in->sdpa_native_gqa;
     if (in->causal_mask.defined()) ctx->saved_data["causal_mask"] = in->causal_mask;
+    if (in->window_mask.defined()) ctx->saved_data["window_mask"] = in->window_mask;
     if (in->preserve_rng_state) ctx->saved_data["rng_state"] = GeneratorState(hidden.device());
     torch::NoGradGuard no_grad;
     return layer->forward(hidden, *in);
@@ -52,6 +53,9 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     in.sdpa_native_gqa = ctx->saved_data["sdpa_native_gqa"].toBool();
     if (ctx->saved_data.count("causal_mask") != 0) {
       in.causal_mask = ctx->saved_data["causal_mask"].toTensor();
+    }
+    if (ctx->saved_data.count("window_mask") != 0) {
+      in.window_mask = ctx->saved_data["window_mask"].toTensor();
     }
     std::vector<torch::Tensor> wrt;
     torch::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);

@@ -34,7 +34,7 @@ struct Pass {
   std::map<std::string, torch::Tensor> grads;  // fp32
 };
 
-Qwen2ForCausalLM Build(const Qwen2Config& config, torch::Dtype dtype, KernelsImpl kernels, uint64_t seed) {
+Qwen2ForCausalLM Build(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels, uint64_t seed) {
   ModelOptions options;
   options.attention = AttentionImpl::kSdpa;
   options.kernels = kernels;
@@ -45,7 +45,7 @@ Qwen2ForCausalLM Build(const Qwen2Config& config, torch::Dtype dtype, KernelsImp
   return model;
 }
 
-Pass RunPass(const Qwen2Config& config, torch::Dtype dtype, KernelsImpl kernels, const torch::Tensor& ids,
+Pass RunPass(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels, const torch::Tensor& ids,
              LossImpl loss_impl) {
   Qwen2ForCausalLM model = Build(config, dtype, kernels, /*seed=*/7);
   Pass pass;
@@ -67,7 +67,7 @@ double RelativeL2(const torch::Tensor& got, const torch::Tensor& ref) {
 }
 
 void CompareWholeModel(LossImpl loss_impl) {
-  Qwen2Config config = PresetConfig("qwen2.5-1.5b");
+  DecoderConfig config = PresetConfig("qwen2.5-1.5b");
   torch::manual_seed(3);
   const torch::Tensor ids = torch::randint(0, config.vocab_size, {1, 1024}, torch::kInt64).to(torch::kCUDA);
   const Pass reference = RunPass(config, torch::kFloat32, KernelsImpl::kAten, ids, loss_impl);
@@ -112,7 +112,7 @@ TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeChunkedLoss) { CompareW
 
 // Loss after each of `steps` AdamW steps over a fixed cycle of batches.
 std::vector<double> TrainingCurve(KernelsImpl kernels, uint64_t init_seed, int steps) {
-  const Qwen2Config config = PresetConfig("qwen2.5-0.5b");
+  const DecoderConfig config = PresetConfig("qwen2.5-0.5b");
   Qwen2ForCausalLM model = Build(config, torch::kBFloat16, kernels, init_seed);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
   torch::manual_seed(11);  // the same data for every curve

@@ -1,5 +1,8 @@
 // The proof that this is the model HF trains: every float32 checkpoint of testdata gives
-// HF's logits, loss and gradient norms on the CPU.
+// HF's logits, loss and gradient norms on the CPU — Qwen2 and, from make_family_reference.py,
+// Llama (llama3 rotary scaling; biases and an explicit head_dim), Mistral (a sliding window
+// shorter than the sequence), Qwen3 (q/k norm, explicit head_dim; a window on one layer) and a
+// windowed Qwen2.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -77,8 +80,9 @@ TEST_P(HfEquivalenceTest, LossAndGradientNormsMatchHf) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HfEquivalenceTest,
-                         ::testing::Values("qwen2-tiny", "qwen2-tiny-untied",
-                                           "qwen2-tiny-sharded"),
+                         ::testing::Values("qwen2-tiny", "qwen2-tiny-untied", "qwen2-tiny-sharded",
+                                           "qwen2-tiny-window", "llama-tiny", "llama-tiny-bias",
+                                           "mistral-tiny", "qwen3-tiny", "qwen3-tiny-window"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

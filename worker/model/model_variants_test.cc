@@ -46,7 +46,7 @@ void ExpectSameResult(const Result& a, const Result& b, double tolerance) {
 // A 4-layer variant of the tiny shape so that "every 2nd layer" checkpoints some layers and not
 // others.
 Qwen2ForCausalLM FourLayerModel(ModelOptions options) {
-  Qwen2Config config = PresetConfig("tiny");
+  DecoderConfig config = PresetConfig("tiny");
   config.num_hidden_layers = 4;
   Qwen2ForCausalLM model(config, options);
   InitializeWeights(*model, /*seed=*/7, /*std=*/0.2);
@@ -159,7 +159,7 @@ TEST_F(ModelVariantsTest, ChunkedLossRejectsNonPositiveChunk) {
 }
 
 TEST(InitializeWeightsTest, DeterministicPerSeedAndShapedLikeHf) {
-  const Qwen2Config config = PresetConfig("tiny");
+  const DecoderConfig config = PresetConfig("tiny");
   Qwen2ForCausalLM a(config, ModelOptions{}), b(config, ModelOptions{}), c(config, ModelOptions{});
   InitializeWeights(*a, 42, 0.02);
   InitializeWeights(*b, 42, 0.02);
@@ -182,7 +182,7 @@ TEST(InitializeWeightsTest, DeterministicPerSeedAndShapedLikeHf) {
 }
 
 TEST(InitializeWeightsTest, IndependentOfDtype) {
-  const Qwen2Config config = PresetConfig("tiny");
+  const DecoderConfig config = PresetConfig("tiny");
   ModelOptions bf16_options;
   bf16_options.dtype = torch::kBFloat16;
   Qwen2ForCausalLM fp32(config, ModelOptions{}), bf16(config, bf16_options);
@@ -197,7 +197,7 @@ TEST(InitializeWeightsTest, IndependentOfDtype) {
 
 TEST(InitializeWeightsTest, IndependentOfThreadCount) {
   // The embedding (vocab x hidden) spans several blocks, so the blocks are drawn on several threads.
-  Qwen2Config config = PresetConfig("tiny");
+  DecoderConfig config = PresetConfig("tiny");
   config.vocab_size = 4096;
   config.hidden_size = 640;
   ASSERT_GT(int64_t{config.vocab_size} * config.hidden_size, 2 * kInitBlockElements);
@@ -215,7 +215,7 @@ TEST(InitializeWeightsTest, IndependentOfThreadCount) {
 }
 
 TEST(InitializeWeightsTest, BlocksOfOneWeightAreDrawnIndependently) {
-  Qwen2Config config = PresetConfig("tiny");
+  DecoderConfig config = PresetConfig("tiny");
   config.vocab_size = 4096;
   config.hidden_size = 640;
   Qwen2ForCausalLM model(config, ModelOptions{});
@@ -236,7 +236,7 @@ TEST(ModelTest, TiedModelHasOneEmbeddingParameter) {
   Qwen2ForCausalLM tied(PresetConfig("tiny"), ModelOptions{});
   EXPECT_FALSE(tied->named_parameters().contains("lm_head.weight"));
   EXPECT_TRUE(tied->LmHeadWeight().is_same(tied->named_parameters()["model.embed_tokens.weight"]));
-  Qwen2Config untied_config = PresetConfig("tiny");
+  DecoderConfig untied_config = PresetConfig("tiny");
   untied_config.tie_word_embeddings = false;
   Qwen2ForCausalLM untied(untied_config, ModelOptions{});
   EXPECT_TRUE(untied->LmHeadWeight().is_same(untied->named_parameters()["lm_head.weight"]));
@@ -249,7 +249,7 @@ TEST(ModelTest, RejectsBadOptions) {
   options = {};
   options.dtype = torch::kInt32;
   EXPECT_THROW(Qwen2ForCausalLM(PresetConfig("tiny"), options), std::invalid_argument);
-  Qwen2Config bad = PresetConfig("tiny");
+  DecoderConfig bad = PresetConfig("tiny");
   bad.num_key_value_heads = 3;
   EXPECT_THROW(Qwen2ForCausalLM(bad, ModelOptions{}), std::invalid_argument);
 }

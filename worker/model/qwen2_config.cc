@@ -1,5 +1,6 @@
 #include "worker/model/qwen2_config.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include "common/spec/model_presets.h"
@@ -10,176 +11,201 @@
 namespace vramlab::worker {
 namespace {
 
+// Errors name the family's config: "llama config: vocab_size must be between ...".
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& json, std::string family) : json_(json), prefix_(family + " config: ") {}
+
+  [[noreturn]] void Fail(const std::string& message) const { throw std::invalid_argument(prefix_ + message); }
+
+  // nullptr when absent or null.
+  const nlohmann::json* Find(const nlohmann::json& object, const char* key) const {
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  // A required integer; nlohmann's own error text does not name the key.
+  int64_t RequireInt(const char* key) const {
+    auto it = json_.find(key);
+    if (it == json_.end()) Fail(std::string("missing ") + key);
+    return Int(json_, key, 0);
+  }
+
+  int64_t Int(const nlohmann::json& object, const char* key, int64_t fallback) const {
+    const nlohmann::json* value = Find(object, key);
+    if (value == nullptr) return fallback;
+    if (!value->is_number_integer()) Fail(std::string(key) + " must be an integer");
+    return value->get<int64_t>();
+  }
+
+  double Double(const nlohmann::json& object, const char* key, double fallback) const {
+    const nlohmann::json* value = Find(object, key);
+    if (value == nullptr) return fallback;
+    if (!value->is_number()) Fail(std::string(key) + " must be a number");
+    return value->get<double>();
+  }
+
+  std::optional<bool> Bool(const char* key) const {
+    const nlohmann::json* value = Find(json_, key);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_boolean()) Fail(std::string(key) + " must be a boolean");
+    return value->get<bool>();
+  }
+
+  // rope_scaling (4.x) or rope_parameters (5.x): the type and llama3's fields; rope_theta too
+  // for rope_parameters.
+  void ReadRope(const char* key, spec_rules::ModelConfigFields& f) const {
+    const nlohmann::json* rope = Find(json_, key);
+    if (rope == nullptr) return;
+    if (!rope->is_object()) Fail(std::string(key) + " must be an object");
+    f.rope_theta = Double(*rope, "rope_theta", f.rope_theta);
+    const nlohmann::json* type = Find(*rope, "rope_type");
+    if (type == nullptr) type = Find(*rope, "type");
+    if (type == nullptr) return;
+    if (!type->is_string()) Fail(std::string(key) + ".rope_type must be a string, got " + DescribeJsonValue(*type));
+    f.rope_scaling.rope_type = type->get<std::string>();
+    f.rope_scaling.factor = Double(*rope, "factor", 0);
+    f.rope_scaling.low_freq_factor = Double(*rope, "low_freq_factor", 0);
+    f.rope_scaling.high_freq_factor = Double(*rope, "high_freq_factor", 0);
+    f.rope_scaling.original_max_position_embeddings = Int(*rope, "original_max_position_embeddings", 0);
+  }
+
+  const nlohmann::json& json() const { return json_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  const nlohmann::json& json_;
+  std::string prefix_;
+};
+
 // The spec's rule for the same field (common/spec/spec_rules.h), applied to a config.json too:
 // "qwen2 config: vocab_size must be between 1 and 1048576, got 1000000000000".
-void RequireInRange(int64_t value, const spec_rules::IntRule& rule) {
+void RequireInRange(int64_t value, const spec_rules::IntRule& rule, const std::string& prefix) {
   if (!rule.Accepts(value)) {
     const std::string field = rule.field;
     const std::string key = field.substr(field.rfind('.') + 1);
-    throw std::invalid_argument("qwen2 config: " + key + " " + spec_rules::RangeMessage(rule, value));
+    throw std::invalid_argument(prefix + key + " " + spec_rules::RangeMessage(rule, value));
   }
 }
 
-// Reads a required integer field; nlohmann's own error text does not name the key.
-int64_t RequireInt(const nlohmann::json& json, const char* key) {
-  auto it = json.find(key);
-  if (it == json.end()) throw std::invalid_argument(std::string("qwen2 config: missing ") + key);
-  if (!it->is_number_integer()) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + key + " must be an integer");
-  }
-  return it->get<int64_t>();
-}
-
-double OptionalDouble(const nlohmann::json& json, const char* key, double fallback) {
-  auto it = json.find(key);
-  if (it == json.end() || it->is_null()) return fallback;
-  if (!it->is_number()) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + key + " must be a number");
-  }
-  return it->get<double>();
-}
-
-bool OptionalBool(const nlohmann::json& json, const char* key, bool fallback) {
-  auto it = json.find(key);
-  if (it == json.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + key + " must be a boolean");
-  }
-  return it->get<bool>();
-}
-
-// Only the plain rotary embedding is implemented; a scaled one would silently give other logits.
-void RejectRopeScaling(const nlohmann::json& rope, const char* key) {
-  if (rope.is_null()) return;
-  if (!rope.is_object()) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + key + " must be an object");
-  }
-  auto type = rope.find("rope_type");
-  if (type == rope.end()) type = rope.find("type");
-  if (type != rope.end() && !(type->is_string() && type->get<std::string>() == "default")) {
-    throw std::invalid_argument(std::string("qwen2 config: ") + key +
-                                ": only rope_type \"default\" is supported, got " + DescribeJsonValue(*type));
-  }
+// HF's max_position_embeddings default per family (LlamaConfig 2048, MistralConfig 4096 * 32,
+// DecoderConfig / Qwen3Config 32768).
+int64_t DefaultMaxPositions(const std::string& model_type) {
+  if (model_type == "llama") return 2048;
+  if (model_type == "mistral") return 131072;
+  return 32768;
 }
 
 }  // namespace
 
-int64_t Qwen2Config::ParameterCount() const {
-  const int64_t kv_dim = num_key_value_heads * head_dim();
-  const int64_t attention = hidden_size * hidden_size + hidden_size  // q_proj weight + bias
-                            + 2 * (hidden_size * kv_dim + kv_dim)    // k_proj, v_proj
-                            + hidden_size * hidden_size;             // o_proj (no bias)
-  const int64_t mlp = 3 * hidden_size * intermediate_size;           // gate, up, down
-  const int64_t norms = 2 * hidden_size;
-  const int64_t embedding = vocab_size * hidden_size;
-  return embedding + num_hidden_layers * (attention + mlp + norms) + hidden_size +
-         (tie_word_embeddings ? 0 : embedding);
-}
-
-void ValidateConfig(const Qwen2Config& c) {
-  RequireInRange(c.vocab_size, spec_rules::kVocabSize);
-  RequireInRange(c.hidden_size, spec_rules::kHiddenSize);
-  RequireInRange(c.intermediate_size, spec_rules::kIntermediateSize);
-  RequireInRange(c.num_hidden_layers, spec_rules::kNumHiddenLayers);
-  RequireInRange(c.num_attention_heads, spec_rules::kNumAttentionHeads);
-  RequireInRange(c.num_key_value_heads, spec_rules::kNumKeyValueHeads);
-  RequireInRange(c.max_position_embeddings, spec_rules::kMaxPositionEmbeddings);
-  if (c.hidden_size % c.num_attention_heads != 0) {
-    throw std::invalid_argument("qwen2 config: num_attention_heads (" +
-                                std::to_string(c.num_attention_heads) +
+void ValidateConfig(const DecoderConfig& c) {
+  const std::string prefix = c.model_type + " config: ";
+  RequireInRange(c.vocab_size, spec_rules::kVocabSize, prefix);
+  RequireInRange(c.hidden_size, spec_rules::kHiddenSize, prefix);
+  RequireInRange(c.intermediate_size, spec_rules::kIntermediateSize, prefix);
+  RequireInRange(c.num_hidden_layers, spec_rules::kNumHiddenLayers, prefix);
+  RequireInRange(c.num_attention_heads, spec_rules::kNumAttentionHeads, prefix);
+  RequireInRange(c.num_key_value_heads, spec_rules::kNumKeyValueHeads, prefix);
+  RequireInRange(c.max_position_embeddings, spec_rules::kMaxPositionEmbeddings, prefix);
+  if (c.attention_head_dim == 0 && c.hidden_size % c.num_attention_heads != 0) {
+    throw std::invalid_argument(prefix + "num_attention_heads (" + std::to_string(c.num_attention_heads) +
                                 ") must divide hidden_size (" + std::to_string(c.hidden_size) + ")");
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    throw std::invalid_argument("qwen2 config: num_key_value_heads (" +
-                                std::to_string(c.num_key_value_heads) +
-                                ") must divide num_attention_heads (" +
-                                std::to_string(c.num_attention_heads) + ")");
+    throw std::invalid_argument(prefix + "num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
+                                ") must divide num_attention_heads (" + std::to_string(c.num_attention_heads) +
+                                ")");
   }
   if (c.head_dim() % 2 != 0) {
-    throw std::invalid_argument("qwen2 config: head_dim " + std::to_string(c.head_dim()) +
+    throw std::invalid_argument(prefix + "head_dim " + std::to_string(c.head_dim()) +
                                 " must be even for rotary embeddings");
   }
-  if (!(c.rope_theta > 0)) throw std::invalid_argument("qwen2 config: rope_theta must be positive");
-  if (!(c.rms_norm_eps > 0)) {
-    throw std::invalid_argument("qwen2 config: rms_norm_eps must be positive");
-  }
-  if (!(c.initializer_range >= 0)) {
-    throw std::invalid_argument("qwen2 config: initializer_range must be non-negative");
-  }
+  if (!(c.rope_theta > 0)) throw std::invalid_argument(prefix + "rope_theta must be positive");
+  if (!(c.rms_norm_eps > 0)) throw std::invalid_argument(prefix + "rms_norm_eps must be positive");
+  if (!(c.initializer_range >= 0)) throw std::invalid_argument(prefix + "initializer_range must be non-negative");
 }
 
-Qwen2Config PresetConfig(const std::string& name) {
+DecoderConfig PresetConfig(const std::string& name) {
   const spec_rules::ModelPreset* p = spec_rules::FindModelPreset(name);
   if (p == nullptr) {
-    throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " +
-                                spec_rules::ModelPresetNames() + ")");
+    throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " + spec_rules::ModelPresetNames() +
+                                ")");
   }
-  Qwen2Config c;
-  c.vocab_size = p->vocab_size;
-  c.hidden_size = p->hidden_size;
-  c.intermediate_size = p->intermediate_size;
-  c.num_hidden_layers = p->num_hidden_layers;
-  c.num_attention_heads = p->num_attention_heads;
-  c.num_key_value_heads = p->num_key_value_heads;
-  c.max_position_embeddings = p->max_position_embeddings;
-  c.tie_word_embeddings = p->tie_word_embeddings;
-  c.rope_theta = spec_rules::kDefaultRopeTheta;
-  c.rms_norm_eps = spec_rules::kDefaultRmsNormEps;
-  c.initializer_range = spec_rules::kDefaultInitializerRange;
-  return c;
+  return spec_rules::PresetDecoderConfig(*p);
 }
 
-Qwen2Config ConfigFromJson(const nlohmann::json& json) {
-  if (!json.is_object()) throw std::invalid_argument("qwen2 config: expected a JSON object");
-  if (auto type = json.find("model_type");
-      type != json.end() && !(type->is_string() && type->get<std::string>() == "qwen2")) {
-    throw std::invalid_argument("qwen2 config: model_type must be \"qwen2\", got " + DescribeJsonValue(*type));
+DecoderConfig ConfigFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("model config: expected a JSON object");
+  spec_rules::ModelConfigFields f;
+  f.model_type = "qwen2";  // a config.json without model_type: the family vramlab started with
+  if (auto type = json.find("model_type"); type != json.end() && !type->is_null()) {
+    if (!type->is_string()) {
+      throw std::invalid_argument("model config: model_type must be a string, got " + DescribeJsonValue(*type));
+    }
+    f.model_type = type->get<std::string>();
   }
+  if (!spec_rules::IsSupportedModelType(f.model_type)) {
+    throw std::invalid_argument("model config: unsupported model_type \"" + f.model_type +
+                                "\"; supported: " + spec_rules::SupportedModelTypes());
+  }
+  const ConfigReader r(json, f.model_type);
   if (auto act = json.find("hidden_act");
       act != json.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
-    throw std::invalid_argument("qwen2 config: only hidden_act \"silu\" is supported, got " +
-                                DescribeJsonValue(*act));
+    r.Fail("only hidden_act \"silu\" is supported, got " + DescribeJsonValue(*act));
   }
-  if (OptionalBool(json, "use_sliding_window", false)) {
-    throw std::invalid_argument("qwen2 config: use_sliding_window=true is not supported");
-  }
-  Qwen2Config c;
-  c.vocab_size = RequireInt(json, "vocab_size");
-  c.hidden_size = RequireInt(json, "hidden_size");
-  c.intermediate_size = RequireInt(json, "intermediate_size");
-  c.num_hidden_layers = RequireInt(json, "num_hidden_layers");
-  c.num_attention_heads = RequireInt(json, "num_attention_heads");
+  f.vocab_size = r.RequireInt("vocab_size");
+  f.hidden_size = r.RequireInt("hidden_size");
+  f.intermediate_size = r.RequireInt("intermediate_size");
+  f.num_hidden_layers = r.RequireInt("num_hidden_layers");
+  f.num_attention_heads = r.RequireInt("num_attention_heads");
   // HF defaults num_key_value_heads to num_attention_heads (plain multi-head attention).
-  c.num_key_value_heads = json.contains("num_key_value_heads") &&
-                                  !json.at("num_key_value_heads").is_null()
-                              ? RequireInt(json, "num_key_value_heads")
-                              : c.num_attention_heads;
-  c.max_position_embeddings = json.contains("max_position_embeddings")
-                                  ? RequireInt(json, "max_position_embeddings")
-                                  : 32768;
-  c.rms_norm_eps = OptionalDouble(json, "rms_norm_eps", 1e-6);
-  c.initializer_range = OptionalDouble(json, "initializer_range", 0.02);
-  c.tie_word_embeddings = OptionalBool(json, "tie_word_embeddings", false);
-  c.rope_theta = OptionalDouble(json, "rope_theta", 10000.0);  // transformers 4.x
-  if (auto rope = json.find("rope_parameters"); rope != json.end()) {  // transformers 5.x
-    RejectRopeScaling(*rope, "rope_parameters");
-    if (!rope->is_null()) c.rope_theta = OptionalDouble(*rope, "rope_theta", c.rope_theta);
+  f.num_key_value_heads = r.Int(json, "num_key_value_heads", f.num_attention_heads);
+  f.max_position_embeddings = r.Int(json, "max_position_embeddings", DefaultMaxPositions(f.model_type));
+  f.head_dim = r.Int(json, "head_dim", 0);
+  f.rms_norm_eps = r.Double(json, "rms_norm_eps", 1e-6);
+  f.initializer_range = r.Double(json, "initializer_range", 0.02);
+  f.tie_word_embeddings = r.Bool("tie_word_embeddings").value_or(false);
+  f.rope_theta = r.Double(json, "rope_theta", 10000.0);  // transformers 4.x; 5.x's default_theta
+  r.ReadRope("rope_scaling", f);     // transformers 4.x
+  r.ReadRope("rope_parameters", f);  // transformers 5.x
+  // Keys a family's HF config class does not read are ignored, as HF ignores them.
+  if (f.model_type == "llama" || f.model_type == "qwen3") f.attention_bias = r.Bool("attention_bias");
+  if (f.model_type == "llama") f.mlp_bias = r.Bool("mlp_bias");
+  if (f.model_type != "llama") f.sliding_window = r.Int(json, "sliding_window", 0);
+  if (f.model_type == "qwen2" || f.model_type == "qwen3") {
+    f.use_sliding_window = r.Bool("use_sliding_window").value_or(false);
+    if (json.contains("max_window_layers") && !json.at("max_window_layers").is_null()) {
+      f.max_window_layers = r.Int(json, "max_window_layers", 0);
+    }
   }
-  if (auto scaling = json.find("rope_scaling"); scaling != json.end()) {
-    RejectRopeScaling(*scaling, "rope_scaling");
-  }
+  RequireInRange(f.vocab_size, spec_rules::kVocabSize, r.prefix());
+  RequireInRange(f.hidden_size, spec_rules::kHiddenSize, r.prefix());
+  RequireInRange(f.num_attention_heads, spec_rules::kNumAttentionHeads, r.prefix());
+  RequireInRange(f.num_key_value_heads, spec_rules::kNumKeyValueHeads, r.prefix());
+  DecoderConfig c;
+  const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(f, &c);
+  if (!error.ok()) r.Fail(error.field + ": " + error.message);
   ValidateConfig(c);
-  if (auto head_dim = json.find("head_dim");
-      head_dim != json.end() && !head_dim->is_null() &&
-      !(head_dim->is_number_integer() && head_dim->get<int64_t>() == c.head_dim())) {
-    throw std::invalid_argument("qwen2 config: head_dim " + DescribeJsonValue(*head_dim) +
-                                " differs from hidden_size / num_attention_heads = " +
-                                std::to_string(c.head_dim()));
+  // transformers 5.x writes each layer's attention type; vramlab derives it from
+  // use_sliding_window / max_window_layers (mistral: sliding_window), so a list that says
+  // otherwise describes a model this decoder would build differently.
+  if (const nlohmann::json* types = r.Find(json, "layer_types"); types != nullptr) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_hidden_layers) {
+      r.Fail("layer_types must list one attention type per layer");
+    }
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+      const nlohmann::json& type = (*types)[static_cast<size_t>(layer)];
+      const std::string expected = c.LayerHasWindow(layer) ? "sliding_attention" : "full_attention";
+      if (!type.is_string() || type.get<std::string>() != expected) {
+        r.Fail("layer_types[" + std::to_string(layer) + "] is " + DescribeJsonValue(type) + ", but sliding_window, " +
+               "use_sliding_window and max_window_layers give \"" + expected + "\"; only that pattern is supported");
+      }
+    }
   }
   return c;
 }
 
-Qwen2Config ConfigFromFile(const std::string& path) {
+DecoderConfig ConfigFromFile(const std::string& path) {
   // An HF config.json is a few KiB; the bound keeps a wrong path from reading a weights file.
   constexpr size_t kMaxBytes = size_t{16} << 20;
   std::string text;

@@ -1,5 +1,6 @@
-// Building blocks of the Qwen2 decoder, each registering its parameters under HF's names.
-// Parameters are created uninitialized on the requested device and dtype; see qwen2_model.h.
+// Building blocks of the decoder (qwen2, llama, mistral, qwen3: common/spec/model_family.h), each
+// registering its parameters under HF's names. Parameters are created uninitialized on the
+// requested device and dtype; see qwen2_model.h.
 #ifndef VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
 #define VRAMLAB_WORKER_MODEL_QWEN2_LAYERS_H_
 
@@ -51,7 +52,8 @@ class EmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embedding);
 
-// HF Qwen2RMSNorm: normalizes in fp32, casts back to the input dtype, then scales.
+// HF's RMSNorm (Qwen2RMSNorm, LlamaRMSNorm, ...): normalizes the last dimension in fp32, casts back
+// to the input dtype, then scales.
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
@@ -67,12 +69,15 @@ class RMSNormImpl : public torch::nn::Module {
 TORCH_MODULE(RMSNorm);
 
 // What every decoder layer of one forward shares, built once per forward: the rotary tables
-// cos/sin [s, head_dim] (computed in fp32, stored in the parameter dtype as HF does) and, for
-// eager attention, the additive causal mask [s, s].
+// cos/sin [s, head_dim] (computed in fp32, llama3-scaled when the config says so, stored in the
+// parameter dtype as HF does) and, for eager attention, the additive causal mask [s, s]. When a
+// sliding window applies to this sequence (DecoderConfig::WindowActive), the windowed layers'
+// mask: additive [s, s] for eager, boolean [s, s] (true: attend) for sdpa, as HF passes them.
 struct DecoderInputs {
   torch::Tensor cos;
   torch::Tensor sin;
   torch::Tensor causal_mask;  // undefined for sdpa
+  torch::Tensor window_mask;  // undefined when no window applies
   AttentionImpl attention = AttentionImpl::kEager;
   KernelsImpl kernels = KernelsImpl::kAten;  // RMSNorm, rotary and SwiGLU
   bool sdpa_native_gqa = false;  // see SdpaAttention
@@ -82,25 +87,34 @@ struct DecoderInputs {
   bool preserve_rng_state = false;
 };
 
-DecoderInputs MakeDecoderInputs(const Qwen2Config& config, int64_t seq_len, AttentionImpl attention,
+DecoderInputs MakeDecoderInputs(const DecoderConfig& config, int64_t seq_len, AttentionImpl attention,
                                 torch::Dtype dtype, torch::Device device);
 
+// The inverse frequencies of the rotary embedding [head_dim / 2], fp32: HF's default
+// 1 / theta^(arange(0, d, 2) / d), or with rope_type llama3 transformers'
+// _compute_llama3_parameters, op for op.
+torch::Tensor RotaryInverseFrequencies(const DecoderConfig& config, torch::Device device);
+
+// Self-attention of decoder layer `layer_index`: q/k/v/o with the family's biases, qwen3's
+// per-head q_norm/k_norm before the rotary embedding, the sliding window when the layer has one.
 class Qwen2AttentionImpl : public torch::nn::Module {
  public:
-  Qwen2AttentionImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  Qwen2AttentionImpl(const DecoderConfig& config, int64_t layer_index, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;
+  bool windowed_;
 };
 TORCH_MODULE(Qwen2Attention);
 
 // SwiGLU: down(silu(gate(x)) * up(x)).
 class Qwen2MLPImpl : public torch::nn::Module {
  public:
-  Qwen2MLPImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  Qwen2MLPImpl(const DecoderConfig& config, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, KernelsImpl kernels = KernelsImpl::kAten);
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
@@ -109,7 +123,7 @@ TORCH_MODULE(Qwen2MLP);
 
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
-  Qwen2DecoderLayerImpl(const Qwen2Config& config, const torch::TensorOptions& options);
+  Qwen2DecoderLayerImpl(const DecoderConfig& config, int64_t layer_index, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
 
   Qwen2Attention self_attn{nullptr};

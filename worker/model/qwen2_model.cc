@@ -20,7 +20,7 @@ torch::TensorOptions ParameterOptions(const ModelOptions& options) {
 
 }  // namespace
 
-Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2Config& config, const ModelOptions& options)
+Qwen2ModelImpl::Qwen2ModelImpl(const DecoderConfig& config, const ModelOptions& options)
     : config_(config), options_(options) {
   ValidateConfig(config_);
   const torch::TensorOptions tensor_options = ParameterOptions(options_);
@@ -28,7 +28,7 @@ Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2Config& config, const ModelOptions& op
       "embed_tokens", Embedding(config_.vocab_size, config_.hidden_size, tensor_options));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    decoder_layers_.push_back(Qwen2DecoderLayer(config_, tensor_options));
+    decoder_layers_.push_back(Qwen2DecoderLayer(config_, i, tensor_options));
     layers->push_back(decoder_layers_.back());
   }
   norm = register_module("norm", RMSNorm(config_.hidden_size, config_.rms_norm_eps,
@@ -66,7 +66,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {
   return norm->Apply(hidden, options_.kernels);
 }
 
-Qwen2ForCausalLMImpl::Qwen2ForCausalLMImpl(const Qwen2Config& config, const ModelOptions& options)
+Qwen2ForCausalLMImpl::Qwen2ForCausalLMImpl(const DecoderConfig& config, const ModelOptions& options)
     : config_(config), options_(options) {
   model = register_module("model", Qwen2Model(config_, options_));
   if (!config_.tie_word_embeddings) {

@@ -41,7 +41,7 @@ struct ModelOptions {
 // Qwen2Model: embeddings, decoder layers, final norm.
 class Qwen2ModelImpl : public torch::nn::Module {
  public:
-  explicit Qwen2ModelImpl(const Qwen2Config& config, const ModelOptions& options = {});
+  explicit Qwen2ModelImpl(const DecoderConfig& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [batch, seq, hidden] for input_ids [batch, seq] (int64).
   torch::Tensor forward(const torch::Tensor& input_ids);
@@ -63,7 +63,7 @@ class Qwen2ModelImpl : public torch::nn::Module {
   RMSNorm norm{nullptr};
 
  private:
-  Qwen2Config config_;
+  DecoderConfig config_;
   ModelOptions options_;
   std::vector<Qwen2DecoderLayer> decoder_layers_;
   std::string sdpa_backend_;
@@ -75,7 +75,7 @@ TORCH_MODULE(Qwen2Model);
 class Qwen2ForCausalLMImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument for an invalid config or options.
-  explicit Qwen2ForCausalLMImpl(const Qwen2Config& config, const ModelOptions& options = {});
+  explicit Qwen2ForCausalLMImpl(const DecoderConfig& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [batch, seq, hidden] in the parameter dtype.
   torch::Tensor Hidden(const torch::Tensor& input_ids);
@@ -85,7 +85,7 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   // The output projection [vocab, hidden]: the embedding matrix when tied.
   torch::Tensor LmHeadWeight();
 
-  const Qwen2Config& config() const { return config_; }
+  const DecoderConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   // "eager"; for sdpa the fused backend the last forward chose ("sdpa (flash)", "sdpa (cudnn,
   // native GQA)", ...) or "eager (sdpa unavailable on LibTorch <2)" where it fell back.
@@ -95,7 +95,7 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   Linear lm_head{nullptr};  // null when tie_word_embeddings
 
  private:
-  Qwen2Config config_;
+  DecoderConfig config_;
   ModelOptions options_;
 };
 TORCH_MODULE(Qwen2ForCausalLM);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -68,11 +69,14 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
   // The first AdamW update is lr * g / (|g| + eps): for |g| >= 100 eps it depends on g only
   // through its sign and a <= 1% term, and every such element must match within 1e-6. Below, it
   // amplifies the last bits of the gradient (float32 rounding differs between this model and
-  // HF's); there the update can only be bounded by its range, 2 lr, and such elements must be
-  // rare (measured on qwen2-tiny: 244 of 125,504 elements, deviations up to 3.1e-5). Exactly
-  // zero gradients (embedding rows of absent tokens) are deterministic and checked at 1e-6.
+  // HF's); there the update can only be bounded by its range, 2 lr, and the elements that need
+  // that bound (off by more than 1e-6) must be rare. Measured with LibTorch 1.13 on the CPU, plain
+  // step: qwen2-tiny has 184 of 125,504 gradients below 100 eps and 14 elements off by more than
+  // 1e-6; llama-tiny-bias has 8,641 of 138,880 below (its second layer's q/k gradients are tiny)
+  // and 6 off by more; the printed line gives each checkpoint's counts.
+  // Exactly zero gradients (embedding rows of absent tokens) are deterministic and checked at 1e-6.
   const double lr = options.lr;
-  int64_t ill_conditioned = 0, elements = 0;
+  int64_t ill_conditioned = 0, loosely_bounded = 0, elements = 0;
   for (const auto& item : model->named_parameters()) {
     ASSERT_EQ(hf.count(item.key()), 1u) << item.key();
     const torch::Tensor deviation = (item.value() - hf.at(item.key())).abs().to(torch::kFloat64);
@@ -81,9 +85,13 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
     EXPECT_LE(deviation.masked_fill(sensitive, 0).max().item<double>(), 1e-6) << item.key();
     EXPECT_LE(deviation.max().item<double>(), 2 * lr) << item.key();
     ill_conditioned += sensitive.sum().item<int64_t>();
+    loosely_bounded += (deviation > 1e-6).sum().item<int64_t>();
     elements += item.value().numel();
   }
-  EXPECT_LE(ill_conditioned * 100, elements) << ill_conditioned << " of " << elements;
+  EXPECT_LE(loosely_bounded * 100, elements) << loosely_bounded << " of " << elements;
+  std::printf("%s: %lld of %lld gradients below 100 eps, %lld elements off by more than 1e-6\n",
+              checkpoint.c_str(), static_cast<long long>(ill_conditioned), static_cast<long long>(elements),
+              static_cast<long long>(loosely_bounded));
   RecordProperty("gradients_below_100_eps", std::to_string(ill_conditioned));
   if (variant.offload) {
     EXPECT_EQ(optimizer->DeviceStateBytes(), 0);
@@ -105,7 +113,9 @@ std::vector<Variant> Variants() {
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, HfAdamWStepTest,
-    ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied", "qwen2-tiny-sharded"),
+    ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied", "qwen2-tiny-sharded", "qwen2-tiny-window",
+                                         "llama-tiny", "llama-tiny-bias", "mistral-tiny", "qwen3-tiny",
+                                         "qwen3-tiny-window"),
                        ::testing::ValuesIn(Variants())),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;

@@ -331,7 +331,7 @@ TEST(FullShardOrderTest, PrefetchIssuesEachAllGatherOneUnitAheadAndOverlapsReduc
 // largest total gathered at once is the root and two layers with prefetch, the root and one
 // without; kept gathered, every layer. Losses and gradients stay the plain model's exactly.
 TEST(FullShardOrderTest, PrefetchGathersTwoLayersAtOnce) {
-  Qwen2Config config = ConfigFromFile(testing::TestdataDir("qwen2-tiny") + "/config.json");
+  DecoderConfig config = ConfigFromFile(testing::TestdataDir("qwen2-tiny") + "/config.json");
   config.num_hidden_layers = 3;
   torch::manual_seed(3);
   const torch::Tensor ids = torch::randint(0, 512, {2, 12}, torch::kInt64);

@@ -182,8 +182,8 @@ TEST_F(SafetensorsTest, MissingFileIsLoadError) {
 // Loader tests: a tiny model's weights written as a snapshot directory.
 class LoaderTest : public SafetensorsTest {
  protected:
-  static Qwen2Config TinyConfig(bool tied) {
-    Qwen2Config config = PresetConfig("tiny");
+  static DecoderConfig TinyConfig(bool tied) {
+    DecoderConfig config = PresetConfig("tiny");
     config.tie_word_embeddings = tied;
     return config;
   }

@@ -1,3 +1,4 @@
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -102,6 +103,45 @@ TEST(SpecParserTest, ReadsExplicitConfigAndSweeps) {
     "sweep": {"variable": "MICRO_BATCH_SIZE", "mode": "SEARCH_MAX", "searchMin": 1, "searchMax": 64}})");
   EXPECT_TRUE(SweepActive(search.sweep));
   EXPECT_EQ(search.sweep.search_granularity, 1);
+}
+
+// The family fields of model.config (proto ModelConfig), in both name forms, and the family
+// rules of common/spec/model_family.h naming the field.
+TEST(SpecParserTest, ReadsModelFamilyFieldsAndAppliesTheFamilyRules) {
+  const ExperimentSpec spec = ParseExperimentSpec(R"({
+    "model": {"config": {"modelType": "llama", "vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176,
+                         "numHiddenLayers": 2, "numAttentionHeads": 4, "head_dim": 24, "attentionBias": true,
+                         "mlp_bias": false,
+                         "ropeScaling": {"ropeType": "llama3", "factor": 8, "lowFreqFactor": 1,
+                                         "high_freq_factor": 4, "originalMaxPositionEmbeddings": 8192}}}})");
+  const ModelConfig& c = spec.model.config;
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.head_dim, 24);
+  EXPECT_TRUE(c.has_attention_bias && c.attention_bias);
+  EXPECT_TRUE(c.has_mlp_bias && !c.mlp_bias);
+  EXPECT_EQ(c.rope_scaling.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  const ExperimentSpec qwen3 = ParseExperimentSpec(R"({
+    "model": {"config": {"modelType": "qwen3", "vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176,
+                         "numHiddenLayers": 2, "numAttentionHeads": 4, "useSlidingWindow": true,
+                         "slidingWindow": 8, "maxWindowLayers": 0}}})");
+  EXPECT_TRUE(qwen3.model.config.has_max_window_layers);
+  EXPECT_EQ(qwen3.model.config.max_window_layers, 0);
+  EXPECT_EQ(qwen3.model.config.sliding_window, 8);
+
+  const std::string shapes = R"("vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176,
+                                "numHiddenLayers": 2, "numAttentionHeads": 4)";
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "phi3", )" + shapes + "}}}"), "model.config.model_type");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "llama", "ropeScaling": {"ropeType": "yarn"}, )" +
+                       shapes + "}}}"),
+            "model.config.rope_scaling.rope_type");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"ropeScaling": {"rope": 1}, )" + shapes + "}}}"),
+            "model.config.rope_scaling.rope");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "mistral", "mlpBias": true, )" + shapes + "}}}"),
+            "model.config.mlp_bias");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"numKeyValueHeads": 3, )" + shapes + "}}}"),
+            "model.config.num_key_value_heads");
 }
 
 TEST(SpecParserTest, RejectsMalformedDocuments) {

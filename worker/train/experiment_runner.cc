@@ -22,7 +22,7 @@ void FillFromPoint(const PointOutcome& point, FinalReport& report) {
 
 class SweepRunner {
  public:
-  SweepRunner(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context)
+  SweepRunner(const ExperimentSpec& spec, const DecoderConfig& config, const WorkerContext& context)
       : spec_(spec), config_(config), context_(context) {}
 
   // Every point, in the sweep's order.
@@ -86,7 +86,7 @@ class SweepRunner {
   }
 
   const ExperimentSpec& spec_;
-  const Qwen2Config& config_;
+  const DecoderConfig& config_;
   const WorkerContext& context_;
   std::vector<SweepPointResult> points_;
   std::optional<PointOutcome> last_;
@@ -117,7 +117,7 @@ void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules:
   }
 }
 
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context,
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config, const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point) {
   if (point.has_value()) return SweepRunner(spec, config, context).RunOne(*point);
   if (SweepActive(spec.sweep)) return SweepRunner(spec, config, context).Run();

@@ -30,7 +30,7 @@ struct ExperimentResult {
 
 // `point`: run only that point of the spec's sweep (CheckSweepPoint has accepted it), with its
 // index as the events' sweep_index; its report is the sweep's report of that one point.
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const Qwen2Config& config, const WorkerContext& context,
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config, const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point = std::nullopt);
 
 // The spec's sweep (active) in the order its points run.

@@ -48,7 +48,7 @@ class Session {
       : spec_(std::move(spec)), sink_(sink), hooks_(hooks) {}
 
   int Run() {
-    const Qwen2Config config = ResolveModelConfig(spec_.model);
+    const DecoderConfig config = ResolveModelConfig(spec_.model);
     ResolveAgainstModel(spec_, {config.vocab_size, config.hidden_size, config.intermediate_size,
                                 config.num_attention_heads, config.num_key_value_heads});
     ValidateKernelsRunnable(spec_, spec_.device == DeviceKind::kCuda ||
@@ -96,7 +96,7 @@ class Session {
   }
 
  private:
-  void EmitStarted(const Qwen2Config& config) {
+  void EmitStarted(const DecoderConfig& config) {
     WorkerStarted started;
     started.worker_version = VRAMLAB_VERSION;
     started.torch_version = TORCH_VERSION;

@@ -60,21 +60,13 @@ LoraOptions ToLoraOptions(const AdapterSpec& adapter, uint32_t init_seed) {
   return options;
 }
 
-Qwen2Config ResolveModelConfig(const ModelSpec& model) {
+DecoderConfig ResolveModelConfig(const ModelSpec& model) {
   if (model.config != ModelConfig{}) {
-    const ModelConfig& c = model.config;
-    Qwen2Config config;
-    config.vocab_size = c.vocab_size;
-    config.hidden_size = c.hidden_size;
-    config.intermediate_size = c.intermediate_size;
-    config.num_hidden_layers = c.num_hidden_layers;
-    config.num_attention_heads = c.num_attention_heads;
-    config.num_key_value_heads = c.num_key_value_heads;
-    config.max_position_embeddings = c.max_position_embeddings;
-    config.rope_theta = c.rope_theta;
-    config.rms_norm_eps = c.rms_norm_eps;
-    config.initializer_range = c.initializer_range;
-    config.tie_word_embeddings = c.tie_word_embeddings;
+    // ResolveAndValidate checked the family's rules already; a failure here is the same rule.
+    DecoderConfig config;
+    const spec_rules::FieldError family =
+        spec_rules::ResolveDecoderConfig(spec_rules::ModelConfigFieldsOf(model.config), &config);
+    if (!family.ok()) throw SpecError("model.config." + family.field, family.message);
     try {
       ValidateConfig(config);
     } catch (const std::invalid_argument& e) {

@@ -24,7 +24,7 @@ LoraOptions ToLoraOptions(const AdapterSpec& adapter, uint32_t init_seed);
 
 // The model's shapes: spec.model.config when given, else weights_dir/config.json when present,
 // else the preset. Throws SpecError (bad config or preset) or LoadError (unreadable config.json).
-Qwen2Config ResolveModelConfig(const ModelSpec& model);
+DecoderConfig ResolveModelConfig(const ModelSpec& model);
 
 }  // namespace vramlab::worker
 

@@ -4,7 +4,7 @@
 
 namespace vramlab::worker {
 
-double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len, int64_t adapter_parameters) {
+double TrainingFlopsPerToken(const DecoderConfig& config, int64_t seq_len, int64_t adapter_parameters) {
   const double base_factor = adapter_parameters > 0 ? 4.0 : 6.0;
   return base_factor * static_cast<double>(config.ParameterCount()) +
          6.0 * static_cast<double>(adapter_parameters) +

@@ -14,7 +14,7 @@ namespace vramlab::worker {
 // (adapter_parameters > 0) the base weights are frozen: their backward computes the input's
 // gradient but no weight gradient, so the base counts 4N and the adapters 6 per parameter.
 // Recomputation under checkpointing is not counted (model FLOPs, not hardware FLOPs).
-double TrainingFlopsPerToken(const Qwen2Config& config, int64_t seq_len,
+double TrainingFlopsPerToken(const DecoderConfig& config, int64_t seq_len,
                              int64_t adapter_parameters = 0);
 
 // tokens/s * FLOPs per token / peak; 0 when the peak is unknown.

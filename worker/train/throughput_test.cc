@@ -8,14 +8,14 @@ namespace vramlab::worker {
 namespace {
 
 TEST(ThroughputTest, FullFineTuningCountsSixFlopsPerParameter) {
-  const Qwen2Config config = PresetConfig("qwen2.5-1.5b");
+  const DecoderConfig config = PresetConfig("qwen2.5-1.5b");
   const double n = static_cast<double>(config.ParameterCount());
   const double attention = 12.0 * config.num_hidden_layers * config.hidden_size * 2048.0;
   EXPECT_DOUBLE_EQ(TrainingFlopsPerToken(config, 2048), 6.0 * n + attention);
 }
 
 TEST(ThroughputTest, AdaptersLeaveTheFrozenBaseWithoutWeightGradients) {
-  const Qwen2Config config = PresetConfig("qwen2.5-1.5b");
+  const DecoderConfig config = PresetConfig("qwen2.5-1.5b");
   const double n = static_cast<double>(config.ParameterCount());
   const double attention = 12.0 * config.num_hidden_layers * config.hidden_size * 512.0;
   // r = 16 on all seven projections of qwen2.5-1.5b: 16 * (in + out) per projection, 28 layers.

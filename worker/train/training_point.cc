@@ -43,7 +43,7 @@ TokenSource MakeTokenSource(const DataSpec& data, int64_t vocab_size) {
 
 class PointRunner {
  public:
-  PointRunner(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+  PointRunner(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
               const WorkerContext& context)
       : spec_(spec),
         config_(config),
@@ -429,7 +429,7 @@ class PointRunner {
   }
 
   const ExperimentSpec& spec_;
-  const Qwen2Config& config_;
+  const DecoderConfig& config_;
   const PointShape shape_;
   const WorkerContext context_;
   PhaseTracker tracker_;
@@ -441,7 +441,7 @@ class PointRunner {
 
 }  // namespace
 
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
                               const WorkerContext& context) {
   return PointRunner(spec, config, shape, context).Run();
 }

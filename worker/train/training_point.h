@@ -66,7 +66,7 @@ struct PointOutcome {
 };
 
 // Runs one point. `config` is the resolved model shape (ResolveModelConfig).
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const Qwen2Config& config, const PointShape& shape,
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
                               const WorkerContext& context);
 
 }  // namespace vramlab::worker

@@ -214,7 +214,7 @@ inline std::string RankOutput(const ScratchDir& dir, int rank) { return dir.File
 // The parameters as the worker initializes them before its first step.
 inline void WriteInitialParameters(const std::string& spec_json, const std::string& path) {
   const ExperimentSpec spec = ParseExperimentSpec(spec_json);
-  const Qwen2Config config = ResolveModelConfig(spec.model);
+  const DecoderConfig config = ResolveModelConfig(spec.model);
   Qwen2ForCausalLM model(config, ToModelOptions(spec.training, torch::Device(torch::kCPU)));
   InitializeWeights(*model, spec.model.init_seed, config.initializer_range);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
