@@ -106,6 +106,10 @@ if $run_tests; then
   command -v chromium >/dev/null || missing+=(needs-chromium)
   command -v systemd-analyze >/dev/null || missing+=(needs-systemd)
   command -v zsh >/dev/null || missing+=(needs-zsh)
+  command -v sqlite3 >/dev/null || missing+=(needs-sqlite3)
+  # The Python the tests run (/usr/bin/python3) with the system's grpcio and torch packages.
+  /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(needs-python3-grpcio)
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || missing+=(needs-python3-torch)
   # The worker tree found no Gloo headers: its CPU parallel runs are refused, so the daemon's
   # tests that run them are left out too (the worker tree leaves out its own likewise).
   grep -q '^VRAMLAB_GLOO_INCLUDE_DIR:PATH=.*NOTFOUND' "$build/worker/CMakeCache.txt" &&

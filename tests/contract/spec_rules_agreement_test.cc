@@ -335,7 +335,7 @@ TEST_F(SpecRulesAgreementTest, EveryCrossFieldRuleIsRefusedAlikeNamingItsFieldOn
   const json base = {{"model", tiny}, {"training", {{"seqLen", 8}, {"dtype", "FLOAT32"}}}, {"device", "CPU"}};
   const std::vector<Case> cases = {
       {"model.preset", with(base, {{"model", {{"preset", "tinny"}}}})},
-      {"model.config.num_attention_heads",
+      {"model.config.num_key_value_heads",
        with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"num_key_value_heads", 3}})}}}})},
       {"model.config.hidden_size",
        with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"hidden_size", 66}})}}}})},

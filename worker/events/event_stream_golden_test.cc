@@ -1,8 +1,9 @@
 // The worker's event stream, byte for byte: every payload kind, and every field a writer sets only
 // in some runs (free-block fragmentation, categories, gathered parameters, the peak moments), written
-// through a real EventSink and compared with testdata/event_stream.golden.jsonl. The golden file was
-// written by the hand-made JSON writer this codec replaced; the daemon parses these lines with
-// protobuf's JsonStringToMessage, so any change in them is a change of the worker's contract.
+// through a real EventSink and compared with testdata/event_stream.golden.jsonl. The daemon parses
+// these lines with protobuf's JsonStringToMessage, so any change in them is a change of the
+// worker's contract: a new field changes the golden file (VRAMLAB_WRITE_GOLDEN=FILE writes the
+// stream this build produces), and nothing else may.
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,6 +87,9 @@ void WriteEveryEvent(EventSink& sink) {
             Sample(5, true)});
   SweepPointResult fitted{0, 512, false, Anatomy(false), 0.5, 1024.0, 9.75, 0.25, "sdpa"};
   SweepPointResult oom{1, 1024, true, Anatomy(true), 0, 0, 0, 0, ""};
+  fitted.steady_steps = 4;
+  fitted.warmup_steps = 1;
+  fitted.warmup_step_time_seconds = 3.25;
   sink.SweepPoint(fitted);
   FinalReport report;
   report.anatomy = Anatomy(true);
@@ -100,6 +104,9 @@ void WriteEveryEvent(EventSink& sink) {
   report.tokens_per_second = 341.25;
   report.mfu = 0.4;
   report.final_loss = 11.875;
+  report.steady_steps = 1;
+  report.warmup_steps = 1;
+  report.warmup_step_time_seconds = 0.75;
   sink.Report(report);
   sink.Report(FinalReport{});
   sink.Error({ErrorKind::kInvalidSpec, "training.seq_len: must be between 2 and 4194304, got 1", "training.seq_len"});

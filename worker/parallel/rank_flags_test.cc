@@ -61,15 +61,15 @@ TEST(RankFlagsTest, ParallelSweepNeedsItsPoint) {
   const std::string parallel_sweep = TinySpec(std::string(R"({"worldSize": 2})") + sweep);
   const nlohmann::json missing = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"});
   EXPECT_EQ(missing["field"], spec_rules::kSweepField);
-  EXPECT_EQ(missing["message"], std::string("sweep: ") + spec_rules::kParallelSweepNeedsPointMessage);
+  EXPECT_EQ(missing["message"], spec_rules::kParallelSweepNeedsPointMessage);
   const nlohmann::json wrong = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{1, 8});
   EXPECT_EQ(wrong["field"], spec_rules::kSweepField);
-  EXPECT_EQ(wrong["message"], "sweep: --sweep-point 1:8 is not a point of this spec's sweep");
+  EXPECT_EQ(wrong["message"], "--sweep-point 1:8 is not a point of this spec's sweep");
   EXPECT_EQ(RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{2, 8})["field"],
             spec_rules::kSweepField);
   const nlohmann::json no_sweep = RefusedRun(TinySpec(R"({"worldSize": 2})"), {0, "127.0.0.1:1"},
                                              spec_rules::SweepPoint{0, 8});
-  EXPECT_EQ(no_sweep["message"], "sweep: --sweep-point 0:8 runs a point of a sweep; this spec has none");
+  EXPECT_EQ(no_sweep["message"], "--sweep-point 0:8 runs a point of a sweep; this spec has none");
 }
 
 TEST(RankFlagsTest, ParsesRendezvousAddresses) {
