@@ -41,6 +41,11 @@ say() { echo "$*" | tee -a "$summary"; }
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do "$cli" server > /dev/null 2>&1 && break; sleep 0.2; done
+if ! "$cli" server > /dev/null 2>&1; then
+  echo "vramlabd did not come up; its log:" >&2
+  tail -n 20 "$out/daemon.log" >&2
+  exit 1
+fi
 
 # The seed spec with the job as its command; the seed's model and training are its equivalent spec.
 command_spec() {  # seed-file micro-batch accum steps > spec.json
