@@ -51,6 +51,14 @@ class CliQueueVerbsTest : public ::testing::Test {
     EXPECT_TRUE(ParseJson(r.out, experiment));
     return vramlab::v1::Experiment::State_Name(experiment.state());
   }
+  std::string WaitRunning(const std::string& id) {
+    for (int i = 0; i < 300; ++i) {
+      const std::string state = StateOf(id);
+      if (state != "QUEUED") return state;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return "timeout";
+  }
   std::string WaitEnded(const std::string& id) {
     for (int i = 0; i < 300; ++i) {
       const std::string state = StateOf(id);
@@ -67,7 +75,10 @@ class CliQueueVerbsTest : public ::testing::Test {
 TEST_F(CliQueueVerbsTest, CancelSeveralReportsEachAndNamesFailures) {
   const std::string running = SubmitTiny("hang");
   const std::string queued = SubmitTiny("queued");
-  CliResult r = Run({"cancel", running, queued, "exp-999999"});
+  ASSERT_EQ(WaitRunning(running), "RUNNING");
+  // The queued one first: cancel handles the IDs in order, and once the running one's stop lands
+  // its slot frees and the queued one would start.
+  CliResult r = Run({"cancel", queued, running, "exp-999999"});
   EXPECT_EQ(r.exit_code, 6) << Describe(r);  // NOT_FOUND: an RPC error
   EXPECT_THAT(r.out, HasSubstr(running + " RUNNING (cancellation requested)\n"));
   EXPECT_THAT(r.out, HasSubstr(queued + " CANCELLED\n"));
