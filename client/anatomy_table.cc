@@ -19,8 +19,8 @@ using vramlab::v1::MemoryAnatomy;
 const std::vector<AnatomyComponent>& AnatomyComponents() {
   using C = vramlab::v1::CategoryBytes;
   static const auto* components = new std::vector<AnatomyComponent>{
-      {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); }, false,
-       [](const C& c) { return c.weights_bytes(); }},
+      {"weights", "weights", "#4e79a7", [](const MemoryAnatomy& a) { return a.weights_bytes(); },
+       false, [](const C& c) { return c.weights_bytes(); }},
       // With an adapter, "weights" is the frozen base; the trained adapters and the NF4
       // quantisation constants are their own categories (0 for full fine-tuning).
       {"adapter weights", "adapter_weights", "#9c755f",
@@ -29,24 +29,28 @@ const std::vector<AnatomyComponent>& AnatomyComponents() {
       {"quantization constants", "quantization_constants", "#bab0ac",
        [](const MemoryAnatomy& a) { return a.quantization_constants_bytes(); }, true,
        [](const C& c) { return c.quantization_constants_bytes(); }},
-      {"gradients", "gradients", "#f28e2b", [](const MemoryAnatomy& a) { return a.gradients_bytes(); }, false,
+      {"gradients", "gradients", "#f28e2b",
+       [](const MemoryAnatomy& a) { return a.gradients_bytes(); }, false,
        [](const C& c) { return c.gradients_bytes(); }},
       {"optimizer state", "optimizer_state", "#e15759",
        [](const MemoryAnatomy& a) { return a.optimizer_state_bytes(); }, false,
        [](const C& c) { return c.optimizer_state_bytes(); }},
-      {"activations", "activations", "#76b7b2", [](const MemoryAnatomy& a) { return a.activations_bytes(); },
-       false, [](const C& c) { return c.activations_bytes(); }},
+      {"activations", "activations", "#76b7b2",
+       [](const MemoryAnatomy& a) { return a.activations_bytes(); }, false,
+       [](const C& c) { return c.activations_bytes(); }},
       {"temporary buffers", "temporary_buffers", "#59a14f",
        [](const MemoryAnatomy& a) { return a.temporary_buffers_bytes(); }, false,
        [](const C& c) { return c.temporaries_bytes(); }},
       {"allocator cache", "allocator_cache", "#edc948",
        [](const MemoryAnatomy& a) { return a.allocator_cache_bytes(); }},
-      {"CUDA context", "cuda_context", "#b07aa1", [](const MemoryAnatomy& a) { return a.cuda_context_bytes(); }},
+      {"CUDA context", "cuda_context", "#b07aa1",
+       [](const MemoryAnatomy& a) { return a.cuda_context_bytes(); }},
   };
   return *components;
 }
 
-std::optional<int64_t> AtPeakBytes(const AnatomyComponent& component, const MemoryAnatomy& anatomy) {
+std::optional<int64_t> AtPeakBytes(const AnatomyComponent& component,
+                                   const MemoryAnatomy& anatomy) {
   if (component.category != nullptr) {
     if (!anatomy.has_at_peak_allocated()) return std::nullopt;
     return component.category(anatomy.at_peak_allocated().categories());
@@ -61,18 +65,20 @@ std::string PeakMomentNote(const MemoryAnatomy& a) {
   std::string out;
   if (a.has_at_peak_allocated()) {
     const auto& m = a.at_peak_allocated();
-    absl::StrAppend(&out, "at peak allocated: what was alive when allocated peaked (", PhaseName(m.phase()),
-                    ", step ", m.step(), ", micro-step ", m.micro_step(), "); its categories sum to ",
-                    FormatBytes(m.allocated_bytes()), ".\n");
+    absl::StrAppend(&out, "at peak allocated: what was alive when allocated peaked (",
+                    PhaseName(m.phase()), ", step ", m.step(), ", micro-step ", m.micro_step(),
+                    "); its categories sum to ", FormatBytes(m.allocated_bytes()), ".\n");
   }
   if (a.has_at_peak_reserved()) {
     const auto& r = a.at_peak_reserved();
-    absl::StrAppend(&out, "allocator cache at peak reserved (", PhaseName(r.phase()), ", step ", r.step(),
-                    ", micro-step ", r.micro_step(), "): ", FormatBytes(r.reserved_bytes()), " reserved = ",
-                    FormatBytes(r.allocated_bytes()), " allocated + ", FormatBytes(r.allocator_cache_bytes()),
-                    " cache.\n");
+    absl::StrAppend(&out, "allocator cache at peak reserved (", PhaseName(r.phase()), ", step ",
+                    r.step(), ", micro-step ", r.micro_step(),
+                    "): ", FormatBytes(r.reserved_bytes()),
+                    " reserved = ", FormatBytes(r.allocated_bytes()), " allocated + ",
+                    FormatBytes(r.allocator_cache_bytes()), " cache.\n");
   }
-  if (!out.empty()) out += "max over run: each category's own largest value; they need not coincide.\n";
+  if (!out.empty())
+    out += "max over run: each category's own largest value; they need not coincide.\n";
   return out;
 }
 
@@ -119,7 +125,8 @@ std::vector<ByteRow> ByteRows(const std::vector<const MemoryAnatomy*>& shown) {
   std::vector<ByteRow> rows;
   for (const auto& c : AnatomyComponents()) {
     if (IsShown(c, shown)) {
-      rows.push_back({c.label, c.bytes, [&c](const MemoryAnatomy& a) { return AtPeakBytes(c, a); }});
+      rows.push_back(
+          {c.label, c.bytes, [&c](const MemoryAnatomy& a) { return AtPeakBytes(c, a); }});
     }
   }
   for (const auto& t : kTotals) rows.push_back({t.label, t.bytes, t.at_peak});
@@ -133,10 +140,11 @@ std::vector<ByteRow> CompareRows(const std::vector<const MemoryAnatomy*>& shown,
   if (!parallel) return rows;
   const auto none = [](const MemoryAnatomy&) -> std::optional<int64_t> { return std::nullopt; };
   const auto totals = rows.end() - std::size(kTotals);
-  rows.insert(totals, {{"gathered parameters",
-                        [](const MemoryAnatomy& a) { return a.gathered_parameters_bytes(); }, none},
-                       {"communication buffers",
-                        [](const MemoryAnatomy& a) { return a.communication_buffers_bytes(); }, none}});
+  rows.insert(totals,
+              {{"gathered parameters",
+                [](const MemoryAnatomy& a) { return a.gathered_parameters_bytes(); }, none},
+               {"communication buffers",
+                [](const MemoryAnatomy& a) { return a.communication_buffers_bytes(); }, none}});
   return rows;
 }
 
@@ -192,7 +200,8 @@ std::string OutcomeSummary(const Experiment& experiment) {
     std::string where = absl::StrCat("OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
                                      ", micro-step ", oom.micro_step());
     // Sweep points are numbered from 1 wherever a person reads them (watch, show, this table).
-    if (experiment.spec().has_sweep()) absl::StrAppend(&where, ", sweep point ", oom.sweep_index() + 1);
+    if (experiment.spec().has_sweep())
+      absl::StrAppend(&where, ", sweep point ", oom.sweep_index() + 1);
     absl::StrAppend(&where, ")");
     return where;
   }
@@ -222,8 +231,9 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   }
   out += legend.Render();
   if (any_parallel) {
-    out += "parallel runs: each figure is the largest over their ranks (max per rank); at peak: the "
-           "rank that peaked highest.\n";
+    out +=
+        "parallel runs: each figure is the largest over their ranks (max per rank); at peak: the "
+        "rank that peaked highest.\n";
   }
   out += "\n";
 
@@ -241,8 +251,9 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   };
   // A byte row's cell for one experiment: the report's anatomy, or for a run that ended in OOM
   // before any report, the peaks it reached up to the failure (the categories are unknown then).
-  const auto cell = [&](const Experiment& e, const std::string& label,
-                        const std::function<int64_t(const MemoryAnatomy&)>& bytes) -> std::optional<int64_t> {
+  const auto cell =
+      [&](const Experiment& e, const std::string& label,
+          const std::function<int64_t(const MemoryAnatomy&)>& bytes) -> std::optional<int64_t> {
     if (e.ranks_size() > 0) return MaxOverRanks(e, label, bytes);
     if (has_report(e)) return bytes(e.report().anatomy());
     if (const auto* at_oom = oom_memory(e)) {
@@ -283,7 +294,8 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
   // to peak allocated, and the cache where reserved peaked. The rows above are maxima over the run.
   bool any_at_peak = false;
   for (const auto& e : experiments) {
-    any_at_peak = any_at_peak || (peak_anatomy(e) != nullptr && peak_anatomy(e)->has_at_peak_allocated());
+    any_at_peak =
+        any_at_peak || (peak_anatomy(e) != nullptr && peak_anatomy(e)->has_at_peak_allocated());
   }
   if (any_at_peak) {
     for (const auto& [label, bytes, at_peak_bytes] : CompareRows(shown, any_parallel)) {
@@ -294,7 +306,8 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
         values.push_back(anatomy != nullptr ? at_peak_bytes(*anatomy) : std::nullopt);
         row.push_back(values.back() ? FormatBytes(*values.back()) : "-");
       }
-      if (std::none_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); })) continue;
+      if (std::none_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); }))
+        continue;
       for (size_t i = 1; i < experiments.size(); ++i) {
         row.push_back(values[0] && values[i] ? FormatBytesDelta(*values[i] - *values[0]) : "-");
       }
@@ -306,15 +319,18 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     std::vector<std::string> row = {label};
     for (const auto& e : experiments) {
       // A parallel run's prediction for one rank, what its max per rank is compared with.
-      const MemoryAnatomy& predicted = e.prediction().has_parallel() ? e.prediction().parallel().anatomy()
-                                                                     : e.prediction().anatomy();
+      const MemoryAnatomy& predicted = e.prediction().has_parallel()
+                                           ? e.prediction().parallel().anatomy()
+                                           : e.prediction().anatomy();
       row.push_back(e.has_prediction() ? FormatBytes(bytes(predicted)) : "-");
     }
     row.resize(headers.size(), "");
     table.AddRow(row);
   };
-  predicted_row("predicted peak allocated", [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); });
-  predicted_row("predicted peak reserved", [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); });
+  predicted_row("predicted peak allocated",
+                [](const MemoryAnatomy& a) { return a.peak_allocated_bytes(); });
+  predicted_row("predicted peak reserved",
+                [](const MemoryAnatomy& a) { return a.peak_reserved_bytes(); });
   // The failure itself, for runs that ran out of memory.
   bool any_oom = false;
   for (const auto& e : experiments) any_oom = any_oom || e.has_oom();
@@ -324,9 +340,12 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
       int64_t (*bytes)(const vramlab::v1::OomReport&);
       bool needs_memory;  // read from the allocator's state at the failure
     } oom_rows[] = {
-        {"OOM: allocated", [](const vramlab::v1::OomReport& o) { return o.memory().allocated_bytes(); }, true},
-        {"OOM: reserved", [](const vramlab::v1::OomReport& o) { return o.memory().reserved_bytes(); }, true},
-        {"OOM: request", [](const vramlab::v1::OomReport& o) { return o.requested_bytes(); }, false},
+        {"OOM: allocated",
+         [](const vramlab::v1::OomReport& o) { return o.memory().allocated_bytes(); }, true},
+        {"OOM: reserved",
+         [](const vramlab::v1::OomReport& o) { return o.memory().reserved_bytes(); }, true},
+        {"OOM: request", [](const vramlab::v1::OomReport& o) { return o.requested_bytes(); },
+         false},
         {"OOM: free", [](const vramlab::v1::OomReport& o) { return o.free_bytes(); }, false},
     };
     for (const auto& oom_row : oom_rows) {
@@ -346,23 +365,27 @@ std::string RenderCompareTable(const std::vector<Experiment>& experiments) {
     std::string (*format)(double);
     bool ratio = true;
   } speed_rows[] = {
-      {"step time (steady)", [](const Experiment& e) { return e.report().median_step_time_seconds(); },
+      {"step time (steady)",
+       [](const Experiment& e) { return e.report().median_step_time_seconds(); },
        [](double v) { return FormatSeconds(v); }},
       {"tokens/s", [](const Experiment& e) { return e.report().tokens_per_second(); },
        [](double v) { return absl::StrFormat("%.0f", v); }},
       // What the two rows above rest on: the warm-up step is left out, so with one step there
       // is no speed to compare (the rows say "-").
-      {"steady steps", [](const Experiment& e) { return static_cast<double>(e.report().steady_steps()); },
+      {"steady steps",
+       [](const Experiment& e) { return static_cast<double>(e.report().steady_steps()); },
        [](double v) { return absl::StrFormat("%.0f", v); }, false},
   };
   for (const auto& speed : speed_rows) {
     std::vector<std::string> row = {speed.label};
     for (const auto& e : experiments) {
-      const bool shown = has_report(e) && (speed.value(e) > 0 || (!speed.ratio && e.report().warmup_steps() > 0));
+      const bool shown =
+          has_report(e) && (speed.value(e) > 0 || (!speed.ratio && e.report().warmup_steps() > 0));
       row.push_back(shown ? speed.format(speed.value(e)) : "-");
     }
     for (size_t i = 1; i < experiments.size(); ++i) {
-      row.push_back(speed.ratio ? Ratio(speed.value(experiments[i]), speed.value(experiments[0])) : "");
+      row.push_back(speed.ratio ? Ratio(speed.value(experiments[i]), speed.value(experiments[0]))
+                                : "");
     }
     table.AddRow(row);
   }

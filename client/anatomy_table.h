@@ -17,9 +17,9 @@ namespace vramlab::client {
 // One component of device memory. The components add up to peak device use: weights, gradients,
 // optimizer state, activations, temporary buffers, allocator cache, CUDA context.
 struct AnatomyComponent {
-  const char* label;     // "optimizer state"
-  const char* key;       // "optimizer_state": CSV/SVG/HTML identifier
-  const char* color;     // fill in SVG/HTML
+  const char* label;  // "optimizer state"
+  const char* key;    // "optimizer_state": CSV/SVG/HTML identifier
+  const char* color;  // fill in SVG/HTML
   int64_t (*bytes)(const vramlab::v1::MemoryAnatomy&);
   // Adapter categories: a table lists them only when some anatomy it shows has them.
   bool adapter_only = false;
@@ -32,7 +32,8 @@ const std::vector<AnatomyComponent>& AnatomyComponents();
 // The component at the peak moments: its bytes among the categories alive when allocated peaked,
 // the allocator cache where reserved peaked; nullopt where the anatomy has no such moment or the
 // component has none (the CUDA context).
-std::optional<int64_t> AtPeakBytes(const AnatomyComponent& component, const vramlab::v1::MemoryAnatomy& anatomy);
+std::optional<int64_t> AtPeakBytes(const AnatomyComponent& component,
+                                   const vramlab::v1::MemoryAnatomy& anatomy);
 
 // Lines under an anatomy table that say what its two measured columns are: when allocated and
 // reserved peaked and what the at-peak column sums to. Empty without peak moments.
@@ -40,7 +41,8 @@ std::string PeakMomentNote(const vramlab::v1::MemoryAnatomy& anatomy);
 
 // Whether a view of the anatomies `shown` (null entries ignored) lists `component`: always, except
 // the adapter categories, which only when one of them has bytes there.
-bool IsShown(const AnatomyComponent& component, const std::vector<const vramlab::v1::MemoryAnatomy*>& shown);
+bool IsShown(const AnatomyComponent& component,
+             const std::vector<const vramlab::v1::MemoryAnatomy*>& shown);
 
 // Measured vs predicted; either may be null (its column is left out). Sizes human-readable. A
 // measured anatomy with peak moments gets two columns: "at peak allocated" (AtPeakBytes) and "max

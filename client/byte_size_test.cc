@@ -26,8 +26,8 @@ TEST(ParseByteSizeTest, AcceptsPlainBytes) {
 }
 
 TEST(ParseByteSizeTest, RejectsGarbageNegativeFractionalBytesAndOverflow) {
-  for (const char* bad : {"", "GiB", "-1GiB", "+1G", "24 GiBs", "1e3", "abc", "1.2.3G", "0.5",
-                          "9999999999TiB"}) {
+  for (const char* bad :
+       {"", "GiB", "-1GiB", "+1G", "24 GiBs", "1e3", "abc", "1.2.3G", "0.5", "9999999999TiB"}) {
     auto result = ParseByteSize(bad);
     EXPECT_FALSE(result.ok()) << bad;
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << bad;

@@ -6,10 +6,10 @@
 #include "client/completion.h"
 #include "client/exit_codes.h"
 #include "client/presets_text.h"
-#include "google/protobuf/stubs/common.h"
-#include "google/protobuf/struct.pb.h"
-#include "grpcpp/grpcpp.h"
 #include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/stubs/common.h"
+#include "grpcpp/grpcpp.h"
 
 namespace vramlab::client {
 namespace {

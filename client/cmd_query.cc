@@ -22,9 +22,9 @@ absl::Status AddStateFilter(absl::string_view text, vramlab::v1::ListExperiments
     Experiment::State state;
     if (!Experiment::State_Parse(absl::AsciiStrToUpper(absl::StripAsciiWhitespace(word)), &state) ||
         state == Experiment::STATE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--state: unknown state \"", word,
-          "\" (queued, running, succeeded, oom, failed, cancelled, interrupted)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state: unknown state \"", word,
+                       "\" (queued, running, succeeded, oom, failed, cancelled, interrupted)"));
     }
     request.add_states(state);
   }
@@ -104,18 +104,17 @@ absl::StatusOr<int> RunServer(CommandEnv& env) {
     env.PrintJson(info);
     return kExitOk;
   }
-  const char* device = info.device() == vramlab::v1::CUDA ? "cuda"
+  const char* device = info.device() == vramlab::v1::CUDA  ? "cuda"
                        : info.device() == vramlab::v1::CPU ? "cpu"
-                                                            : "unspecified";
-  std::string out = absl::StrCat("vramlabd ", info.version(), " at ", client->address(),
-                                 ", device ", device, ", up since ",
-                                 FormatTimestamp(info.start_time()), "\n");
+                                                           : "unspecified";
+  std::string out =
+      absl::StrCat("vramlabd ", info.version(), " at ", client->address(), ", device ", device,
+                   ", up since ", FormatTimestamp(info.start_time()), "\n");
   absl::StrAppend(&out, "queue:   ", info.queue_depth(), " queued, ", info.running(), " running\n");
-  absl::StrAppend(&out, "limits:  ", info.max_queued_per_user(), " queued per user, ",
-                  info.max_queued_total(), " queued in all, time limit ",
-                  FormatSeconds(info.default_time_limit_seconds()), " (max ",
-                  FormatSeconds(info.max_time_limit_seconds()), "), max seq_len ",
-                  info.max_seq_len(), "\n");
+  absl::StrAppend(
+      &out, "limits:  ", info.max_queued_per_user(), " queued per user, ", info.max_queued_total(),
+      " queued in all, time limit ", FormatSeconds(info.default_time_limit_seconds()), " (max ",
+      FormatSeconds(info.max_time_limit_seconds()), "), max seq_len ", info.max_seq_len(), "\n");
   absl::StrAppend(&out, "auth:    ", info.auth_enabled() ? "tokens required" : "off", "\n");
   if (!info.worker_path().empty()) absl::StrAppend(&out, "worker:  ", info.worker_path(), "\n");
   using Align = TextTable::Align;

@@ -19,10 +19,10 @@ using vramlab::v1::Experiment;
 
 // Runs `verb` on every id of the command line. `report` prints what one success says.
 template <typename Result>
-absl::StatusOr<int> ForEachId(CommandEnv& env, const char* command,
-                              const std::function<absl::StatusOr<Result>(DaemonClient&,
-                                                                         const std::string&)>& verb,
-                              const std::function<void(const Result&)>& report) {
+absl::StatusOr<int> ForEachId(
+    CommandEnv& env, const char* command,
+    const std::function<absl::StatusOr<Result>(DaemonClient&, const std::string&)>& verb,
+    const std::function<void(const Result&)>& report) {
   const std::vector<std::string>& ids = env.args().positionals();
   if (ids.empty()) {
     return absl::InvalidArgumentError(
@@ -54,8 +54,7 @@ absl::StatusOr<int> ForEachId(CommandEnv& env, const char* command,
     }
   }
   if (failures > 0 && ids.size() > 1) {
-    env.err() << "vramlab: " << command << ": " << failures << " of " << ids.size()
-              << " failed\n";
+    env.err() << "vramlab: " << command << ": " << failures << " of " << ids.size() << " failed\n";
   }
   return exit_code;
 }
@@ -64,8 +63,7 @@ absl::StatusOr<int> ForEachId(CommandEnv& env, const char* command,
 
 absl::StatusOr<int> RunCancel(CommandEnv& env) {
   return ForEachId<Experiment>(
-      env, "cancel",
-      [](DaemonClient& client, const std::string& id) { return client.Cancel(id); },
+      env, "cancel", [](DaemonClient& client, const std::string& id) { return client.Cancel(id); },
       [&env](const Experiment& experiment) {
         env.out() << experiment.id() << " " << StateName(experiment.state());
         if (!IsFinalState(experiment.state())) env.out() << " (cancellation requested)";
@@ -97,8 +95,7 @@ absl::StatusOr<int> RunRelease(CommandEnv& env) {
 
 absl::StatusOr<int> RunDelete(CommandEnv& env) {
   return ForEachId<vramlab::v1::DeleteExperimentResponse>(
-      env, "delete",
-      [](DaemonClient& client, const std::string& id) { return client.Delete(id); },
+      env, "delete", [](DaemonClient& client, const std::string& id) { return client.Delete(id); },
       [&env](const vramlab::v1::DeleteExperimentResponse& deleted) {
         env.out() << deleted.id() << " deleted (" << FormatBytes(deleted.file_bytes())
                   << " of files)\n";

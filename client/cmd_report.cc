@@ -16,7 +16,10 @@
 namespace vramlab::client {
 
 void DeclareReportFlags(FlagSet& flags) {
-  flags.Value("format", "F", "text|json|csv|svg|html|perfetto (default text; --json means json; perfetto: a Chrome trace for Perfetto's UI or chrome://tracing)")
+  flags
+      .Value("format", "F",
+             "text|json|csv|svg|html|perfetto (default text; --json means json; perfetto: a Chrome "
+             "trace for Perfetto's UI or chrome://tracing)")
       .Value("output", "FILE", "write to FILE instead of stdout")
       .Alias('o', "output");
 }
@@ -24,7 +27,8 @@ void DeclareReportFlags(FlagSet& flags) {
 absl::StatusOr<int> RunReport(CommandEnv& env) {
   ASSIGN_OR_RETURN(std::string id, SingleId(env.args(), "report"));
   int format = 0;
-  static const std::vector<std::string> kFormats = {"text", "json", "csv", "svg", "html", "perfetto"};
+  static const std::vector<std::string> kFormats = {"text", "json", "csv",
+                                                    "svg",  "html", "perfetto"};
   if (auto v = env.args().Get("format")) {
     ASSIGN_OR_RETURN(format, ParseChoiceFlag("format", *v, kFormats));
   } else if (env.json()) {
@@ -47,15 +51,25 @@ absl::StatusOr<int> RunReport(CommandEnv& env) {
   const Timeline timeline = BuildTimeline(events);
   std::string rendered;
   switch (format) {
-    case 1: rendered = RenderJsonReport(experiment, timeline); break;
-    case 2: rendered = RenderCsvReport(timeline); break;
+    case 1:
+      rendered = RenderJsonReport(experiment, timeline);
+      break;
+    case 2:
+      rendered = RenderCsvReport(timeline);
+      break;
     case 3:
       rendered = absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
                               RenderSvg(experiment, timeline));
       break;
-    case 4: rendered = RenderHtmlReport(experiment, timeline); break;
-    case 5: rendered = RenderTraceReport(experiment, events); break;
-    default: rendered = RenderTextReport(experiment, timeline); break;
+    case 4:
+      rendered = RenderHtmlReport(experiment, timeline);
+      break;
+    case 5:
+      rendered = RenderTraceReport(experiment, events);
+      break;
+    default:
+      rendered = RenderTextReport(experiment, timeline);
+      break;
   }
   const std::string output = env.args().Get("output").value_or("-");
   RETURN_IF_ERROR(WriteFileAtomically(output, rendered));
@@ -68,8 +82,8 @@ absl::StatusOr<int> RunReport(CommandEnv& env) {
 absl::StatusOr<int> RunCompare(CommandEnv& env) {
   const auto& ids = env.args().positionals();
   if (ids.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vramlab compare needs at least two experiment IDs (got ", ids.size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vramlab compare needs at least two experiment IDs (got ", ids.size(), ")"));
   }
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
   vramlab::v1::ListExperimentsResponse experiments;
@@ -80,7 +94,8 @@ absl::StatusOr<int> RunCompare(CommandEnv& env) {
     env.PrintJson(experiments);
     return kExitOk;
   }
-  env.out() << RenderCompareTable({experiments.experiments().begin(), experiments.experiments().end()});
+  env.out() << RenderCompareTable(
+      {experiments.experiments().begin(), experiments.experiments().end()});
   return kExitOk;
 }
 

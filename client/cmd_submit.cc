@@ -36,7 +36,8 @@ bool IsBlank(const google::protobuf::Message& message) {
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   message.GetReflection()->ListFields(message, &fields);
   for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->is_repeated() || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+    if (field->is_repeated() ||
+        field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
         !IsBlank(message.GetReflection()->GetMessage(message, field))) {
       return false;
     }
@@ -96,9 +97,9 @@ absl::StatusOr<int> RunSubmit(CommandEnv& env) {
     return absl::InvalidArgumentError("--working-dir: only with --command");
   }
   if (!command && !args.positionals().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vramlab submit takes no positional arguments (got \"", args.positionals()[0],
-        "\"); use --spec FILE for a spec file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vramlab submit takes no positional arguments (got \"", args.positionals()[0],
+                     "\"); use --spec FILE for a spec file"));
   }
   if (args.GetBool("wait") && args.GetBool("watch")) {
     return absl::InvalidArgumentError("--wait and --watch exclude each other");
@@ -162,7 +163,8 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
   ASSIGN_OR_RETURN(*request.mutable_spec(), BuildSpec(args));
   if (auto limit = args.Get("limit")) {
     auto bytes = ParseByteSize(*limit);
-    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--limit: ", bytes.status().message()));
+    if (!bytes.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--limit: ", bytes.status().message()));
     request.set_limit_bytes(*bytes);
   }
   request.set_smallest_world_size(args.GetBool("smallest-world-size"));
@@ -186,13 +188,13 @@ absl::StatusOr<int> RunEstimate(CommandEnv& env) {
                     estimate.max_micro_batch_not_ruled_out(), ")\n");
   }
   const auto& sweep = request.spec().sweep();
-  const char* variable = sweep.variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch"
-                                                                          : "seq_len";
+  const char* variable =
+      sweep.variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
   if (estimate.points_size() > 0) {
-    absl::StrAppend(&out, "\nsweep, predicted per point (the anatomy below is of the first, ",
-                    variable, " ", estimate.points(0).value(), "):\n",
-                    RenderPredictedSweep(estimate, variable,
-                                         sweep.mode() == vramlab::v1::SEARCH_MAX));
+    absl::StrAppend(
+        &out, "\nsweep, predicted per point (the anatomy below is of the first, ", variable, " ",
+        estimate.points(0).value(), "):\n",
+        RenderPredictedSweep(estimate, variable, sweep.mode() == vramlab::v1::SEARCH_MAX));
   }
   absl::StrAppend(&out, "\n", RenderAnatomyTable(nullptr, &estimate.anatomy()));
   if (std::string rank = RenderParallelEstimate(estimate); !rank.empty()) {

@@ -5,8 +5,8 @@
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "client/file_io.h"
-#include "google/protobuf/struct.pb.h"
 #include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
 #include "vramlab/v1/service.pb.h"
 
 namespace vramlab::client {

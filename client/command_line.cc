@@ -20,7 +20,8 @@ std::vector<std::string> CanonicalFlags(const FlagSet& flags, const ParsedArgs& 
   std::vector<std::string> out;
   for (const FlagSet::Flag& flag : flags.flags()) {
     if (flag.name == "version" || flag.name == "help") continue;
-    if (auto value = parsed.Get(flag.name)) out.push_back(absl::StrCat("--", flag.name, "=", *value));
+    if (auto value = parsed.Get(flag.name))
+      out.push_back(absl::StrCat("--", flag.name, "=", *value));
   }
   return out;
 }

@@ -19,8 +19,7 @@ TEST(ReadCommandLineTest, GlobalFlagsBeforeTheCommandGoInFrontOfItsArguments) {
   ASSERT_TRUE(invocation.ok()) << invocation.status();
   EXPECT_EQ(NameOf(*invocation), "ls");
   EXPECT_FALSE(invocation->help);
-  EXPECT_THAT(invocation->args,
-              ElementsAre("--json=true", "--addr=gpu:7433", "--limit", "3"));
+  EXPECT_THAT(invocation->args, ElementsAre("--json=true", "--addr=gpu:7433", "--limit", "3"));
   // The command's full flag set reads them like flags given after it.
   auto parsed = CommandFlags(*invocation->command).Parse(invocation->args);
   ASSERT_TRUE(parsed.ok()) << parsed.status();

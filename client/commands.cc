@@ -13,8 +13,8 @@ const std::vector<Command>& AllCommands() {
        DeclareSubmitFlags, RunSubmit},
       {"watch", "watch ID", "Follow an experiment live; exit code tells the outcome.",
        DeclareWatchFlags, RunWatch},
-      {"ls", "ls [--state S,...] [--owner USER] [--limit N]",
-       "List experiments, newest first.", DeclareListFlags, RunList},
+      {"ls", "ls [--state S,...] [--owner USER] [--limit N]", "List experiments, newest first.",
+       DeclareListFlags, RunList},
       {"show", "show ID", "Everything about one experiment: settings, outcome, anatomy.",
        DeclareNoFlags, RunShow},
       {"logs", "logs ID [--follow]",
@@ -27,8 +27,7 @@ const std::vector<Command>& AllCommands() {
        RunUpdate},
       {"hold", "hold ID...", "Keep queued experiments from starting (they keep their place).",
        DeclareNoFlags, RunHold},
-      {"release", "release ID...", "Let held experiments start again.", DeclareNoFlags,
-       RunRelease},
+      {"release", "release ID...", "Let held experiments start again.", DeclareNoFlags, RunRelease},
       {"delete", "delete ID...",
        "Delete finished experiments: record, events, log and snapshot (cancel running ones first).",
        DeclareNoFlags, RunDelete},
@@ -45,17 +44,18 @@ const std::vector<Command>& AllCommands() {
        "The daemon's predicted anatomy of a spec, without running it.", DeclareEstimateFlags,
        RunEstimate},
       {"server", "server [--health]",
-       "Daemon version, GPUs (slots), queue and limits; exit 0 if it answers.",
-       DeclareServerFlags, RunServer},
+       "Daemon version, GPUs (slots), queue and limits; exit 0 if it answers.", DeclareServerFlags,
+       RunServer},
       {"completion", "completion bash|zsh",
-       "Print a shell completion script (install: see 'vramlab help completion').",
-       DeclareNoFlags, RunCompletion, /*local=*/true,
+       "Print a shell completion script (install: see 'vramlab help completion').", DeclareNoFlags,
+       RunCompletion, /*local=*/true,
        "Completes commands, flags, flag values (files, fixed choices) and experiment ids (from\n"
        "'vramlab ls' against the daemon the command line names). Install for bash:\n"
        "  vramlab completion bash > ~/.local/share/bash-completion/completions/vramlab\n"
        "or for zsh, into a directory of $fpath before compinit runs:\n"
        "  vramlab completion zsh > ~/.zfunc/_vramlab   # with fpath=(~/.zfunc $fpath) in ~/.zshrc\n"
-       "or load it in the running shell: source <(vramlab completion bash)   (zsh: after compinit)\n"
+       "or load it in the running shell: source <(vramlab completion bash)   (zsh: after "
+       "compinit)\n"
        "The deb package installs both system-wide."},
       {"version", "version", "The client's version (with --json: as JSON).", DeclareNoFlags,
        RunVersion, /*local=*/true},
@@ -110,12 +110,14 @@ std::string TopLevelHelp() {
   for (const auto& command : AllCommands()) {
     absl::StrAppendFormat(&out, "  %-10s  %s\n", command.name, command.summary);
   }
-  absl::StrAppendFormat(&out, "  %-10s  %s\n", "help", "This help, or a command's: 'vramlab help COMMAND'.");
+  absl::StrAppendFormat(&out, "  %-10s  %s\n", "help",
+                        "This help, or a command's: 'vramlab help COMMAND'.");
   absl::StrAppend(
       &out,
       "\nEvery command takes --json, --addr HOST:PORT (VRAMLAB_ADDR), --token (VRAMLAB_TOKEN),\n"
       "--ca-cert FILE, --timeout and --config, before or after the command; defaults may live in\n"
-      "$XDG_CONFIG_HOME/vramlab/config. 'vramlab help COMMAND' (or 'vramlab COMMAND --help') shows\n"
+      "$XDG_CONFIG_HOME/vramlab/config. 'vramlab help COMMAND' (or 'vramlab COMMAND --help') "
+      "shows\n"
       "a command's flags. Exit codes: 0 ok/succeeded, 1 failed, 2 usage, 3 OOM, 4 cancelled,\n"
       "5 interrupted, 6 daemon unreachable/RPC error.\n");
   return out;

@@ -71,12 +71,14 @@ std::string BashValueArms(const FlagSet& flags) {
     }
   }
   if (!files.empty()) {
-    absl::StrAppend(&arms, "        ", absl::StrJoin(files, "|"),
-                    ") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
+    absl::StrAppend(
+        &arms, "        ", absl::StrJoin(files, "|"),
+        ") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
   }
   if (!directories.empty()) {
-    absl::StrAppend(&arms, "        ", absl::StrJoin(directories, "|"),
-                    ") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n");
+    absl::StrAppend(
+        &arms, "        ", absl::StrJoin(directories, "|"),
+        ") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n");
   }
   if (!free_form.empty()) {
     absl::StrAppend(&arms, "        ", absl::StrJoin(free_form, "|"), ") return ;;\n");
@@ -117,7 +119,8 @@ std::string BashScript() {
       "}\n"
       "\n"
       "_vramlab() {\n"
-      "  # The line up to the cursor, split at blanks only (COMP_WORDS also splits at '=' and ':').\n"
+      "  # The line up to the cursor, split at blanks only (COMP_WORDS also splits at '=' and "
+      "':').\n"
       "  local -a words\n"
       "  read -ra words <<< \"${COMP_LINE:0:COMP_POINT}\"\n"
       "  [[ ${COMP_LINE:0:COMP_POINT} == *[[:blank:]] ]] && words+=(\"\")\n"
@@ -128,9 +131,15 @@ std::string BashScript() {
       "  local -a connection=()\n"
       "  for ((i = 1; i < ${#words[@]} - 1; i++)); do\n"
       "    case ${words[i]} in\n"
-      "      ", absl::StrJoin(connection_flags, "=*|"), "=*) connection+=(\"${words[i]}\") ;;\n"
-      "      ", absl::StrJoin(connection_flags, "|"), ") connection+=(\"${words[i]}=${words[i+1]}\"); ((i++)) ;;\n"
-      "      ", absl::StrJoin(other_value_flags, "|"), ") ((i++)) ;;\n"
+      "      ",
+      absl::StrJoin(connection_flags, "=*|"),
+      "=*) connection+=(\"${words[i]}\") ;;\n"
+      "      ",
+      absl::StrJoin(connection_flags, "|"),
+      ") connection+=(\"${words[i]}=${words[i+1]}\"); ((i++)) ;;\n"
+      "      ",
+      absl::StrJoin(other_value_flags, "|"),
+      ") ((i++)) ;;\n"
       "      -*) ;;\n"
       "      *) [[ -z $command ]] && command=${words[i]} ;;\n"
       "    esac\n"
@@ -138,9 +147,11 @@ std::string BashScript() {
       "  local flags\n"
       "  case $command in\n"
       "    \"\")\n"
-      "      case $prev in\n", BashValueArms(leading),
+      "      case $prev in\n",
+      BashValueArms(leading),
       "      esac\n"
-      "      flags=\"", AllSpellings(leading), "\" ;;\n");
+      "      flags=\"",
+      AllSpellings(leading), "\" ;;\n");
   for (const Command& command : AllCommands()) {
     const FlagSet flags = CommandFlags(command);
     absl::StrAppend(&out, "    ", command.name, ")\n      case $prev in\n", BashValueArms(flags),
@@ -153,7 +164,8 @@ std::string BashScript() {
                   "    return\n"
                   "  fi\n"
                   "  case $command in\n"
-                  "    \"\"|help) COMPREPLY=($(compgen -W \"", commands, "\" -- \"$cur\")) ;;\n");
+                  "    \"\"|help) COMPREPLY=($(compgen -W \"",
+                  commands, "\" -- \"$cur\")) ;;\n");
   for (const Command& command : AllCommands()) {
     const PositionalCompletion positionals = CompletionOfPositionals(command);
     if (positionals.ids) {
@@ -207,8 +219,8 @@ std::string ZshFlagSpecs(const FlagSet& flags) {
       if (value.kind == ValueCompletion::kChoices) {
         action = absl::StrCat("(", absl::StrJoin(value.choices, " "), ")");
       }
-      absl::StrAppend(&specs, is_long ? "=" : "", "[", ZshExplanation(flag.help), "]:",
-                      ZshMessage(flag.value_name), ":", action, "' \\\n");
+      absl::StrAppend(&specs, is_long ? "=" : "", "[", ZshExplanation(flag.help),
+                      "]:", ZshMessage(flag.value_name), ":", action, "' \\\n");
     }
   }
   return specs;
@@ -218,7 +230,8 @@ std::string ZshScript() {
   std::string out =
       "#compdef vramlab\n"
       "# zsh completion for vramlab (printed by 'vramlab completion zsh'). Install one of:\n"
-      "#   vramlab completion zsh > \"${fpath[1]}/_vramlab\"   # a directory in $fpath; then compinit\n"
+      "#   vramlab completion zsh > \"${fpath[1]}/_vramlab\"   # a directory in $fpath; then "
+      "compinit\n"
       "#   echo 'source <(vramlab completion zsh)' >> ~/.zshrc # after compinit\n"
       "\n"
       "# The experiment ids 'vramlab ls' prints, asking the daemon named on the command line.\n"
@@ -228,7 +241,8 @@ std::string ZshScript() {
       "  line=(${(z)BUFFER})\n"
       "  for ((i = 2; i <= $#line; i++)); do\n"
       "    case $line[i] in\n"
-      "      (--addr|--token|--ca-cert|--config) connection+=(\"$line[i]=$line[i+1]\"); ((i++)) ;;\n"
+      "      (--addr|--token|--ca-cert|--config) connection+=(\"$line[i]=$line[i+1]\"); ((i++)) "
+      ";;\n"
       "      (--addr=*|--token=*|--ca-cert=*|--config=*) connection+=($line[i]) ;;\n"
       "    esac\n"
       "  done\n"
@@ -258,25 +272,28 @@ std::string ZshScript() {
     const PositionalCompletion positionals = CompletionOfPositionals(command);
     std::string positional_spec;
     if (positionals.ids) {
-      positional_spec = absl::StrContains(command.usage, "ID...") ? "'*:experiment id:_vramlab_ids'"
-                                                                  : "'1:experiment id:_vramlab_ids'";
+      positional_spec = absl::StrContains(command.usage, "ID...")
+                            ? "'*:experiment id:_vramlab_ids'"
+                            : "'1:experiment id:_vramlab_ids'";
     } else if (!positionals.choices.empty()) {
-      positional_spec = absl::StrCat("'1:argument:(", absl::StrJoin(positionals.choices, " "), ")'");
+      positional_spec =
+          absl::StrCat("'1:argument:(", absl::StrJoin(positionals.choices, " "), ")'");
     }
     absl::StrAppend(&out, "        ", command.name, ")\n          _arguments \\\n",
                     ZshFlagSpecs(CommandFlags(command)), "    ", positional_spec, " ;;\n");
   }
-  absl::StrAppend(&out,
-                  "      esac ;;\n"
-                  "  esac\n"
-                  "}\n"
-                  "\n"
-                  "# Autoloaded from $fpath the file is the function's body; sourced, it registers it.\n"
-                  "if [[ $funcstack[1] == _vramlab ]]; then\n"
-                  "  _vramlab \"$@\"\n"
-                  "else\n"
-                  "  compdef _vramlab vramlab\n"
-                  "fi\n");
+  absl::StrAppend(
+      &out,
+      "      esac ;;\n"
+      "  esac\n"
+      "}\n"
+      "\n"
+      "# Autoloaded from $fpath the file is the function's body; sourced, it registers it.\n"
+      "if [[ $funcstack[1] == _vramlab ]]; then\n"
+      "  _vramlab \"$@\"\n"
+      "else\n"
+      "  compdef _vramlab vramlab\n"
+      "fi\n");
   return out;
 }
 

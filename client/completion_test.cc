@@ -19,8 +19,7 @@ TEST(CompletionOfValueTest, FilesDirectoriesAndChoicesFromTheDeclaration) {
   const ValueCompletion dtype = CompletionOfValue({"dtype", "T", "bf16|fp32|fp16"});
   EXPECT_EQ(dtype.kind, ValueCompletion::kChoices);
   EXPECT_THAT(dtype.choices, ElementsAre("bf16", "fp32", "fp16"));
-  const ValueCompletion format =
-      CompletionOfValue({"format", "F", "text|json|csv (default text)"});
+  const ValueCompletion format = CompletionOfValue({"format", "F", "text|json|csv (default text)"});
   EXPECT_THAT(format.choices, ElementsAre("text", "json", "csv"));
   // "every:K" is a pattern, not a word to complete.
   EXPECT_EQ(CompletionOfValue({"checkpointing", "MODE", "none|all|every:K"}).kind,

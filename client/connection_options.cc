@@ -75,8 +75,7 @@ absl::StatusOr<ConnectionOptions> ResolveConnectionOptions(
                                      " holds a token and is readable by others (chmod 600 it)");
     }
   }
-  const auto pick = [&](const char* flag, const char* env, const char* key,
-                        std::string& out) {
+  const auto pick = [&](const char* flag, const char* env, const char* key, std::string& out) {
     if (auto v = args.Get(flag)) {
       out = *v;
     } else if (const char* e = getenv(env); e != nullptr && *e != '\0') {

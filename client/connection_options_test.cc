@@ -49,7 +49,8 @@ TEST(ConnectionOptionsTest, DefaultsWithoutFlagsEnvironmentOrFile) {
 
 TEST(ConnectionOptionsTest, FlagBeatsEnvironmentBeatsConfigFile) {
   const std::string dir = ::testing::TempDir() + "/xdg-precedence";
-  WriteConfig(dir, "# team daemon\naddr = file:1\ntoken: \"file-token\"\nca-cert = /file/ca.pem\n", 0600);
+  WriteConfig(dir, "# team daemon\naddr = file:1\ntoken: \"file-token\"\nca-cert = /file/ca.pem\n",
+              0600);
   FakeEnvironment env;
   env.values["XDG_CONFIG_HOME"] = dir;
   auto from_file = ResolveConnectionOptions(Parse({}), env.Getter());
@@ -65,8 +66,8 @@ TEST(ConnectionOptionsTest, FlagBeatsEnvironmentBeatsConfigFile) {
   EXPECT_EQ(from_env->address, "env:2");
   EXPECT_EQ(from_env->token, "env-token");
 
-  auto from_flags =
-      ResolveConnectionOptions(Parse({"--addr", "flag:3", "--token", "t", "--timeout", "5s"}), env.Getter());
+  auto from_flags = ResolveConnectionOptions(
+      Parse({"--addr", "flag:3", "--token", "t", "--timeout", "5s"}), env.Getter());
   EXPECT_EQ(from_flags->address, "flag:3");
   EXPECT_EQ(from_flags->token, "t");
   EXPECT_EQ(from_flags->timeout, absl::Seconds(5));
@@ -91,22 +92,25 @@ TEST(ConnectionOptionsTest, BadConfigFilesAndFlags) {
   EXPECT_THAT(std::string(ParseConfigFile("\n\njust words\n", "cfg").status().message()),
               HasSubstr("cfg:3"));
   FakeEnvironment env;
-  EXPECT_FALSE(ResolveConnectionOptions(Parse({"--config", "/nonexistent/cfg"}), env.Getter()).ok());
+  EXPECT_FALSE(
+      ResolveConnectionOptions(Parse({"--config", "/nonexistent/cfg"}), env.Getter()).ok());
   EXPECT_FALSE(ResolveConnectionOptions(Parse({"--timeout", "0s"}), env.Getter()).ok());
   EXPECT_FALSE(ResolveConnectionOptions(Parse({"--timeout", "later"}), env.Getter()).ok());
 }
 
 TEST(ConnectionOptionsTest, ATokenThatCannotTravelInAHeaderIsRefusedWithoutPrintingIt) {
   FakeEnvironment env;
-  for (const std::string& token : {std::string("secret\tpart-0001"), std::string("secret\npart-0001"),
-                                   std::string("secret\xc3\xa9-0001"), std::string("secret part-0001")}) {
+  for (const std::string& token :
+       {std::string("secret\tpart-0001"), std::string("secret\npart-0001"),
+        std::string("secret\xc3\xa9-0001"), std::string("secret part-0001")}) {
     auto options = ResolveConnectionOptions(Parse({"--token", token}), env.Getter());
     ASSERT_FALSE(options.ok());
     EXPECT_THAT(std::string(options.status().message()), HasSubstr("--token"));
     EXPECT_THAT(std::string(options.status().message()), HasSubstr("printable ASCII"));
     EXPECT_THAT(std::string(options.status().message()), ::testing::Not(HasSubstr("secret")));
   }
-  EXPECT_TRUE(ResolveConnectionOptions(Parse({"--token", "Abc-._~+/=0123456789"}), env.Getter()).ok());
+  EXPECT_TRUE(
+      ResolveConnectionOptions(Parse({"--token", "Abc-._~+/=0123456789"}), env.Getter()).ok());
 }
 
 }  // namespace

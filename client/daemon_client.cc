@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "client/file_io.h"
 #include "common/status_macros.h"
+#include "grpcpp/generic/generic_stub.h"
 
 namespace vramlab::client {
 
@@ -59,8 +59,9 @@ absl::Status DaemonClient::Convert(const grpc::Status& status) const {
                              absl::FormatDuration(options_.timeout), " (see --timeout)");
       break;
     case grpc::StatusCode::UNAUTHENTICATED:
-      absl::StrAppend(&message, options_.token.empty() ? " (no token given: set --token or VRAMLAB_TOKEN)"
-                                                       : " (check --token or VRAMLAB_TOKEN)");
+      absl::StrAppend(&message, options_.token.empty()
+                                    ? " (no token given: set --token or VRAMLAB_TOKEN)"
+                                    : " (check --token or VRAMLAB_TOKEN)");
       break;
     default:
       break;
@@ -153,7 +154,8 @@ absl::Status DaemonClient::CheckHealth() {
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (response.Dump(&slices).ok()) {
-    for (const auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    for (const auto& slice : slices)
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
   if (bytes == std::string("\x08\x01", 2)) return absl::OkStatus();
   const int reported = bytes.size() == 2 && bytes[0] == '\x08' ? bytes[1] : 0;

@@ -22,12 +22,14 @@ class DaemonClient {
   // Builds the channel (TLS when options.ca_cert_path is set). Does not contact the daemon.
   static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(const ConnectionOptions& options);
 
-  absl::StatusOr<vramlab::v1::Experiment> Submit(const vramlab::v1::SubmitExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Submit(
+      const vramlab::v1::SubmitExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);
   absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
       const vramlab::v1::ListExperimentsRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Cancel(const std::string& id);
-  absl::StatusOr<vramlab::v1::Experiment> Update(const vramlab::v1::UpdateExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Update(
+      const vramlab::v1::UpdateExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Hold(const std::string& id);
   absl::StatusOr<vramlab::v1::Experiment> Release(const std::string& id);
   absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Delete(const std::string& id);
@@ -59,10 +61,9 @@ class DaemonClient {
   absl::Status Convert(const grpc::Status& status) const;
   // One unary call with metadata, deadline and status conversion.
   template <typename Request, typename Response>
-  absl::StatusOr<Response> Unary(
-      grpc::Status (vramlab::v1::VramlabService::Stub::*method)(grpc::ClientContext*,
-                                                              const Request&, Response*),
-      const Request& request);
+  absl::StatusOr<Response> Unary(grpc::Status (vramlab::v1::VramlabService::Stub::*method)(
+                                     grpc::ClientContext*, const Request&, Response*),
+                                 const Request& request);
   absl::Status ReadChunks(grpc::ClientReaderInterface<vramlab::v1::DataChunk>& reader,
                           const std::function<void(absl::string_view)>& on_data) const;
 

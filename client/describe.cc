@@ -22,35 +22,48 @@ std::string StateName(Experiment::State state) {
 
 std::string PhaseName(Phase phase) {
   switch (phase) {
-    case LOAD: return "load";
-    case FORWARD: return "forward";
-    case BACKWARD: return "backward";
-    case OPTIMIZER_STEP: return "optimizer step";
-    case ZERO_GRAD: return "zero_grad";
-    case SETUP: return "setup";
-    case TEARDOWN: return "teardown";
-    default: return "-";
+    case LOAD:
+      return "load";
+    case FORWARD:
+      return "forward";
+    case BACKWARD:
+      return "backward";
+    case OPTIMIZER_STEP:
+      return "optimizer step";
+    case ZERO_GRAD:
+      return "zero_grad";
+    case SETUP:
+      return "setup";
+    case TEARDOWN:
+      return "teardown";
+    default:
+      return "-";
   }
 }
 
-std::string AttentionName(AttentionImpl attention) {
-  return attention == SDPA ? "sdpa" : "eager";
-}
+std::string AttentionName(AttentionImpl attention) { return attention == SDPA ? "sdpa" : "eager"; }
 
 std::string OptimizerName(OptimizerKind kind) {
   switch (kind) {
-    case ADAMW_FP32_MASTER: return "adamw-fp32-master";
-    case SGD: return "sgd";
-    case ADAMW_8BIT: return "adamw-8bit";
-    default: return "adamw";
+    case ADAMW_FP32_MASTER:
+      return "adamw-fp32-master";
+    case SGD:
+      return "sgd";
+    case ADAMW_8BIT:
+      return "adamw-8bit";
+    default:
+      return "adamw";
   }
 }
 
 std::string DTypeName(DType dtype) {
   switch (dtype) {
-    case FLOAT32: return "fp32";
-    case FLOAT16: return "fp16";
-    default: return "bf16";
+    case FLOAT32:
+      return "fp32";
+    case FLOAT16:
+      return "fp16";
+    default:
+      return "bf16";
   }
 }
 
@@ -128,9 +141,11 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   // An unset variable is the sequence length (the worker's default).
   const bool sweeps_seq = sweeps && !sweeps_batch;
   if (!sweeps_batch) {
-    parts.push_back(absl::StrCat("mb", OrDefault(t.micro_batch_size(), spec_rules::kDefaultMicroBatchSize)));
+    parts.push_back(
+        absl::StrCat("mb", OrDefault(t.micro_batch_size(), spec_rules::kDefaultMicroBatchSize)));
   }
-  parts.push_back(absl::StrCat("acc", OrDefault(t.grad_accum_steps(), spec_rules::kDefaultGradAccumSteps)));
+  parts.push_back(
+      absl::StrCat("acc", OrDefault(t.grad_accum_steps(), spec_rules::kDefaultGradAccumSteps)));
   if (!sweeps_seq) {
     parts.push_back(absl::StrCat("seq", OrDefault(t.seq_len(), spec_rules::kDefaultSeqLen)));
   }
@@ -160,11 +175,12 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   }
   const vramlab::v1::ParallelSpec& parallel = spec.parallel();
   if (parallel.world_size() >= 2) parts.push_back(absl::StrCat("ranks:", parallel.world_size()));
-  if (parallel.sharding() > vramlab::v1::SHARD_NONE && parallel.sharding() <= vramlab::v1::SHARD_FULL) {
+  if (parallel.sharding() > vramlab::v1::SHARD_NONE &&
+      parallel.sharding() <= vramlab::v1::SHARD_FULL) {
     static const char* const kShort[] = {"", "", "optimizer", "gradients", "full"};
-    parts.push_back(absl::StrCat("shard:", kShort[parallel.sharding()],
-                                 parallel.reshard_after_forward() ? "+reshard" : "",
-                                 parallel.has_prefetch() && !parallel.prefetch() ? "+noprefetch" : ""));
+    parts.push_back(absl::StrCat(
+        "shard:", kShort[parallel.sharding()], parallel.reshard_after_forward() ? "+reshard" : "",
+        parallel.has_prefetch() && !parallel.prefetch() ? "+noprefetch" : ""));
   }
   if (spec.has_sweep()) {
     const std::string sweep = SweepSummary(spec.sweep());
@@ -180,10 +196,12 @@ std::string StepTimeSummary(double median_seconds, int steady_steps, int warmup_
     return absl::StrCat(FormatSeconds(median_seconds), " (median, warm-up step included)");
   }
   if (steady_steps == 0) {
-    return absl::StrCat("no steady step (the warm-up step took ", FormatSeconds(warmup_seconds), ")");
+    return absl::StrCat("no steady step (the warm-up step took ", FormatSeconds(warmup_seconds),
+                        ")");
   }
   if (steady_steps == 1) return absl::StrCat(FormatSeconds(median_seconds), " (one steady step)");
-  return absl::StrCat(FormatSeconds(median_seconds), " (median of ", steady_steps, " steady steps)");
+  return absl::StrCat(FormatSeconds(median_seconds), " (median of ", steady_steps,
+                      " steady steps)");
 }
 
 std::string TokensPerSecondSummary(double tokens_per_second, int steady_steps, int warmup_steps) {

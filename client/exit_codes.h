@@ -9,11 +9,11 @@
 namespace vramlab::client {
 
 enum ExitCode : int {
-  kExitOk = 0,           // command done; followed experiment SUCCEEDED
-  kExitFailed = 1,       // followed experiment FAILED
-  kExitUsage = 2,        // bad flags or arguments, unreadable input, spec rejected (INVALID_ARGUMENT)
-  kExitOom = 3,          // followed experiment ended OOM (an answer, not a crash)
-  kExitCancelled = 4,    // followed experiment CANCELLED
+  kExitOk = 0,         // command done; followed experiment SUCCEEDED
+  kExitFailed = 1,     // followed experiment FAILED
+  kExitUsage = 2,      // bad flags or arguments, unreadable input, spec rejected (INVALID_ARGUMENT)
+  kExitOom = 3,        // followed experiment ended OOM (an answer, not a crash)
+  kExitCancelled = 4,  // followed experiment CANCELLED
   kExitInterrupted = 5,  // followed experiment INTERRUPTED (daemon stopped while it ran)
   kExitRpcError = 6,     // daemon unreachable or any other gRPC error
 };

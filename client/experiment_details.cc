@@ -28,8 +28,8 @@ std::string OomDetail(const Experiment& e) {
   if (!e.has_oom()) return "";
   const auto& oom = e.oom();
   std::string out = "\nout of memory:\n";
-  absl::StrAppendFormat(&out, "  phase %s, step %d, micro-step %d", PhaseName(oom.phase()), oom.step(),
-                        oom.micro_step());
+  absl::StrAppendFormat(&out, "  phase %s, step %d, micro-step %d", PhaseName(oom.phase()),
+                        oom.step(), oom.micro_step());
   if (e.spec().has_sweep()) absl::StrAppend(&out, ", sweep point ", oom.sweep_index() + 1);
   absl::StrAppend(&out, "\n  requested ", FormatBytes(oom.requested_bytes()), ", free ",
                   FormatBytes(oom.free_bytes()));
@@ -98,16 +98,17 @@ std::string RenderSweepTable(const Experiment& e) {
     const std::string predicted_alloc =
         predicted == nullptr ? "-" : FormatBytes(predicted->peak_allocated_bytes());
     if (p.oom()) {
-      table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "OOM", verdict,
-                    "", predicted_alloc});
+      table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "OOM", verdict, "",
+                    predicted_alloc});
       continue;
     }
-    table.AddRow({absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits", verdict,
-                  FormatBytes(p.anatomy().peak_allocated_bytes()), predicted_alloc,
-                  FormatBytes(p.anatomy().peak_reserved_bytes()),
-                  p.steady_steps() > 0 || p.warmup_steps() == 0 ? FormatSeconds(p.step_time_seconds()) : "-",
-                  TokensPerSecondSummary(p.tokens_per_second(), p.steady_steps(), p.warmup_steps()),
-                  p.warmup_steps() == 0 ? "-" : absl::StrCat(p.steady_steps())});
+    table.AddRow(
+        {absl::StrCat(p.sweep_index() + 1), absl::StrCat(p.value()), "fits", verdict,
+         FormatBytes(p.anatomy().peak_allocated_bytes()), predicted_alloc,
+         FormatBytes(p.anatomy().peak_reserved_bytes()),
+         p.steady_steps() > 0 || p.warmup_steps() == 0 ? FormatSeconds(p.step_time_seconds()) : "-",
+         TokensPerSecondSummary(p.tokens_per_second(), p.steady_steps(), p.warmup_steps()),
+         p.warmup_steps() == 0 ? "-" : absl::StrCat(p.steady_steps())});
   }
   std::string out = absl::StrCat("\nsweep:\n", table.Render());
   if (e.report().largest_fitting_value() > 0) {
@@ -117,11 +118,11 @@ std::string RenderSweepTable(const Experiment& e) {
   if (prediction.limit_bytes() > 0 && prediction.points_size() > 0) {
     if (e.spec().sweep().mode() == vramlab::v1::SEARCH_MAX) {
       absl::StrAppend(&out, "predicted: FITS up to ", prediction.predicted_search_fits_up_to(),
-                      ", not ruled out up to ",
-                      prediction.predicted_search_not_ruled_out_up_to(), "\n");
+                      ", not ruled out up to ", prediction.predicted_search_not_ruled_out_up_to(),
+                      "\n");
     } else if (prediction.predicted_first_oom_value() > 0) {
-      absl::StrAppend(&out, "predicted first point not to fit: ",
-                      prediction.predicted_first_oom_value(), "\n");
+      absl::StrAppend(
+          &out, "predicted first point not to fit: ", prediction.predicted_first_oom_value(), "\n");
     }
   }
   return out;
@@ -130,7 +131,8 @@ std::string RenderSweepTable(const Experiment& e) {
 std::string RenderOutcome(const Experiment& e) {
   std::string out = absl::StrCat(e.id(), " ", OutcomeSummary(e));
   if (e.start_time().seconds() > 0 && e.end_time().seconds() > 0) {
-    absl::StrAppend(&out, " after ", FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
+    absl::StrAppend(&out, " after ",
+                    FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
   }
   absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderRankSection(e),
                   RenderSweepTable(e));
@@ -166,10 +168,12 @@ std::string RenderExperimentDetails(const Experiment& e) {
     absl::StrAppend(&state, " (position ", e.queue_position(), " in queue)");
   }
   AppendField(out, "state", state);
-  if (e.held()) AppendField(out, "held", absl::StrCat("yes: it starts after 'vramlab release ", e.id(), "'"));
+  if (e.held())
+    AppendField(out, "held", absl::StrCat("yes: it starts after 'vramlab release ", e.id(), "'"));
   if (!e.after_id().empty()) {
-    AppendField(out, "after", absl::StrCat(e.after_id(), e.after_ok() ? " (only if it succeeds)"
-                                                                      : " (whatever its outcome)"));
+    AppendField(out, "after",
+                absl::StrCat(e.after_id(),
+                             e.after_ok() ? " (only if it succeeds)" : " (whatever its outcome)"));
   }
   if (e.state() == Experiment::QUEUED && e.has_estimated_start_time()) {
     AppendField(out, "starts",
@@ -201,15 +205,16 @@ std::string RenderExperimentDetails(const Experiment& e) {
     AppendField(out, "device", r.device_name().empty() ? "-" : r.device_name());
     AppendField(out, "parameters", absl::StrCat(r.parameter_count()));
     AppendField(out, "attention", r.attention_backend().empty() ? "-" : r.attention_backend());
-    AppendField(out, "step time", StepTimeSummary(r.median_step_time_seconds(), r.steady_steps(),
-                                                  r.warmup_steps(), r.warmup_step_time_seconds()));
-    AppendField(out, "tokens/s", TokensPerSecondSummary(r.tokens_per_second(), r.steady_steps(), r.warmup_steps()));
+    AppendField(out, "step time",
+                StepTimeSummary(r.median_step_time_seconds(), r.steady_steps(), r.warmup_steps(),
+                                r.warmup_step_time_seconds()));
+    AppendField(out, "tokens/s",
+                TokensPerSecondSummary(r.tokens_per_second(), r.steady_steps(), r.warmup_steps()));
     if (r.mfu() > 0) AppendField(out, "MFU", FormatPercent(r.mfu()));
     AppendField(out, "final loss", absl::StrFormat("%.4f", r.final_loss()));
   }
   AppendField(out, "snapshot", e.has_snapshot() ? "yes (vramlab snapshot ID -o FILE)" : "no");
-  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderRankSection(e),
-                  RenderSweepTable(e));
+  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderRankSection(e), RenderSweepTable(e));
   return out;
 }
 

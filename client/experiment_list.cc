@@ -42,8 +42,9 @@ std::string RenderExperimentList(const vramlab::v1::ListExperimentsResponse& all
   headers.insert(headers.end(), {"PEAK", "QUEUE"});
   aligns.insert(aligns.end(), {Align::kRight, Align::kRight});
   // The start estimate, where something is queued.
-  const bool queued = std::any_of(all.experiments().begin(), all.experiments().end(),
-                                  [](const Experiment& e) { return e.state() == Experiment::QUEUED; });
+  const bool queued =
+      std::any_of(all.experiments().begin(), all.experiments().end(),
+                  [](const Experiment& e) { return e.state() == Experiment::QUEUED; });
   if (queued) {
     headers.push_back("STARTS");
     aligns.push_back(Align::kLeft);

@@ -49,14 +49,16 @@ absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_
     // A directory, a device (/dev/zero never ends) or a FIFO is refused before anything is read.
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": not a regular file"));
     }
     file.open(path, std::ios::binary);
     if (!file) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
     }
     in = &file;
   }
@@ -70,7 +72,8 @@ absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_
                                                      ": larger than ", max_bytes, " bytes"));
     }
   }
-  if (in->bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": read failed"));
+  if (in->bad())
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": read failed"));
   return contents;
 }
 

@@ -16,7 +16,8 @@ inline constexpr size_t kMaxSpecFileBytes = size_t{1} << 20;
 
 // The whole of `path` (a regular file) or of stdin for "-", at most `max_bytes`. INVALID_ARGUMENT
 // naming the path and the reason otherwise: cannot be opened, not a regular file, too large.
-absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path, size_t max_bytes = kMaxSpecFileBytes);
+absl::StatusOr<std::string> ReadFileOrStdin(const std::string& path,
+                                            size_t max_bytes = kMaxSpecFileBytes);
 
 // Writes `contents` to `path`. "-" is stdout, written and flushed (see stdout_check.h). An
 // existing path that is not a regular file (a device such as /dev/null, a FIFO) is written in

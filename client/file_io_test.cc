@@ -87,8 +87,7 @@ TEST_F(FileIoTest, ASymbolicLinkIsFollowedNotReplaced) {
 }
 
 TEST_F(FileIoTest, UnwritablePathsAreErrorsNamingThem) {
-  EXPECT_EQ(WriteFileAtomically(dir_, "x").message(),
-            "cannot write " + dir_ + ": Is a directory");
+  EXPECT_EQ(WriteFileAtomically(dir_, "x").message(), "cannot write " + dir_ + ": Is a directory");
   EXPECT_EQ(WriteFileAtomically(dir_ + "/missing/x.txt", "x").message(),
             "cannot write " + dir_ + "/missing/x.txt: No such file or directory");
 }

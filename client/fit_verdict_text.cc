@@ -11,10 +11,14 @@ using vramlab::v1::MemoryEstimate;
 
 std::string VerdictName(vramlab::v1::FitVerdict verdict) {
   switch (verdict) {
-    case vramlab::v1::FITS: return "FITS";
-    case vramlab::v1::TIGHT: return "TIGHT";
-    case vramlab::v1::DOES_NOT_FIT: return "DOES NOT FIT";
-    default: return "-";
+    case vramlab::v1::FITS:
+      return "FITS";
+    case vramlab::v1::TIGHT:
+      return "TIGHT";
+    case vramlab::v1::DOES_NOT_FIT:
+      return "DOES NOT FIT";
+    default:
+      return "-";
   }
 }
 
@@ -42,8 +46,7 @@ std::string VerdictDetail(const MemoryEstimate& estimate) {
 
 std::string VerdictLine(const MemoryEstimate& estimate) {
   if (estimate.limit_bytes() <= 0) return "";
-  return absl::StrCat("limit ", FormatBytes(estimate.limit_bytes()), ": ",
-                      VerdictDetail(estimate));
+  return absl::StrCat("limit ", FormatBytes(estimate.limit_bytes()), ": ", VerdictDetail(estimate));
 }
 
 const vramlab::v1::PointEstimate* FindPoint(const MemoryEstimate& estimate, int64_t value) {

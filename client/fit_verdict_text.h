@@ -30,8 +30,8 @@ std::string PointPredictionText(const vramlab::v1::MemoryEstimate& estimate, int
 // The sweep's predicted points as a table (value, peak allocated, reserved low .. high,
 // verdict) with the predicted first OOM (LIST) or boundary (`search`: SEARCH_MAX); empty
 // without points.
-std::string RenderPredictedSweep(const vramlab::v1::MemoryEstimate& estimate,
-                                 const char* variable, bool search);
+std::string RenderPredictedSweep(const vramlab::v1::MemoryEstimate& estimate, const char* variable,
+                                 bool search);
 
 }  // namespace vramlab::client
 

@@ -86,8 +86,8 @@ absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
     } else if (arg.size() == 2 && aliases_.count(arg[1]) > 0) {
       name = aliases_.at(arg[1]);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg, " for \"vramlab ",
-                                                     usage_, "\" (see --help)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag ", arg, " for \"vramlab ", usage_, "\" (see --help)"));
     }
     const Flag* flag = Find(name);
     if (flag == nullptr) {
@@ -99,9 +99,8 @@ absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
     }
     if (flag->value_name.empty()) {
       if (inline_value.has_value() && *inline_value != "true" && *inline_value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --", name, " takes no value (or =true/=false), got \"",
-                         *inline_value, "\""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flag --", name, " takes no value (or =true/=false), got \"", *inline_value, "\""));
       }
       parsed.values_[name] = inline_value.value_or("true");
       continue;

@@ -25,7 +25,8 @@ TEST(FlagSetTest, ParsesValuesBoolsAndPositionalsInAnyOrder) {
 }
 
 TEST(FlagSetTest, AcceptsEqualsFormAliasesAndDoubleDash) {
-  auto parsed = TestFlags().Parse({"--output=x", "-o", "y", "--wait=false", "--", "--not-a-flag", "-"});
+  auto parsed =
+      TestFlags().Parse({"--output=x", "-o", "y", "--wait=false", "--", "--not-a-flag", "-"});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed->Get("output"), "y");  // the last one wins
   EXPECT_TRUE(parsed->Has("wait"));
@@ -53,7 +54,8 @@ TEST(FlagSetTest, UnknownFlagSuggestsTheNearestOne) {
 
 TEST(FlagSetTest, ParseLeadingStopsAtTheFirstPositional) {
   ParsedArgs parsed;
-  auto consumed = TestFlags().ParseLeading({"-o", "a.svg", "--wait", "ls", "--output", "b"}, parsed);
+  auto consumed =
+      TestFlags().ParseLeading({"-o", "a.svg", "--wait", "ls", "--output", "b"}, parsed);
   ASSERT_TRUE(consumed.ok()) << consumed.status();
   EXPECT_EQ(*consumed, 3u);
   EXPECT_EQ(*parsed.Get("output"), "a.svg");

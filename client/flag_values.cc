@@ -64,9 +64,8 @@ absl::StatusOr<int> ParseChoiceFlag(absl::string_view flag, absl::string_view te
   for (size_t i = 0; i < choices.size(); ++i) {
     if (choices[i] == lowered) return static_cast<int>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected one of ",
-                                                 absl::StrJoin(choices, "|"), ", got \"", text,
-                                                 "\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, ": expected one of ", absl::StrJoin(choices, "|"), ", got \"", text, "\""));
 }
 
 }  // namespace vramlab::client

@@ -63,23 +63,23 @@ absl::StatusOr<int> FollowAndShow(CommandEnv& env, const Experiment& experiment,
   // The live view wants the memory history for its sparkline; --wait needs none of it.
   options.skip_history_samples = mode == FollowMode::kQuiet;
   if (ansi) frame.Draw(state.RenderFrame(), true);
-  auto final_experiment = FollowExperiment(*client, experiment.id(), options,
-                                           [&](const ExperimentEvent& event) {
-    if (mode == FollowMode::kQuiet) return;
-    if (json) {
-      env.out() << MessageToJson(event, false);
-      env.out().flush();
-      return;
-    }
-    std::optional<std::string> line = state.Apply(event);
-    if (ansi) {
-      if (line.has_value()) frame.Log(*line);
-      frame.Draw(state.RenderFrame(), line.has_value());
-    } else if (line.has_value()) {
-      env.out() << *line << '\n';
-      env.out().flush();
-    }
-  });
+  auto final_experiment =
+      FollowExperiment(*client, experiment.id(), options, [&](const ExperimentEvent& event) {
+        if (mode == FollowMode::kQuiet) return;
+        if (json) {
+          env.out() << MessageToJson(event, false);
+          env.out().flush();
+          return;
+        }
+        std::optional<std::string> line = state.Apply(event);
+        if (ansi) {
+          if (line.has_value()) frame.Log(*line);
+          frame.Draw(state.RenderFrame(), line.has_value());
+        } else if (line.has_value()) {
+          env.out() << *line << '\n';
+          env.out().flush();
+        }
+      });
   if (!final_experiment.ok()) {
     if (ansi) frame.Log("");
     return final_experiment.status();

@@ -10,8 +10,8 @@
 namespace vramlab::client {
 
 enum class FollowMode {
-  kLive,       // live view (ANSI on a terminal, plain lines otherwise)
-  kQuiet,      // nothing until the end, then the outcome
+  kLive,   // live view (ANSI on a terminal, plain lines otherwise)
+  kQuiet,  // nothing until the end, then the outcome
 };
 
 // Follows `experiment` to its end and prints its outcome and anatomy (or, with --json, the

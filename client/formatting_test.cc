@@ -29,9 +29,10 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
   spec.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   for (int v : {512, 1024, 2048, 4096}) spec.mutable_sweep()->add_values(v);
   // The sweep stands for the field it varies: no "seq512" beside "sweep seq 512..4096".
-  EXPECT_EQ(SpecSummary(spec),
-            "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked kernels:fused expandable "
-            "limit 24.00 GiB sweep seq 512..4096 (4)");
+  EXPECT_EQ(
+      SpecSummary(spec),
+      "qwen2.5-1.5b mb4 acc1 sdpa adamw-fp32-master ckpt:all loss:chunked kernels:fused expandable "
+      "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 
 // An adapter run names its adapter, so that it never reads like the full fine-tune of the same
@@ -68,7 +69,8 @@ TEST(SpecSummaryTest, SweepsAndSearchesAreDescribedByTheirRange) {
   spec.mutable_sweep()->set_search_min(32768);
   spec.mutable_sweep()->set_search_max(196608);
   spec.mutable_sweep()->set_search_granularity(4096);
-  EXPECT_EQ(SpecSummary(spec), "qwen2.5-1.5b mb1 acc1 sdpa adamw search max seq 32768..196608 by 4096");
+  EXPECT_EQ(SpecSummary(spec),
+            "qwen2.5-1.5b mb1 acc1 sdpa adamw search max seq 32768..196608 by 4096");
   spec.mutable_sweep()->set_variable(vramlab::v1::MICRO_BATCH_SIZE);
   spec.mutable_sweep()->set_search_min(1);
   spec.mutable_sweep()->set_search_max(16);
@@ -99,7 +101,7 @@ TEST(SweepTableTest, PredictedNextToMeasuredPerPoint) {
   }
   const std::string table = RenderSweepTable(e);
   EXPECT_THAT(table, ::testing::MatchesRegex(
-      "(.|\n)*\n +1 +4096 +fits +FITS +16.00 GiB +8.00 GiB (.|\n)*"));
+                         "(.|\n)*\n +1 +4096 +fits +FITS +16.00 GiB +8.00 GiB (.|\n)*"));
   EXPECT_THAT(table, ::testing::MatchesRegex("(.|\n)*\n +2 +8192 +OOM +TIGHT +16.00 GiB\n(.|\n)*"));
   EXPECT_THAT(table, HasSubstr("predicted first point not to fit: 8192\n"));
 }
@@ -141,16 +143,21 @@ TEST(AnatomyTableTest, MeasuredNextToPredictedWithDifference) {
   const MemoryAnatomy measured = Anatomy(3 << 20, 3 << 20, 6 << 20, 10 << 20);
   const MemoryAnatomy predicted = Anatomy(3 << 20, 3 << 20, 6 << 20, 8 << 20);
   const std::string table = RenderAnatomyTable(&measured, &predicted);
-  EXPECT_THAT(table, HasSubstr("category                   measured  predicted  measured-predicted\n"));
-  EXPECT_THAT(table, HasSubstr("weights                    3.00 MiB   3.00 MiB                 0 B\n"));
-  EXPECT_THAT(table, HasSubstr("activations               10.00 MiB   8.00 MiB           +2.00 MiB\n"));
-  EXPECT_THAT(table, HasSubstr("peak allocated            22.00 MiB  20.00 MiB           +2.00 MiB\n"));
+  EXPECT_THAT(table,
+              HasSubstr("category                   measured  predicted  measured-predicted\n"));
+  EXPECT_THAT(table,
+              HasSubstr("weights                    3.00 MiB   3.00 MiB                 0 B\n"));
+  EXPECT_THAT(table,
+              HasSubstr("activations               10.00 MiB   8.00 MiB           +2.00 MiB\n"));
+  EXPECT_THAT(table,
+              HasSubstr("peak allocated            22.00 MiB  20.00 MiB           +2.00 MiB\n"));
   EXPECT_THAT(table, HasSubstr("fragmentation                  0.0%\n"));
   const std::string predicted_only = RenderAnatomyTable(nullptr, &predicted);
   EXPECT_THAT(predicted_only, ::testing::StartsWith("category           predicted\n"));
 }
 
-Experiment Finished(const std::string& id, int32_t accum, const MemoryAnatomy& anatomy, double step) {
+Experiment Finished(const std::string& id, int32_t accum, const MemoryAnatomy& anatomy,
+                    double step) {
   Experiment e;
   e.set_id(id);
   e.set_state(Experiment::SUCCEEDED);
@@ -173,16 +180,16 @@ TEST(CompareTableTest, ColumnsPerExperimentAndDifferencesToTheFirst) {
   const std::string table = RenderCompareTable(
       {Finished("exp-1", 1, Anatomy(1 << 20, 1 << 20, 2 << 20, 8 << 20), 0.1),
        Finished("exp-2", 4, Anatomy(1 << 20, 1 << 20, 2 << 20, 2 << 20), 0.4), oom});
-  EXPECT_THAT(table, HasSubstr("exp-1  -     SUCCEEDED                               tiny mb1 acc1 seq512 eager adamw\n"));
+  EXPECT_THAT(table, HasSubstr("exp-1  -     SUCCEEDED                               tiny mb1 acc1 "
+                               "seq512 eager adamw\n"));
   EXPECT_THAT(table, HasSubstr("exp-3  -     OOM in backward (step 0, micro-step 0)"));
-  EXPECT_THAT(table, HasSubstr(
-      "category                      exp-1     exp-2  exp-3  exp-2 vs exp-1  exp-3 vs exp-1\n"));
-  EXPECT_THAT(table, HasSubstr(
-      "activations                8.00 MiB  2.00 MiB      -       -6.00 MiB               -\n"));
-  EXPECT_THAT(table, HasSubstr(
-      "step time (steady)           100 ms    400 ms      -           x4.00               -\n"));
-  EXPECT_THAT(table, HasSubstr(
-      "steady steps                      2         5      -\n"));
+  EXPECT_THAT(table, HasSubstr("category                      exp-1     exp-2  exp-3  exp-2 vs "
+                               "exp-1  exp-3 vs exp-1\n"));
+  EXPECT_THAT(table, HasSubstr("activations                8.00 MiB  2.00 MiB      -       -6.00 "
+                               "MiB               -\n"));
+  EXPECT_THAT(table, HasSubstr("step time (steady)           100 ms    400 ms      -           "
+                               "x4.00               -\n"));
+  EXPECT_THAT(table, HasSubstr("steady steps                      2         5      -\n"));
   // An OOM report without the allocator's state shows no made-up zeros.
   EXPECT_THAT(table, HasSubstr("OOM: allocated                    -         -      -\n"));
   EXPECT_THAT(table, HasSubstr("OOM: request                      -         -    0 B\n"));

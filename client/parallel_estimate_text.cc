@@ -39,20 +39,19 @@ std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
   const vramlab::v1::ParallelEstimate& rank = estimate.parallel();
   const vramlab::v1::MemoryAnatomy& one = estimate.anatomy();
   const vramlab::v1::MemoryAnatomy& per = rank.anatomy();
-  std::string out = absl::StrCat("per rank, world size ", rank.world_size(), ", ",
-                                 rank.sharding(),
-                                 rank.reshard_after_forward() ? ", reshard after forward" : "",
-                                 rank.sharding() == "SHARD_FULL" && rank.has_prefetch() && !rank.prefetch()
-                                     ? ", no prefetch"
-                                     : "",
-                                 ":\n");
+  std::string out = absl::StrCat(
+      "per rank, world size ", rank.world_size(), ", ", rank.sharding(),
+      rank.reshard_after_forward() ? ", reshard after forward" : "",
+      rank.sharding() == "SHARD_FULL" && rank.has_prefetch() && !rank.prefetch() ? ", no prefetch"
+                                                                                 : "",
+      ":\n");
   TextTable table({"", "one process", "per rank"},
                   {TextTable::Align::kLeft, TextTable::Align::kRight, TextTable::Align::kRight});
   auto row = [&](const char* name, int64_t single, int64_t ranked) {
     table.AddRow({name, FormatBytes(single), FormatBytes(ranked)});
   };
-  row("weights", one.weights_bytes() + one.adapter_weights_bytes() +
-                     one.quantization_constants_bytes(),
+  row("weights",
+      one.weights_bytes() + one.adapter_weights_bytes() + one.quantization_constants_bytes(),
       per.weights_bytes() + per.adapter_weights_bytes() + per.quantization_constants_bytes());
   row("gradients", one.gradients_bytes(), per.gradients_bytes());
   row("optimizer state", one.optimizer_state_bytes(), per.optimizer_state_bytes());
@@ -67,10 +66,9 @@ std::string RenderParallelEstimate(const MemoryEstimate& estimate) {
     absl::StrAppend(&out, "per rank ", VerdictLine(RankAsEstimate(estimate)), "\n");
   }
   if (rank.searched_up_to() > 0) {
-    const std::string answer =
-        rank.smallest_world_size_that_fits() > 0
-            ? absl::StrCat(rank.smallest_world_size_that_fits())
-            : absl::StrCat("none up to ", rank.searched_up_to());
+    const std::string answer = rank.smallest_world_size_that_fits() > 0
+                                   ? absl::StrCat(rank.smallest_world_size_that_fits())
+                                   : absl::StrCat("none up to ", rank.searched_up_to());
     absl::StrAppend(&out, "smallest world size that fits ", FormatBytes(estimate.limit_bytes()),
                     " with ", rank.sharding(), ": ", answer, "\n");
   }

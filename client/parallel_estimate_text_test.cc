@@ -64,9 +64,9 @@ TEST(ParallelEstimateTextTest, TheSearchAnswerOrItsAbsence) {
   vramlab::v1::MemoryEstimate e = WithRank();
   e.mutable_parallel()->set_searched_up_to(64);
   e.mutable_parallel()->set_smallest_world_size_that_fits(2);
-  EXPECT_NE(RenderParallelEstimate(e).find(
-                "smallest world size that fits 8.00 GiB with SHARD_FULL: 2\n"),
-            std::string::npos);
+  EXPECT_NE(
+      RenderParallelEstimate(e).find("smallest world size that fits 8.00 GiB with SHARD_FULL: 2\n"),
+      std::string::npos);
   e.mutable_parallel()->set_smallest_world_size_that_fits(0);
   EXPECT_NE(RenderParallelEstimate(e).find(
                 "smallest world size that fits 8.00 GiB with SHARD_FULL: none up to 64\n"),

@@ -34,14 +34,15 @@ std::string Features(const spec_rules::DecoderConfig& c) {
 }  // namespace
 
 std::string PresetsText() {
-  std::string out = absl::StrFormat("%-16s %-8s %15s %7s %7s %6s %9s  %s\n", "PRESET", "FAMILY", "PARAMETERS",
-                                    "LAYERS", "HIDDEN", "HEADS", "HEAD_DIM", "FEATURES");
+  std::string out =
+      absl::StrFormat("%-16s %-8s %15s %7s %7s %6s %9s  %s\n", "PRESET", "FAMILY", "PARAMETERS",
+                      "LAYERS", "HIDDEN", "HEADS", "HEAD_DIM", "FEATURES");
   for (const spec_rules::ModelPreset& p : spec_rules::ModelPresets()) {
     const spec_rules::DecoderConfig c = spec_rules::PresetDecoderConfig(p);
     out += absl::StrFormat("%-16s %-8s %15s %7d %7d %6s %9d  %s\n", p.name, c.model_type,
                            Thousands(c.ParameterCount()), c.num_hidden_layers, c.hidden_size,
-                           absl::StrCat(c.num_attention_heads, "/", c.num_key_value_heads), c.head_dim(),
-                           Features(c));
+                           absl::StrCat(c.num_attention_heads, "/", c.num_key_value_heads),
+                           c.head_dim(), Features(c));
   }
   return out;
 }
@@ -51,10 +52,12 @@ std::string PresetsJson() {
   bool first = true;
   for (const spec_rules::ModelPreset& p : spec_rules::ModelPresets()) {
     const spec_rules::DecoderConfig c = spec_rules::PresetDecoderConfig(p);
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"name\": \"", p.name, "\", \"modelType\": \"", c.model_type,
-                    "\", \"parameterCount\": \"", c.ParameterCount(), "\", \"numHiddenLayers\": ",
-                    c.num_hidden_layers, ", \"hiddenSize\": ", c.hidden_size, ", \"numAttentionHeads\": ",
-                    c.num_attention_heads, ", \"numKeyValueHeads\": ", c.num_key_value_heads,
+    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"name\": \"", p.name, "\", \"modelType\": \"",
+                    c.model_type, "\", \"parameterCount\": \"", c.ParameterCount(),
+                    "\", \"numHiddenLayers\": ", c.num_hidden_layers,
+                    ", \"hiddenSize\": ", c.hidden_size,
+                    ", \"numAttentionHeads\": ", c.num_attention_heads,
+                    ", \"numKeyValueHeads\": ", c.num_key_value_heads,
                     ", \"headDim\": ", c.head_dim(), ", \"vocabSize\": ", c.vocab_size,
                     ", \"tieWordEmbeddings\": ", c.tie_word_embeddings ? "true" : "false", "}");
     first = false;

@@ -31,12 +31,15 @@ std::string WorldAndSlots(const Experiment& e) {
 
 std::string ShardingName(const vramlab::v1::ParallelSpec& parallel) {
   switch (parallel.sharding()) {
-    case vramlab::v1::SHARD_OPTIMIZER: return "optimizer";
-    case vramlab::v1::SHARD_GRADIENTS: return "gradients";
+    case vramlab::v1::SHARD_OPTIMIZER:
+      return "optimizer";
+    case vramlab::v1::SHARD_GRADIENTS:
+      return "gradients";
     case vramlab::v1::SHARD_FULL:
       return absl::StrCat("full", parallel.reshard_after_forward() ? "+reshard" : "",
                           parallel.has_prefetch() && !parallel.prefetch() ? "+noprefetch" : "");
-    default: return "none";
+    default:
+      return "none";
   }
 }
 

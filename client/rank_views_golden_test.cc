@@ -3,7 +3,8 @@
 // deciding rank), and a one-process run beside them. Each view renders from the proto alone.
 //
 // To regenerate after an intended format change:
-//   VRAMLAB_UPDATE_GOLDEN=1 ctest --test-dir build -R rank_views_golden_test   (then review the diff)
+//   VRAMLAB_UPDATE_GOLDEN=1 ctest --test-dir build -R rank_views_golden_test   (then review the
+//   diff)
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -43,9 +44,9 @@ Experiment Load(const std::string& name) {
 void ExpectGolden(const std::string& actual, const std::string& name) {
   const std::string path = kDir + name;
   if (std::getenv("VRAMLAB_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << actual;
-  EXPECT_EQ(actual, ReadFile(path)) << "golden " << path << "; actual:\n"
-                                    << actual
-                                    << "\nregenerate with VRAMLAB_UPDATE_GOLDEN=1 if intended";
+  EXPECT_EQ(actual, ReadFile(path))
+      << "golden " << path << "; actual:\n"
+      << actual << "\nregenerate with VRAMLAB_UPDATE_GOLDEN=1 if intended";
 }
 
 TEST(RankViewsGoldenTest, ShowOfATwoRankShardFullSuccess) {
@@ -57,9 +58,9 @@ TEST(RankViewsGoldenTest, ShowOfATwoRankFailureNamesTheDecidingRank) {
 }
 
 TEST(RankViewsGoldenTest, CompareByThePerRankPeakWithWorldSizeAndSharding) {
-  ExpectGolden(RenderCompareTable({Load("one_process"), Load("shard_full_success"),
-                                   Load("two_rank_oom")}),
-               "compare.golden");
+  ExpectGolden(
+      RenderCompareTable({Load("one_process"), Load("shard_full_success"), Load("two_rank_oom")}),
+      "compare.golden");
 }
 
 TEST(RankViewsGoldenTest, LsShowsWorldSizeTimesSlots) {
@@ -77,7 +78,8 @@ TEST(RankViewsGoldenTest, TextReportsHaveThePerRankTable) {
 }
 
 TEST(RankViewsGoldenTest, HtmlReportHasThePerRankTable) {
-  ExpectGolden(RenderHtmlReport(Load("two_rank_oom"), BuildTimeline({})), "report_failure.html.golden");
+  ExpectGolden(RenderHtmlReport(Load("two_rank_oom"), BuildTimeline({})),
+               "report_failure.html.golden");
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // that ended with or without a report, the lower-bound sum, the deciding rank, show's line for a
 // sweep resumed after a restart, and that a one-process run gets none of it. Also `watch` on a
 // parallel run: the rank of each event and the slots in its header.
+#include "client/rank_views.h"
 #include "client/anatomy_table.h"
 #include "client/experiment_details.h"
-#include "client/rank_views.h"
 #include "client/watch_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -110,8 +110,8 @@ TEST(RankViewsTest, SectionHasAColumnPerRankTheJobAndTheDecidingRank) {
   Experiment e = TwoRanks();
   std::string section = RenderRankSection(e);
   EXPECT_THAT(section, HasSubstr("ranks: world size 2, sharding full, slots 2×[2,5]\n"));
-  EXPECT_THAT(section, ::testing::ContainsRegex(
-                           "per rank +rank 0 +rank 1 +sum over ranks +max per rank\n"));
+  EXPECT_THAT(section,
+              ::testing::ContainsRegex("per rank +rank 0 +rank 1 +sum over ranks +max per rank\n"));
   EXPECT_THAT(section, ::testing::ContainsRegex("\nslot +2 +5\n"));
   // 100 + 110 MiB over the job, 110 MiB on the rank that peaked highest.
   EXPECT_THAT(section, ::testing::ContainsRegex(
@@ -140,11 +140,13 @@ TEST(RankViewsTest, ShowSaysHowManySweepPointsWereTakenFromBeforeARestart) {
   EXPECT_THAT(RenderExperimentDetails(e), Not(HasSubstr("resumed:")));
   e.set_attempts(1);
   e.set_resumed_sweep_points(2);
-  EXPECT_THAT(RenderExperimentDetails(e),
-              HasSubstr("\nresumed:       2 sweep points taken from before the restart (points 1-2)\n"));
+  EXPECT_THAT(
+      RenderExperimentDetails(e),
+      HasSubstr("\nresumed:       2 sweep points taken from before the restart (points 1-2)\n"));
   e.set_resumed_sweep_points(1);
-  EXPECT_THAT(RenderExperimentDetails(e),
-              HasSubstr("\nresumed:       1 sweep point taken from before the restart (point 1)\n"));
+  EXPECT_THAT(
+      RenderExperimentDetails(e),
+      HasSubstr("\nresumed:       1 sweep point taken from before the restart (point 1)\n"));
 }
 
 TEST(RankViewsTest, ARunningRankHasNoFiguresYet) {
@@ -164,13 +166,16 @@ TEST(RankViewsTest, CompareTakesTheMomentsAtThePeakFromTheRankThatPeakedHighest)
   one.set_id("exp-000041");
   one.mutable_report()->mutable_anatomy()->set_peak_allocated_bytes(200 * kMiB);
   const std::string table = RenderCompareTable({one, parallel});
-  EXPECT_THAT(table, ::testing::ContainsRegex(
-                         "\nexp-000042 +- +SUCCEEDED +mb1 acc1 seq512 eager adamw ranks:2 shard:full "
-                         "+2 +full\n"));
+  EXPECT_THAT(table,
+              ::testing::ContainsRegex(
+                  "\nexp-000042 +- +SUCCEEDED +mb1 acc1 seq512 eager adamw ranks:2 shard:full "
+                  "+2 +full\n"));
   // Rank 1 peaked highest (110 MiB): its moment at the peak, and the peak itself, stand.
   EXPECT_THAT(table, ::testing::ContainsRegex("\nat peak: weights +- +2.00 MiB +-\n"));
-  EXPECT_THAT(table, ::testing::ContainsRegex("\npeak allocated +200.00 MiB +110.00 MiB +-90.00 MiB\n"));
-  EXPECT_THAT(table, ::testing::ContainsRegex("\ncommunication buffers +0 B +5.00 MiB +\\+5.00 MiB\n"));
+  EXPECT_THAT(table,
+              ::testing::ContainsRegex("\npeak allocated +200.00 MiB +110.00 MiB +-90.00 MiB\n"));
+  EXPECT_THAT(table,
+              ::testing::ContainsRegex("\ncommunication buffers +0 B +5.00 MiB +\\+5.00 MiB\n"));
 }
 
 ExperimentEvent StepOfRank(int rank) {
@@ -193,8 +198,10 @@ TEST(RankViewsWatchTest, EventsOfAParallelRunNameTheirRank) {
   e.set_state(Experiment::RUNNING);
   e.clear_ranks();
   WatchState state(e);
-  EXPECT_THAT(state.Apply(StepOfRank(1)).value_or(""), ::testing::StartsWith("exp-000042 rank 1: step 1/1"));
-  EXPECT_THAT(state.Apply(StepOfRank(0)).value_or(""), ::testing::StartsWith("exp-000042 rank 0: step"));
+  EXPECT_THAT(state.Apply(StepOfRank(1)).value_or(""),
+              ::testing::StartsWith("exp-000042 rank 1: step 1/1"));
+  EXPECT_THAT(state.Apply(StepOfRank(0)).value_or(""),
+              ::testing::StartsWith("exp-000042 rank 0: step"));
   state.Apply(SampleOfRank(0, 3 * kMiB));
   state.Apply(SampleOfRank(1, 5 * kMiB));
   const std::string frame = state.RenderFrame();
@@ -212,7 +219,8 @@ TEST(RankViewsWatchTest, OneProcessEventsKeepTheirPlainPrefix) {
   e.set_state(Experiment::RUNNING);
   e.set_slot(3);
   WatchState state(e);
-  EXPECT_THAT(state.Apply(StepOfRank(0)).value_or(""), ::testing::StartsWith("exp-000001 step 1/1"));
+  EXPECT_THAT(state.Apply(StepOfRank(0)).value_or(""),
+              ::testing::StartsWith("exp-000001 step 1/1"));
   state.Apply(SampleOfRank(0, kMiB));
   EXPECT_THAT(state.RenderFrame(), HasSubstr("RUNNING  slot 3\n"));
   EXPECT_THAT(state.RenderFrame(), Not(HasSubstr("rank")));

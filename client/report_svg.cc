@@ -67,9 +67,12 @@ std::string Polyline(const char* id, const char* series, const char* color,
 
 const char* AnchorName(TextAnchor anchor) {
   switch (anchor) {
-    case TextAnchor::kMiddle: return "middle";
-    case TextAnchor::kEnd: return "end";
-    default: return "start";
+    case TextAnchor::kMiddle:
+      return "middle";
+    case TextAnchor::kEnd:
+      return "end";
+    default:
+      return "start";
   }
 }
 
@@ -79,18 +82,21 @@ std::string Text(const std::string& id, const LabelCandidates& label, std::pair<
                  const char* color) {
   return absl::StrFormat(
       "<text id=\"%s\" class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s "
-      "text-anchor=\"%s\" fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\">%s</text>\n",
-      id, at.first, at.second, label.style.font_size, label.style.bold ? " font-weight=\"bold\"" : "",
-      AnchorName(label.anchor), color, XmlEscape(label.text));
+      "text-anchor=\"%s\" fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"3\" "
+      "paint-order=\"stroke\">%s</text>\n",
+      id, at.first, at.second, label.style.font_size,
+      label.style.bold ? " font-weight=\"bold\"" : "", AnchorName(label.anchor), color,
+      XmlEscape(label.text));
 }
 
 // A fixed <text>, its box taken in `layout`.
 std::string FixedText(LabelLayout& layout, const std::string& attributes, const std::string& text,
                       double x, double y, TextStyle style, TextAnchor anchor) {
   layout.OccupyText(text, x, y, style, anchor);
-  return absl::StrFormat("<text %sx=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s text-anchor=\"%s\">%s</text>\n",
-                         attributes.empty() ? "" : attributes + " ", x, y, style.font_size,
-                         style.bold ? " font-weight=\"bold\"" : "", AnchorName(anchor), XmlEscape(text));
+  return absl::StrFormat(
+      "<text %sx=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s text-anchor=\"%s\">%s</text>\n",
+      attributes.empty() ? "" : attributes + " ", x, y, style.font_size,
+      style.bold ? " font-weight=\"bold\"" : "", AnchorName(anchor), XmlEscape(text));
 }
 
 // A dashed line across the chart at `bytes`; its label goes where the layout finds room, preferring
@@ -103,7 +109,8 @@ std::string ReferenceLine(const char* id, int64_t bytes, const std::string& labe
       "stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n",
       id, bytes, kChartLeft, y, kChartLeft + kChartWidth, y, color);
   const double right = kChartLeft + kChartWidth - 4, left = kChartLeft + 4;
-  LabelCandidates candidates{label, {11, false}, TextAnchor::kEnd, {{right, y - 4}, {right, y + 13}}};
+  LabelCandidates candidates{
+      label, {11, false}, TextAnchor::kEnd, {{right, y - 4}, {right, y + 13}}};
   auto placed = layout.Place(candidates, 0);
   if (!placed) {
     candidates.anchor = TextAnchor::kStart;
@@ -126,9 +133,9 @@ std::string Axes(const Scale& scale, LabelLayout& layout) {
   const double y_step = NiceByteStep(scale.y_max);
   for (double v = 0; v <= scale.y_max * (1 + 1e-9); v += y_step) {
     const double y = scale.Y(v);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n",
-                          kChartLeft, y, kChartLeft + kChartWidth, y);
+    absl::StrAppendFormat(
+        &out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n",
+        kChartLeft, y, kChartLeft + kChartWidth, y);
     const std::string label = FormatBytes(static_cast<int64_t>(v));
     if (layout.IsFree(TextBox(label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd))) {
       out += FixedText(layout, "", label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd);
@@ -172,7 +179,8 @@ std::string PhaseBands(const Timeline& timeline, const Scale& scale) {
 // category a band from the sum of those below it to that sum plus its own bytes, so the top edge
 // is allocated. A block joins its category when the phase that allocated it ends; until then it is
 // among the temporaries.
-std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples, const Scale& scale) {
+std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples,
+                          const Scale& scale) {
   std::vector<const vramlab::v1::MemorySample*> with;
   for (const auto& s : samples) {
     if (s.has_categories()) with.push_back(&s);
@@ -192,16 +200,19 @@ std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples,
     if (any) {
       std::string points;
       for (size_t i = 0; i < with.size(); ++i) {
-        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()), scale.Y(top[i]));
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()),
+                              scale.Y(top[i]));
       }
       for (size_t i = with.size(); i-- > 0;) {
-        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()), scale.Y(below[i]));
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(with[i]->time_seconds()),
+                              scale.Y(below[i]));
       }
       points.pop_back();
-      absl::StrAppendFormat(&out,
-                            "<polygon class=\"category-area\" data-category=\"%s\" fill=\"%s\" "
-                            "fill-opacity=\"0.75\" stroke=\"none\" points=\"%s\"><title>%s</title></polygon>\n",
-                            c.key, c.color, points, c.label);
+      absl::StrAppendFormat(
+          &out,
+          "<polygon class=\"category-area\" data-category=\"%s\" fill=\"%s\" "
+          "fill-opacity=\"0.75\" stroke=\"none\" points=\"%s\"><title>%s</title></polygon>\n",
+          c.key, c.color, points, c.label);
     }
     below = top;
   }
@@ -230,19 +241,20 @@ double Legend(const Timeline& timeline, LabelLayout& layout, std::string* out) {
     *out += FixedText(layout, "", label, x + swatch_width + 4, y, style, TextAnchor::kStart);
     x += width + 20;
   };
-  for (const auto& [label, color] : {std::pair{"allocated", kAllocatedColor},
-                                     std::pair{"reserved", kReservedColor}}) {
+  for (const auto& [label, color] :
+       {std::pair{"allocated", kAllocatedColor}, std::pair{"reserved", kReservedColor}}) {
     entry(label, 18, [color = color](double sx, double sy) {
       return absl::StrFormat(
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", sx,
-          sy - 4, sx + 18, sy - 4, color);
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+          "stroke-width=\"3\"/>",
+          sx, sy - 4, sx + 18, sy - 4, color);
     });
   }
   for (int phase : phases) {
     const auto p = static_cast<vramlab::v1::Phase>(phase);
     entry(PhaseName(p), 14, [p](double sx, double sy) {
-      return absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>", sx,
-                             sy - 10, PhaseColor(p));
+      return absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"12\" fill=\"%s\"/>",
+                             sx, sy - 10, PhaseColor(p));
     });
   }
   *out += "</g>\n";
@@ -269,9 +281,11 @@ std::string OomMarker(const Experiment& e, const Scale& scale, LabelLayout& layo
       "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>\n",
       oom.requested_bytes(), oom.memory().allocated_bytes(), x - 5, y_top, height);
   const double y = std::max(y_top + 12, kChartTop + 14);
-  LabelCandidates label{absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()), " refused",
-                                     beyond ? " (beyond the chart)" : ""),
-                        {12, true}, TextAnchor::kEnd, {{x - 10, y}}};
+  LabelCandidates label{absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()),
+                                     " refused", beyond ? " (beyond the chart)" : ""),
+                        {12, true},
+                        TextAnchor::kEnd,
+                        {{x - 10, y}}};
   auto placed = layout.Place(label, 0);
   if (!placed) {
     label.anchor = TextAnchor::kStart;
@@ -313,8 +327,9 @@ double BarSegments(const MemoryAnatomy& anatomy, int64_t total, double bar_top,
       lx = kChartLeft;
       ly += 20;
     }
-    absl::StrAppendFormat(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx,
-                          ly - 10, c.color);
+    absl::StrAppendFormat(out,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>",
+                          lx, ly - 10, c.color);
     *out += FixedText(layout, "", label, lx + 16, ly, style, TextAnchor::kStart);
     lx += entry + 24;
     x += width;
@@ -328,11 +343,12 @@ double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std:
   const bool measured = e.has_report();
   const TextStyle title_style{13, true}, detail_style{11, false};
   const auto titles = [&](const std::string& title, const std::string& detail) {
-    *out += FixedText(layout, "id=\"anatomy-title\"", FitText(title, kChartWidth, title_style), kChartLeft,
-                      bar_top - 24, title_style, TextAnchor::kStart);
+    *out += FixedText(layout, "id=\"anatomy-title\"", FitText(title, kChartWidth, title_style),
+                      kChartLeft, bar_top - 24, title_style, TextAnchor::kStart);
     if (!detail.empty()) {
-      *out += FixedText(layout, "id=\"anatomy-detail\" fill=\"#555\"", FitText(detail, kChartWidth, detail_style),
-                        kChartLeft, bar_top - 8, detail_style, TextAnchor::kStart);
+      *out += FixedText(layout, "id=\"anatomy-detail\" fill=\"#555\"",
+                        FitText(detail, kChartWidth, detail_style), kChartLeft, bar_top - 8,
+                        detail_style, TextAnchor::kStart);
     }
   };
   if (!measured && !e.has_prediction()) {
@@ -343,12 +359,15 @@ double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std:
   if (measured && anatomy.has_at_peak_allocated()) {
     // One moment: what was alive when allocated peaked; the segments sum to peak allocated.
     const auto& moment = anatomy.at_peak_allocated();
-    titles(absl::StrFormat("measured anatomy at peak allocated (%s, step %d): %s", PhaseName(moment.phase()),
-                           moment.step(), FormatBytes(moment.allocated_bytes())),
+    titles(absl::StrFormat("measured anatomy at peak allocated (%s, step %d): %s",
+                           PhaseName(moment.phase()), moment.step(),
+                           FormatBytes(moment.allocated_bytes())),
            anatomy.has_at_peak_reserved()
-               ? absl::StrCat("cache at peak reserved ", FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()))
+               ? absl::StrCat("cache at peak reserved ",
+                              FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()))
                : "");
-    absl::StrAppendFormat(out, "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
+    absl::StrAppendFormat(out,
+                          "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
                           moment.allocated_bytes());
     const double bottom = BarSegments(
         anatomy, moment.allocated_bytes(), bar_top,
@@ -371,8 +390,9 @@ double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std:
   absl::StrAppendFormat(out, "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
                         measured ? "measured" : "predicted", total);
   const double bottom = BarSegments(
-      anatomy, total, bar_top, [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); },
-      layout, out);
+      anatomy, total, bar_top,
+      [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); }, layout,
+      out);
   *out += "</g>\n";
   return bottom;
 }
@@ -381,14 +401,22 @@ double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std:
 
 const char* PhaseColor(vramlab::v1::Phase phase) {
   switch (phase) {
-    case vramlab::v1::SETUP: return "#e6e6e6";
-    case vramlab::v1::LOAD: return "#d0d0d0";
-    case vramlab::v1::FORWARD: return "#c6dbef";
-    case vramlab::v1::BACKWARD: return "#fdd0a2";
-    case vramlab::v1::OPTIMIZER_STEP: return "#c7e9c0";
-    case vramlab::v1::ZERO_GRAD: return "#fcbba1";
-    case vramlab::v1::TEARDOWN: return "#dadaeb";
-    default: return "#f0f0f0";
+    case vramlab::v1::SETUP:
+      return "#e6e6e6";
+    case vramlab::v1::LOAD:
+      return "#d0d0d0";
+    case vramlab::v1::FORWARD:
+      return "#c6dbef";
+    case vramlab::v1::BACKWARD:
+      return "#fdd0a2";
+    case vramlab::v1::OPTIMIZER_STEP:
+      return "#c7e9c0";
+    case vramlab::v1::ZERO_GRAD:
+      return "#fcbba1";
+    case vramlab::v1::TEARDOWN:
+      return "#dadaeb";
+    default:
+      return "#f0f0f0";
   }
 }
 
@@ -397,11 +425,21 @@ std::string XmlEscape(absl::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0 at all.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') out += c;
@@ -429,22 +467,26 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
   // OOM, limit, prediction) then go where nothing is. The frame is as tall as any text may go.
   LabelLayout layout(Box{0, 0, kWidth, 10000});
 
-  const std::string title = absl::StrCat(e.id(), e.spec().name().empty() ? "" : "  ", e.spec().name());
+  const std::string title =
+      absl::StrCat(e.id(), e.spec().name().empty() ? "" : "  ", e.spec().name());
   // The outcome has a line of its own, and each line is cut to the width it is drawn in (the full
   // text stays in the tooltip).
   const double text_width = kWidth - kChartLeft - 20;
   std::string body;
-  body += FixedText(layout, "id=\"title\"", FitText(title, text_width, {17, true}), kChartLeft, 24, {17, true},
-                    TextAnchor::kStart);
-  body += FixedText(layout, "id=\"outcome\"", FitText(OutcomeSummary(e), text_width, {12, false}), kChartLeft, 42,
-                    {12, false}, TextAnchor::kStart);
-  body += FixedText(layout, "id=\"settings\" fill=\"#555\"", FitText(SpecSummary(e.spec()), text_width, {11, false}),
-                    kChartLeft, 57, {11, false}, TextAnchor::kStart);
+  body += FixedText(layout, "id=\"title\"", FitText(title, text_width, {17, true}), kChartLeft, 24,
+                    {17, true}, TextAnchor::kStart);
+  body += FixedText(layout, "id=\"outcome\"", FitText(OutcomeSummary(e), text_width, {12, false}),
+                    kChartLeft, 42, {12, false}, TextAnchor::kStart);
+  body += FixedText(layout, "id=\"settings\" fill=\"#555\"",
+                    FitText(SpecSummary(e.spec()), text_width, {11, false}), kChartLeft, 57,
+                    {11, false}, TextAnchor::kStart);
   body += PhaseBands(timeline, scale);
   body += CategoryAreas(Downsample(timeline.samples, 800), scale);
   body += Axes(scale, layout);
-  body += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800), scale, true);
-  body += Polyline("series-allocated", "allocated", kAllocatedColor, Downsample(timeline.samples, 800), scale, false);
+  body += Polyline("series-reserved", "reserved", kReservedColor, Downsample(timeline.samples, 800),
+                   scale, true);
+  body += Polyline("series-allocated", "allocated", kAllocatedColor,
+                   Downsample(timeline.samples, 800), scale, false);
   std::string legend;
   const double legend_bottom = Legend(timeline, layout, &legend);
   std::string bar;
@@ -456,50 +498,60 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
     const double x = scale.X(peak.time_seconds());
     const double y = scale.Y(static_cast<double>(peak.allocated_bytes()));
     layout.Occupy(Box{x - 6, y - 6, x + 6, y + 6});
-    absl::StrAppendFormat(&body,
-                          "<circle id=\"peak-marker\" data-bytes=\"%d\" data-time=\"%.3f\" cx=\"%.1f\" "
-                          "cy=\"%.1f\" r=\"5\" fill=\"#c00000\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n",
-                          peak.allocated_bytes(), peak.time_seconds(), x, y);
+    absl::StrAppendFormat(
+        &body,
+        "<circle id=\"peak-marker\" data-bytes=\"%d\" data-time=\"%.3f\" cx=\"%.1f\" "
+        "cy=\"%.1f\" r=\"5\" fill=\"#c00000\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n",
+        peak.allocated_bytes(), peak.time_seconds(), x, y);
     const bool right_half = x > kChartLeft + kChartWidth / 2;
     const double above = std::max(y - 8, kChartTop + 14), below = y + 20;
-    LabelCandidates label{absl::StrCat("peak ", FormatBytes(peak.allocated_bytes()), " (", PhaseName(peak.phase()), ")"),
-                          {12, true}, right_half ? TextAnchor::kEnd : TextAnchor::kStart,
-                          {{right_half ? x - 8 : x + 8, above}, {right_half ? x - 8 : x + 8, below}}};
+    LabelCandidates label{
+        absl::StrCat("peak ", FormatBytes(peak.allocated_bytes()), " (", PhaseName(peak.phase()),
+                     ")"),
+        {12, true},
+        right_half ? TextAnchor::kEnd : TextAnchor::kStart,
+        {{right_half ? x - 8 : x + 8, above}, {right_half ? x - 8 : x + 8, below}}};
     auto placed = layout.Place(label, kChartHeight);
     if (placed) body += Text("peak-label", label, *placed, "#c00000");
   } else {
-    body += FixedText(layout, "", "no memory readings recorded", kChartLeft + 20, kChartTop + kChartHeight / 2,
-                      {13, false}, TextAnchor::kStart);
+    body += FixedText(layout, "", "no memory readings recorded", kChartLeft + 20,
+                      kChartTop + kChartHeight / 2, {13, false}, TextAnchor::kStart);
   }
   body += OomMarker(e, scale, layout);
   if (limit > 0 && limit <= y_max) {
-    body += ReferenceLine("limit-line", limit, absl::StrCat("limit ", FormatBytes(limit)), "#c00000", scale, layout);
+    body += ReferenceLine("limit-line", limit, absl::StrCat("limit ", FormatBytes(limit)),
+                          "#c00000", scale, layout);
   } else if (limit > 0) {
     // Far above the data: named in a corner rather than squashing the lines flat.
     LabelCandidates label{absl::StrCat("limit ", FormatBytes(limit), " (above the chart)"),
                           {11, false},
                           TextAnchor::kEnd,
-                          {{kChartLeft + kChartWidth, kChartTop - 6}, {kChartLeft + kChartWidth - 4, kChartTop + 14}}};
+                          {{kChartLeft + kChartWidth, kChartTop - 6},
+                           {kChartLeft + kChartWidth - 4, kChartTop + 14}}};
     auto placed = layout.Place(label, kChartHeight);
     if (placed) {
-      absl::StrAppendFormat(&body,
-                            "<text id=\"limit-note\" class=\"label\" data-bytes=\"%d\" x=\"%.1f\" y=\"%.1f\" "
-                            "font-size=\"11\" text-anchor=\"end\" fill=\"#c00000\">%s</text>\n",
-                            limit, placed->first, placed->second, XmlEscape(label.text));
+      absl::StrAppendFormat(
+          &body,
+          "<text id=\"limit-note\" class=\"label\" data-bytes=\"%d\" x=\"%.1f\" y=\"%.1f\" "
+          "font-size=\"11\" text-anchor=\"end\" fill=\"#c00000\">%s</text>\n",
+          limit, placed->first, placed->second, XmlEscape(label.text));
     }
   }
   if (predicted > 0 && predicted <= y_max) {
-    body += ReferenceLine("predicted-peak-line", predicted, absl::StrCat("predicted peak ", FormatBytes(predicted)),
-                          "#666666", scale, layout);
+    body += ReferenceLine("predicted-peak-line", predicted,
+                          absl::StrCat("predicted peak ", FormatBytes(predicted)), "#666666", scale,
+                          layout);
   }
   body += legend;
   body += bar;
 
   const double height = std::max(kMinHeight, bar_bottom + 20);
   return absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
+      "%.0f\" "
       "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-      "<title>%s  %s</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n%s</svg>\n",
+      "<title>%s  %s</title>\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"#ffffff\"/>\n%s</svg>\n",
       kWidth, height, kWidth, height, XmlEscape(title), XmlEscape(OutcomeSummary(e)), body);
 }
 

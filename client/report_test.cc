@@ -36,9 +36,12 @@ ExperimentEvent PhaseEdgeEvent(double t, Phase phase, PhaseEdge edge, int64_t al
 }
 
 std::vector<ExperimentEvent> History() {
-  return {PhaseEdgeEvent(0.0, FORWARD, BEGIN, 100 << 10), Sample(0.05, 300 << 10, FORWARD),
-          PhaseEdgeEvent(0.1, FORWARD, END, 400 << 10), PhaseEdgeEvent(0.1, BACKWARD, BEGIN, 400 << 10),
-          Sample(0.15, 900 << 10, BACKWARD), PhaseEdgeEvent(0.2, BACKWARD, END, 200 << 10),
+  return {PhaseEdgeEvent(0.0, FORWARD, BEGIN, 100 << 10),
+          Sample(0.05, 300 << 10, FORWARD),
+          PhaseEdgeEvent(0.1, FORWARD, END, 400 << 10),
+          PhaseEdgeEvent(0.1, BACKWARD, BEGIN, 400 << 10),
+          Sample(0.15, 900 << 10, BACKWARD),
+          PhaseEdgeEvent(0.2, BACKWARD, END, 200 << 10),
           PhaseEdgeEvent(0.2, OPTIMIZER_STEP, BEGIN, 200 << 10)};  // cut short: no END
 }
 
@@ -86,7 +89,10 @@ TEST(TimelineTest, DownsampleKeepsThePeak) {
 TEST(ReportSvgTest, NamedSeriesBandsPeakLimitAndAnatomyBarWithEscapedText) {
   const std::string svg = RenderSvg(Finished(), BuildTimeline(History()));
   EXPECT_THAT(svg, ::testing::StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-  EXPECT_THAT(svg, HasSubstr("id=\"series-allocated\" class=\"series\" data-series=\"allocated\" data-points=\"7\""));
+  EXPECT_THAT(
+      svg,
+      HasSubstr(
+          "id=\"series-allocated\" class=\"series\" data-series=\"allocated\" data-points=\"7\""));
   EXPECT_THAT(svg, HasSubstr("id=\"series-reserved\""));
   EXPECT_THAT(svg, HasSubstr("class=\"phase-band\" data-phase=\"backward\""));
   EXPECT_THAT(svg, HasSubstr("<circle id=\"peak-marker\" data-bytes=\"921600\""));
@@ -108,7 +114,8 @@ TEST(ReportSvgTest, AnOomRunMarksTheRefusedRequestAndLongTitlesAreCut) {
   oom->mutable_memory()->set_time_seconds(0.15);
   oom->mutable_memory()->set_allocated_bytes(800 << 10);
   const std::string svg = RenderSvg(e, BuildTimeline(History()));
-  EXPECT_THAT(svg, HasSubstr("<g id=\"oom-request\" data-requested-bytes=\"204800\" data-allocated-bytes=\"819200\">"));
+  EXPECT_THAT(svg, HasSubstr("<g id=\"oom-request\" data-requested-bytes=\"204800\" "
+                             "data-allocated-bytes=\"819200\">"));
   EXPECT_THAT(svg, HasSubstr("OOM: request of 200.00 KiB refused"));
   // The drawn title is cut to the chart's width; the tooltip keeps it whole.
   const size_t title = svg.find("<text id=\"title\"");
@@ -119,15 +126,19 @@ TEST(ReportSvgTest, AnOomRunMarksTheRefusedRequestAndLongTitlesAreCut) {
   EXPECT_LE(std::count(drawn.begin(), drawn.end(), 'n'), 70);
   EXPECT_GT(std::count(drawn.begin(), drawn.end(), 'n'), 50);
   EXPECT_THAT(svg, HasSubstr("<title>exp-000002  " + std::string(300, 'n')));
-  EXPECT_THAT(svg, ::testing::ContainsRegex("<text id=\"outcome\" x=\"90.0\" y=\"42.0\" font-size=\"12\"[^>]*>OOM in backward"));
+  EXPECT_THAT(
+      svg, ::testing::ContainsRegex(
+               "<text id=\"outcome\" x=\"90.0\" y=\"42.0\" font-size=\"12\"[^>]*>OOM in backward"));
 }
 
 TEST(ReportSvgTest, TheAnatomyBarSaysWhatItsTotalIs) {
   const std::string svg = RenderSvg(Finished(), BuildTimeline(History()));
   // The title and its detail are two lines, so that neither runs past the picture's edge.
-  EXPECT_THAT(svg, ::testing::ContainsRegex("<text id=\"anatomy-title\"[^>]*>measured anatomy: 900.00 KiB</text>"));
-  EXPECT_THAT(svg, ::testing::ContainsRegex("<text id=\"anatomy-detail\"[^>]*>the sum of each category&apos;s "
-                                            "maximum; peak allocated 900.00 KiB"));
+  EXPECT_THAT(svg, ::testing::ContainsRegex(
+                       "<text id=\"anatomy-title\"[^>]*>measured anatomy: 900.00 KiB</text>"));
+  EXPECT_THAT(svg, ::testing::ContainsRegex(
+                       "<text id=\"anatomy-detail\"[^>]*>the sum of each category&apos;s "
+                       "maximum; peak allocated 900.00 KiB"));
 }
 
 // A report with its peak moments, and readings that carry the live categories.
@@ -153,8 +164,9 @@ Experiment FinishedWithPeakMoments() {
 std::vector<ExperimentEvent> HistoryWithCategories() {
   std::vector<ExperimentEvent> events = History();
   for (auto& e : events) {
-    auto* s = e.worker_event().has_sample() ? e.mutable_worker_event()->mutable_sample()
-                                            : e.mutable_worker_event()->mutable_phase()->mutable_memory();
+    auto* s = e.worker_event().has_sample()
+                  ? e.mutable_worker_event()->mutable_sample()
+                  : e.mutable_worker_event()->mutable_phase()->mutable_memory();
     s->mutable_categories()->set_weights_bytes(100 << 10);
     s->mutable_categories()->set_temporaries_bytes(s->allocated_bytes() - (100 << 10));
   }
@@ -162,14 +174,18 @@ std::vector<ExperimentEvent> HistoryWithCategories() {
 }
 
 TEST(ReportSvgTest, TheBarIsThePeakMomentAndTheCategoriesAreStackedOverTime) {
-  const std::string svg = RenderSvg(FinishedWithPeakMoments(), BuildTimeline(HistoryWithCategories()));
-  EXPECT_THAT(svg, HasSubstr("<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"921600\">"));
+  const std::string svg =
+      RenderSvg(FinishedWithPeakMoments(), BuildTimeline(HistoryWithCategories()));
+  EXPECT_THAT(
+      svg, HasSubstr("<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"921600\">"));
   EXPECT_THAT(svg, HasSubstr("data-category=\"activations\" data-bytes=\"614400\""));
   EXPECT_THAT(svg, HasSubstr("data-category=\"temporary_buffers\" data-bytes=\"153600\""));
   EXPECT_THAT(svg, HasSubstr("cache at peak reserved 200.00 KiB"));
   EXPECT_THAT(svg, HasSubstr("<polygon class=\"category-area\" data-category=\"weights\""));
-  EXPECT_THAT(svg, HasSubstr("<polygon class=\"category-area\" data-category=\"temporary_buffers\""));
-  EXPECT_THAT(svg, ::testing::Not(HasSubstr("data-category=\"gradients\" fill")));  // none over time
+  EXPECT_THAT(svg,
+              HasSubstr("<polygon class=\"category-area\" data-category=\"temporary_buffers\""));
+  EXPECT_THAT(svg,
+              ::testing::Not(HasSubstr("data-category=\"gradients\" fill")));  // none over time
 }
 
 TEST(ReportFormatsTest, TheAnatomyTableHasTheMomentAndTheMaximaAsTwoColumns) {
@@ -205,8 +221,12 @@ TEST(ReportFormatsTest, JsonIsProtobufJson) {
 
 TEST(ReportFormatsTest, TextChartMarksThePeakAndPhases) {
   const std::string text = RenderTextReport(Finished(), BuildTimeline(History()));
-  EXPECT_THAT(text, HasSubstr("sampled peak: 900.00 KiB allocated at 0.150 s (backward, step 0), 7 readings"));
-  EXPECT_THAT(text, HasSubstr("phase  FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBO"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("sampled peak: 900.00 KiB allocated at 0.150 s (backward, step 0), 7 readings"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("phase  FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBO"));
   EXPECT_THAT(text, HasSubstr("#"));
 }
 

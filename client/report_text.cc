@@ -17,14 +17,22 @@ constexpr int kRows = 12;
 
 char PhaseLetter(vramlab::v1::Phase phase) {
   switch (phase) {
-    case vramlab::v1::SETUP: return 's';
-    case vramlab::v1::LOAD: return 'L';
-    case vramlab::v1::FORWARD: return 'F';
-    case vramlab::v1::BACKWARD: return 'B';
-    case vramlab::v1::OPTIMIZER_STEP: return 'O';
-    case vramlab::v1::ZERO_GRAD: return 'Z';
-    case vramlab::v1::TEARDOWN: return 't';
-    default: return ' ';
+    case vramlab::v1::SETUP:
+      return 's';
+    case vramlab::v1::LOAD:
+      return 'L';
+    case vramlab::v1::FORWARD:
+      return 'F';
+    case vramlab::v1::BACKWARD:
+      return 'B';
+    case vramlab::v1::OPTIMIZER_STEP:
+      return 'O';
+    case vramlab::v1::ZERO_GRAD:
+      return 'Z';
+    case vramlab::v1::TEARDOWN:
+      return 't';
+    default:
+      return ' ';
   }
 }
 
@@ -57,7 +65,9 @@ std::string Chart(const Timeline& timeline) {
   const int label_width = static_cast<int>(std::max<size_t>(top_label.size(), 5));
   for (int row = kRows; row >= 1; --row) {
     const double level = static_cast<double>(max_bytes) * (row - 0.5) / kRows;
-    std::string label = row == kRows ? top_label : row == (kRows + 1) / 2 ? FormatBytes(max_bytes / 2) : "";
+    std::string label = row == kRows             ? top_label
+                        : row == (kRows + 1) / 2 ? FormatBytes(max_bytes / 2)
+                                                 : "";
     std::string line = absl::StrFormat("%*s |", label_width, label);
     for (int c = 0; c < kColumns; ++c) {
       char cell = ' ';
@@ -79,11 +89,12 @@ std::string Chart(const Timeline& timeline) {
   }
   absl::StrAppendFormat(&out, "%*s +%s\n", label_width, "0 B", std::string(kColumns, '-'));
   absl::StrAppendFormat(&out, "%*s  %s\n", label_width, "phase", phases);
-  absl::StrAppendFormat(&out, "%*s  0 s%*s\n", label_width, "",
-                        kColumns - 3, absl::StrFormat("%.2f s", timeline.end_seconds));
-  absl::StrAppend(&out,
-                  "# allocated  . reserved above allocated  * peak column  phases: s setup, L load, "
-                  "F forward, B backward, O optimizer step, Z zero_grad, t teardown\n");
+  absl::StrAppendFormat(&out, "%*s  0 s%*s\n", label_width, "", kColumns - 3,
+                        absl::StrFormat("%.2f s", timeline.end_seconds));
+  absl::StrAppend(
+      &out,
+      "# allocated  . reserved above allocated  * peak column  phases: s setup, L load, "
+      "F forward, B backward, O optimizer step, Z zero_grad, t teardown\n");
   return out;
 }
 
@@ -108,11 +119,10 @@ std::string RenderCsvReport(const Timeline& timeline) {
       "time_seconds,allocated_bytes,reserved_bytes,active_bytes,peak_allocated_bytes,"
       "fragmentation_ratio,phase,step,micro_step,sweep_index\n";
   for (const auto& s : timeline.samples) {
-    absl::StrAppendFormat(&out, "%.6f,%d,%d,%d,%d,%.6f,%s,%d,%d,%d\n", s.time_seconds(),
-                          s.allocated_bytes(), s.reserved_bytes(), s.active_bytes(),
-                          s.peak_allocated_bytes(), s.fragmentation_ratio(),
-                          vramlab::v1::Phase_Name(s.phase()), s.step(), s.micro_step(),
-                          s.sweep_index());
+    absl::StrAppendFormat(
+        &out, "%.6f,%d,%d,%d,%d,%.6f,%s,%d,%d,%d\n", s.time_seconds(), s.allocated_bytes(),
+        s.reserved_bytes(), s.active_bytes(), s.peak_allocated_bytes(), s.fragmentation_ratio(),
+        vramlab::v1::Phase_Name(s.phase()), s.step(), s.micro_step(), s.sweep_index());
   }
   return out;
 }

@@ -33,11 +33,21 @@ std::string JsonQuote(absl::string_view text) {
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (byte < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", byte);
@@ -53,8 +63,9 @@ std::string JsonQuote(absl::string_view text) {
 std::string Micros(double seconds) { return absl::StrFormat("%.3f", seconds * 1e6); }
 
 std::string Metadata(const char* name, int pid, int tid, const std::string& value) {
-  return absl::StrFormat("{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":%s}}", name, pid,
-                         tid, JsonQuote(value));
+  return absl::StrFormat(
+      "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":%s}}", name, pid, tid,
+      JsonQuote(value));
 }
 
 // The counters of one reading: allocated and reserved, and the live bytes by category where the
@@ -70,10 +81,11 @@ void Counters(const MemorySample& s, int pid, bool adapter, std::vector<std::str
     if (c.category == nullptr || (c.adapter_only && !adapter)) continue;
     args.push_back(absl::StrFormat("%s:%d", JsonQuote(c.label), c.category(s.categories())));
   }
-  out->push_back(absl::StrFormat(
-      "{\"name\":\"memory by category\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%s,\"pid\":%d,\"tid\":0,"
-      "\"args\":{%s}}",
-      Micros(s.time_seconds()), pid, absl::StrJoin(args, ",")));
+  out->push_back(
+      absl::StrFormat("{\"name\":\"memory by "
+                      "category\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%s,\"pid\":%d,\"tid\":0,"
+                      "\"args\":{%s}}",
+                      Micros(s.time_seconds()), pid, absl::StrJoin(args, ",")));
 }
 
 struct Slice {
@@ -85,7 +97,8 @@ struct Slice {
 
 std::string SliceEvent(const Slice& s) {
   return absl::StrFormat(
-      "{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,\"pid\":%d,\"tid\":%d,\"args\":{%s}}",
+      "{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,\"pid\":%d,\"tid\":%d,"
+      "\"args\":{%s}}",
       JsonQuote(s.name), s.tid == kPhaseThread ? "phase" : "sweep", Micros(s.start),
       Micros(std::max(s.end - s.start, 0.0)), s.pid, s.tid, s.args);
 }
@@ -105,7 +118,8 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
   const auto adapter_kind = e.spec().training().adapter().kind();
   const bool adapter = adapter_kind == vramlab::v1::LORA || adapter_kind == vramlab::v1::QLORA;
   std::map<int, int> sweep_values;  // sweep index -> the swept variable's value
-  for (int i = 0; i < e.spec().sweep().values_size(); ++i) sweep_values[i] = e.spec().sweep().values(i);
+  for (int i = 0; i < e.spec().sweep().values_size(); ++i)
+    sweep_values[i] = e.spec().sweep().values(i);
   for (const ExperimentEvent& event : events) {
     if (!event.has_worker_event()) continue;
     const auto& worker = event.worker_event();
@@ -118,14 +132,15 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
       const auto& p = worker.phase();
       if (p.has_memory()) memory = &p.memory();
       const double t = p.memory().time_seconds();
-      const auto key = std::make_tuple(pid, static_cast<int>(p.phase()), p.step(), p.micro_step(), p.sweep_index());
+      const auto key = std::make_tuple(pid, static_cast<int>(p.phase()), p.step(), p.micro_step(),
+                                       p.sweep_index());
       if (p.edge() == vramlab::v1::BEGIN) {
         open[key] = t;
       } else if (p.edge() == vramlab::v1::END) {
         if (auto it = open.find(key); it != open.end()) {
           slices.push_back({PhaseName(p.phase()), it->second, t, pid, kPhaseThread,
-                            absl::StrFormat("\"step\":%d,\"micro_step\":%d,\"sweep_index\":%d", p.step(),
-                                            p.micro_step(), p.sweep_index())});
+                            absl::StrFormat("\"step\":%d,\"micro_step\":%d,\"sweep_index\":%d",
+                                            p.step(), p.micro_step(), p.sweep_index())});
           open.erase(it);
         }
       }
@@ -140,13 +155,16 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
       const auto& oom = worker.oom();
       if (oom.has_memory()) memory = &oom.memory();
       out.push_back(absl::StrFormat(
-          "{\"name\":%s,\"cat\":\"oom\",\"ph\":\"i\",\"s\":\"p\",\"ts\":%s,\"pid\":%d,\"tid\":%d,\"args\":{"
-          "\"requested_bytes\":%d,\"free_bytes\":%d,\"allocated_bytes\":%d,\"phase\":%s,\"step\":%d,"
+          "{\"name\":%s,\"cat\":\"oom\",\"ph\":\"i\",\"s\":\"p\",\"ts\":%s,\"pid\":%d,\"tid\":%d,"
+          "\"args\":{"
+          "\"requested_bytes\":%d,\"free_bytes\":%d,\"allocated_bytes\":%d,\"phase\":%s,\"step\":%"
+          "d,"
           "\"micro_step\":%d,\"sweep_index\":%d,\"message\":%s}}",
-          JsonQuote(absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()), " refused")),
-          Micros(oom.memory().time_seconds()), pid, kPhaseThread, oom.requested_bytes(), oom.free_bytes(),
-          oom.memory().allocated_bytes(), JsonQuote(PhaseName(oom.phase())), oom.step(), oom.micro_step(),
-          oom.sweep_index(), JsonQuote(oom.message())));
+          JsonQuote(
+              absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()), " refused")),
+          Micros(oom.memory().time_seconds()), pid, kPhaseThread, oom.requested_bytes(),
+          oom.free_bytes(), oom.memory().allocated_bytes(), JsonQuote(PhaseName(oom.phase())),
+          oom.step(), oom.micro_step(), oom.sweep_index(), JsonQuote(oom.message())));
     }
     if (memory != nullptr) {
       Counters(*memory, pid, adapter, &out);
@@ -156,36 +174,43 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
   // A phase cut short (the OOM, a cancellation) ends at its rank's last reading, and says so.
   for (const auto& [key, start] : open) {
     const auto [pid, phase, step, micro_step, sweep_index] = key;
-    slices.push_back({PhaseName(static_cast<vramlab::v1::Phase>(phase)), start, last_time[pid], pid, kPhaseThread,
-                      absl::StrFormat("\"step\":%d,\"micro_step\":%d,\"sweep_index\":%d,\"cut_short\":true", step,
-                                      micro_step, sweep_index)});
+    slices.push_back(
+        {PhaseName(static_cast<vramlab::v1::Phase>(phase)), start, last_time[pid], pid,
+         kPhaseThread,
+         absl::StrFormat("\"step\":%d,\"micro_step\":%d,\"sweep_index\":%d,\"cut_short\":true",
+                         step, micro_step, sweep_index)});
   }
   for (const auto& [key, span] : sweep_spans) {
     const int index = key.second;
     const auto value = sweep_values.find(index);
-    slices.push_back({absl::StrCat("sweep point ", index + 1,
-                                   value != sweep_values.end() ? absl::StrCat(" (", value->second, ")") : ""),
-                      span.first, span.second, key.first, kSweepThread,
-                      absl::StrFormat("\"sweep_index\":%d,\"value\":%d", index,
-                                      value != sweep_values.end() ? value->second : 0)});
+    slices.push_back(
+        {absl::StrCat("sweep point ", index + 1,
+                      value != sweep_values.end() ? absl::StrCat(" (", value->second, ")") : ""),
+         span.first, span.second, key.first, kSweepThread,
+         absl::StrFormat("\"sweep_index\":%d,\"value\":%d", index,
+                         value != sweep_values.end() ? value->second : 0)});
   }
   for (const Slice& s : slices) out.push_back(SliceEvent(s));
 
   std::vector<std::string> metadata;
   for (int rank : ranks) {
     const int pid = rank + 1;
-    metadata.push_back(Metadata("process_name", pid, 0,
-                                ranks.size() > 1 || IsParallel(e) ? absl::StrCat(e.id(), " rank ", rank) : e.id()));
-    metadata.push_back(absl::StrFormat(
-        "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", pid, rank));
+    metadata.push_back(Metadata(
+        "process_name", pid, 0,
+        ranks.size() > 1 || IsParallel(e) ? absl::StrCat(e.id(), " rank ", rank) : e.id()));
+    metadata.push_back(
+        absl::StrFormat("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                        "\"args\":{\"sort_index\":%d}}",
+                        pid, rank));
     metadata.push_back(Metadata("thread_name", pid, kPhaseThread, "phases"));
     if (sweep) metadata.push_back(Metadata("thread_name", pid, kSweepThread, "sweep points"));
   }
   out.insert(out.begin(), metadata.begin(), metadata.end());
-  return absl::StrCat("{\"traceEvents\":[\n", absl::StrJoin(out, ",\n"),
-                      "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"experiment\":", JsonQuote(e.id()),
-                      ",\"name\":", JsonQuote(e.spec().name()), ",\"settings\":", JsonQuote(SpecSummary(e.spec())),
-                      ",\"outcome\":", JsonQuote(OutcomeSummary(e)), "}}\n");
+  return absl::StrCat(
+      "{\"traceEvents\":[\n", absl::StrJoin(out, ",\n"),
+      "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"experiment\":", JsonQuote(e.id()),
+      ",\"name\":", JsonQuote(e.spec().name()), ",\"settings\":", JsonQuote(SpecSummary(e.spec())),
+      ",\"outcome\":", JsonQuote(OutcomeSummary(e)), "}}\n");
 }
 
 }  // namespace vramlab::client

@@ -14,10 +14,10 @@
 #include "client/flag_values.h"
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
+#include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "common/status_macros.h"
 
 namespace vramlab::client {
 namespace {
@@ -95,15 +95,15 @@ absl::Status ApplyModelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
 // Reads --lora / --qlora: "r=16,alpha=32,dropout=0.05,targets=q,k,v,o,dtype=fp32" (every key
 // optional; "targets" takes the following items without "=" as well: all, q, k, v, o, gate, up,
 // down or the module names q_proj ...). "default" alone keeps PEFT's defaults.
-absl::Status ApplyAdapter(absl::string_view flag, absl::string_view text, vramlab::v1::AdapterKind kind,
-                          vramlab::v1::AdapterSpec& adapter) {
+absl::Status ApplyAdapter(absl::string_view flag, absl::string_view text,
+                          vramlab::v1::AdapterKind kind, vramlab::v1::AdapterSpec& adapter) {
   adapter.Clear();
   adapter.set_kind(kind);
   const std::string lowered = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (lowered.empty() || lowered == "default") return absl::OkStatus();
   const auto invalid = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": ", why, " (expected e.g. r=16,alpha=32,dropout=0.05,targets=all)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": ", why, " (expected e.g. r=16,alpha=32,dropout=0.05,targets=all)"));
   };
   std::string key;
   for (absl::string_view item : absl::StrSplit(lowered, ',')) {
@@ -125,10 +125,12 @@ absl::Status ApplyAdapter(absl::string_view flag, absl::string_view text, vramla
       adapter.set_alpha(alpha);
     } else if (key == "dropout") {
       ASSIGN_OR_RETURN(double dropout, ParseDoubleFlag(absl::StrCat(flag, " dropout"), value));
-      if (!(dropout >= 0 && dropout < 1)) return invalid(absl::StrCat("dropout must be in [0, 1), got ", value));
+      if (!(dropout >= 0 && dropout < 1))
+        return invalid(absl::StrCat("dropout must be in [0, 1), got ", value));
       adapter.set_dropout(dropout);
     } else if (key == "dtype") {
-      ASSIGN_OR_RETURN(int choice, ParseChoiceFlag(absl::StrCat(flag, " dtype"), value, {"bf16", "fp32", "fp16"}));
+      ASSIGN_OR_RETURN(int choice, ParseChoiceFlag(absl::StrCat(flag, " dtype"), value,
+                                                   {"bf16", "fp32", "fp16"}));
       adapter.set_dtype(static_cast<vramlab::v1::DType>(choice + 1));
     } else if (key == "targets") {
       if (value == "all") {
@@ -137,12 +139,14 @@ absl::Status ApplyAdapter(absl::string_view flag, absl::string_view text, vramla
       }
       int target = 0;
       for (int t = 1; t <= spec_rules::kNumAdapterTargets; ++t) {
-        if (value == spec_rules::AdapterTargetShortName(t) || value == spec_rules::AdapterTargetModuleName(t)) {
+        if (value == spec_rules::AdapterTargetShortName(t) ||
+            value == spec_rules::AdapterTargetModuleName(t)) {
           target = t;
         }
       }
       if (target == 0) {
-        return invalid(absl::StrCat("unknown target \"", value, "\" (all, q, k, v, o, gate, up, down)"));
+        return invalid(
+            absl::StrCat("unknown target \"", value, "\" (all, q, k, v, o, gate, up, down)"));
       }
       adapter.add_target_modules(static_cast<vramlab::v1::AdapterTarget>(target));
     } else {
@@ -198,9 +202,9 @@ absl::Status ApplyTrainingFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   }
   auto& optimizer = *training.mutable_optimizer();
   if (auto v = args.Get("optimizer")) {
-    ASSIGN_OR_RETURN(int choice, ParseChoiceFlag("optimizer", *v,
-                                                 {"adamw", "adamw-fp32-master", "sgd",
-                                                  "adamw-8bit"}));
+    ASSIGN_OR_RETURN(
+        int choice,
+        ParseChoiceFlag("optimizer", *v, {"adamw", "adamw-fp32-master", "sgd", "adamw-8bit"}));
     optimizer.set_kind(static_cast<vramlab::v1::OptimizerKind>(choice + 1));
   }
   if (auto v = args.Get("lr")) {
@@ -233,7 +237,8 @@ absl::Status ApplyMemoryFlags(const ParsedArgs& args, ExperimentSpec& spec) {
     }
     memory.set_device_memory_limit_bytes(*bytes);
   }
-  if (auto v = args.Get("alloc-conf")) RETURN_IF_ERROR(ApplyAllocConf(*v, *memory.mutable_allocator()));
+  if (auto v = args.Get("alloc-conf"))
+    RETURN_IF_ERROR(ApplyAllocConf(*v, *memory.mutable_allocator()));
   if (auto v = args.Get("sample-interval")) {
     ASSIGN_OR_RETURN(absl::Duration interval, ParseDurationFlag("sample-interval", *v));
     // Plain numbers mean milliseconds here (the proto's unit), unlike other durations.
@@ -248,7 +253,8 @@ absl::Status ApplyMemoryFlags(const ParsedArgs& args, ExperimentSpec& spec) {
 
 absl::Status ApplySweepFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   int given = 0;
-  for (const char* flag : {"sweep-seq-lens", "sweep-batches", "search-max-seq", "search-max-batch"}) {
+  for (const char* flag :
+       {"sweep-seq-lens", "sweep-batches", "search-max-seq", "search-max-batch"}) {
     given += args.Has(flag) ? 1 : 0;
   }
   if (given > 1) {
@@ -257,9 +263,8 @@ absl::Status ApplySweepFlags(const ParsedArgs& args, ExperimentSpec& spec) {
         "other");
   }
   auto& sweep = *spec.mutable_sweep();
-  for (const auto& [flag, variable] :
-       {std::pair{"sweep-seq-lens", vramlab::v1::SEQ_LEN},
-        std::pair{"sweep-batches", vramlab::v1::MICRO_BATCH_SIZE}}) {
+  for (const auto& [flag, variable] : {std::pair{"sweep-seq-lens", vramlab::v1::SEQ_LEN},
+                                       std::pair{"sweep-batches", vramlab::v1::MICRO_BATCH_SIZE}}) {
     if (auto v = args.Get(flag)) {
       ASSIGN_OR_RETURN(std::vector<int32_t> values, ParseIntListFlag(flag, *v));
       sweep.Clear();
@@ -335,8 +340,11 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("lr", "X", "learning rate (default 1e-5)")
       .Bool("offload", "keep optimizer state in pinned host memory")
       .Bool("optimizer-in-backward", "update each parameter as its gradient completes")
-      .Bool("delayed-update", "with --offload: apply each host step one step late, overlapping the next step")
-      .Value("lora", "K=V,...", "train LoRA adapters only: r=8,alpha=8,dropout=0,targets=all|q,k,v,o,gate,up,down,dtype=fp32 (or default)")
+      .Bool("delayed-update",
+            "with --offload: apply each host step one step late, overlapping the next step")
+      .Value("lora", "K=V,...",
+             "train LoRA adapters only: "
+             "r=8,alpha=8,dropout=0,targets=all|q,k,v,o,gate,up,down,dtype=fp32 (or default)")
       .Value("qlora", "K=V,...", "as --lora, over NF4-quantised base weights (bf16/fp16 compute)")
       .Value("loss", "IMPL", "full|chunked")
       .Value("loss-chunk", "N", "tokens per chunk with --loss chunked")
@@ -351,10 +359,14 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("search-max-seq", "MIN:MAX[:G]", "bisect for the longest sequence that fits")
       .Value("search-max-batch", "MIN:MAX[:G]", "bisect for the largest micro-batch that fits")
       .Value("world-size", "N", "data-parallel ranks, one GPU each (docs/PARALLEL.md)")
-      .Value("sharding", "MODE", "none|optimizer|gradients|full (ZeRO-1/2/3; needs --world-size >= 2)")
-      .Bool("reshard-after-forward", "with --sharding full: free each layer's gathered parameters after its forward")
-      .Bool("prefetch", "with --sharding full: gather the next layer while one runs and overlap reduce-scatters "
-                        "(the default; --prefetch=false waits for each collective)")
+      .Value("sharding", "MODE",
+             "none|optimizer|gradients|full (ZeRO-1/2/3; needs --world-size >= 2)")
+      .Bool("reshard-after-forward",
+            "with --sharding full: free each layer's gathered parameters after its forward")
+      .Bool(
+          "prefetch",
+          "with --sharding full: gather the next layer while one runs and overlap reduce-scatters "
+          "(the default; --prefetch=false waits for each collective)")
       .Value("priority", "P", "low|normal|high")
       .Value("time-limit", "DURATION", "wall-clock limit, e.g. 30m");
 }
@@ -368,8 +380,8 @@ absl::StatusOr<ExperimentSpec> ParseSpecText(absl::string_view text, absl::strin
     const auto status = google::protobuf::util::JsonStringToMessage(
         google::protobuf::StringPiece(text.data(), text.size()), &spec, options);
     if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": not a valid ExperimentSpec in JSON: ", status.message().ToString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": not a valid ExperimentSpec in JSON: ", status.message().ToString()));
     }
     return spec;
   }
@@ -420,7 +432,8 @@ absl::Status ApplyAllocConf(absl::string_view text, AllocatorConfig& config) {
       }
       config.set_expandable_segments(lowered == "true");
     } else if (key == "max_split_size_mb") {
-      ASSIGN_OR_RETURN(int32_t mb, ParseIntFlag("alloc-conf max_split_size_mb", value, 1, INT32_MAX));
+      ASSIGN_OR_RETURN(int32_t mb,
+                       ParseIntFlag("alloc-conf max_split_size_mb", value, 1, INT32_MAX));
       config.set_max_split_size_mb(mb);
     } else if (key == "garbage_collection_threshold") {
       ASSIGN_OR_RETURN(double threshold,

@@ -18,7 +18,7 @@ void AddSpecFlags(FlagSet& flags);
 // Parses a spec in canonical JSON (text starting with '{') or protobuf text format. Unknown
 // fields are rejected. INVALID_ARGUMENT names `origin` (a file name) and the parser's complaint.
 absl::StatusOr<vramlab::v1::ExperimentSpec> ParseSpecText(absl::string_view text,
-                                                           absl::string_view origin);
+                                                          absl::string_view origin);
 
 // Reads and parses a spec file ("-" is stdin).
 absl::StatusOr<vramlab::v1::ExperimentSpec> LoadSpecFile(const std::string& path);

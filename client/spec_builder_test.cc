@@ -45,12 +45,30 @@ TEST(BuildSpecTest, TheLabReportsSadPathFromFlags) {
 }
 
 TEST(BuildSpecTest, EveryMemorySwitch) {
-  auto spec = Build({"--checkpointing", "every:2", "--loss", "chunked", "--loss-chunk", "256", "--kernels", "fused",
-                     "--optimizer", "adamw-8bit", "--offload", "--optimizer-in-backward", "--delayed-update",
-                     "--dtype", "fp32", "--alloc-conf",
+  auto spec = Build({"--checkpointing",
+                     "every:2",
+                     "--loss",
+                     "chunked",
+                     "--loss-chunk",
+                     "256",
+                     "--kernels",
+                     "fused",
+                     "--optimizer",
+                     "adamw-8bit",
+                     "--offload",
+                     "--optimizer-in-backward",
+                     "--delayed-update",
+                     "--dtype",
+                     "fp32",
+                     "--alloc-conf",
                      "expandable_segments:True,max_split_size_mb:128,"
                      "garbage_collection_threshold:0.6,roundup_power2_divisions:4",
-                     "--priority", "high", "--time-limit", "1h30m", "--sample-interval", "5",
+                     "--priority",
+                     "high",
+                     "--time-limit",
+                     "1h30m",
+                     "--sample-interval",
+                     "5",
                      "--record-history"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   const auto& t = spec->training();
@@ -123,7 +141,8 @@ TEST(BuildSpecTest, ErrorsNameTheFlag) {
 }
 
 TEST(BuildSpecTest, LoraAndQloraFlags) {
-  auto lora = Build({"--preset", "qwen2.5-7b", "--lora", "r=16,alpha=32,dropout=0.05,targets=q,k,v,down"});
+  auto lora =
+      Build({"--preset", "qwen2.5-7b", "--lora", "r=16,alpha=32,dropout=0.05,targets=q,k,v,down"});
   ASSERT_TRUE(lora.ok()) << lora.status();
   const vramlab::v1::AdapterSpec& a = lora->training().adapter();
   EXPECT_EQ(a.kind(), vramlab::v1::LORA);

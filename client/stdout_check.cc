@@ -56,8 +56,8 @@ absl::Status FlushStdout() {
   const int first_error = checked_buffer != nullptr ? checked_buffer->first_error() : 0;
   if (flushed && std::cout && !std::ferror(stdout) && first_error == 0) return absl::OkStatus();
   const int error = first_error != 0 ? first_error : flush_error;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "cannot write to stdout: ", error != 0 ? std::strerror(error) : "write error"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot write to stdout: ", error != 0 ? std::strerror(error) : "write error"));
 }
 
 }  // namespace vramlab::client

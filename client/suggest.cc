@@ -26,7 +26,8 @@ int EditDistance(absl::string_view a, absl::string_view b) {
 
 std::optional<std::string> ClosestMatch(absl::string_view word,
                                         const std::vector<std::string>& candidates) {
-  if (word.size() < 2 || std::find(candidates.begin(), candidates.end(), word) != candidates.end()) {
+  if (word.size() < 2 ||
+      std::find(candidates.begin(), candidates.end(), word) != candidates.end()) {
     return std::nullopt;
   }
   const int max_distance = word.size() <= 3 ? 1 : 2;

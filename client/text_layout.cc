@@ -8,17 +8,18 @@ namespace {
 // Advances of DejaVu Sans (Book and Bold) for the printable ASCII characters 0x20..0x7E, in
 // thousandths of an em, as a browser measures them.
 constexpr int kBook[95] = {
-    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636, 636,
+    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361,  318, 337, 636, 636, 636,
     636, 636, 636, 636, 636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698, 770, 632,
-    575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695, 635, 611, 732, 684, 989, 685,
-    611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635, 615, 352, 635, 634, 278, 278, 579,
-    278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592, 525, 636, 337, 636, 838};
-constexpr int kBold[95] = {
-    348, 456, 521, 838, 696, 1002, 872, 306, 457, 457, 523, 838, 380, 415, 380, 365, 696, 696, 696,
-    696, 696, 696, 696, 696, 696, 696, 400, 400, 838, 838, 838, 580, 1000, 774, 762, 734, 830, 683,
-    683, 821, 837, 372, 372, 775, 637, 995, 837, 850, 733, 850, 770, 720, 682, 812, 774, 1103, 771,
-    724, 725, 457, 365, 457, 838, 500, 500, 675, 716, 593, 716, 678, 435, 716, 712, 343, 343, 665,
-    343, 1042, 712, 687, 716, 716, 493, 595, 478, 712, 652, 924, 645, 652, 582, 712, 365, 712, 838};
+    575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695, 635,  611, 732, 684, 989, 685,
+    611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635, 615, 352,  635, 634, 278, 278, 579,
+    278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592,  525, 636, 337, 636, 838};
+constexpr int kBold[95] = {348, 456, 521, 838, 696,  1002, 872, 306,  457, 457, 523, 838, 380, 415,
+                           380, 365, 696, 696, 696,  696,  696, 696,  696, 696, 696, 696, 400, 400,
+                           838, 838, 838, 580, 1000, 774,  762, 734,  830, 683, 683, 821, 837, 372,
+                           372, 775, 637, 995, 837,  850,  733, 850,  770, 720, 682, 812, 774, 1103,
+                           771, 724, 725, 457, 365,  457,  838, 500,  500, 675, 716, 593, 716, 678,
+                           435, 716, 712, 343, 343,  665,  343, 1042, 712, 687, 716, 716, 493, 595,
+                           478, 712, 652, 924, 645,  652,  582, 712,  365, 712, 838};
 
 // DejaVu Sans's ascender and descender, in ems.
 constexpr double kAscent = 0.928, kDescent = 0.236;
@@ -68,15 +69,16 @@ std::string FitText(const std::string& text, double width, const TextStyle& styl
   return text.substr(0, cut) + "...";
 }
 
-Box LabelLayout::OccupyText(absl::string_view text, double x, double baseline, const TextStyle& style,
-                            TextAnchor anchor) {
+Box LabelLayout::OccupyText(absl::string_view text, double x, double baseline,
+                            const TextStyle& style, TextAnchor anchor) {
   const Box box = TextBox(text, x, baseline, style, anchor);
   Occupy(box);
   return box;
 }
 
 bool LabelLayout::IsFree(const Box& box) const {
-  return std::none_of(taken_.begin(), taken_.end(), [&](const Box& t) { return t.Intersects(box); });
+  return std::none_of(taken_.begin(), taken_.end(),
+                      [&](const Box& t) { return t.Intersects(box); });
 }
 
 std::optional<std::pair<double, double>> LabelLayout::Place(const LabelCandidates& label,

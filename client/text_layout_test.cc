@@ -40,8 +40,9 @@ TEST(TextLayoutTest, APlacedLabelAvoidsEveryTakenBox) {
   LabelCandidates peak{"peak 4.49 MiB (backward)", {12, true}, TextAnchor::kEnd, {{490, 98}}};
   const auto placed = layout.Place(peak, 100);
   ASSERT_TRUE(placed.has_value());
-  EXPECT_FALSE(TextBox(peak.text, placed->first, placed->second, peak.style, peak.anchor)
-                   .Intersects(TextBox("predicted peak 4.47 MiB", 490, 100, {11, false}, TextAnchor::kEnd)));
+  EXPECT_FALSE(
+      TextBox(peak.text, placed->first, placed->second, peak.style, peak.anchor)
+          .Intersects(TextBox("predicted peak 4.47 MiB", 490, 100, {11, false}, TextAnchor::kEnd)));
   // Nowhere to go within the shift allowed: no place rather than an overlap.
   LabelLayout full(Box{0, 0, 100, 20});
   full.Occupy(Box{0, 0, 100, 20});

@@ -20,8 +20,8 @@ Timeline BuildTimeline(const std::vector<ExperimentEvent>& events) {
     } else if (worker.has_phase()) {
       const PhaseEvent& p = worker.phase();
       if (p.has_memory()) timeline.samples.push_back(p.memory());
-      const auto key = std::make_tuple(static_cast<int>(p.phase()), p.step(), p.micro_step(),
-                                       p.sweep_index());
+      const auto key =
+          std::make_tuple(static_cast<int>(p.phase()), p.step(), p.micro_step(), p.sweep_index());
       const double t = p.memory().time_seconds();
       if (p.edge() == BEGIN) {
         open[key] = t;
@@ -55,8 +55,9 @@ Timeline BuildTimeline(const std::vector<ExperimentEvent>& events) {
     timeline.bands.push_back({static_cast<Phase>(std::get<0>(key)), start, timeline.end_seconds,
                               std::get<1>(key), std::get<2>(key), std::get<3>(key)});
   }
-  std::sort(timeline.bands.begin(), timeline.bands.end(),
-            [](const PhaseBand& a, const PhaseBand& b) { return a.start_seconds < b.start_seconds; });
+  std::sort(
+      timeline.bands.begin(), timeline.bands.end(),
+      [](const PhaseBand& a, const PhaseBand& b) { return a.start_seconds < b.start_seconds; });
   return timeline;
 }
 
@@ -71,7 +72,8 @@ std::vector<MemorySample> Downsample(const std::vector<MemorySample>& samples, s
     if (samples[i].time_seconds() > bucket_end && b + 1 < buckets) continue;  // empty bucket
     size_t low = i, high = i;
     int64_t max_reserved = samples[i].reserved_bytes();
-    for (; i < samples.size() && (samples[i].time_seconds() <= bucket_end || b + 1 == buckets); ++i) {
+    for (; i < samples.size() && (samples[i].time_seconds() <= bucket_end || b + 1 == buckets);
+         ++i) {
       if (samples[i].allocated_bytes() < samples[low].allocated_bytes()) low = i;
       if (samples[i].allocated_bytes() > samples[high].allocated_bytes()) high = i;
       max_reserved = std::max(max_reserved, samples[i].reserved_bytes());

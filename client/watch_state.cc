@@ -72,14 +72,17 @@ void WatchState::ApplySample(const MemorySample& sample) {
       rank_peak_.resize(rank + 1, 0);
     }
     rank_allocated_[rank] = sample.allocated_bytes();
-    rank_peak_[rank] = std::max({rank_peak_[rank], sample.allocated_bytes(), sample.peak_allocated_bytes()});
+    rank_peak_[rank] =
+        std::max({rank_peak_[rank], sample.allocated_bytes(), sample.peak_allocated_bytes()});
   }
   // A parallel run's main reading and sparkline follow rank 0: ranks interleaved would saw-tooth.
   if (world_size_ >= 2 && event_rank_ != 0) return;
   has_sample_ = true;
   last_sample_ = sample;
-  peak_allocated_ = std::max({peak_allocated_, sample.allocated_bytes(), sample.peak_allocated_bytes()});
-  peak_reserved_ = std::max({peak_reserved_, sample.reserved_bytes(), sample.peak_reserved_bytes()});
+  peak_allocated_ =
+      std::max({peak_allocated_, sample.allocated_bytes(), sample.peak_allocated_bytes()});
+  peak_reserved_ =
+      std::max({peak_reserved_, sample.reserved_bytes(), sample.peak_reserved_bytes()});
   recent_allocated_.push_back(sample.allocated_bytes());
   if (recent_allocated_.size() > kSparklineLength) recent_allocated_.pop_front();
 }
@@ -91,7 +94,8 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
     case WorkerEvent::kStarted: {
       const WorkerStarted& s = event.started();
       device_ = s.device_name();
-      return absl::StrCat(prefix, "worker started: ", s.device_name().empty() ? "?" : s.device_name(),
+      return absl::StrCat(prefix,
+                          "worker started: ", s.device_name().empty() ? "?" : s.device_name(),
                           ", torch ", s.torch_version(), ", ", s.parameter_count(), " parameters");
     }
     case WorkerEvent::kPhase: {
@@ -112,12 +116,14 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
       last_step_ = s;
       steps_done_in_point_ = s.step() + 1;
       return absl::StrFormat("%sstep %d/%d loss %.4f  %s  %.0f tok/s  peak %s", prefix,
-                             s.step() + 1, TotalSteps(), s.loss(), FormatSeconds(s.step_time_seconds()),
-                             s.tokens_per_second(), FormatBytes(s.peak_allocated_bytes()));
+                             s.step() + 1, TotalSteps(), s.loss(),
+                             FormatSeconds(s.step_time_seconds()), s.tokens_per_second(),
+                             FormatBytes(s.peak_allocated_bytes()));
     }
     case WorkerEvent::kSweepPoint: {
       const SweepPointResult& p = event.sweep_point();
-      const char* variable = spec_.sweep().variable() == MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+      const char* variable =
+          spec_.sweep().variable() == MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
       // Measured, then the prediction for the same point where the estimate has it.
       const std::string predicted = PointPredictionText(prediction_, p.value());
       const std::string suffix = predicted.empty() ? "" : absl::StrCat(" (", predicted, ")");
@@ -132,14 +138,15 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
     }
     case WorkerEvent::kOom: {
       const OomReport& oom = event.oom();
-      std::string line = absl::StrCat(prefix, "OOM in ", PhaseName(oom.phase()), " (step ", oom.step(),
-                                       ", micro-step ", oom.micro_step(), "): tried to allocate ",
-                                       FormatBytes(oom.requested_bytes()), ", ",
-                                       FormatBytes(oom.free_bytes()), " free");
+      std::string line = absl::StrCat(prefix, "OOM in ", PhaseName(oom.phase()), " (step ",
+                                      oom.step(), ", micro-step ", oom.micro_step(),
+                                      "): tried to allocate ", FormatBytes(oom.requested_bytes()),
+                                      ", ", FormatBytes(oom.free_bytes()), " free");
       if (oom.has_memory()) {
         absl::StrAppend(&line, "; allocated ", FormatBytes(oom.memory().allocated_bytes()),
-                        ", reserved ", FormatBytes(oom.memory().reserved_bytes()), " at the failure, peak ",
-                        FormatBytes(oom.memory().peak_allocated_bytes()), " allocated");
+                        ", reserved ", FormatBytes(oom.memory().reserved_bytes()),
+                        " at the failure, peak ", FormatBytes(oom.memory().peak_allocated_bytes()),
+                        " allocated");
       }
       return line;
     }
@@ -148,8 +155,9 @@ std::optional<std::string> WatchState::ApplyWorkerEvent(const WorkerEvent& event
                           event.notice().level() == Notice::WARNING ? "warning: " : "notice: ",
                           event.notice().message());
     case WorkerEvent::kError:
-      return absl::StrCat(prefix, "worker error: ", event.error().message(),
-                          event.error().field().empty() ? "" : absl::StrCat(" (", event.error().field(), ")"));
+      return absl::StrCat(
+          prefix, "worker error: ", event.error().message(),
+          event.error().field().empty() ? "" : absl::StrCat(" (", event.error().field(), ")"));
     case WorkerEvent::kReport:
       return absl::StrCat(prefix, "final report received");
     default:
@@ -175,8 +183,8 @@ std::string ProgressBar(int done, int total, int width) {
 }
 
 std::string WatchState::RenderFrame() const {
-  std::string out = absl::StrCat(id_, "  ", spec_.name().empty() ? "-" : spec_.name(), "  ",
-                                 StateName(state_));
+  std::string out =
+      absl::StrCat(id_, "  ", spec_.name().empty() ? "-" : spec_.name(), "  ", StateName(state_));
   if (state_ == Experiment::QUEUED) {
     if (queue_position_ > 0) absl::StrAppend(&out, "  position ", queue_position_, " in queue");
     absl::StrAppend(&out, "\n  ", SpecSummary(spec_), "\n");
@@ -189,7 +197,8 @@ std::string WatchState::RenderFrame() const {
   absl::StrAppend(&out, "  phase ", PhaseName(phase_), "  step ", std::min(step_ + 1, total), "/",
                   total, " ", ProgressBar(steps_done_in_point_, total, 24));
   if (spec_.training().grad_accum_steps() > 1) {
-    absl::StrAppend(&out, "  micro-step ", micro_step_ + 1, "/", spec_.training().grad_accum_steps());
+    absl::StrAppend(&out, "  micro-step ", micro_step_ + 1, "/",
+                    spec_.training().grad_accum_steps());
   }
   if (spec_.has_sweep()) {
     absl::StrAppend(&out, "  sweep point ", sweep_index_ + 1);
@@ -211,14 +220,14 @@ std::string WatchState::RenderFrame() const {
     absl::StrAppend(&out, allocated, Sparkline(recent_allocated_), "\n");
   }
   for (size_t rank = 0; rank < rank_allocated_.size(); ++rank) {
-    absl::StrAppend(&out, "  rank ", rank, ": allocated ", FormatBytes(rank_allocated_[rank]), " (peak ",
-                    FormatBytes(rank_peak_[rank]), ")\n");
+    absl::StrAppend(&out, "  rank ", rank, ": allocated ", FormatBytes(rank_allocated_[rank]),
+                    " (peak ", FormatBytes(rank_peak_[rank]), ")\n");
   }
   if (last_step_.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("  last step: loss %.4f  %s/step  %.0f tok/s\n",
-                                          last_step_->loss(),
-                                          FormatSeconds(last_step_->step_time_seconds()),
-                                          last_step_->tokens_per_second()));
+    absl::StrAppend(
+        &out, absl::StrFormat("  last step: loss %.4f  %s/step  %.0f tok/s\n", last_step_->loss(),
+                              FormatSeconds(last_step_->step_time_seconds()),
+                              last_step_->tokens_per_second()));
   }
   return out;
 }

@@ -49,7 +49,8 @@ class WatchState {
 
   std::string id_;
   vramlab::v1::ExperimentSpec spec_;
-  vramlab::v1::MemoryEstimate prediction_;  // the daemon's estimate at submit (per rank if parallel)
+  vramlab::v1::MemoryEstimate
+      prediction_;  // the daemon's estimate at submit (per rank if parallel)
   vramlab::v1::Experiment::State state_;
   int32_t queue_position_ = 0;
   int32_t slot_ = 0;

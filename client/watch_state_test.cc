@@ -91,8 +91,10 @@ TEST(WatchStateTest, RunningViewShowsPhaseProgressMemoryAndSparkline) {
   EXPECT_FALSE(state.Apply(SampleEvent(5, 2 << 20, 4 << 20)).has_value());
   const std::string frame = state.RenderFrame();
   EXPECT_THAT(frame, HasSubstr("RUNNING  slot 0"));
-  EXPECT_THAT(frame, HasSubstr("phase backward  step 2/4 [######------------------]  micro-step 3/4"));
-  EXPECT_THAT(frame, HasSubstr("allocated 2.00 MiB (peak 2.00 MiB)  reserved 4.00 MiB (peak 4.00 MiB)  fragmentation 50.0%"));
+  EXPECT_THAT(frame,
+              HasSubstr("phase backward  step 2/4 [######------------------]  micro-step 3/4"));
+  EXPECT_THAT(frame, HasSubstr("allocated 2.00 MiB (peak 2.00 MiB)  reserved 4.00 MiB (peak 4.00 "
+                               "MiB)  fragmentation 50.0%"));
   EXPECT_THAT(frame, HasSubstr("allocated ▅█"));
 }
 
@@ -105,7 +107,8 @@ TEST(WatchStateTest, OomAndFinalStatesAreLines) {
   report->set_requested_bytes(int64_t{2} << 30);
   report->set_free_bytes(int64_t{1} << 30);
   EXPECT_EQ(*state.Apply(oom),
-            "exp-000007 OOM in backward (step 0, micro-step 0): tried to allocate 2.00 GiB, 1.00 GiB free");
+            "exp-000007 OOM in backward (step 0, micro-step 0): tried to allocate 2.00 GiB, 1.00 "
+            "GiB free");
   ExperimentEvent end = StateEvent(10, Experiment::OOM, 0);
   end.mutable_state_change()->set_reason("out of memory in backward");
   EXPECT_EQ(*state.Apply(end), "exp-000007 OOM: out of memory in backward");

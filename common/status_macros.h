@@ -9,10 +9,10 @@
 #define VRAMLAB_CONCAT_(a, b) VRAMLAB_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                              \
-  do {                                                     \
-    ::absl::Status vramlab_status_ = (expr);               \
-    if (!vramlab_status_.ok()) return vramlab_status_;     \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status vramlab_status_ = (expr);           \
+    if (!vramlab_status_.ok()) return vramlab_status_; \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, else moves the value

@@ -25,7 +25,8 @@ torch::Tensor FusedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, 
 // outputs viewed per head: contiguous), cos and sin [s, d] (shared by every layer). Returns the
 // rotated q and k, contiguous [b, s, *, d]. Saves cos and sin only.
 std::pair<torch::Tensor, torch::Tensor> FusedRotary(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& cos, const torch::Tensor& sin);
+                                                    const torch::Tensor& cos,
+                                                    const torch::Tensor& sin);
 
 // silu(gate) * up for gate and up of one shape (the gate and up projections' outputs:
 // contiguous). Saves gate and up.

@@ -16,8 +16,8 @@ constexpr const char* kOp = "FusedRmsNorm";
 // Saved for backward: x (input dtype) and rstd [rows] (fp32).
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& weight_in,
-                               double eps) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& weight_in, double eps) {
     const c10::cuda::CUDAGuard guard(x_in.device());
     const torch::Tensor x = x_in.contiguous();
     const torch::Tensor weight = weight_in.contiguous();
@@ -25,9 +25,9 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     const int64_t rows = dim == 0 ? 0 : x.numel() / dim;
     torch::Tensor y = torch::empty_like(x);
     torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
-    CheckLaunch(cuda::RmsNormForward(ElementTypeOf(x, kOp), x.data_ptr(), weight.data_ptr(), y.data_ptr(),
-                                     rstd.data_ptr<float>(), rows, dim, static_cast<float>(eps),
-                                     StreamOf(x.device())),
+    CheckLaunch(cuda::RmsNormForward(ElementTypeOf(x, kOp), x.data_ptr(), weight.data_ptr(),
+                                     y.data_ptr(), rstd.data_ptr<float>(), rows, dim,
+                                     static_cast<float>(eps), StreamOf(x.device())),
                 kOp);
     ctx->save_for_backward({x, weight, rstd});
     return y;
@@ -47,10 +47,10 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     const int64_t partial_rows = cuda::RmsNormBackwardPartialRows(
         rows, at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount);
     torch::Tensor partial = torch::empty({partial_rows, dim}, x.options().dtype(torch::kFloat32));
-    CheckLaunch(cuda::RmsNormBackward(ElementTypeOf(x, kOp), dy.data_ptr(), x.data_ptr(), weight.data_ptr(),
-                                      rstd.data_ptr<float>(), dx.data_ptr(), dweight.data_ptr(),
-                                      partial.data_ptr<float>(), partial_rows, rows, dim,
-                                      StreamOf(x.device())),
+    CheckLaunch(cuda::RmsNormBackward(ElementTypeOf(x, kOp), dy.data_ptr(), x.data_ptr(),
+                                      weight.data_ptr(), rstd.data_ptr<float>(), dx.data_ptr(),
+                                      dweight.data_ptr(), partial.data_ptr<float>(), partial_rows,
+                                      rows, dim, StreamOf(x.device())),
                 kOp);
     return {dx, dweight, torch::Tensor()};
   }
@@ -63,7 +63,8 @@ torch::Tensor FusedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, 
   ElementTypeOf(x, kOp);
   CheckCudaTensor(weight, kOp, "weight", x.device(), x.scalar_type());
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), kOp,
-              ": expected x [..., dim] and weight [dim], got x ", x.sizes(), " and weight ", weight.sizes());
+              ": expected x [..., dim] and weight [dim], got x ", x.sizes(), " and weight ",
+              weight.sizes());
   return RmsNormFunction::apply(x, weight, eps);
 }
 

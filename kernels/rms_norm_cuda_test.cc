@@ -15,7 +15,8 @@ using testing::RandomInput;
 
 // The ATen path; fp64 inputs stay fp64 throughout (the exact result).
 torch::Tensor AtenRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const torch::ScalarType compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::ScalarType compute =
+      x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   torch::Tensor h = x.to(compute);
   torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
   h = h * torch::rsqrt(variance + eps);
@@ -23,7 +24,8 @@ torch::Tensor AtenRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, d
 }
 
 // y, dx, dweight.
-std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& x_in, const torch::Tensor& w_in, const torch::Tensor& dy, double eps) {
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& x_in, const torch::Tensor& w_in,
+                                 const torch::Tensor& dy, double eps) {
   torch::Tensor x = Leaf(x_in), w = Leaf(w_in);
   torch::Tensor y = fused ? FusedRmsNorm(x, w, eps) : AtenRmsNorm(x, w, eps);
   y.backward(dy);
@@ -38,20 +40,23 @@ void CheckShape(torch::ScalarType dtype, std::vector<int64_t> shape) {
   const Input w = RandomInput({dim}, dtype, 2, 0.1, 1.0);
   const Input dy = RandomInput(shape, dtype, 3);
   testing::ExpectAccepted({"y", "dx", "dweight"}, RunOp(true, x.low, w.low, dy.low, eps),
-                          RunOp(false, x.low, w.low, dy.low, eps), RunOp(false, x.exact, w.exact, dy.exact, eps));
+                          RunOp(false, x.low, w.low, dy.low, eps),
+                          RunOp(false, x.exact, w.exact, dy.exact, eps));
 }
 
 TEST(FusedRmsNormTest, MatchesAtenInFp32AndBf16) {
   for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
-    CheckShape(dtype, {2, 64, 1536});    // the 1.5B hidden size
-    CheckShape(dtype, {7, 3584});        // the 7B hidden size
-    CheckShape(dtype, {3, 5, 100});      // a width that is no multiple of 32
-    CheckShape(dtype, {1, 8});           // one row, fewer elements than a warp
+    CheckShape(dtype, {2, 64, 1536});  // the 1.5B hidden size
+    CheckShape(dtype, {7, 3584});      // the 7B hidden size
+    CheckShape(dtype, {3, 5, 100});    // a width that is no multiple of 32
+    CheckShape(dtype, {1, 8});         // one row, fewer elements than a warp
   }
 }
 
 // The whole micro-batch of the benchmark shape: the weight gradient sums 8192 rows.
-TEST(FusedRmsNormTest, MatchesAtenOnABenchmarkMicroBatch) { CheckShape(torch::kBFloat16, {4, 2048, 1536}); }
+TEST(FusedRmsNormTest, MatchesAtenOnABenchmarkMicroBatch) {
+  CheckShape(torch::kBFloat16, {4, 2048, 1536});
+}
 
 TEST(FusedRmsNormTest, NonContiguousInputIsCopiedFirst) {
   const Input base = RandomInput({64, 40}, torch::kFloat32, 4);
@@ -66,9 +71,11 @@ TEST(FusedRmsNormTest, NonContiguousInputIsCopiedFirst) {
 TEST(FusedRmsNormTest, RefusesMismatchedArguments) {
   const torch::Tensor x = torch::ones({4, 16}, torch::TensorOptions().device(torch::kCUDA));
   EXPECT_THROW(FusedRmsNorm(x, torch::ones({8}, x.options()), 1e-6), c10::Error);
-  EXPECT_THROW(FusedRmsNorm(x, torch::ones({16}, x.options().dtype(torch::kBFloat16)), 1e-6), c10::Error);
+  EXPECT_THROW(FusedRmsNorm(x, torch::ones({16}, x.options().dtype(torch::kBFloat16)), 1e-6),
+               c10::Error);
   EXPECT_THROW(FusedRmsNorm(x.cpu(), torch::ones({16}), 1e-6), c10::Error);
-  EXPECT_THROW(FusedRmsNorm(x.to(torch::kFloat64), torch::ones({16}, x.options().dtype(torch::kFloat64)), 1e-6),
+  EXPECT_THROW(FusedRmsNorm(x.to(torch::kFloat64),
+                            torch::ones({16}, x.options().dtype(torch::kFloat64)), 1e-6),
                c10::Error);
 }
 

@@ -16,7 +16,8 @@ using testing::RandomInput;
 // HF's tables for positions 0..s-1, computed in fp32 and stored in `dtype` (MakeDecoderInputs).
 std::pair<torch::Tensor, torch::Tensor> Tables(int64_t s, int64_t d, torch::ScalarType dtype) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
-  torch::Tensor exponents = torch::arange(0, d, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(d);
+  torch::Tensor exponents =
+      torch::arange(0, d, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(d);
   torch::Tensor inv_freq = 1.0 / torch::pow(1e6, exponents);
   torch::Tensor freqs = torch::outer(torch::arange(s, f32), inv_freq);
   torch::Tensor emb = torch::cat({freqs, freqs}, -1);
@@ -24,7 +25,8 @@ std::pair<torch::Tensor, torch::Tensor> Tables(int64_t s, int64_t d, torch::Scal
 }
 
 // x [b, s, h, d] -> rotated, same layout, via the ATen path's [b, h, s, d] view.
-torch::Tensor AtenRotary(const torch::Tensor& x4, const torch::Tensor& cos, const torch::Tensor& sin) {
+torch::Tensor AtenRotary(const torch::Tensor& x4, const torch::Tensor& cos,
+                         const torch::Tensor& sin) {
   const torch::Tensor x = x4.transpose(1, 2);
   const int64_t half = x.size(-1) / 2;
   const torch::Tensor rotated = torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
@@ -32,8 +34,9 @@ torch::Tensor AtenRotary(const torch::Tensor& x4, const torch::Tensor& cos, cons
 }
 
 // Rotated q and k, dq, dk.
-std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& cos,
-           const torch::Tensor& sin, const torch::Tensor& dq, const torch::Tensor& dk) {
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                 const torch::Tensor& cos, const torch::Tensor& sin,
+                                 const torch::Tensor& dq, const torch::Tensor& dk) {
   torch::Tensor q = Leaf(q_in), k = Leaf(k_in);
   torch::Tensor q_out, k_out;
   if (fused) {
@@ -46,9 +49,10 @@ std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& q_in, const to
   return {q_out.detach(), k_out.detach(), q.grad(), k.grad()};
 }
 
-void CheckShape(torch::ScalarType dtype, int64_t b, int64_t s, int64_t heads, int64_t kv_heads, int64_t d) {
-  SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", b " << b << ", s " << s << ", heads " << heads
-                                    << "/" << kv_heads << ", d " << d);
+void CheckShape(torch::ScalarType dtype, int64_t b, int64_t s, int64_t heads, int64_t kv_heads,
+                int64_t d) {
+  SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", b " << b << ", s " << s << ", heads "
+                                    << heads << "/" << kv_heads << ", d " << d);
   const Input q = RandomInput({b, s, heads, d}, dtype, 21);
   const Input k = RandomInput({b, s, kv_heads, d}, dtype, 22);
   const Input dq = RandomInput({b, s, heads, d}, dtype, 23);
@@ -56,9 +60,10 @@ void CheckShape(torch::ScalarType dtype, int64_t b, int64_t s, int64_t heads, in
   const auto [cos, sin] = Tables(s, d, dtype);
   const std::vector<torch::Tensor> fused = RunOp(true, q.low, k.low, cos, sin, dq.low, dk.low);
   EXPECT_TRUE(fused[0].is_contiguous() && fused[1].is_contiguous());
-  testing::ExpectAccepted({"q", "k", "dq", "dk"}, fused, RunOp(false, q.low, k.low, cos, sin, dq.low, dk.low),
-                          RunOp(false, q.exact, k.exact, cos.to(torch::kFloat64), sin.to(torch::kFloat64), dq.exact,
-                                dk.exact));
+  testing::ExpectAccepted({"q", "k", "dq", "dk"}, fused,
+                          RunOp(false, q.low, k.low, cos, sin, dq.low, dk.low),
+                          RunOp(false, q.exact, k.exact, cos.to(torch::kFloat64),
+                                sin.to(torch::kFloat64), dq.exact, dk.exact));
 }
 
 TEST(FusedRotaryTest, MatchesAtenInFp32AndBf16) {

@@ -15,13 +15,14 @@ constexpr const char* kOp = "FusedSwiGlu";
 // Saved for backward: gate and up (input dtype); silu(gate) is recomputed.
 class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate_in, const torch::Tensor& up_in) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate_in,
+                               const torch::Tensor& up_in) {
     const c10::cuda::CUDAGuard guard(gate_in.device());
     const torch::Tensor gate = gate_in.contiguous();
     const torch::Tensor up = up_in.contiguous();
     torch::Tensor out = torch::empty_like(gate);
-    CheckLaunch(cuda::SwigluForward(ElementTypeOf(gate, kOp), gate.data_ptr(), up.data_ptr(), out.data_ptr(),
-                                    gate.numel(), StreamOf(gate.device())),
+    CheckLaunch(cuda::SwigluForward(ElementTypeOf(gate, kOp), gate.data_ptr(), up.data_ptr(),
+                                    out.data_ptr(), gate.numel(), StreamOf(gate.device())),
                 kOp);
     ctx->save_for_backward({gate, up});
     return out;
@@ -35,8 +36,9 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
     const torch::Tensor dout = grad_outputs[0].contiguous();
     torch::Tensor dgate = torch::empty_like(gate);
     torch::Tensor dup = torch::empty_like(up);
-    CheckLaunch(cuda::SwigluBackward(ElementTypeOf(gate, kOp), dout.data_ptr(), gate.data_ptr(), up.data_ptr(),
-                                     dgate.data_ptr(), dup.data_ptr(), gate.numel(), StreamOf(gate.device())),
+    CheckLaunch(cuda::SwigluBackward(ElementTypeOf(gate, kOp), dout.data_ptr(), gate.data_ptr(),
+                                     up.data_ptr(), dgate.data_ptr(), dup.data_ptr(), gate.numel(),
+                                     StreamOf(gate.device())),
                 kOp);
     return {dgate, dup};
   }

@@ -13,7 +13,8 @@ using testing::Leaf;
 using testing::RandomInput;
 
 // out, dgate, dup.
-std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& gate_in, const torch::Tensor& up_in, const torch::Tensor& dout) {
+std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& gate_in,
+                                 const torch::Tensor& up_in, const torch::Tensor& dout) {
   torch::Tensor gate = Leaf(gate_in), up = Leaf(up_in);
   torch::Tensor out = fused ? FusedSwiGlu(gate, up) : torch::silu(gate) * up;
   out.backward(dout);
@@ -21,13 +22,15 @@ std::vector<torch::Tensor> RunOp(bool fused, const torch::Tensor& gate_in, const
 }
 
 void CheckShape(torch::ScalarType dtype, std::vector<int64_t> shape) {
-  SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", shape " << torch::IntArrayRef(shape));
+  SCOPED_TRACE(::testing::Message()
+               << "dtype " << dtype << ", shape " << torch::IntArrayRef(shape));
   // Gate values well into both tails of the sigmoid.
   const Input gate = RandomInput(shape, dtype, 11, 4.0);
   const Input up = RandomInput(shape, dtype, 12);
   const Input dout = RandomInput(shape, dtype, 13);
   testing::ExpectAccepted({"out", "dgate", "dup"}, RunOp(true, gate.low, up.low, dout.low),
-                          RunOp(false, gate.low, up.low, dout.low), RunOp(false, gate.exact, up.exact, dout.exact));
+                          RunOp(false, gate.low, up.low, dout.low),
+                          RunOp(false, gate.exact, up.exact, dout.exact));
 }
 
 TEST(FusedSwiGluTest, MatchesAtenInFp32AndBf16) {

@@ -14,8 +14,8 @@ namespace vramlab::kernels {
 cuda::ElementType ElementTypeOf(const torch::Tensor& t, const char* op);
 
 // Throws unless `t` is a defined CUDA tensor on `device` with `dtype`.
-void CheckCudaTensor(const torch::Tensor& t, const char* op, const char* name, const torch::Device& device,
-                     torch::ScalarType dtype);
+void CheckCudaTensor(const torch::Tensor& t, const char* op, const char* name,
+                     const torch::Device& device, torch::ScalarType dtype);
 
 // The current ATen stream of `device`: the kernels run where ATen's own ops of this step run.
 cudaStream_t StreamOf(const torch::Device& device);

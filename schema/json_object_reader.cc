@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <limits>
 
-
 namespace vramlab::schema {
 namespace {
 
@@ -92,7 +91,8 @@ int64_t JsonObjectReader::Integer(const std::string& field, int64_t min, int64_t
     char* end = nullptr;
     errno = 0;
     long long parsed = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE || std::isspace(static_cast<unsigned char>(text[0]))) {
+    if (text.empty() || *end != '\0' || errno == ERANGE ||
+        std::isspace(static_cast<unsigned char>(text[0]))) {
       throw JsonFieldError(PathOf(field), "expected an integer, got " + Describe(*value));
     }
     result = parsed;
@@ -134,7 +134,8 @@ double JsonObjectReader::Double(const std::string& field) const {
     if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
     char* end = nullptr;
     double parsed = std::strtod(text.c_str(), &end);
-    if (!text.empty() && *end == '\0' && !std::isspace(static_cast<unsigned char>(text[0]))) return parsed;
+    if (!text.empty() && *end == '\0' && !std::isspace(static_cast<unsigned char>(text[0])))
+      return parsed;
   }
   throw JsonFieldError(PathOf(field), "expected a number, got " + Describe(*value));
 }
@@ -142,14 +143,16 @@ double JsonObjectReader::Double(const std::string& field) const {
 bool JsonObjectReader::Bool(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return false;
-  if (!value->is_boolean()) throw JsonFieldError(PathOf(field), "expected true or false, got " + Describe(*value));
+  if (!value->is_boolean())
+    throw JsonFieldError(PathOf(field), "expected true or false, got " + Describe(*value));
   return value->get<bool>();
 }
 
 std::string JsonObjectReader::String(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return "";
-  if (!value->is_string()) throw JsonFieldError(PathOf(field), "expected a string, got " + Describe(*value));
+  if (!value->is_string())
+    throw JsonFieldError(PathOf(field), "expected a string, got " + Describe(*value));
   return value->get<std::string>();
 }
 
@@ -168,13 +171,15 @@ int JsonObjectReader::Enum(const std::string& field, const EnumNames& names) con
   }
   std::string allowed;
   for (const auto& entry : names) allowed += (allowed.empty() ? "" : ", ") + entry.first;
-  throw JsonFieldError(PathOf(field), "unknown enum value " + Describe(*value) + " (one of " + allowed + ")");
+  throw JsonFieldError(PathOf(field),
+                       "unknown enum value " + Describe(*value) + " (one of " + allowed + ")");
 }
 
 const nlohmann::json* JsonObjectReader::Array(const std::string& field) const {
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return nullptr;
-  if (!value->is_array()) throw JsonFieldError(PathOf(field), "expected an array, got " + Describe(*value));
+  if (!value->is_array())
+    throw JsonFieldError(PathOf(field), "expected an array, got " + Describe(*value));
   for (size_t i = 0; i < value->size(); ++i) {
     if ((*value)[i].is_null()) throw JsonFieldError(PathOf(field), "null element in array");
   }
@@ -205,7 +210,8 @@ std::vector<T> ReadElements(const nlohmann::json* array, const std::string& path
 }  // namespace
 
 std::vector<int32_t> JsonObjectReader::RepeatedInt32(const std::string& field) const {
-  return ReadElements<int32_t>(Array(field), PathOf(field), [](const JsonObjectReader& r) { return r.Int32("v"); });
+  return ReadElements<int32_t>(Array(field), PathOf(field),
+                               [](const JsonObjectReader& r) { return r.Int32("v"); });
 }
 
 std::vector<std::string> JsonObjectReader::RepeatedString(const std::string& field) const {
@@ -213,7 +219,8 @@ std::vector<std::string> JsonObjectReader::RepeatedString(const std::string& fie
                                    [](const JsonObjectReader& r) { return r.String("v"); });
 }
 
-std::vector<int> JsonObjectReader::RepeatedEnum(const std::string& field, const EnumNames& names) const {
+std::vector<int> JsonObjectReader::RepeatedEnum(const std::string& field,
+                                                const EnumNames& names) const {
   return ReadElements<int>(Array(field), PathOf(field),
                            [&names](const JsonObjectReader& r) { return r.Enum("v", names); });
 }
@@ -222,10 +229,12 @@ std::map<std::string, std::string> JsonObjectReader::StringMap(const std::string
   std::map<std::string, std::string> result;
   const nlohmann::json* value = Find(field);
   if (value == nullptr) return result;
-  if (!value->is_object()) throw JsonFieldError(PathOf(field), "expected an object, got " + Describe(*value));
+  if (!value->is_object())
+    throw JsonFieldError(PathOf(field), "expected an object, got " + Describe(*value));
   for (auto it = value->begin(); it != value->end(); ++it) {
     if (!it.value().is_string()) {
-      throw JsonFieldError(PathOf(field) + "[" + it.key() + "]", "expected a string, got " + Describe(it.value()));
+      throw JsonFieldError(PathOf(field) + "[" + it.key() + "]",
+                           "expected a string, got " + Describe(it.value()));
     }
     result[it.key()] = it.value().get<std::string>();
   }

@@ -46,7 +46,8 @@ class JsonObjectReader {
   // `path` is the snake_case field path of this object ("" for the root, "training.optimizer").
   // `fields` lists every field of the message in snake_case. Throws JsonFieldError if `object` is
   // not an object, has a key naming no field, or names one field twice (camel and snake).
-  JsonObjectReader(const nlohmann::json& object, std::string path, std::initializer_list<const char*> fields);
+  JsonObjectReader(const nlohmann::json& object, std::string path,
+                   std::initializer_list<const char*> fields);
 
   // Present and not null.
   bool Has(const std::string& field) const;

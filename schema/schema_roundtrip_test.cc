@@ -3,7 +3,8 @@
 //   proto -> FromProto -> ToProto                       (the daemon's converters),
 //   proto -> protobuf JSON -> ReadJson -> ToProto       (the worker reading the daemon's spec),
 //   proto -> FromProto -> ToJson -> protobuf JSON parse (the daemon reading the worker's events).
-// A field the generator's parser missed, mistyped or misnamed loses its value on one of these paths.
+// A field the generator's parser missed, mistyped or misnamed loses its value on one of these
+// paths.
 #include <string>
 
 #include <google/protobuf/descriptor.h>
@@ -51,10 +52,12 @@ void Fill(Message* message, int salt, int oneof_choice, int depth = 0) {
           f->is_repeated() ? r->AddUInt64(message, f, value) : r->SetUInt64(message, f, value);
           break;
         case FieldDescriptor::CPPTYPE_DOUBLE:
-          f->is_repeated() ? r->AddDouble(message, f, value + 0.25) : r->SetDouble(message, f, value + 0.25);
+          f->is_repeated() ? r->AddDouble(message, f, value + 0.25)
+                           : r->SetDouble(message, f, value + 0.25);
           break;
         case FieldDescriptor::CPPTYPE_FLOAT:
-          f->is_repeated() ? r->AddFloat(message, f, value + 0.5f) : r->SetFloat(message, f, value + 0.5f);
+          f->is_repeated() ? r->AddFloat(message, f, value + 0.5f)
+                           : r->SetFloat(message, f, value + 0.5f);
           break;
         case FieldDescriptor::CPPTYPE_BOOL:
           f->is_repeated() ? r->AddBool(message, f, true) : r->SetBool(message, f, true);
@@ -67,13 +70,14 @@ void Fill(Message* message, int salt, int oneof_choice, int depth = 0) {
         case FieldDescriptor::CPPTYPE_ENUM: {
           const google::protobuf::EnumDescriptor* e = f->enum_type();
           const int number = e->value(e->value_count() - 1 - (n % e->value_count()))->number();
-          f->is_repeated() ? r->AddEnumValue(message, f, number) : r->SetEnumValue(message, f, number);
+          f->is_repeated() ? r->AddEnumValue(message, f, number)
+                           : r->SetEnumValue(message, f, number);
           break;
         }
         case FieldDescriptor::CPPTYPE_MESSAGE:
           if (depth < 6) {
-            Fill(f->is_repeated() ? r->AddMessage(message, f) : r->MutableMessage(message, f), salt + 100 * (i + 1),
-                 oneof_choice, depth + 1);
+            Fill(f->is_repeated() ? r->AddMessage(message, f) : r->MutableMessage(message, f),
+                 salt + 100 * (i + 1), oneof_choice, depth + 1);
           }
           break;
       }
@@ -121,7 +125,8 @@ TEST(SchemaRoundTripTest, ExperimentSpecKeepsEveryField) {
 
 TEST(SchemaRoundTripTest, WorkerEventKeepsEveryFieldOfEveryPayload) {
   const int payloads = vramlab::v1::WorkerEvent::descriptor()->oneof_decl(0)->field_count();
-  for (int choice = 0; choice < payloads; ++choice) ExpectEveryPathKeepsEveryField<vramlab::v1::WorkerEvent>(choice);
+  for (int choice = 0; choice < payloads; ++choice)
+    ExpectEveryPathKeepsEveryField<vramlab::v1::WorkerEvent>(choice);
 }
 
 TEST(SchemaRoundTripTest, ReadJsonNamesTheFieldOfABadValue) {

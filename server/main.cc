@@ -173,8 +173,7 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
   options.max_time_limit_seconds = seconds(absl::GetFlag(FLAGS_max_time_limit));
   if (options.default_time_limit_seconds < 1 ||
       options.max_time_limit_seconds < options.default_time_limit_seconds) {
-    return absl::InvalidArgumentError(
-        "--default-time-limit must be >= 1s and <= --max-time-limit");
+    return absl::InvalidArgumentError("--default-time-limit must be >= 1s and <= --max-time-limit");
   }
   options.requeue_interrupted = absl::GetFlag(FLAGS_requeue_interrupted);
   options.shutdown_grace_period = absl::GetFlag(FLAGS_shutdown_grace_period);
@@ -399,7 +398,9 @@ int main(int argc, char** argv) {
   // Every flag is defined here, in main.cc: --help lists them (Abseil's default matches flags by
   // the program's name and found none).
   absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "main.cc"); };
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "main.cc");
+  };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   vramlab::server::DashesToUnderscores(argc, argv);

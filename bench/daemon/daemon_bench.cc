@@ -68,8 +68,7 @@ int BenchSubmit(int queued, int extra) {
   vramlab::v1::ExperimentSpec blocker = vramlab::testing::TinySpec();
   blocker.set_fault(vramlab::v1::HANG);
   auto held = vramlab::testing::Submit(*stub, blocker);
-  if (!held.ok() ||
-      !vramlab::testing::WaitForState(*stub, held->id(), Experiment::RUNNING).ok()) {
+  if (!held.ok() || !vramlab::testing::WaitForState(*stub, held->id(), Experiment::RUNNING).ok()) {
     std::fprintf(stderr, "blocker did not start\n");
     return 1;
   }
@@ -87,9 +86,10 @@ int BenchSubmit(int queued, int extra) {
   std::printf("submit latency, queue growing 0 -> %d: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
               queued, Percentile(filling, 0.5), Percentile(filling, 0.99),
               *std::max_element(filling.begin(), filling.end()));
-  std::printf("submit latency with %d+ queued (%d submits): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              queued, extra, Percentile(deep, 0.5), Percentile(deep, 0.99),
-              *std::max_element(deep.begin(), deep.end()));
+  std::printf(
+      "submit latency with %d+ queued (%d submits): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+      queued, extra, Percentile(deep, 0.5), Percentile(deep, 0.99),
+      *std::max_element(deep.begin(), deep.end()));
   // GetExperiment of the last one computes its queue position among all of them.
   std::vector<double> gets;
   for (int i = 0; i < 200; ++i) {
@@ -144,11 +144,12 @@ int BenchWatchers(int watchers, int steps) {
   double cpu = CpuSeconds((*daemon)->pid()) - cpu_before;
   auto all = vramlab::testing::WatchAll(*stub, running->id());
   size_t produced = all.ok() ? all->size() : 0;
-  std::printf("%d watchers of one running experiment (%zu events, %d steps): %d complete streams, "
-              "%lld events delivered in %.2f s = %.0f events/s; daemon CPU %.2f s (%.0f%% of one "
-              "core)\n",
-              watchers, produced, steps, complete.load(), static_cast<long long>(delivered.load()),
-              seconds, delivered.load() / seconds, cpu, 100.0 * cpu / seconds);
+  std::printf(
+      "%d watchers of one running experiment (%zu events, %d steps): %d complete streams, "
+      "%lld events delivered in %.2f s = %.0f events/s; daemon CPU %.2f s (%.0f%% of one "
+      "core)\n",
+      watchers, produced, steps, complete.load(), static_cast<long long>(delivered.load()), seconds,
+      delivered.load() / seconds, cpu, 100.0 * cpu / seconds);
   return complete.load() == watchers ? 0 : 1;
 }
 

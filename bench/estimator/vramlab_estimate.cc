@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   parse_options.ignore_unknown_fields = false;
   if (auto status = google::protobuf::util::JsonStringToMessage(json, &spec, parse_options);
       !status.ok()) {
-    std::cerr << "vramlab-estimate: " << spec_path << ": not an ExperimentSpec: "
-              << status.ToString() << "\n";
+    std::cerr << "vramlab-estimate: " << spec_path
+              << ": not an ExperimentSpec: " << status.ToString() << "\n";
     return kExitUsage;
   }
   absl::StatusOr<vramlab::v1::MemoryEstimate> estimate =

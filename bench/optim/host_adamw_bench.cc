@@ -28,7 +28,8 @@ double MedianSeconds(int repeats, Fn fn) {
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     fn(r + 1);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -53,8 +54,8 @@ std::vector<int> ThreadCounts(const char* list, int max_threads) {
 int main(int argc, char** argv) {
   const int64_t n = (argc > 1 ? std::atoll(argv[1]) : 64) * 1000000;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
-  std::printf("%lld elements, %d threads, median of %d\n", static_cast<long long>(n), at::get_num_threads(),
-              repeats);
+  std::printf("%lld elements, %d threads, median of %d\n", static_cast<long long>(n),
+              at::get_num_threads(), repeats);
   std::printf("| dtype | ATen ops (s) | one pass (s) | speed-up |\n|---|---|---|---|\n");
   for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
     torch::Tensor p = torch::randn({n}).to(dtype), g = (torch::randn({n}) * 1e-2).to(dtype);
@@ -66,11 +67,13 @@ int main(int argc, char** argv) {
     const double fused = MedianSeconds(repeats, [&](int step) {
       vramlab::worker::optim_internal::HostAdamW(hyper, step, p, g, m, v);
     });
-    std::printf("| %s | %.3f | %.3f | %.1fx |\n", dtype == torch::kFloat ? "fp32" : "bf16", aten, fused,
-                aten / fused);
+    std::printf("| %s | %.3f | %.3f | %.1fx |\n", dtype == torch::kFloat ? "fp32" : "bf16", aten,
+                fused, aten / fused);
   }
-  std::printf("\n| fp32 master, bf16 gradient and parameter | upcast + loop + copy (s) | one pass (s) | speed-up |\n"
-              "|---|---|---|---|\n");
+  std::printf(
+      "\n| fp32 master, bf16 gradient and parameter | upcast + loop + copy (s) | one pass (s) | "
+      "speed-up |\n"
+      "|---|---|---|---|\n");
   torch::Tensor master = torch::randn({n}), g = (torch::randn({n}) * 1e-2).to(torch::kBFloat16);
   torch::Tensor m = torch::zeros({n}), v = torch::zeros({n}), p = master.to(torch::kBFloat16);
   const AdamWHyper hyper;
@@ -81,15 +84,17 @@ int main(int argc, char** argv) {
   const double one_pass = MedianSeconds(repeats, [&](int step) {
     vramlab::worker::optim_internal::HostAdamWMaster(hyper, step, master, g, m, v, p);
   });
-  std::printf("| %lld M elements | %.3f | %.3f | %.1fx |\n", static_cast<long long>(n / 1000000), three_passes,
-              one_pass, three_passes / one_pass);
+  std::printf("| %lld M elements | %.3f | %.3f | %.1fx |\n", static_cast<long long>(n / 1000000),
+              three_passes, one_pass, three_passes / one_pass);
 
   // Bytes each loop reads and writes per element: bf16 p, m, v read and written, g read (14);
   // fp32 master form with bf16 gradient and parameter: master, m, v read and written, g read,
   // p written (28).
-  std::printf("\n| threads | bf16 loop (s) | bf16 GB/s | fp32 master, bf16 p/g (s) | master GB/s |\n"
-              "|---|---|---|---|---|\n");
-  torch::Tensor pb = torch::randn({n}).to(torch::kBFloat16), gb = (torch::randn({n}) * 1e-2).to(torch::kBFloat16);
+  std::printf(
+      "\n| threads | bf16 loop (s) | bf16 GB/s | fp32 master, bf16 p/g (s) | master GB/s |\n"
+      "|---|---|---|---|---|\n");
+  torch::Tensor pb = torch::randn({n}).to(torch::kBFloat16),
+                gb = (torch::randn({n}) * 1e-2).to(torch::kBFloat16);
   torch::Tensor mb = torch::zeros({n}, torch::kBFloat16), vb = torch::zeros({n}, torch::kBFloat16);
   for (int threads : ThreadCounts(argc > 3 ? argv[3] : nullptr, at::get_num_threads())) {
     at::set_num_threads(threads);
@@ -99,8 +104,8 @@ int main(int argc, char** argv) {
     const double master_pass = MedianSeconds(repeats, [&](int step) {
       vramlab::worker::optim_internal::HostAdamWMaster(hyper, step, master, g, m, v, p);
     });
-    std::printf("| %d | %.3f | %.1f | %.3f | %.1f |\n", threads, bf16, 14.0 * n / bf16 / 1e9, master_pass,
-                28.0 * n / master_pass / 1e9);
+    std::printf("| %d | %.3f | %.1f | %.3f | %.1f |\n", threads, bf16, 14.0 * n / bf16 / 1e9,
+                master_pass, 28.0 * n / master_pass / 1e9);
   }
   return 0;
 }

@@ -36,23 +36,34 @@ std::vector<std::vector<int64_t>> Shapes(const vramlab::spec_rules::ModelPreset&
   std::vector<std::vector<int64_t>> shapes = {{p.vocab_size, h}, {h}};
   if (!p.tie_word_embeddings) shapes.push_back({p.vocab_size, h});
   for (int64_t layer = 0; layer < p.num_hidden_layers; ++layer) {
-    for (const std::vector<int64_t>& s : std::vector<std::vector<int64_t>>{
-             {h, h}, {h}, {kv, h}, {kv}, {kv, h}, {kv}, {h, h},
-             {p.intermediate_size, h}, {p.intermediate_size, h}, {h, p.intermediate_size}, {h}, {h}}) {
+    for (const std::vector<int64_t>& s : std::vector<std::vector<int64_t>>{{h, h},
+                                                                           {h},
+                                                                           {kv, h},
+                                                                           {kv},
+                                                                           {kv, h},
+                                                                           {kv},
+                                                                           {h, h},
+                                                                           {p.intermediate_size, h},
+                                                                           {p.intermediate_size, h},
+                                                                           {h, p.intermediate_size},
+                                                                           {h},
+                                                                           {h}}) {
       shapes.push_back(s);
     }
   }
   return shapes;
 }
 
-NamedParams MakeParams(const std::vector<std::vector<int64_t>>& shapes, const torch::Device& device) {
+NamedParams MakeParams(const std::vector<std::vector<int64_t>>& shapes,
+                       const torch::Device& device) {
   NamedParams params;
   torch::manual_seed(0);
   for (size_t i = 0; i < shapes.size(); ++i) {
     torch::Tensor p = (torch::randn(shapes[i], torch::TensorOptions().device(device)) * 0.02)
                           .to(torch::kBFloat16)
                           .set_requires_grad(true);
-    p.mutable_grad() = (torch::randn(shapes[i], torch::TensorOptions().device(device)) * 1e-3).to(torch::kBFloat16);
+    p.mutable_grad() = (torch::randn(shapes[i], torch::TensorOptions().device(device)) * 1e-3)
+                           .to(torch::kBFloat16);
     params.emplace_back("p" + std::to_string(i), p);
   }
   return params;
@@ -70,7 +81,8 @@ double MedianStepSeconds(Optimizer& optimizer, const torch::Device& device, int 
     const auto start = std::chrono::steady_clock::now();
     optimizer.Step();
     Synchronize(device);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -82,10 +94,13 @@ int main(int argc, char** argv) {
   const std::string preset_name = argc > 1 ? argv[1] : "qwen2.5-1.5b";
   const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 10;
   const bool cuda = (argc > 3 ? std::string(argv[3]) : "cuda") == "cuda";
-  const vramlab::spec_rules::ModelPreset* preset = vramlab::spec_rules::FindModelPreset(preset_name);
+  const vramlab::spec_rules::ModelPreset* preset =
+      vramlab::spec_rules::FindModelPreset(preset_name);
   if (preset == nullptr || (cuda && !torch::cuda::is_available())) {
-    std::fprintf(stderr, "usage: vramlab-optim-step-bench [PRESET] [REPEATS] [cuda|cpu]; presets: %s%s\n",
-                 vramlab::spec_rules::ModelPresetNames().c_str(), cuda ? " (and CUDA must be available)" : "");
+    std::fprintf(stderr,
+                 "usage: vramlab-optim-step-bench [PRESET] [REPEATS] [cuda|cpu]; presets: %s%s\n",
+                 vramlab::spec_rules::ModelPresetNames().c_str(),
+                 cuda ? " (and CUDA must be available)" : "");
     return 2;
   }
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
@@ -97,8 +112,8 @@ int main(int argc, char** argv) {
     elements += n;
   }
   std::printf("%s: %zu tensors, %lld elements, bf16, on %s, %d host threads, median of %d\n",
-              preset_name.c_str(), shapes.size(), static_cast<long long>(elements), device.str().c_str(),
-              at::get_num_threads(), repeats);
+              preset_name.c_str(), shapes.size(), static_cast<long long>(elements),
+              device.str().c_str(), at::get_num_threads(), repeats);
   std::printf("| mode | implementation | step (s) | vs adamw |\n|---|---|---|---|\n");
   struct Mode {
     const char* name;
@@ -106,10 +121,11 @@ int main(int argc, char** argv) {
     bool offload, aten_8bit;
   };
   double adamw = 0;
-  for (const Mode& mode : {Mode{"adamw", OptimizerKind::kAdamW, false, false},
-                           Mode{"adamw-8bit", OptimizerKind::kAdamW8bit, false, false},
-                           Mode{"adamw-8bit (ATen ops)", OptimizerKind::kAdamW8bit, false, true},
-                           Mode{"adamw offload (synchronous)", OptimizerKind::kAdamW, true, false}}) {
+  for (const Mode& mode :
+       {Mode{"adamw", OptimizerKind::kAdamW, false, false},
+        Mode{"adamw-8bit", OptimizerKind::kAdamW8bit, false, false},
+        Mode{"adamw-8bit (ATen ops)", OptimizerKind::kAdamW8bit, false, true},
+        Mode{"adamw offload (synchronous)", OptimizerKind::kAdamW, true, false}}) {
     NamedParams params = MakeParams(shapes, device);
     OptimizerOptions options;
     options.kind = mode.kind;
@@ -119,7 +135,9 @@ int main(int argc, char** argv) {
       std::vector<torch::Tensor> tensors;
       for (const auto& [name, p] : params) tensors.push_back(p);
       optimizer = std::make_unique<vramlab::worker::optim_internal::RuleOptimizer>(
-          tensors, vramlab::worker::optim_internal::MakeAdamW8bitRule(options, tensors.size(), false), options);
+          tensors,
+          vramlab::worker::optim_internal::MakeAdamW8bitRule(options, tensors.size(), false),
+          options);
     } else {
       optimizer = MakeOptimizer(params, options);
     }

@@ -1,5 +1,6 @@
 // Sizes of optimizer state and update temporaries that the worker's optimizers (worker/optim/)
-// allocate and the estimator (server/estimate/parameter_state.cc) predicts: one definition for both.
+// allocate and the estimator (server/estimate/parameter_state.cc) predicts: one definition for
+// both.
 #ifndef VRAMLAB_COMMON_LAYOUT_OPTIMIZER_LAYOUT_H_
 #define VRAMLAB_COMMON_LAYOUT_OPTIMIZER_LAYOUT_H_
 
@@ -7,9 +8,9 @@
 
 namespace vramlab::layout {
 
-// 8-bit AdamW (worker/optim/blockwise_quantizer.h, adamw_8bit_rule.cc): each moment of a tensor with
-// at least kAdamW8bitMinElements elements is one uint8 code per element plus one fp32 absmax per
-// block of kAdamW8bitBlockElements; smaller tensors keep both moments in fp32 (bitsandbytes'
+// 8-bit AdamW (worker/optim/blockwise_quantizer.h, adamw_8bit_rule.cc): each moment of a tensor
+// with at least kAdamW8bitMinElements elements is one uint8 code per element plus one fp32 absmax
+// per block of kAdamW8bitBlockElements; smaller tensors keep both moments in fp32 (bitsandbytes'
 // min_8bit_size). Two code maps of kAdamW8bitMapEntries fp32 values (values and midpoints) live on
 // the device.
 inline constexpr int64_t kAdamW8bitBlockElements = 256;

@@ -10,7 +10,8 @@ std::vector<int> PartitionParameters(const std::vector<int64_t>& numels, int wor
   if (world_size < 1) throw std::invalid_argument("PartitionParameters: world_size must be >= 1");
   std::vector<size_t> order(numels.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numels[a] > numels[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return numels[a] > numels[b]; });
   std::vector<int64_t> load(static_cast<size_t>(world_size), 0);
   std::vector<int> owner(numels.size(), 0);
   for (size_t index : order) {

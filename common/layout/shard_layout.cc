@@ -6,7 +6,10 @@
 namespace vramlab::layout {
 
 ShardLayout::ShardLayout(const std::vector<int64_t>& shape, int world_size)
-    : shape_(shape), world_size_(world_size), rows_(shape.empty() ? 1 : shape[0]), row_elements_(1) {
+    : shape_(shape),
+      world_size_(world_size),
+      rows_(shape.empty() ? 1 : shape[0]),
+      row_elements_(1) {
   if (world_size < 1) throw std::invalid_argument("ShardLayout: world_size must be >= 1");
   for (int64_t size : shape) {
     if (size < 0) throw std::invalid_argument("ShardLayout: negative size");
@@ -16,7 +19,8 @@ ShardLayout::ShardLayout(const std::vector<int64_t>& shape, int world_size)
 }
 
 RowRange ShardLayout::OwnedRows(int rank) const {
-  if (rank < 0 || rank >= world_size_) throw std::out_of_range("ShardLayout::OwnedRows: no such rank");
+  if (rank < 0 || rank >= world_size_)
+    throw std::out_of_range("ShardLayout::OwnedRows: no such rank");
   const int64_t begin = std::min(rows_, rank * chunk_rows_);
   const int64_t end = std::min(rows_, begin + chunk_rows_);
   return {begin, end};

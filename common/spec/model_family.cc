@@ -11,7 +11,9 @@ constexpr int64_t kDefaultMaxWindowLayers = 28;
 constexpr int64_t kMaxHeadDim = 1024;
 constexpr int64_t kMaxSlidingWindow = int64_t{1} << 24;
 
-FieldError Error(std::string field, std::string message) { return {std::move(field), std::move(message)}; }
+FieldError Error(std::string field, std::string message) {
+  return {std::move(field), std::move(message)};
+}
 
 std::string Quoted(const std::string& text) { return "\"" + text + "\""; }
 
@@ -21,13 +23,15 @@ FieldError ResolveBiases(const ModelConfigFields& in, DecoderConfig* out) {
   if (type == "qwen2") {
     // Qwen2Attention: q/k/v always with bias, o_proj and the MLP never.
     if (in.attention_bias.has_value() && !*in.attention_bias) {
-      return Error("attention_bias", "qwen2's q/k/v projections always have a bias; leave it unset");
+      return Error("attention_bias",
+                   "qwen2's q/k/v projections always have a bias; leave it unset");
     }
     out->qkv_bias = true;
     out->o_bias = false;
   } else if (type == "mistral") {
     if (in.attention_bias.value_or(false)) {
-      return Error("attention_bias", "mistral's projections have no bias; only llama and qwen3 set it");
+      return Error("attention_bias",
+                   "mistral's projections have no bias; only llama and qwen3 set it");
     }
     out->qkv_bias = out->o_bias = false;
   } else {  // llama, qwen3: attention_bias covers q, k, v and o
@@ -47,17 +51,19 @@ FieldError ResolveRope(const ModelConfigFields& in, DecoderConfig* out) {
     return {};
   }
   if (!r.IsLlama3()) {
-    return Error("rope_scaling.rope_type", "unsupported rope_type " + Quoted(r.rope_type) +
-                                               "; supported: default, llama3");
+    return Error("rope_scaling.rope_type",
+                 "unsupported rope_type " + Quoted(r.rope_type) + "; supported: default, llama3");
   }
   if (!std::isfinite(r.factor) || r.factor < 1) {
-    return Error("rope_scaling.factor", "must be at least 1 for rope_type llama3, got " + std::to_string(r.factor));
+    return Error("rope_scaling.factor",
+                 "must be at least 1 for rope_type llama3, got " + std::to_string(r.factor));
   }
   if (!std::isfinite(r.low_freq_factor) || r.low_freq_factor <= 0) {
     return Error("rope_scaling.low_freq_factor", "must be positive for rope_type llama3");
   }
   if (!std::isfinite(r.high_freq_factor) || r.high_freq_factor <= r.low_freq_factor) {
-    return Error("rope_scaling.high_freq_factor", "must be greater than low_freq_factor for rope_type llama3");
+    return Error("rope_scaling.high_freq_factor",
+                 "must be greater than low_freq_factor for rope_type llama3");
   }
   if (r.original_max_position_embeddings <= 0) {
     return Error("rope_scaling.original_max_position_embeddings",
@@ -69,11 +75,13 @@ FieldError ResolveRope(const ModelConfigFields& in, DecoderConfig* out) {
 
 FieldError ResolveWindow(const ModelConfigFields& in, DecoderConfig* out) {
   if (in.sliding_window < 0 || in.sliding_window > kMaxSlidingWindow) {
-    return Error("sliding_window", "must be between 0 (none) and " + std::to_string(kMaxSlidingWindow) +
-                                       ", got " + std::to_string(in.sliding_window));
+    return Error("sliding_window", "must be between 0 (none) and " +
+                                       std::to_string(kMaxSlidingWindow) + ", got " +
+                                       std::to_string(in.sliding_window));
   }
   if (in.max_window_layers.has_value() && *in.max_window_layers < 0) {
-    return Error("max_window_layers", "must not be negative, got " + std::to_string(*in.max_window_layers));
+    return Error("max_window_layers",
+                 "must not be negative, got " + std::to_string(*in.max_window_layers));
   }
   const std::string& type = out->model_type;
   out->sliding_window = 0;
@@ -87,8 +95,9 @@ FieldError ResolveWindow(const ModelConfigFields& in, DecoderConfig* out) {
   }
   if (type == "mistral") {
     if (in.use_sliding_window || in.max_window_layers.has_value()) {
-      return Error(in.use_sliding_window ? "use_sliding_window" : "max_window_layers",
-                   "applies to qwen2 and qwen3; mistral windows every layer when sliding_window is set");
+      return Error(
+          in.use_sliding_window ? "use_sliding_window" : "max_window_layers",
+          "applies to qwen2 and qwen3; mistral windows every layer when sliding_window is set");
     }
     out->sliding_window = in.sliding_window;
     return {};
@@ -110,34 +119,42 @@ FieldError ResolveHeads(const ModelConfigFields& in, DecoderConfig* out) {
   if (heads <= 0) return Error("num_attention_heads", "must be positive");
   if (kv_heads <= 0 || heads % kv_heads != 0) {
     return Error("num_key_value_heads", "(" + std::to_string(kv_heads) +
-                                            ") must divide num_attention_heads (" + std::to_string(heads) + ")");
+                                            ") must divide num_attention_heads (" +
+                                            std::to_string(heads) + ")");
   }
   if (in.head_dim < 0 || in.head_dim > kMaxHeadDim) {
     return Error("head_dim", "must be between 0 (hidden_size / num_attention_heads) and " +
-                                 std::to_string(kMaxHeadDim) + ", got " + std::to_string(in.head_dim));
+                                 std::to_string(kMaxHeadDim) + ", got " +
+                                 std::to_string(in.head_dim));
   }
   if (in.head_dim == 0) {
     if (in.hidden_size % heads != 0) {
       return Error("hidden_size", "(" + std::to_string(in.hidden_size) +
-                                      ") must be a multiple of num_attention_heads (" + std::to_string(heads) +
-                                      ") when head_dim is not given");
+                                      ") must be a multiple of num_attention_heads (" +
+                                      std::to_string(heads) + ") when head_dim is not given");
     }
     if ((in.hidden_size / heads) % 2 != 0) {
-      return Error("num_attention_heads",
-                   "head dimension (hidden_size / num_attention_heads) must be even for rotary embeddings");
+      return Error(
+          "num_attention_heads",
+          "head dimension (hidden_size / num_attention_heads) must be even for rotary embeddings");
     }
   } else if (in.head_dim % 2 != 0) {
-    return Error("head_dim", "must be even for rotary embeddings, got " + std::to_string(in.head_dim));
+    return Error("head_dim",
+                 "must be even for rotary embeddings, got " + std::to_string(in.head_dim));
   }
   out->num_attention_heads = heads;
   out->num_key_value_heads = kv_heads;
   // An explicit head_dim equal to hidden/heads is the same model; keep one spelling.
   out->attention_head_dim =
-      in.head_dim != 0 && !(in.hidden_size % heads == 0 && in.head_dim == in.hidden_size / heads) ? in.head_dim : 0;
+      in.head_dim != 0 && !(in.hidden_size % heads == 0 && in.head_dim == in.hidden_size / heads)
+          ? in.head_dim
+          : 0;
   return {};
 }
 
-ParameterTensorInfo Tensor(std::string name, std::vector<int64_t> shape) { return {std::move(name), std::move(shape)}; }
+ParameterTensorInfo Tensor(std::string name, std::vector<int64_t> shape) {
+  return {std::move(name), std::move(shape)};
+}
 
 }  // namespace
 
@@ -158,8 +175,8 @@ FieldError ResolveDecoderConfig(const ModelConfigFields& in, DecoderConfig* out)
   DecoderConfig c;
   c.model_type = in.model_type.empty() ? "qwen2" : in.model_type;
   if (!IsSupportedModelType(c.model_type)) {
-    return Error("model_type",
-                 "unsupported model_type " + Quoted(c.model_type) + "; supported: " + SupportedModelTypes());
+    return Error("model_type", "unsupported model_type " + Quoted(c.model_type) +
+                                   "; supported: " + SupportedModelTypes());
   }
   c.vocab_size = in.vocab_size;
   c.hidden_size = in.hidden_size;
@@ -225,7 +242,8 @@ int64_t DecoderParameterCount(const DecoderConfig& c) {
   int64_t layer = 0;
   for (const ParameterTensorInfo& p : DecoderLayerTensors(c)) layer += p.elements();
   const int64_t embedding = c.vocab_size * c.hidden_size;
-  return embedding + c.num_hidden_layers * layer + c.hidden_size + (c.tie_word_embeddings ? 0 : embedding);
+  return embedding + c.num_hidden_layers * layer + c.hidden_size +
+         (c.tie_word_embeddings ? 0 : embedding);
 }
 
 int64_t DecoderConfig::ParameterCount() const { return DecoderParameterCount(*this); }

@@ -40,7 +40,7 @@ struct ModelConfigFields {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // 0: num_attention_heads
   int64_t max_position_embeddings = 0;
-  int64_t head_dim = 0;             // 0: hidden_size / num_attention_heads
+  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
   double rope_theta = 0;
   double rms_norm_eps = 0;
   double initializer_range = 0;
@@ -48,8 +48,8 @@ struct ModelConfigFields {
   std::optional<bool> attention_bias;  // llama, qwen3 (default false); qwen2 always q/k/v bias
   std::optional<bool> mlp_bias;        // llama (default false)
   RopeScaling rope_scaling;
-  int64_t sliding_window = 0;          // 0: none
-  bool use_sliding_window = false;     // qwen2, qwen3: sliding_window applies only with this
+  int64_t sliding_window = 0;                // 0: none
+  bool use_sliding_window = false;           // qwen2, qwen3: sliding_window applies only with this
   std::optional<int64_t> max_window_layers;  // qwen2, qwen3: first windowed layer (default 28)
 };
 
@@ -68,10 +68,10 @@ struct DecoderConfig {
   double rms_norm_eps = 1e-6;
   double initializer_range = 0.02;
   bool tie_word_embeddings = true;
-  bool qkv_bias = true;    // bias on q_proj, k_proj, v_proj
-  bool o_bias = false;     // bias on o_proj
-  bool mlp_bias = false;   // bias on gate_proj, up_proj, down_proj
-  bool qk_norm = false;    // RMSNorm over each head of q and k before the rotary embedding (qwen3)
+  bool qkv_bias = true;   // bias on q_proj, k_proj, v_proj
+  bool o_bias = false;    // bias on o_proj
+  bool mlp_bias = false;  // bias on gate_proj, up_proj, down_proj
+  bool qk_norm = false;   // RMSNorm over each head of q and k before the rotary embedding (qwen3)
   RopeScaling rope_scaling;
   // Each query of a windowed layer sees itself and the sliding_window - 1 keys before it
   // (HF: kv_idx > q_idx - sliding_window); 0: no window. Layers first_window_layer and later are
@@ -90,7 +90,8 @@ struct DecoderConfig {
   // The window applies to a sequence of seq_len tokens in some layer: HF builds the windowed
   // mask once the sequence reaches the window (shorter ones see the plain causal mask).
   bool WindowActive(int64_t seq_len) const {
-    return sliding_window > 0 && first_window_layer < num_hidden_layers && seq_len >= sliding_window;
+    return sliding_window > 0 && first_window_layer < num_hidden_layers &&
+           seq_len >= sliding_window;
   }
   // Exact number of scalars in the parameters (DecoderParameterCount).
   int64_t ParameterCount() const;

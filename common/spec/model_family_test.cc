@@ -162,11 +162,12 @@ TEST(ModelFamilyTest, ParameterTensorsFollowHfNamesAndOrder) {
   const std::vector<ParameterTensorInfo> layer = DecoderLayerTensors(Resolve(f));
   std::vector<std::string> names;
   for (const ParameterTensorInfo& t : layer) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                       "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                       "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-                       "input_layernorm.weight", "post_attention_layernorm.weight"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                "input_layernorm.weight", "post_attention_layernorm.weight"}));
   EXPECT_EQ(layer[0].shape, (std::vector<int64_t>{128, 64}));
   EXPECT_EQ(layer[3].shape, (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(layer[4].shape, (std::vector<int64_t>{32}));

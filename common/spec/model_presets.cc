@@ -32,7 +32,20 @@ const std::vector<ModelPreset>& ModelPresets() {
        Llama3Rope(32.0)},
       {"llama-3.1-8b", "llama", 128256, 4096, 14336, 32, 32, 8, 131072, false, 128, 500000.0, 1e-5,
        Llama3Rope(8.0)},
-      {"mistral-7b-v0.3", "mistral", 32768, 4096, 14336, 32, 32, 8, 32768, false, 128, 1e6, 1e-5, {}},
+      {"mistral-7b-v0.3",
+       "mistral",
+       32768,
+       4096,
+       14336,
+       32,
+       32,
+       8,
+       32768,
+       false,
+       128,
+       1e6,
+       1e-5,
+       {}},
       {"qwen3-0.6b", "qwen3", 151936, 1024, 3072, 28, 16, 8, 40960, true, 128, 1e6, 1e-6, {}},
       {"qwen3-1.7b", "qwen3", 151936, 2048, 6144, 28, 16, 8, 40960, true, 128, 1e6, 1e-6, {}},
       {"qwen3-4b", "qwen3", 151936, 2560, 9728, 36, 32, 8, 40960, true, 128, 1e6, 1e-6, {}},
@@ -76,7 +89,9 @@ DecoderConfig PresetDecoderConfig(const ModelPreset& p) {
   DecoderConfig config;
   const FieldError error = ResolveDecoderConfig(f, &config);
   // The table above is fixed; model_presets_test resolves every entry.
-  if (!error.ok()) throw std::logic_error(std::string("preset ") + p.name + ": " + error.field + ": " + error.message);
+  if (!error.ok())
+    throw std::logic_error(std::string("preset ") + p.name + ": " + error.field + ": " +
+                           error.message);
   return config;
 }
 

@@ -12,10 +12,18 @@ namespace {
 // them: Llama-3.2-1B 1.24B, Qwen3-8B 8.2B, ...). Every preset is listed: a new one needs its count.
 const std::map<std::string, int64_t>& PublishedCounts() {
   static const std::map<std::string, int64_t> counts = {
-      {"qwen2.5-0.5b", 494032768},    {"qwen2.5-1.5b", 1543714304}, {"qwen2.5-3b", 3085938688},
-      {"qwen2.5-7b", 7615616512},     {"llama-3.2-1b", 1235814400}, {"llama-3.2-3b", 3212749824},
-      {"llama-3.1-8b", 8030261248},   {"mistral-7b-v0.3", 7248023552}, {"qwen3-0.6b", 596049920},
-      {"qwen3-1.7b", 1720574976},     {"qwen3-4b", 4022468096},     {"qwen3-8b", 8190735360},
+      {"qwen2.5-0.5b", 494032768},
+      {"qwen2.5-1.5b", 1543714304},
+      {"qwen2.5-3b", 3085938688},
+      {"qwen2.5-7b", 7615616512},
+      {"llama-3.2-1b", 1235814400},
+      {"llama-3.2-3b", 3212749824},
+      {"llama-3.1-8b", 8030261248},
+      {"mistral-7b-v0.3", 7248023552},
+      {"qwen3-0.6b", 596049920},
+      {"qwen3-1.7b", 1720574976},
+      {"qwen3-4b", 4022468096},
+      {"qwen3-8b", 8190735360},
       {"tiny", 125504},
   };
   return counts;

@@ -48,7 +48,8 @@ struct ResolveContext {
 // unspecified, adapter targets are listed, sorted and unique, parallel.world_size >= 1, ...), and
 // `device` is the context's when the spec left it unset. What needs the model's weights
 // (a weights_dir's config.json) is checked later by ResolveAgainstModel.
-std::optional<SpecProblem> ResolveAndValidate(plain::ExperimentSpec& spec, const ResolveContext& context);
+std::optional<SpecProblem> ResolveAndValidate(plain::ExperimentSpec& spec,
+                                              const ResolveContext& context);
 
 // The shapes a model check needs.
 struct ModelWidths {
@@ -65,13 +66,16 @@ std::optional<ModelWidths> KnownModelWidths(const plain::ExperimentSpec& spec);
 
 // The rules that need the model's shapes: training.data.token_id_bound (its default resolved to
 // min(1000, vocab_size)) and training.adapter.rank against the wrapped layers.
-std::optional<SpecProblem> ResolveAgainstModel(plain::ExperimentSpec& spec, const ModelWidths& model);
+std::optional<SpecProblem> ResolveAgainstModel(plain::ExperimentSpec& spec,
+                                               const ModelWidths& model);
 
 // model.config as the family rules' input (common/spec/model_family.h), every field as given.
 ModelConfigFields ModelConfigFieldsOf(const plain::ModelConfig& config);
 
 // A resolved spec's predicates, named once.
-inline bool AdapterEnabled(const plain::AdapterSpec& a) { return a.kind != plain::AdapterKind::kUnspecified; }
+inline bool AdapterEnabled(const plain::AdapterSpec& a) {
+  return a.kind != plain::AdapterKind::kUnspecified;
+}
 // A sweep is asked for when it has values or SEARCH_MAX; otherwise the run is a single point.
 inline bool SweepActive(const plain::SweepSpec& s) {
   return !s.values.empty() || s.mode == plain::SweepMode::kSearchMax;

@@ -1,9 +1,9 @@
 #include "common/spec/spec_rules.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cmath>
-#include <charconv>
 #include <cstdint>
 
 namespace vramlab::spec_rules {
@@ -33,24 +33,48 @@ std::string RangeMessage(const IntRule& rule, int64_t value) {
 std::string RangeMessage(const RealRule& rule, double value) {
   return std::string("must be a number in ") + (rule.min_exclusive ? "(" : "[") + Number(rule.min) +
          ", " + Number(rule.max) + (rule.max_exclusive ? ")" : "]") + ", got " +
-         (std::isfinite(value) ? Number(value) : std::string(std::isnan(value) ? "NaN" : "infinity"));
+         (std::isfinite(value) ? Number(value)
+                               : std::string(std::isnan(value) ? "NaN" : "infinity"));
 }
 
 const std::vector<IntRule>& AllIntRules() {
-  static const std::vector<IntRule> rules = {
-      kMicroBatchSize,  kGradAccumSteps,      kSeqLen,          kSteps,
-      kCheckpointEveryKLayers, kLossChunkTokens, kTokenIdBound, kSampleIntervalMs,
-      kDeviceMemoryLimitBytes, kMaxSplitSizeMb, kTimeLimitSeconds, kSweepPoints,
-      kVocabSize,       kHiddenSize,          kIntermediateSize, kNumHiddenLayers,
-      kNumAttentionHeads, kNumKeyValueHeads, kMaxPositionEmbeddings, kAdapterRank, kWorldSize};
+  static const std::vector<IntRule> rules = {kMicroBatchSize,
+                                             kGradAccumSteps,
+                                             kSeqLen,
+                                             kSteps,
+                                             kCheckpointEveryKLayers,
+                                             kLossChunkTokens,
+                                             kTokenIdBound,
+                                             kSampleIntervalMs,
+                                             kDeviceMemoryLimitBytes,
+                                             kMaxSplitSizeMb,
+                                             kTimeLimitSeconds,
+                                             kSweepPoints,
+                                             kVocabSize,
+                                             kHiddenSize,
+                                             kIntermediateSize,
+                                             kNumHiddenLayers,
+                                             kNumAttentionHeads,
+                                             kNumKeyValueHeads,
+                                             kMaxPositionEmbeddings,
+                                             kAdapterRank,
+                                             kWorldSize};
   return rules;
 }
 
 const std::vector<RealRule>& AllRealRules() {
-  static const std::vector<RealRule> rules = {
-      kLearningRate, kBeta1,     kBeta2,       kEpsilon,         kWeightDecay,
-      kMomentum,     kGarbageCollectionThreshold, kRopeTheta, kRmsNormEps, kInitializerRange,
-      kAdapterAlpha, kAdapterDropout};
+  static const std::vector<RealRule> rules = {kLearningRate,
+                                              kBeta1,
+                                              kBeta2,
+                                              kEpsilon,
+                                              kWeightDecay,
+                                              kMomentum,
+                                              kGarbageCollectionThreshold,
+                                              kRopeTheta,
+                                              kRmsNormEps,
+                                              kInitializerRange,
+                                              kAdapterAlpha,
+                                              kAdapterDropout};
   return rules;
 }
 
@@ -78,13 +102,17 @@ int64_t MaxAdapterRank(int64_t hidden_size, int64_t intermediate_size, int64_t n
                        int64_t num_key_value_heads, const std::vector<int>& targets) {
   const int64_t kv_width = num_key_value_heads * (hidden_size / num_attention_heads);
   // min(in, out) of q, k, v, o, gate, up, down.
-  const int64_t smaller_side[kNumAdapterTargets] = {
-      hidden_size, std::min(hidden_size, kv_width), std::min(hidden_size, kv_width), hidden_size,
-      std::min(hidden_size, intermediate_size), std::min(hidden_size, intermediate_size),
-      std::min(hidden_size, intermediate_size)};
+  const int64_t smaller_side[kNumAdapterTargets] = {hidden_size,
+                                                    std::min(hidden_size, kv_width),
+                                                    std::min(hidden_size, kv_width),
+                                                    hidden_size,
+                                                    std::min(hidden_size, intermediate_size),
+                                                    std::min(hidden_size, intermediate_size),
+                                                    std::min(hidden_size, intermediate_size)};
   int64_t max_rank = INT64_MAX;
   for (int t = 1; t <= kNumAdapterTargets; ++t) {
-    const bool wrapped = targets.empty() || std::find(targets.begin(), targets.end(), t) != targets.end();
+    const bool wrapped =
+        targets.empty() || std::find(targets.begin(), targets.end(), t) != targets.end();
     if (wrapped) max_rank = std::min(max_rank, smaller_side[t - 1]);
   }
   return max_rank;

@@ -93,8 +93,7 @@ inline constexpr IntRule kIntermediateSize{"model.config.intermediate_size", 1, 
 inline constexpr IntRule kNumHiddenLayers{"model.config.num_hidden_layers", 1, 512};
 inline constexpr IntRule kNumAttentionHeads{"model.config.num_attention_heads", 1, 1024};
 inline constexpr IntRule kNumKeyValueHeads{"model.config.num_key_value_heads", 1, 1024};
-inline constexpr IntRule kMaxPositionEmbeddings{"model.config.max_position_embeddings", 1,
-                                                1 << 24};
+inline constexpr IntRule kMaxPositionEmbeddings{"model.config.max_position_embeddings", 1, 1 << 24};
 
 // The rank's upper bound here catches typos; the model's layers narrow it (MaxAdapterRank).
 inline constexpr IntRule kAdapterRank{"training.adapter.rank", 1, 65536};
@@ -164,7 +163,8 @@ inline constexpr const char* kDelayedUpdateNeedsOffloadMessage =
 inline constexpr const char* kDelayedUpdateWithInBackwardMessage =
     "excludes training.optimizer.in_backward (an in-backward update applies each gradient at once)";
 inline constexpr const char* kDelayedUpdateParallelMessage =
-    "not supported with parallel.world_size >= 2 (the ranks average each gradient before its update)";
+    "not supported with parallel.world_size >= 2 (the ranks average each gradient before its "
+    "update)";
 // training.optimizer.in_backward applies each gradient as backward produces it; a parallel run
 // averages it over the ranks first.
 inline constexpr const char* kInBackwardField = "training.optimizer.in_backward";

@@ -55,8 +55,10 @@ TEST(SpecRulesTest, DefaultsLieInsideTheirRules) {
 
 TEST(SpecRulesTest, EveryRuleIsListedOnceUnderItsOwnField) {
   std::set<std::string> fields;
-  for (const IntRule& rule : AllIntRules()) EXPECT_TRUE(fields.insert(rule.field).second) << rule.field;
-  for (const RealRule& rule : AllRealRules()) EXPECT_TRUE(fields.insert(rule.field).second) << rule.field;
+  for (const IntRule& rule : AllIntRules())
+    EXPECT_TRUE(fields.insert(rule.field).second) << rule.field;
+  for (const RealRule& rule : AllRealRules())
+    EXPECT_TRUE(fields.insert(rule.field).second) << rule.field;
   EXPECT_EQ(fields.size(), AllIntRules().size() + AllRealRules().size());
 }
 
@@ -75,7 +77,8 @@ TEST(SpecRulesTest, PresetsFitTheModelRulesAndAreFoundByName) {
   }
   EXPECT_EQ(FindModelPreset("llama"), nullptr);
   EXPECT_EQ(ModelPresetNames(),
-            "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, "
+            "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, llama-3.2-1b, llama-3.2-3b, "
+            "llama-3.1-8b, "
             "mistral-7b-v0.3, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, tiny");
 }
 

@@ -21,8 +21,8 @@ std::optional<int32_t> ParseCount(const std::string& text) {
 
 std::vector<int32_t> SearchCandidates(int64_t search_min, int64_t search_max, int64_t granularity) {
   std::vector<int32_t> candidates;
-  for (int64_t value = (search_min + granularity - 1) / granularity * granularity; value <= search_max;
-       value += granularity) {
+  for (int64_t value = (search_min + granularity - 1) / granularity * granularity;
+       value <= search_max; value += granularity) {
     candidates.push_back(static_cast<int32_t>(value));
   }
   return candidates;
@@ -31,7 +31,9 @@ std::vector<int32_t> SearchCandidates(int64_t search_min, int64_t search_max, in
 SweepOrder::SweepOrder(bool search, std::vector<int32_t> values)
     : search_(search), values_(std::move(values)), fails_(static_cast<int64_t>(values_.size())) {}
 
-SweepOrder SweepOrder::List(std::vector<int32_t> values) { return SweepOrder(false, std::move(values)); }
+SweepOrder SweepOrder::List(std::vector<int32_t> values) {
+  return SweepOrder(false, std::move(values));
+}
 
 SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t granularity) {
   return SweepOrder(true, SearchCandidates(search_min, search_max, granularity));

@@ -15,24 +15,38 @@ namespace vramlab::kernels::cuda {
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v);
 template <>
-__device__ __forceinline__ float ToFloat<float>(float v) { return v; }
+__device__ __forceinline__ float ToFloat<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float ToFloat<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToFloat<__half>(__half v) {
+  return __half2float(v);
+}
 template <>
-__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T FromFloat(float v);
 template <>
-__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 // v rounded to T and read back: what an ATen op computing in fp32 and storing T produces.
 template <typename T>
-__device__ __forceinline__ float Round(float v) { return ToFloat<T>(FromFloat<T>(v)); }
+__device__ __forceinline__ float Round(float v) {
+  return ToFloat<T>(FromFloat<T>(v));
+}
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -40,7 +54,8 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 
 __device__ __forceinline__ float WarpMax(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -75,10 +90,17 @@ struct TypeTag {
 template <typename F>
 cudaError_t Dispatch(ElementType type, F&& f) {
   switch (type) {
-    case ElementType::kFloat32: f(TypeTag<float>{}); break;
-    case ElementType::kFloat16: f(TypeTag<__half>{}); break;
-    case ElementType::kBFloat16: f(TypeTag<__nv_bfloat16>{}); break;
-    default: return cudaErrorInvalidValue;
+    case ElementType::kFloat32:
+      f(TypeTag<float>{});
+      break;
+    case ElementType::kFloat16:
+      f(TypeTag<__half>{});
+      break;
+    case ElementType::kBFloat16:
+      f(TypeTag<__nv_bfloat16>{});
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

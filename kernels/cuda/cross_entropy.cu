@@ -24,7 +24,8 @@ __device__ __forceinline__ MaxSum Combine(MaxSum a, MaxSum b) {
 
 __device__ __forceinline__ MaxSum WarpCombine(MaxSum v) {
   for (int offset = 16; offset > 0; offset >>= 1) {
-    MaxSum other{__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)};
+    MaxSum other{__shfl_xor_sync(0xffffffffu, v.max, offset),
+                 __shfl_xor_sync(0xffffffffu, v.sum, offset)};
     v = Combine(v, other);
   }
   return v;
@@ -32,9 +33,9 @@ __device__ __forceinline__ MaxSum WarpCombine(MaxSum v) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    CrossEntropyKernel(T* __restrict__ logits, const int64_t* __restrict__ targets, int64_t ignore_index,
-                       const float* __restrict__ count, float* __restrict__ row_loss, int64_t vocab,
-                       bool write_grad) {
+    CrossEntropyKernel(T* __restrict__ logits, const int64_t* __restrict__ targets,
+                       int64_t ignore_index, const float* __restrict__ count,
+                       float* __restrict__ row_loss, int64_t vocab, bool write_grad) {
   __shared__ float shared_max[32];
   __shared__ float shared_sum[32];
   const int64_t row = blockIdx.x;
@@ -77,8 +78,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t CrossEntropyChunk(ElementType type, void* logits, const int64_t* targets,
-                              int64_t ignore_index, const float* count, float* row_loss, int64_t rows,
-                              int64_t vocab, bool write_grad, cudaStream_t stream) {
+                              int64_t ignore_index, const float* count, float* row_loss,
+                              int64_t rows, int64_t vocab, bool write_grad, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;

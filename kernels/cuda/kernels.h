@@ -21,8 +21,8 @@ enum class ElementType { kFloat32, kFloat16, kBFloat16 };
 // --- RMSNorm (HF Qwen2RMSNorm) ------------------------------------------------------------------
 // x, y: [rows, dim]; weight: [dim]; rstd: [rows] fp32, written with 1 / sqrt(mean(x^2) + eps).
 // y = weight * round(x * rstd), the product rounded to the element type.
-cudaError_t RmsNormForward(ElementType type, const void* x, const void* weight, void* y, float* rstd,
-                           int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+cudaError_t RmsNormForward(ElementType type, const void* x, const void* weight, void* y,
+                           float* rstd, int64_t rows, int64_t dim, float eps, cudaStream_t stream);
 
 // The number of partial rows RmsNormBackward's weight gradient needs for `rows` rows on a device
 // with `multiprocessors` SMs (the size of dweight_partial is that times dim floats).
@@ -38,12 +38,12 @@ cudaError_t RmsNormBackward(ElementType type, const void* dy, const void* x, con
 // x, out: [tokens, heads, head_dim] with token = batch_index * seq_len + position; cos, sin:
 // [seq_len, head_dim]. Forward: out = x * cos + rotate_half(x) * sin. Backward (x is dout, out is
 // dx): dx = dout * cos + rotate_half^T(dout * sin). head_dim is even.
-cudaError_t RotaryForward(ElementType type, const void* x, const void* cos, const void* sin, void* out,
-                          int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim,
-                          cudaStream_t stream);
+cudaError_t RotaryForward(ElementType type, const void* x, const void* cos, const void* sin,
+                          void* out, int64_t tokens, int64_t seq_len, int64_t heads,
+                          int64_t head_dim, cudaStream_t stream);
 cudaError_t RotaryBackward(ElementType type, const void* dout, const void* cos, const void* sin,
-                           void* dx, int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim,
-                           cudaStream_t stream);
+                           void* dx, int64_t tokens, int64_t seq_len, int64_t heads,
+                           int64_t head_dim, cudaStream_t stream);
 
 // --- SwiGLU: out = silu(gate) * up, elementwise over n elements ---------------------------------
 cudaError_t SwigluForward(ElementType type, const void* gate, const void* up, void* out, int64_t n,
@@ -59,8 +59,8 @@ cudaError_t SwigluBackward(ElementType type, const void* dout, const void* gate,
 // (softmax(logits[r]) - onehot(target)) / count (0 for ignored rows), rounded to the element type.
 // A counted row's target must lie in [0, vocab).
 cudaError_t CrossEntropyChunk(ElementType type, void* logits, const int64_t* targets,
-                              int64_t ignore_index, const float* count, float* row_loss, int64_t rows,
-                              int64_t vocab, bool write_grad, cudaStream_t stream);
+                              int64_t ignore_index, const float* count, float* row_loss,
+                              int64_t rows, int64_t vocab, bool write_grad, cudaStream_t stream);
 
 }  // namespace vramlab::kernels::cuda
 

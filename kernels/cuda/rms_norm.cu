@@ -8,8 +8,9 @@ namespace vramlab::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void RmsNormForwardKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y,
-                                     float* __restrict__ rstd, int64_t dim, float eps) {
+__global__ void RmsNormForwardKernel(const T* __restrict__ x, const T* __restrict__ weight,
+                                     T* __restrict__ y, float* __restrict__ rstd, int64_t dim,
+                                     float eps) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * dim;
@@ -32,9 +33,9 @@ __global__ void RmsNormForwardKernel(const T* __restrict__ x, const T* __restric
 // product); the weight's gradient sums dy * round(x * r) over rows.
 template <typename T>
 __global__ void RmsNormBackwardKernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                     const T* __restrict__ weight, const float* __restrict__ rstd,
-                                     T* __restrict__ dx, float* __restrict__ dweight_partial, int64_t rows,
-                                     int64_t dim) {
+                                      const T* __restrict__ weight, const float* __restrict__ rstd,
+                                      T* __restrict__ dx, float* __restrict__ dweight_partial,
+                                      int64_t rows, int64_t dim) {
   __shared__ float shared[32];
   float* partial = dweight_partial + static_cast<int64_t>(blockIdx.x) * dim;
   // Each thread owns columns threadIdx.x + k * blockDim.x of this block's partial row.
@@ -61,8 +62,8 @@ __global__ void RmsNormBackwardKernel(const T* __restrict__ dy, const T* __restr
 }
 
 template <typename T>
-__global__ void ColumnSumKernel(const float* __restrict__ partial, int64_t partial_rows, int64_t dim,
-                                T* __restrict__ out) {
+__global__ void ColumnSumKernel(const float* __restrict__ partial, int64_t partial_rows,
+                                int64_t dim, T* __restrict__ out) {
   for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < dim;
        col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
@@ -73,14 +74,15 @@ __global__ void ColumnSumKernel(const float* __restrict__ partial, int64_t parti
 
 }  // namespace
 
-cudaError_t RmsNormForward(ElementType type, const void* x, const void* weight, void* y, float* rstd,
-                           int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+cudaError_t RmsNormForward(ElementType type, const void* x, const void* weight, void* y,
+                           float* rstd, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const int threads = RowThreads(dim);
   return Dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     RmsNormForwardKernel<T><<<static_cast<unsigned int>(rows), threads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(y), rstd, dim, eps);
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(y), rstd, dim,
+        eps);
   });
 }
 
@@ -99,7 +101,7 @@ cudaError_t RmsNormBackward(ElementType type, const void* dy, const void* x, con
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(weight), rstd,
         static_cast<T*>(dx), dweight_partial, rows, dim);
     ColumnSumKernel<T><<<GridFor(dim, 256), 256, 0, stream>>>(dweight_partial, partial_rows, dim,
-                                                               static_cast<T*>(dweight));
+                                                              static_cast<T*>(dweight));
   });
 }
 

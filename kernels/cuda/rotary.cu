@@ -10,9 +10,9 @@ namespace {
 // rotate_half(x) = (-x2, x1). Backward: dx = round(round(g * cos) + rotate_half^T(round(g * sin)))
 // with rotate_half^T(v) = (v2, -v1).
 template <typename T, bool kBackward>
-__global__ void RotaryKernel(const T* __restrict__ in, const T* __restrict__ cos, const T* __restrict__ sin,
-                             T* __restrict__ out, int64_t pairs, int64_t seq_len, int64_t heads,
-                             int64_t head_dim) {
+__global__ void RotaryKernel(const T* __restrict__ in, const T* __restrict__ cos,
+                             const T* __restrict__ sin, T* __restrict__ out, int64_t pairs,
+                             int64_t seq_len, int64_t heads, int64_t head_dim) {
   const int64_t half = head_dim / 2;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < pairs;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -38,7 +38,8 @@ __global__ void RotaryKernel(const T* __restrict__ in, const T* __restrict__ cos
 
 template <bool kBackward>
 cudaError_t Launch(ElementType type, const void* in, const void* cos, const void* sin, void* out,
-                   int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim, cudaStream_t stream) {
+                   int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim,
+                   cudaStream_t stream) {
   const int64_t pairs = tokens * heads * (head_dim / 2);
   if (pairs == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
@@ -51,15 +52,15 @@ cudaError_t Launch(ElementType type, const void* in, const void* cos, const void
 
 }  // namespace
 
-cudaError_t RotaryForward(ElementType type, const void* x, const void* cos, const void* sin, void* out,
-                          int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim,
-                          cudaStream_t stream) {
+cudaError_t RotaryForward(ElementType type, const void* x, const void* cos, const void* sin,
+                          void* out, int64_t tokens, int64_t seq_len, int64_t heads,
+                          int64_t head_dim, cudaStream_t stream) {
   return Launch<false>(type, x, cos, sin, out, tokens, seq_len, heads, head_dim, stream);
 }
 
 cudaError_t RotaryBackward(ElementType type, const void* dout, const void* cos, const void* sin,
-                           void* dx, int64_t tokens, int64_t seq_len, int64_t heads, int64_t head_dim,
-                           cudaStream_t stream) {
+                           void* dx, int64_t tokens, int64_t seq_len, int64_t heads,
+                           int64_t head_dim, cudaStream_t stream) {
   return Launch<true>(type, dout, cos, sin, dx, tokens, seq_len, heads, head_dim, stream);
 }
 

@@ -11,8 +11,8 @@ __device__ __forceinline__ float Silu(float v) { return v / (1.0f + expf(-v)); }
 
 // out = round(round(silu(g)) * u), the ATen path's two rounded ops.
 template <typename T>
-__global__ void SwigluForwardKernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out,
-                                    int64_t n) {
+__global__ void SwigluForwardKernel(const T* __restrict__ gate, const T* __restrict__ up,
+                                    T* __restrict__ out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float g = ToFloat(gate[i]);
@@ -21,12 +21,12 @@ __global__ void SwigluForwardKernel(const T* __restrict__ gate, const T* __restr
   }
 }
 
-// As the ATen path's mul and silu backward: d_silu = round(dy * u), du = round(dy * round(silu(g))),
-// dg = round(d_silu * s * (1 + g * (1 - s))) with s = sigmoid(g).
+// As the ATen path's mul and silu backward: d_silu = round(dy * u), du = round(dy *
+// round(silu(g))), dg = round(d_silu * s * (1 + g * (1 - s))) with s = sigmoid(g).
 template <typename T>
 __global__ void SwigluBackwardKernel(const T* __restrict__ dout, const T* __restrict__ gate,
-                                     const T* __restrict__ up, T* __restrict__ dgate, T* __restrict__ dup,
-                                     int64_t n) {
+                                     const T* __restrict__ up, T* __restrict__ dgate,
+                                     T* __restrict__ dup, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float dy = ToFloat(dout[i]);

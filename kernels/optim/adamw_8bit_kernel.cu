@@ -15,18 +15,27 @@ constexpr int kWarps = kAdamW8bitBlock / 32;
 
 __device__ __forceinline__ float Load(const void* data, FloatKind kind, int64_t i) {
   switch (kind) {
-    case FloatKind::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
-    case FloatKind::kFloat16: return __half2float(static_cast<const __half*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
+    case FloatKind::kBFloat16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+    case FloatKind::kFloat16:
+      return __half2float(static_cast<const __half*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
   }
 }
 
 // Round to nearest even, as ATen's copy_ from fp32 does.
 __device__ __forceinline__ void Store(void* data, FloatKind kind, int64_t i, float x) {
   switch (kind) {
-    case FloatKind::kBFloat16: static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(x); break;
-    case FloatKind::kFloat16: static_cast<__half*>(data)[i] = __float2half_rn(x); break;
-    default: static_cast<float*>(data)[i] = x; break;
+    case FloatKind::kBFloat16:
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(x);
+      break;
+    case FloatKind::kFloat16:
+      static_cast<__half*>(data)[i] = __float2half_rn(x);
+      break;
+    default:
+      static_cast<float*>(data)[i] = x;
+      break;
   }
 }
 
@@ -36,16 +45,16 @@ __device__ __forceinline__ void Store(void* data, FloatKind kind, int64_t i, flo
 // the expression is ATen's, for nvcc to contract as it contracts ATen's.
 __device__ __forceinline__ void AdamWStep(const AdamWScalars& s, float grad, float& param,
                                           float& avg, float& sq) {
-  param = __fmul_rn(param, s.decay);                               // p.mul_(1 - lr * wd)
-  const float diff = grad - avg;                                   // m.lerp_(g, 1 - beta1)
+  param = __fmul_rn(param, s.decay);  // p.mul_(1 - lr * wd)
+  const float diff = grad - avg;      // m.lerp_(g, 1 - beta1)
   avg = fabsf(s.lerp_weight) < 0.5f ? avg + s.lerp_weight * diff
                                     : grad - diff * (1.0f - s.lerp_weight);
-  sq = __fmul_rn(sq, s.beta2);                                     // v.mul_(beta2)
-  sq = sq + s.one_minus_beta2 * grad * grad;                       // .addcmul_(g, g, 1 - beta2)
-  float denom = sqrtf(sq);                                         // v.sqrt()
-  denom = __fmul_rn(denom, s.inv_sqrt_bias_correction2);           // .div_(sqrt(bc2))
-  denom = __fadd_rn(denom, s.eps);                                 // .add_(eps)
-  param = param + s.neg_step_size * (avg / denom);                 // p.addcdiv_(m, denom, -step)
+  sq = __fmul_rn(sq, s.beta2);                            // v.mul_(beta2)
+  sq = sq + s.one_minus_beta2 * grad * grad;              // .addcmul_(g, g, 1 - beta2)
+  float denom = sqrtf(sq);                                // v.sqrt()
+  denom = __fmul_rn(denom, s.inv_sqrt_bias_correction2);  // .div_(sqrt(bc2))
+  denom = __fadd_rn(denom, s.eps);                        // .add_(eps)
+  param = param + s.neg_step_size * (avg / denom);        // p.addcdiv_(m, denom, -step)
 }
 
 // The number of the 255 ascending `midpoints` below x: torch::searchsorted(midpoints, x), the
@@ -132,7 +141,8 @@ __global__ void __launch_bounds__(kAdamW8bitBlock)
       const float grad = Load(t.grad, t.grad_kind, i);
       if (quantized) {
         // Read before BlockMax2's barrier; thread 0 overwrites the scales after it.
-        avg = signed_values[static_cast<const uint8_t*>(t.exp_avg)[i]] * t.exp_avg_absmax[local_block];
+        avg = signed_values[static_cast<const uint8_t*>(t.exp_avg)[i]] *
+              t.exp_avg_absmax[local_block];
         sq = unsigned_values[static_cast<const uint8_t*>(t.exp_avg_sq)[i]] *
              t.exp_avg_sq_absmax[local_block];
       } else {
@@ -181,9 +191,9 @@ void LaunchAdamW8bit(const AdamW8bitTensor* tensors, int32_t num_tensors, int64_
   ThrowIfFailed(cudaGetDevice(&device), "cudaGetDevice");
   ThrowIfFailed(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
                 "cudaDeviceGetAttribute");
-  ThrowIfFailed(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, AdamW8bitKernel,
-                                                              kAdamW8bitBlock, 0),
-                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  ThrowIfFailed(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, AdamW8bitKernel, kAdamW8bitBlock, 0),
+      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t grid = std::min<int64_t>(total_blocks, int64_t{sms} * std::max(1, per_sm));
   AdamW8bitKernel<<<static_cast<unsigned>(grid), kAdamW8bitBlock, 0,
                     static_cast<cudaStream_t>(stream)>>>(tensors, num_tensors, total_blocks, maps,

@@ -54,8 +54,8 @@ struct AdamWScalars {
 };
 
 struct DynamicMaps {
-  const float* signed_values;       // kDynamicMapSize, ascending
-  const float* signed_midpoints;    // kDynamicMapSize - 1
+  const float* signed_values;     // kDynamicMapSize, ascending
+  const float* signed_midpoints;  // kDynamicMapSize - 1
   const float* unsigned_values;
   const float* unsigned_midpoints;
 };

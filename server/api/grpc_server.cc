@@ -71,8 +71,8 @@ absl::StatusOr<RunningGrpcServer> StartGrpcServer(const GrpcServerOptions& optio
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,
-                                               " (in use by another process?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address, " (in use by another process?)"));
   }
   // "" is the whole server; per-service probes (Kubernetes grpc.service, grpc_health_probe
   // -service) ask for the service's full name.

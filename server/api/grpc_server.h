@@ -1,6 +1,6 @@
-// Builds the daemon's gRPC server: the vramlab service, the standard grpc.health.v1 service (SERVING
-// for "" and for "vramlab.v1.VramlabService") and server reflection (so grpcurl works), over TLS
-// when a certificate and key are given.
+// Builds the daemon's gRPC server: the vramlab service, the standard grpc.health.v1 service
+// (SERVING for "" and for "vramlab.v1.VramlabService") and server reflection (so grpcurl works),
+// over TLS when a certificate and key are given.
 #ifndef VRAMLAB_SERVER_API_GRPC_SERVER_H_
 #define VRAMLAB_SERVER_API_GRPC_SERVER_H_
 

@@ -21,7 +21,8 @@ void AddFileAndDependencies(const FileDescriptor* file, std::set<std::string>* s
   google::protobuf::FileDescriptorProto proto;
   file->CopyTo(&proto);
   proto.SerializeToString(out->add_file_descriptor_proto());
-  for (int i = 0; i < file->dependency_count(); ++i) AddFileAndDependencies(file->dependency(i), sent, out);
+  for (int i = 0; i < file->dependency_count(); ++i)
+    AddFileAndDependencies(file->dependency(i), sent, out);
 }
 
 void Error(grpc::StatusCode code, const std::string& message, ServerReflectionResponse* response) {
@@ -52,7 +53,8 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
         break;
       }
       case ServerReflectionRequest::kFileContainingSymbol: {
-        const FileDescriptor* file = pool->FindFileContainingSymbol(request.file_containing_symbol());
+        const FileDescriptor* file =
+            pool->FindFileContainingSymbol(request.file_containing_symbol());
         if (file == nullptr) {
           Error(grpc::StatusCode::NOT_FOUND, "Symbol not found.", &response);
         } else {
@@ -63,12 +65,14 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
       case ServerReflectionRequest::kFileContainingExtension: {
         const auto& wanted = request.file_containing_extension();
         const auto* type = pool->FindMessageTypeByName(wanted.containing_type());
-        const auto* extension =
-            type == nullptr ? nullptr : pool->FindExtensionByNumber(type, wanted.extension_number());
+        const auto* extension = type == nullptr
+                                    ? nullptr
+                                    : pool->FindExtensionByNumber(type, wanted.extension_number());
         if (extension == nullptr) {
           Error(grpc::StatusCode::NOT_FOUND, "Extension not found.", &response);
         } else {
-          AddFileAndDependencies(extension->file(), &sent, response.mutable_file_descriptor_response());
+          AddFileAndDependencies(extension->file(), &sent,
+                                 response.mutable_file_descriptor_response());
         }
         break;
       }
@@ -91,7 +95,8 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
         }
         break;
       default:
-        Error(grpc::StatusCode::UNIMPLEMENTED, "The server does not support this method.", &response);
+        Error(grpc::StatusCode::UNIMPLEMENTED, "The server does not support this method.",
+              &response);
     }
     if (!stream->Write(response)) break;
     if (context->IsCancelled()) break;

@@ -14,7 +14,8 @@ namespace vramlab::server {
 class ReflectionV1Service final : public grpc::reflection::v1::ServerReflection::Service {
  public:
   // `services`: the full names list_services answers with (the server's registered services).
-  explicit ReflectionV1Service(std::vector<std::string> services) : services_(std::move(services)) {}
+  explicit ReflectionV1Service(std::vector<std::string> services)
+      : services_(std::move(services)) {}
 
   // Answers each request of the stream in order, as v1alpha does: a file with the transitive
   // dependencies not yet sent on this stream, the extension numbers of a type, the service list,

@@ -85,8 +85,8 @@ absl::StatusOr<Principal> VramlabServiceImpl::Caller(grpc::ServerContext* contex
   return caller;
 }
 
-#define VRAMLAB_AUTHENTICATE(context, caller)          \
-  auto caller = Caller(context);                       \
+#define VRAMLAB_AUTHENTICATE(context, caller) \
+  auto caller = Caller(context);              \
   if (!caller.ok()) return ToGrpc(caller.status())
 
 grpc::Status VramlabServiceImpl::SubmitExperiment(
@@ -103,9 +103,9 @@ grpc::Status VramlabServiceImpl::GetExperiment(grpc::ServerContext* context,
   return Reply(engine_->Get(request->id()), response);
 }
 
-grpc::Status VramlabServiceImpl::ListExperiments(
-    grpc::ServerContext* context, const vramlab::v1::ListExperimentsRequest* request,
-    vramlab::v1::ListExperimentsResponse* response) {
+grpc::Status VramlabServiceImpl::ListExperiments(grpc::ServerContext* context,
+                                                 const vramlab::v1::ListExperimentsRequest* request,
+                                                 vramlab::v1::ListExperimentsResponse* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
   return Reply(engine_->List(*request), response);
 }
@@ -124,9 +124,9 @@ grpc::Status VramlabServiceImpl::UpdateExperiment(
   return Reply(engine_->Update(*caller, *request), response);
 }
 
-grpc::Status VramlabServiceImpl::HoldExperiment(
-    grpc::ServerContext* context, const vramlab::v1::HoldExperimentRequest* request,
-    vramlab::v1::Experiment* response) {
+grpc::Status VramlabServiceImpl::HoldExperiment(grpc::ServerContext* context,
+                                                const vramlab::v1::HoldExperimentRequest* request,
+                                                vramlab::v1::Experiment* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
   return Reply(engine_->Hold(*caller, request->id()), response);
 }

@@ -1,15 +1,15 @@
 #include <sys/stat.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "server/auth/authenticator.h"
 #include "server/auth/token_file.h"
-#include "absl/strings/str_cat.h"
 
 namespace vramlab::server {
 namespace {
@@ -30,8 +30,8 @@ std::string WriteTokens(const std::string& content, mode_t mode) {
 }
 
 TEST(TokenFileTest, ParsesTokensAndRolesSkippingComments) {
-  auto table = ParseTokenFile(absl::StrCat("# team\n\n", kAliceToken, " alice user\n", kRootToken,
-                                           "   root   admin\n"));
+  auto table = ParseTokenFile(
+      absl::StrCat("# team\n\n", kAliceToken, " alice user\n", kRootToken, "   root   admin\n"));
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->at(kAliceToken).user, "alice");
   EXPECT_FALSE(table->at(kAliceToken).admin);
@@ -39,8 +39,8 @@ TEST(TokenFileTest, ParsesTokensAndRolesSkippingComments) {
 }
 
 TEST(TokenFileTest, TheCommandsRoleIsASuffix) {
-  auto table = ParseTokenFile(absl::StrCat(kAliceToken, " alice user,commands\n", kRootToken,
-                                           " root admin\n"));
+  auto table = ParseTokenFile(
+      absl::StrCat(kAliceToken, " alice user,commands\n", kRootToken, " root admin\n"));
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_TRUE(table->at(kAliceToken).may_run_commands);
   EXPECT_FALSE(table->at(kAliceToken).admin);

@@ -106,9 +106,8 @@ void AuthThrottle::RecordSuccess(absl::string_view peer, absl::Time now) {
   }
   const size_t cap = std::max<size_t>(options_.max_proven_addresses, 1);
   if (proven_.size() >= cap) {
-    absl::erase_if(proven_, [&](const auto& entry) {
-      return now - entry.second >= options_.proven_for;
-    });
+    absl::erase_if(proven_,
+                   [&](const auto& entry) { return now - entry.second >= options_.proven_for; });
   }
   if (proven_.size() >= cap) {
     auto by_proof_time = [](const auto& a, const auto& b) { return a.second < b.second; };

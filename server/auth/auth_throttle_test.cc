@@ -86,8 +86,10 @@ TEST(AuthThrottleTest, RotatingAddressesShareTheGlobalBudget) {
 }
 
 TEST(AuthThrottleTest, ProvenAddressesAreServedWhileTheGlobalBudgetIsSpent) {
-  AuthThrottle throttle({.max_failures = 3, .max_failures_total = 4,
-                         .window = absl::Seconds(60), .proven_for = absl::Hours(1)});
+  AuthThrottle throttle({.max_failures = 3,
+                         .max_failures_total = 4,
+                         .window = absl::Seconds(60),
+                         .proven_for = absl::Hours(1)});
   throttle.RecordSuccess("10.0.0.7", At(0));
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(Guess(throttle, absl::StrCat("10.9.0.", i), At(1)));
   EXPECT_FALSE(throttle.Check("10.0.0.8", At(2)).ok());
@@ -99,8 +101,10 @@ TEST(AuthThrottleTest, ProvenAddressesAreServedWhileTheGlobalBudgetIsSpent) {
 }
 
 TEST(AuthThrottleTest, ProofExpiresAfterProvenFor) {
-  AuthThrottle throttle({.max_failures = 3, .max_failures_total = 1,
-                         .window = absl::Seconds(60), .proven_for = absl::Hours(1)});
+  AuthThrottle throttle({.max_failures = 3,
+                         .max_failures_total = 1,
+                         .window = absl::Seconds(60),
+                         .proven_for = absl::Hours(1)});
   throttle.RecordSuccess("10.0.0.7", At(0));
   EXPECT_TRUE(Guess(throttle, "10.9.0.1", At(3599)));
   EXPECT_TRUE(throttle.Check("10.0.0.7", At(3599)).ok());
@@ -111,8 +115,10 @@ TEST(AuthThrottleTest, ProofExpiresAfterProvenFor) {
 }
 
 TEST(AuthThrottleTest, TrackedAddressesAreCappedForgettingTheOldestFirst) {
-  AuthThrottle throttle({.max_failures = 1, .max_failures_total = 0,
-                         .window = absl::Seconds(60), .max_tracked_addresses = 3});
+  AuthThrottle throttle({.max_failures = 1,
+                         .max_failures_total = 0,
+                         .window = absl::Seconds(60),
+                         .max_tracked_addresses = 3});
   EXPECT_TRUE(Guess(throttle, "a", At(0)));
   EXPECT_TRUE(Guess(throttle, "b", At(1)));
   EXPECT_TRUE(Guess(throttle, "c", At(2)));
@@ -126,8 +132,10 @@ TEST(AuthThrottleTest, TrackedAddressesAreCappedForgettingTheOldestFirst) {
 }
 
 TEST(AuthThrottleTest, ProvenAddressesAreCappedForgettingTheLeastRecentlyProven) {
-  AuthThrottle throttle({.max_failures = 0, .max_failures_total = 1,
-                         .window = absl::Seconds(60), .max_proven_addresses = 2});
+  AuthThrottle throttle({.max_failures = 0,
+                         .max_failures_total = 1,
+                         .window = absl::Seconds(60),
+                         .max_proven_addresses = 2});
   throttle.RecordSuccess("a", At(0));
   throttle.RecordSuccess("b", At(1));
   throttle.RecordSuccess("a", At(2));

@@ -85,8 +85,8 @@ TEST_F(FlagFileTest, OwnerOnlyRefusesGroupOrOtherAccessWithoutShowingTheContent)
     // Without the rule the same file is read.
     EXPECT_TRUE(ReadFlagFile("--tls-cert", path).ok());
   }
-  EXPECT_TRUE(ReadFlagFile("--auth-tokens", Write("tokens", secret, 0400), {.owner_only = true})
-                  .ok());
+  EXPECT_TRUE(
+      ReadFlagFile("--auth-tokens", Write("tokens", secret, 0400), {.owner_only = true}).ok());
 }
 
 TEST_F(FlagFileTest, AMissingFileIsNotFoundNamingTheFlag) {

@@ -3,9 +3,9 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/auth/flag_file.h"
 
 namespace vramlab::server {
@@ -25,9 +25,9 @@ absl::StatusOr<TokenTable> ParseTokenFile(const std::string& content) {
     absl::string_view role = fields[2];
     const bool commands = absl::ConsumeSuffix(&role, ",commands");
     if (role != "user" && role != "admin") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "auth tokens line ", line_number,
-          ": role must be user or admin, optionally with ,commands (user,commands)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens line ", line_number,
+                       ": role must be user or admin, optionally with ,commands (user,commands)"));
     }
     if (fields[0].size() < 16) {
       return absl::InvalidArgumentError(

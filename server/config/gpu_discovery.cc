@@ -34,7 +34,8 @@ absl::StatusOr<std::vector<Slot>> ParseNvidiaSmi(const std::string& output) {
 
 absl::StatusOr<std::vector<Slot>> DiscoverGpus() {
   FILE* pipe = popen(
-      "nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits 2>/dev/null",
+      "nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits "
+      "2>/dev/null",
       "r");
   if (pipe == nullptr) return absl::UnavailableError("cannot run nvidia-smi");
   std::string output;
@@ -43,8 +44,9 @@ absl::StatusOr<std::vector<Slot>> DiscoverGpus() {
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
   int status = pclose(pipe);
   if (status != 0) {
-    return absl::UnavailableError("nvidia-smi failed: is the NVIDIA driver installed? "
-                                  "(use --device cpu on a machine without a GPU)");
+    return absl::UnavailableError(
+        "nvidia-smi failed: is the NVIDIA driver installed? "
+        "(use --device cpu on a machine without a GPU)");
   }
   return ParseNvidiaSmi(output);
 }

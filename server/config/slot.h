@@ -9,11 +9,11 @@
 namespace vramlab::server {
 
 struct Slot {
-  int index = 0;                     // GPU index, or CPU slot number
-  std::string name;                  // "NVIDIA H200", "cpu"
+  int index = 0;     // GPU index, or CPU slot number
+  std::string name;  // "NVIDIA H200", "cpu"
   int64_t total_memory_bytes = 0;
   std::string cuda_visible_devices;  // what the worker sees; empty hides every GPU
-  std::string uuid;                  // the GPU's "GPU-..." UUID from nvidia-smi; empty for CPU slots
+  std::string uuid;  // the GPU's "GPU-..." UUID from nvidia-smi; empty for CPU slots
 };
 
 }  // namespace vramlab::server

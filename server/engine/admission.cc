@@ -50,20 +50,23 @@ absl::Status CheckFitsDevice(const vramlab::v1::MemoryEstimate& estimate,
       spec.sweep().mode() != vramlab::v1::SEARCH_MAX && spec.sweep().values_size() > 0;
   if (device == vramlab::v1::CPU && list_sweep) {
     const auto& sweep_points = parallel ? estimate.parallel().points() : estimate.points();
-    for (const auto& point : sweep_points) points.push_back({point.peak_allocated_bytes(), point.value()});
+    for (const auto& point : sweep_points)
+      points.push_back({point.peak_allocated_bytes(), point.value()});
   }
   for (const Point& point : points) {
     if (bounded(point.peak) <= usable) continue;
-    const char* memory = device == vramlab::v1::CUDA ? "GPU memory" : "host memory share (CPU slot)";
-    std::string what = limit > 0 ? absl::StrFormat(", capped by memory.device_memory_limit_bytes at %s",
-                                                   Gib(limit))
-                                  : "";
+    const char* memory =
+        device == vramlab::v1::CUDA ? "GPU memory" : "host memory share (CPU slot)";
+    std::string what =
+        limit > 0
+            ? absl::StrFormat(", capped by memory.device_memory_limit_bytes at %s", Gib(limit))
+            : "";
     if (parallel) absl::StrAppend(&what, " per rank");
     if (point.value != 0) {
       const bool micro_batch = spec.sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE;
-      absl::StrAppend(&what, absl::StrFormat(" at the sweep's point %s = %d",
-                                             micro_batch ? "micro_batch_size" : "seq_len",
-                                             point.value));
+      absl::StrAppend(&what,
+                      absl::StrFormat(" at the sweep's point %s = %d",
+                                      micro_batch ? "micro_batch_size" : "seq_len", point.value));
     }
     return absl::FailedPreconditionError(absl::StrFormat(
         "spec: the estimated peak of %s%s does not fit this daemon's %s of %s (%s usable after a "

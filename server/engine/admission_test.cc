@@ -45,8 +45,10 @@ TEST(AdmissionTest, EachRankOnTheCpuDeviceIsCheckedAgainstItsOwnSlotsShare) {
   EXPECT_TRUE(CheckFitsDevice(Estimate(), Spec(4), vramlab::v1::CPU, 4 * kGiB).ok());
   absl::Status one = CheckFitsDevice(Estimate(), Spec(0), vramlab::v1::CPU, 4 * kGiB);
   EXPECT_EQ(one.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(one.message()),
-              HasSubstr("does not fit this daemon's host memory share (CPU slot) of 4.0 GiB (3.5 GiB usable"));
+  EXPECT_THAT(
+      std::string(one.message()),
+      HasSubstr(
+          "does not fit this daemon's host memory share (CPU slot) of 4.0 GiB (3.5 GiB usable"));
   absl::Status small = CheckFitsDevice(Estimate(), Spec(2), vramlab::v1::CPU, 3 * kGiB);
   EXPECT_THAT(std::string(small.message()), HasSubstr("estimated peak of 3.0 GiB per rank"));
 }
@@ -79,7 +81,8 @@ TEST(AdmissionTest, EveryPointOfAListSweepIsCheckedOnTheCpu) {
 TEST(AdmissionTest, AWorkerOnACpuSlotIsCappedAtTheSlotsUsableShare) {
   const Slot slot{0, "cpu", 8 * kGiB, ""};
   EXPECT_EQ(WorkerHostMemoryLimit(vramlab::v1::CPU, slot, 32 * kGiB), UsableDeviceBytes(8 * kGiB));
-  EXPECT_EQ(WorkerHostMemoryLimit(vramlab::v1::CUDA, slot, 32 * kGiB), UsableDeviceBytes(32 * kGiB));
+  EXPECT_EQ(WorkerHostMemoryLimit(vramlab::v1::CUDA, slot, 32 * kGiB),
+            UsableDeviceBytes(32 * kGiB));
 }
 
 TEST(AdmissionTest, TheMemoryLimitCapsEachRank) {

@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/auth/authenticator.h"
 #include "common/status_macros.h"
+#include "server/auth/authenticator.h"
 #include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/experiment_id.h"
@@ -54,8 +54,8 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   RETURN_IF_ERROR(ValidateSpec(request.spec(), options_.spec_limits));
   vramlab::v1::ExperimentSpec spec = request.spec();
   RETURN_IF_ERROR(options_.host_paths.ResolveSpec(&spec));
-  RETURN_IF_ERROR(options_.commands.CheckAndResolve(caller, options_.auth_enabled,
-                                                    options_.host_paths, &spec));
+  RETURN_IF_ERROR(
+      options_.commands.CheckAndResolve(caller, options_.auth_enabled, options_.host_paths, &spec));
   if (request.request_id().size() > 128) {
     return absl::InvalidArgumentError("request_id: at most 128 bytes");
   }
@@ -105,12 +105,13 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
                      " queued experiments (limit ", options_.max_queued_per_user, ")"));
   }
   if (queue_.size() >= options_.max_queued_total) {
-    return absl::ResourceExhaustedError(absl::StrCat("the queue is full (",
-                                                     options_.max_queued_total, " experiments)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the queue is full (", options_.max_queued_total, " experiments)"));
   }
   // A directory left by an experiment the store does not know (e.g. a database restored from an
   // older backup) is never reused: its id is skipped.
-  while (std::filesystem::exists(ExperimentFiles(options_.data_dir, ExperimentIdOf(next_seq_)).dir())) {
+  while (std::filesystem::exists(
+      ExperimentFiles(options_.data_dir, ExperimentIdOf(next_seq_)).dir())) {
     ++next_seq_;
   }
   int64_t seq = next_seq_;
@@ -173,16 +174,16 @@ absl::StatusOr<Experiment> Engine::Get(const std::string& id) {
 absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
     const vramlab::v1::ListExperimentsRequest& request) {
   if (request.page_size() < 0) return absl::InvalidArgumentError("page_size: must be >= 0");
-  int page_size = request.page_size() == 0 ? kDefaultPageSize
-                                           : std::min(request.page_size(), kMaxPageSize);
+  int page_size =
+      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
   ListFilter filter;
   if (request.owner().size() > kMaxOwnerFilterBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("owner: at most ", kMaxOwnerFilterBytes, " bytes, got ", request.owner().size()));
+    return absl::InvalidArgumentError(absl::StrCat("owner: at most ", kMaxOwnerFilterBytes,
+                                                   " bytes, got ", request.owner().size()));
   }
   if (request.states_size() > kMaxStateFilters) {
-    return absl::InvalidArgumentError(absl::StrCat("states: at most ", kMaxStateFilters,
-                                                   " values, got ", request.states_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("states: at most ", kMaxStateFilters, " values, got ", request.states_size()));
   }
   if (request.page_token().size() > kMaxPageTokenBytes) {
     return absl::InvalidArgumentError("page_token: not a token from a previous response");

@@ -5,9 +5,9 @@
 //  - every QUEUED or RUNNING experiment is in active_, has an open event channel, and its state
 //    is committed to the store before any caller or watcher can observe it;
 //  - a QUEUED experiment is in queue_ (a held one, or one whose after_id has not ended, too: it
-//    keeps its place, and PlanGangStarts is not offered it); a RUNNING one holds exactly its world size of slots
-//    (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is held by two;
-//    free_slots_ holds every other slot;
+//    keeps its place, and PlanGangStarts is not offered it); a RUNNING one holds exactly its world
+//    size of slots (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is
+//    held by two; free_slots_ holds every other slot;
 //  - a RUNNING sweep run one gang per point (parallel_sweep.h: a parallel sweep, or a one-process
 //    sweep launched with Active::resumed, as a world of one) holds its slots from its first
 //    point's gang to its end: the next point's gang is launched on them in the same step that
@@ -56,9 +56,9 @@
 #include "server/queue/start_estimate.h"
 #include "server/store/data_dir_lock.h"
 #include "server/store/store.h"
+#include "server/supervise/supervisor.h"
 #include "server/watch/event_hub.h"
 #include "server/watch/watch_cursor.h"
-#include "server/supervise/supervisor.h"
 #include "vramlab/v1/service.pb.h"
 
 namespace vramlab::server {
@@ -83,16 +83,16 @@ class Engine : public SupervisorListener {
 
   // Validates, admits by memory (server/engine/admission.h; FAILED_PRECONDITION unless
   // request.force) and queues the spec.
-  absl::StatusOr<vramlab::v1::Experiment> Submit(const Principal& caller,
-                                                 const vramlab::v1::SubmitExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Submit(
+      const Principal& caller, const vramlab::v1::SubmitExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);
   absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
       const vramlab::v1::ListExperimentsRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Cancel(const Principal& caller, const std::string& id);
   // Queue verbs on a QUEUED experiment (engine_queue_verbs.cc): the caller's own or, for an
   // admin, anyone's; FAILED_PRECONDITION when it is not queued.
-  absl::StatusOr<vramlab::v1::Experiment> Update(const Principal& caller,
-                                                 const vramlab::v1::UpdateExperimentRequest& request);
+  absl::StatusOr<vramlab::v1::Experiment> Update(
+      const Principal& caller, const vramlab::v1::UpdateExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Hold(const Principal& caller, const std::string& id);
   absl::StatusOr<vramlab::v1::Experiment> Release(const Principal& caller, const std::string& id);
   // Deletes a finished experiment (engine_retention.cc): FAILED_PRECONDITION while it is queued
@@ -111,7 +111,8 @@ class Engine : public SupervisorListener {
   // The EstimateMemory RPC (engine_estimate.cc): the spec checked as Submit checks it, except what
   // only running needs (fault injection, this host's device count), and predicted for this
   // daemon's device and GPU size unless the request names a device or a limit. Runs nothing.
-  absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(const vramlab::v1::EstimateMemoryRequest& request) const;
+  absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(
+      const vramlab::v1::EstimateMemoryRequest& request) const;
   const EngineOptions& options() const { return options_; }
 
   // SupervisorListener (supervisor thread).
@@ -234,8 +235,8 @@ class Engine : public SupervisorListener {
   // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and
   // retried (the change already happened); without, nothing changes and the error is returned.
   absl::Status FinishLocked(const std::string& id, vramlab::v1::Experiment::State state,
-                            const std::string& reason, bool requeue_pending,
-                            bool keep_if_unstored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            const std::string& reason, bool requeue_pending, bool keep_if_unstored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishState(const vramlab::v1::Experiment& experiment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueuePositionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateQueueMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

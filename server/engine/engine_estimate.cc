@@ -14,7 +14,8 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> Engine::Estimate(
   limits.allow_fault_injection = true;
   // Nor does it need the ranks' devices: a parallel spec is predicted per rank on any host.
   limits.host_devices = 0;
-  if (request.spec().device() != vramlab::v1::DEVICE_KIND_UNSPECIFIED) limits.device = request.spec().device();
+  if (request.spec().device() != vramlab::v1::DEVICE_KIND_UNSPECIFIED)
+    limits.device = request.spec().device();
   absl::Status valid = ValidateSpec(request.spec(), limits);
   if (!valid.ok()) return valid;
   int64_t limit = request.limit_bytes();

@@ -17,8 +17,8 @@
 namespace vramlab::server {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::EngineGangTest;
+using ::testing::HasSubstr;
 using testing::SeqLenList;
 using testing::SeqLenSearch;
 using vramlab::v1::Experiment;
@@ -40,7 +40,8 @@ TEST_F(EngineGangSweepTest, ListRunsAGangPerPointOnItsSlotsAndStopsAtTheFirstOom
   for (int index : {0, 1}) {
     const std::string tag = EngineGangTest::PointTag(sweep->id(), index);
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(FlagValue(tag, r, "--sweep-point"), index == 0 ? "0:16" : "1:32") << tag << " " << r;
+      EXPECT_EQ(FlagValue(tag, r, "--sweep-point"), index == 0 ? "0:16" : "1:32")
+          << tag << " " << r;
       EXPECT_EQ(FlagValue(tag, r, "--rank"), std::to_string(r));
     }
     EXPECT_EQ(FlagValue(tag, 0, "--rendezvous"), FlagValue(tag, 1, "--rendezvous"));
@@ -140,9 +141,8 @@ TEST_F(EngineGangSweepTest, TheTimeLimitAndTheLogCapAreTheWholeExperiments) {
   Release(first);
   // Point 1 is never released: it is stopped at the experiment's limit, 3 s after the first
   // gang's start, not 3 s after its own.
-  Experiment done = WaitUntil(sweep->id(), [](const Experiment& e) {
-    return e.state() != Experiment::RUNNING;
-  });
+  Experiment done =
+      WaitUntil(sweep->id(), [](const Experiment& e) { return e.state() != Experiment::RUNNING; });
   ASSERT_EQ(done.state(), Experiment::FAILED) << done.state_reason();
   EXPECT_THAT(done.state_reason(), HasSubstr("timed out: time limit of 3 s exceeded"));
   const double ran = Seconds(done.end_time()) - Seconds(done.start_time());

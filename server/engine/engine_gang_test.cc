@@ -15,8 +15,8 @@
 namespace vramlab::server {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::EngineGangTest;
+using ::testing::HasSubstr;
 using vramlab::v1::Experiment;
 
 TEST_F(EngineGangTest, AGangTakesItsSlotsTogetherAndBackfillCannotDelayIt) {
@@ -42,9 +42,8 @@ TEST_F(EngineGangTest, AGangTakesItsSlotsTogetherAndBackfillCannotDelayIt) {
   EXPECT_EQ(info.queue_depth(), 2);
 
   // D times out; B still waits for A (one slot is not three).
-  Experiment d_done = WaitUntil(d->id(), [](const Experiment& e) {
-    return e.state() != Experiment::RUNNING;
-  });
+  Experiment d_done =
+      WaitUntil(d->id(), [](const Experiment& e) { return e.state() != Experiment::RUNNING; });
   EXPECT_EQ(d_done.state(), Experiment::FAILED);
   EXPECT_THAT(d_done.state_reason(), HasSubstr("timed out"));
   EXPECT_EQ(engine_->Get(b->id())->state(), Experiment::QUEUED);
@@ -65,8 +64,8 @@ TEST_F(EngineGangTest, AGangTakesItsSlotsTogetherAndBackfillCannotDelayIt) {
   // Every rank got its rank and the same rendezvous on the loopback.
   std::string rendezvous;
   for (int r = 0; r < 3; ++r) {
-    std::vector<std::string> args = absl::StrSplit(
-        absl::StripTrailingAsciiWhitespace(Recorded(b->id(), r, "args")), ' ');
+    std::vector<std::string> args =
+        absl::StrSplit(absl::StripTrailingAsciiWhitespace(Recorded(b->id(), r, "args")), ' ');
     auto rank_flag = std::find(args.begin(), args.end(), "--rank");
     ASSERT_NE(rank_flag, args.end()) << r;
     ASSERT_NE(rank_flag + 1, args.end());

@@ -1,8 +1,8 @@
 // The Engine's lifecycle and scheduling: creation, recovery after a restart, launching workers,
 // publishing state, graceful shutdown.
 #include <google/protobuf/util/json_util.h>
-#include "server/common/timestamp.h"
 #include <unistd.h>
+#include "server/common/timestamp.h"
 
 #include <chrono>
 #include <cstdio>
@@ -13,13 +13,13 @@
 #include "common/spec/allocator_conf.h"
 #include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
+#include "schema/vramlab_v1.plain_proto.h"
 #include "server/config/gpu_discovery.h"
 #include "server/engine/admission.h"
 #include "server/engine/command_launch.h"
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/worker_threads.h"
-#include "schema/vramlab_v1.plain_proto.h"
 #include "server/queue/gang_plan.h"
 #include "server/supervise/loopback_port.h"
 
@@ -62,7 +62,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock,
   for (size_t i = 0; i < options_.slots.size(); ++i) {
     free_slots_.insert(static_cast<int>(i));
     metrics_->SetSlot(options_.slots[i].index, options_.slots[i].total_memory_bytes);
-    metrics_->SetSlotIdentity(options_.slots[i].index, options_.slots[i].uuid, options_.slots[i].name);
+    metrics_->SetSlotIdentity(options_.slots[i].index, options_.slots[i].uuid,
+                              options_.slots[i].name);
   }
   hub_.SetWatcherListener([metrics](int watchers) { metrics->SetWatchers(watchers); });
 }
@@ -151,10 +152,9 @@ absl::Status Engine::Recover() {
         world_size > static_cast<int>(options_.slots.size())) {
       // Queued by a daemon with more slots: this one can never start it.
       experiment.set_state(Experiment::FAILED);
-      experiment.set_state_reason(
-          absl::StrCat("spec.parallel.world_size: ", world_size,
-                       " ranks need one device each; this daemon now has ",
-                       options_.slots.size(), " slot(s)"));
+      experiment.set_state_reason(absl::StrCat("spec.parallel.world_size: ", world_size,
+                                               " ranks need one device each; this daemon now has ",
+                                               options_.slots.size(), " slot(s)"));
       *experiment.mutable_end_time() = NowTimestamp();
       PublishState(experiment);
     }
@@ -178,8 +178,8 @@ absl::Status Engine::Recover() {
   }
   ResolveRecoveredDependenciesLocked();
   if (!rows.empty()) {
-    std::fprintf(stderr, "vramlabd: recovered %zu unfinished experiments, %d queued\n",
-                 rows.size(), queue_.size());
+    std::fprintf(stderr, "vramlabd: recovered %zu unfinished experiments, %d queued\n", rows.size(),
+                 queue_.size());
   }
   return absl::OkStatus();
 }
@@ -209,8 +209,8 @@ void Engine::PublishQueuePositionsLocked() {
 }
 
 void Engine::UpdateQueueMetricsLocked() {
-  for (auto priority : {vramlab::v1::PRIORITY_LOW, vramlab::v1::PRIORITY_NORMAL,
-                        vramlab::v1::PRIORITY_HIGH}) {
+  for (auto priority :
+       {vramlab::v1::PRIORITY_LOW, vramlab::v1::PRIORITY_NORMAL, vramlab::v1::PRIORITY_HIGH}) {
     metrics_->SetQueueDepth(priority, queue_.CountPriority(priority));
   }
 }
@@ -359,9 +359,9 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     std::error_code error;
     const std::uintmax_t logged = std::filesystem::file_size(request.log_path, error);
     request.log_bytes_written = error ? 0 : static_cast<int64_t>(logged);
-    std::fprintf(stderr, "vramlabd: %s point %d (%s %d) starts\n", experiment.id().c_str(),
-                 point.index, vramlab::v1::SweepVariable_Name(experiment.spec().sweep().variable()).c_str(),
-                 point.value);
+    std::fprintf(
+        stderr, "vramlabd: %s point %d (%s %d) starts\n", experiment.id().c_str(), point.index,
+        vramlab::v1::SweepVariable_Name(experiment.spec().sweep().variable()).c_str(), point.value);
   }
   for (const std::string& dir : options_.host_paths.dirs()) {
     args.insert(args.end(), {"--allowed-dir", dir});
@@ -369,7 +369,8 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
   for (const std::string& path : options_.host_paths.never()) {
     args.insert(args.end(), {"--denied-path", path});
   }
-  std::string alloc_conf = spec_rules::AllocatorConfString(plain::FromProto(experiment.spec().memory().allocator()));
+  std::string alloc_conf =
+      spec_rules::AllocatorConfString(plain::FromProto(experiment.spec().memory().allocator()));
   std::vector<std::string> common_env = {"VRAMLAB_EXPERIMENT_ID=" + experiment.id()};
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     common_env.push_back(alloc_conf.empty() ? std::string(name)
@@ -388,9 +389,8 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
     env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
                                WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
-    absl::StatusOr<SpawnRequest> spawn =
-        CommandSpawnRequest(options_.commands, options_.host_paths, experiment.spec(), env,
-                            files.snapshot_path());
+    absl::StatusOr<SpawnRequest> spawn = CommandSpawnRequest(
+        options_.commands, options_.host_paths, experiment.spec(), env, files.snapshot_path());
     // A request without ranks ends as "could not be started" through the supervisor.
     if (spawn.ok()) {
       request.ranks.push_back(*std::move(spawn));

@@ -93,9 +93,11 @@ class EngineOneProcessSweepResumeTest : public EngineOneProcessSweepTest {
     EXPECT_EQ(resumed.state_reason(), uninterrupted.state_reason());
     EXPECT_EQ(resumed.worker_exit_status(), uninterrupted.worker_exit_status());
     EXPECT_TRUE(MessageDifferencer::Equals(resumed.report(), uninterrupted.report()))
-        << resumed.report().DebugString() << "\nvs\n" << uninterrupted.report().DebugString();
+        << resumed.report().DebugString() << "\nvs\n"
+        << uninterrupted.report().DebugString();
     EXPECT_TRUE(MessageDifferencer::Equals(resumed.oom(), uninterrupted.oom()))
-        << resumed.oom().DebugString() << "\nvs\n" << uninterrupted.oom().DebugString();
+        << resumed.oom().DebugString() << "\nvs\n"
+        << uninterrupted.oom().DebugString();
     EXPECT_EQ(resumed.ranks_size(), 0);
     EXPECT_EQ(uninterrupted.ranks_size(), 0);
     EXPECT_FALSE(resumed.has_deciding_rank());

@@ -31,8 +31,8 @@ void Engine::ResolveDependentsLocked(const std::string& id, Experiment::State st
   for (const std::string& dependent : dependents) {
     // The change follows from one that already happened: kept and retried if unstored.
     (void)FinishLocked(dependent, Experiment::CANCELLED,
-                       absl::StrCat("not started: it was to run after ", id, " succeeded, and ",
-                                    id, " ended ", Experiment::State_Name(state)),
+                       absl::StrCat("not started: it was to run after ", id, " succeeded, and ", id,
+                                    " ended ", Experiment::State_Name(state)),
                        /*requeue_pending=*/false, /*keep_if_unstored=*/true);
     queue_.Remove(dependent);
   }
@@ -59,8 +59,8 @@ void Engine::ResolveRecoveredDependenciesLocked() {
 }
 
 absl::StatusOr<Engine::Active*> Engine::QueuedForVerbLocked(const Principal& caller,
-                                                           const std::string& id,
-                                                           const char* verb) {
+                                                            const std::string& id,
+                                                            const char* verb) {
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
   RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
@@ -90,14 +90,13 @@ absl::StatusOr<Experiment> Engine::Update(const Principal& caller,
   }
   if (request.time_limit_seconds() < 0 ||
       request.time_limit_seconds() > options_.max_time_limit_seconds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_limit_seconds: must be 1 .. ", options_.max_time_limit_seconds,
-                     " (this daemon's max time limit), or 0 to keep it; got ",
-                     request.time_limit_seconds()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_limit_seconds: must be 1 .. ", options_.max_time_limit_seconds,
+        " (this daemon's max time limit), or 0 to keep it; got ", request.time_limit_seconds()));
   }
   if (request.name().size() > spec_rules::kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name: at most ", spec_rules::kMaxNameBytes, " bytes, got ", request.name().size()));
+    return absl::InvalidArgumentError(absl::StrCat("name: at most ", spec_rules::kMaxNameBytes,
+                                                   " bytes, got ", request.name().size()));
   }
   RETURN_IF_ERROR(CheckDisplayText("name", request.name()));
   if (request.priority() == vramlab::v1::PRIORITY_UNSPECIFIED &&
@@ -108,8 +107,7 @@ absl::StatusOr<Experiment> Engine::Update(const Principal& caller,
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Active * active, QueuedForVerbLocked(caller, request.id(), "updated"));
   Experiment updated = active->experiment;
-  const vramlab::v1::Priority old_priority =
-      FairQueue::Normalize(updated.spec().priority());
+  const vramlab::v1::Priority old_priority = FairQueue::Normalize(updated.spec().priority());
   if (request.priority() != vramlab::v1::PRIORITY_UNSPECIFIED) {
     updated.mutable_spec()->set_priority(request.priority());
   }

@@ -54,9 +54,10 @@ absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Engine::Delete(const Princ
                        ": cancel it first (vramlab cancel ", id, "), then delete it"));
     }
     if (unstored_.contains(id)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "experiment ", id, " ended but its final state is not stored yet (the data "
-          "directory's disk cannot be written); delete it once it is"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("experiment ", id,
+                       " ended but its final state is not stored yet (the data "
+                       "directory's disk cannot be written); delete it once it is"));
     }
   }
   ASSIGN_OR_RETURN(int64_t file_bytes, DeleteEnded(id, "request"));

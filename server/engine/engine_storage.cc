@@ -36,8 +36,10 @@ absl::Status Engine::PersistLocked(const Experiment& experiment, bool requeue_pe
 void Engine::NoteStoreFailureLocked(const absl::Status& status) {
   ++state_write_failures_;
   if (store_error_.empty()) {
-    std::fprintf(stderr, "vramlabd: the data directory cannot be written (%s); holding state "
-                 "changes, refusing new experiments\n", std::string(status.message()).c_str());
+    std::fprintf(stderr,
+                 "vramlabd: the data directory cannot be written (%s); holding state "
+                 "changes, refusing new experiments\n",
+                 std::string(status.message()).c_str());
   }
   store_error_ = std::string(status.message());
   UpdateStoreMetricsLocked();
@@ -53,12 +55,11 @@ absl::Status Engine::ProbeDataDirLocked() {
   return absl::OkStatus();
 }
 
-absl::Status Engine::StoreUnwritableError(const std::string& what,
-                                          const std::string& error) const {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, ": the disk of the data directory ", options_.data_dir, " cannot be written (", error,
-      "; ", FreeSpace(options_.data_dir),
-      "). New experiments are refused until it can; accepted ones are kept"));
+absl::Status Engine::StoreUnwritableError(const std::string& what, const std::string& error) const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ": the disk of the data directory ", options_.data_dir,
+                   " cannot be written (", error, "; ", FreeSpace(options_.data_dir),
+                   "). New experiments are refused until it can; accepted ones are kept"));
 }
 
 absl::Status Engine::CheckStoreWritableLocked() const {
@@ -73,8 +74,9 @@ Experiment Engine::WithStorageLocked(Experiment experiment) const {
   experiment.set_storage_pending(state_held || events.held > 0);
   experiment.set_events_not_stored(std::max(experiment.events_not_stored(), events.dropped));
   if (state_held) {
-    std::string note = "final state not stored yet: the data directory's disk cannot be "
-                       "written; retrying";
+    std::string note =
+        "final state not stored yet: the data directory's disk cannot be "
+        "written; retrying";
     experiment.set_state_reason(experiment.state_reason().empty()
                                     ? note
                                     : absl::StrCat(experiment.state_reason(), " (", note, ")"));

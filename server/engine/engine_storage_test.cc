@@ -104,9 +104,9 @@ TEST_F(EngineStorageTest, FinalStateThatHappenedIsKeptAndStoredOnceWritesWork) {
 
   FailWrites();
   ASSERT_TRUE(engine_->Cancel(user_, run->id()).ok());  // the worker is stopped: it happened
-  Experiment shown =
-      WaitUntil(run->id(), [](const Experiment& e) { return e.state() == Experiment::CANCELLED; },
-                absl::Seconds(60));
+  Experiment shown = WaitUntil(
+      run->id(), [](const Experiment& e) { return e.state() == Experiment::CANCELLED; },
+      absl::Seconds(60));
   EXPECT_EQ(shown.state(), Experiment::CANCELLED);
   EXPECT_TRUE(shown.storage_pending());
   EXPECT_EQ(StoredState(run->id()), Experiment::RUNNING);
@@ -114,8 +114,8 @@ TEST_F(EngineStorageTest, FinalStateThatHappenedIsKeptAndStoredOnceWritesWork) {
               HasSubstr("vramlab_store_pending{kind=\"experiment_states\"} 1"));
 
   AllowWrites();
-  Experiment stored = WaitUntil(run->id(), [](const Experiment& e) { return !e.storage_pending(); },
-                                absl::Seconds(60));
+  Experiment stored = WaitUntil(
+      run->id(), [](const Experiment& e) { return !e.storage_pending(); }, absl::Seconds(60));
   EXPECT_FALSE(stored.storage_pending());
   EXPECT_EQ(StoredState(run->id()), Experiment::CANCELLED);
 }

@@ -62,9 +62,9 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
     absl::StatusOr<int> port = PickFreeLoopbackPort();
     if (!port.ok()) {
       ExitVerdict failed;
-      failed.reason = absl::StrCat("sweep point ", next->index,
-                                   " could not be started: no rendezvous port (",
-                                   port.status().message(), ")");
+      failed.reason =
+          absl::StrCat("sweep point ", next->index, " could not be started: no rendezvous port (",
+                       port.status().message(), ")");
       return failed;
     }
     rendezvous_port = *port;

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/util/message_differencer.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include "server/engine/testing/engine_gang_fixture.h"
@@ -48,11 +48,12 @@ class EngineSweepResumeTest : public EngineGangTest {
   static void ExpectSameResults(const Experiment& resumed, const Experiment& uninterrupted) {
     EXPECT_EQ(resumed.state(), uninterrupted.state());
     EXPECT_TRUE(MessageDifferencer::Equals(resumed.report(), uninterrupted.report()))
-        << resumed.report().DebugString() << "\nvs\n" << uninterrupted.report().DebugString();
+        << resumed.report().DebugString() << "\nvs\n"
+        << uninterrupted.report().DebugString();
     ASSERT_EQ(resumed.ranks_size(), uninterrupted.ranks_size());
     for (int r = 0; r < resumed.ranks_size(); ++r) {
-      EXPECT_TRUE(MessageDifferencer::Equals(resumed.ranks(r).report(),
-                                             uninterrupted.ranks(r).report()))
+      EXPECT_TRUE(
+          MessageDifferencer::Equals(resumed.ranks(r).report(), uninterrupted.ranks(r).report()))
           << "rank " << r;
     }
   }
@@ -88,8 +89,8 @@ TEST_F(EngineSweepResumeTest, TheEndedPointIsTakenFromTheStoreAndTheCutOneRunsAg
   ASSERT_EQ(done.report().sweep_points_size(), 3);
   EXPECT_EQ(done.report().largest_fitting_value(), 64);
   ExpectSameResults(done, Uninterrupted(SeqLenList({16, 32, 64}), [this](const std::string& other) {
-    ReleaseFrom(other, 0, 3);
-  }));
+                      ReleaseFrom(other, 0, 3);
+                    }));
 }
 
 // The daemon killed after the last point's results were stored and before its end was: at the
@@ -192,7 +193,8 @@ TEST_F(EngineSweepResumeTest, AListWhoseLastPointRanOutOnEveryRankEndsOomAtTheRe
       });
   ASSERT_EQ(uninterrupted.state(), Experiment::OOM);
   EXPECT_TRUE(MessageDifferencer::Equals(done.report(), uninterrupted.report()))
-      << done.report().DebugString() << "\nvs\n" << uninterrupted.report().DebugString();
+      << done.report().DebugString() << "\nvs\n"
+      << uninterrupted.report().DebugString();
 }
 
 TEST_F(EngineSweepResumeTest, EventsThatCannotBeReadRunTheSweepFromItsFirstPoint) {
@@ -203,8 +205,10 @@ TEST_F(EngineSweepResumeTest, EventsThatCannotBeReadRunTheSweepFromItsFirstPoint
   RestartRequeuing([&] {
     auto db = SqliteDb::Open(options_.data_dir + "/vramlab.db");
     ASSERT_TRUE(db.ok()) << db.status();
-    ASSERT_TRUE((*db)->Exec("UPDATE events SET event = x'ff' WHERE sequence = "
-                            "(SELECT MAX(sequence) FROM events)").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("UPDATE events SET event = x'ff' WHERE sequence = "
+                           "(SELECT MAX(sequence) FROM events)")
+                    .ok());
   });
   EXPECT_EQ(FlagValue(PointTag(id, 0), 0, "--sweep-point"), "0:16");
   const Experiment running = WaitState(id, Experiment::RUNNING);

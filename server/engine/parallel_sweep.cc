@@ -89,7 +89,8 @@ std::optional<FinalReport> ParallelSweep::ExperimentReport() const {
   if (ended_.empty()) return std::nullopt;
   std::vector<FinalReport> reports;
   for (const EndedPoint& ended : ended_) {
-    const int rank = ended.out_of_memory && ended.deciding_rank.has_value() ? *ended.deciding_rank : 0;
+    const int rank =
+        ended.out_of_memory && ended.deciding_rank.has_value() ? *ended.deciding_rank : 0;
     const bool reported = rank >= 0 && rank < world_size_ && ended.reports[rank].has_value() &&
                           ended.reports[rank]->sweep_points_size() == 1;
     FinalReport report;

@@ -112,7 +112,8 @@ TEST(SweepResumeOneProcessTest, AWholeSweepWorkersResultsAreTakenAsReportsOfThei
   alone.set_parameter_count(42);
   alone.set_device_name("cpu");
   EXPECT_TRUE(MessageDifferencer::Equals(taken.reports[0], alone))
-      << taken.reports[0].DebugString() << "\nvs\n" << alone.DebugString();
+      << taken.reports[0].DebugString() << "\nvs\n"
+      << alone.DebugString();
 }
 
 TEST(SweepResumeOneProcessTest, AListThatRanOutIsOverAndItsWholeReportPassedOver) {

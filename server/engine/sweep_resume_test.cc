@@ -97,7 +97,8 @@ TEST(SweepResumeTest, ListTakesThePointsEveryRankReportedAndRunsTheCutOneAgain) 
     EXPECT_EQ(plan.taken[i].point.value, i == 0 ? 16 : 32);
     EXPECT_FALSE(plan.taken[i].out_of_memory);
     ASSERT_EQ(plan.taken[i].reports.size(), 2u);
-    EXPECT_EQ(plan.taken[i].reports[1].anatomy().peak_allocated_bytes(), 1000 * (i == 0 ? 16 : 32) + 1);
+    EXPECT_EQ(plan.taken[i].reports[1].anatomy().peak_allocated_bytes(),
+              1000 * (i == 0 ? 16 : 32) + 1);
   }
   EXPECT_FALSE(plan.sweep_over);
   EXPECT_EQ(plan.next_runs_again, "point 2 (value 64) runs again: rank 1 has no result of it");
@@ -251,10 +252,12 @@ TEST(SweepResumeTest, PointsTakenMergeAsTheUninterruptedRunsDo) {
   resumed.EndPoint(true, 1);
   EXPECT_FALSE(resumed.Next().has_value());
   ASSERT_TRUE(uninterrupted.ExperimentReport().has_value());
-  EXPECT_TRUE(MessageDifferencer::Equals(*resumed.ExperimentReport(), *uninterrupted.ExperimentReport()));
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(*resumed.ExperimentReport(), *uninterrupted.ExperimentReport()));
   EXPECT_EQ(resumed.ExperimentReport()->largest_fitting_value(), 32);
   for (int r = 0; r < kWorld; ++r) {
-    EXPECT_TRUE(MessageDifferencer::Equals(*resumed.RankReport(r), *uninterrupted.RankReport(r))) << r;
+    EXPECT_TRUE(MessageDifferencer::Equals(*resumed.RankReport(r), *uninterrupted.RankReport(r)))
+        << r;
   }
 }
 

@@ -145,20 +145,23 @@ LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t after_norm1 = norm + H;
   // q/k/v projections, then q's rotary embedding: x*cos, rotate_half(x), its product with sin
   // and their sum are live together (one C++ expression).
-  const int64_t rotary = after_norm1 + 5 * H + 2 * KV + QkNormSaved(run, z) + QkNormTransient(run, z);
+  const int64_t rotary =
+      after_norm1 + 5 * H + 2 * KV + QkNormSaved(run, z) + QkNormTransient(run, z);
   // Inside attention: q after RoPE, k after RoPE, v and, for eager, k and v repeated to every head.
   const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
-  const int64_t attention_moment = AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
-  const int64_t norm2 = after_norm1 + attention + H /* h = x + attn */ + norm + H +
-                        NormForwardTransient(z);
+  const int64_t attention_moment =
+      AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
+  const int64_t norm2 =
+      after_norm1 + attention + H /* h = x + attn */ + norm + H + NormForwardTransient(z);
   // End of the layer: everything saved, plus h, the MLP output and the layer output.
   const int64_t end = a.kept + 3 * H;
-  a.forward_peak = std::max({after_norm1 + NormForwardTransient(z), rotary, attention_moment,
-                             norm2, end});
+  a.forward_peak =
+      std::max({after_norm1 + NormForwardTransient(z), rotary, attention_moment, norm2, end});
 
   // Forward without autograd: only what the expression being evaluated holds.
   const int64_t ng_norm = z.hidden32 + std::max(z.hidden32, 2 * H);
-  const int64_t ng_attention = AttentionNoGradMoment(z, H /* norm output */ + H + 2 * KV + repeated_kv);
+  const int64_t ng_attention =
+      AttentionNoGradMoment(z, H /* norm output */ + H + 2 * KV + repeated_kv);
   const int64_t ng_mlp = 3 * H + 4 * I;  // h, norm output, gate, silu, up, product, MLP output
   a.no_grad_peak = std::max({ng_norm, H + 5 * H + 2 * KV, ng_attention, ng_mlp});
 
@@ -171,15 +174,16 @@ LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t attention_bwd = AttentionBackwardMoment(z, left);
   // Rotary (and, for eager, repeat-kv) backward: gradients of q, k and v and the rotary
   // temporaries.
-  const int64_t rotary_bwd =
-      left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV) + QkNormSaved(run, z) + QkNormTransient(run, z);
+  const int64_t rotary_bwd = left + (run.eager_attention ? 9 * H : 7 * H + 2 * KV) +
+                             QkNormSaved(run, z) + QkNormTransient(run, z);
   const int64_t norm1_bwd = norm + 2 * H + NormBackwardTransient(z);
   a.backward_peak = std::max({mlp_bwd, norm2_bwd, attention_bwd, rotary_bwd, norm1_bwd});
   return a;
 }
 
-// --- training.kernels FUSED (kernels/, docs/KERNELS.md) -------------------------------------------
-// FusedRmsNorm saves its input and the fp32 rstd per row; nothing else, and no forward transient.
+// --- training.kernels FUSED (kernels/, docs/KERNELS.md)
+// ------------------------------------------- FusedRmsNorm saves its input and the fp32 rstd per
+// row; nothing else, and no forward transient.
 int64_t FusedNormSaved(const Sizes& z) { return z.hidden + z.per_token32; }
 // FusedSwiGlu saves gate and up (silu is recomputed); down_proj saves the product.
 int64_t FusedMlpSaved(const Sizes& z) { return 3 * z.inter; }
@@ -203,7 +207,8 @@ LayerActivations FusedLayerActivations(const RunSettings& run, const Sizes& z) {
   const int64_t after_norm1 = pt + H;
   const int64_t rotary = after_norm1 + 2 * H + 3 * KV;  // q, k, v, rotated q and k
   const int64_t repeated_kv = run.eager_attention ? 2 * H : 0;
-  const int64_t attention_moment = AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
+  const int64_t attention_moment =
+      AttentionForwardMoment(z, after_norm1 + H + 2 * KV + repeated_kv);
   // h = x + attn (saved by norm 2), its rstd and norm 2's output.
   const int64_t norm2 = after_norm1 + attention + H + pt + H;
   // Everything saved but the input, plus the MLP output and the layer output.
@@ -238,7 +243,10 @@ LayerActivations FusedLayerActivations(const RunSettings& run, const Sizes& z) {
 LossActivations FusedLossActivations(const RunSettings& run, const Sizes& z) {
   const int64_t H = z.hidden;
   const int64_t norm = FusedNormSaved(z);  // the last layer's output is the norm's saved input
-  const int64_t head = run.adapter.enabled() ? 0 : z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes);
+  const int64_t head =
+      run.adapter.enabled()
+          ? 0
+          : z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes);
   LossActivations l;
   const int64_t base = norm + H;  // and the norm's output, until the loss returns
   // Per chunk: its logits, the per-row losses, and the two gradients.
@@ -274,7 +282,8 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
 LayerActivations EstimateLayerActivations(const RunSettings& run) {
   const Sizes z(run);
   const int64_t H = z.hidden, KV = z.kv, I = z.inter;
-  LayerActivations a = run.fused_kernels ? FusedLayerActivations(run, z) : AtenLayerActivations(run, z);
+  LayerActivations a =
+      run.fused_kernels ? FusedLayerActivations(run, z) : AtenLayerActivations(run, z);
   const AdapterActivations adapters = EstimateAdapterActivations(run);
   if (!run.adapter.enabled()) return a;
   // Adapters: their saved tensors throughout, and one moment per wrapped projection, each the
@@ -359,9 +368,10 @@ LossActivations EstimateLossActivations(const RunSettings& run) {
     // gradient, so it is counted here), then per chunk the recomputed dtype logits and their
     // fp32 copy, softmax in place, and the fp32 gradient cast to the dtype before it is freed.
     const int64_t frozen_head =
-        run.adapter.enabled() ? z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes) : 0;
-    l.backward_peak_with_head_gradient =
-        std::max(base + H + frozen_head + chunk_logits, norm_bwd);
+        run.adapter.enabled()
+            ? z.Alloc(run.model.vocab_size * run.model.hidden_size * run.dtype_bytes)
+            : 0;
+    l.backward_peak_with_head_gradient = std::max(base + H + frozen_head + chunk_logits, norm_bwd);
   } else {
     // Full: dtype logits, their fp32 upcast and log_softmax's fp32 output live together; only
     // the log-probabilities are saved (nll_loss and log_softmax backward need them).

@@ -12,7 +12,8 @@
 namespace vramlab::server::estimate {
 namespace {
 
-vramlab::v1::ExperimentSpec Spec(vramlab::v1::KernelsImpl kernels, vramlab::v1::AttentionImpl attention,
+vramlab::v1::ExperimentSpec Spec(vramlab::v1::KernelsImpl kernels,
+                                 vramlab::v1::AttentionImpl attention,
                                  vramlab::v1::DType dtype = vramlab::v1::BFLOAT16) {
   vramlab::v1::ExperimentSpec spec;
   spec.mutable_model()->set_preset("qwen2.5-1.5b");
@@ -37,8 +38,10 @@ RunSettings Resolve(const vramlab::v1::ExperimentSpec& spec) {
 // so the CUDA allocator's rounding adds nothing.
 TEST(ActivationModelTest, SavedBytesPerTokenPerLayerAreTheDocumentedOnes) {
   const int64_t tokens = 4 * 2048;
-  EXPECT_EQ(EstimateLayerActivations(Resolve(Spec(vramlab::v1::ATEN, vramlab::v1::SDPA))).kept, 103480 * tokens);
-  EXPECT_EQ(EstimateLayerActivations(Resolve(Spec(vramlab::v1::FUSED, vramlab::v1::SDPA))).kept, 73272 * tokens);
+  EXPECT_EQ(EstimateLayerActivations(Resolve(Spec(vramlab::v1::ATEN, vramlab::v1::SDPA))).kept,
+            103480 * tokens);
+  EXPECT_EQ(EstimateLayerActivations(Resolve(Spec(vramlab::v1::FUSED, vramlab::v1::SDPA))).kept,
+            73272 * tokens);
   // The loss: ATEN keeps the fp32 log-probabilities [tokens, vocab]; FUSED the gradients of the
   // hidden states and of lm_head (vocab x hidden, bf16), with the final norm's input and rstd.
   EXPECT_EQ(EstimateLossActivations(Resolve(Spec(vramlab::v1::FUSED, vramlab::v1::SDPA))).kept,
@@ -48,18 +51,24 @@ TEST(ActivationModelTest, SavedBytesPerTokenPerLayerAreTheDocumentedOnes) {
 TEST(ActivationModelTest, FusedIsNeverAboveAtenAtAnyModelledMoment) {
   for (vramlab::v1::AttentionImpl attention : {vramlab::v1::EAGER, vramlab::v1::SDPA}) {
     for (vramlab::v1::DType dtype : {vramlab::v1::BFLOAT16, vramlab::v1::FLOAT32}) {
-      SCOPED_TRACE(std::string(vramlab::v1::AttentionImpl_Name(attention)) + " " + vramlab::v1::DType_Name(dtype));
-      const LayerActivations aten = EstimateLayerActivations(Resolve(Spec(vramlab::v1::ATEN, attention, dtype)));
-      const LayerActivations fused = EstimateLayerActivations(Resolve(Spec(vramlab::v1::FUSED, attention, dtype)));
+      SCOPED_TRACE(std::string(vramlab::v1::AttentionImpl_Name(attention)) + " " +
+                   vramlab::v1::DType_Name(dtype));
+      const LayerActivations aten =
+          EstimateLayerActivations(Resolve(Spec(vramlab::v1::ATEN, attention, dtype)));
+      const LayerActivations fused =
+          EstimateLayerActivations(Resolve(Spec(vramlab::v1::FUSED, attention, dtype)));
       EXPECT_LT(fused.kept, aten.kept);
       EXPECT_LE(fused.forward_peak, aten.forward_peak);
       EXPECT_LE(fused.no_grad_peak, aten.no_grad_peak);
       EXPECT_LE(fused.backward_peak, aten.backward_peak);
       EXPECT_EQ(fused.checkpoint_input, aten.checkpoint_input);
-      const LossActivations aten_loss = EstimateLossActivations(Resolve(Spec(vramlab::v1::ATEN, attention, dtype)));
-      const LossActivations fused_loss = EstimateLossActivations(Resolve(Spec(vramlab::v1::FUSED, attention, dtype)));
+      const LossActivations aten_loss =
+          EstimateLossActivations(Resolve(Spec(vramlab::v1::ATEN, attention, dtype)));
+      const LossActivations fused_loss =
+          EstimateLossActivations(Resolve(Spec(vramlab::v1::FUSED, attention, dtype)));
       EXPECT_LT(fused_loss.forward_peak, aten_loss.forward_peak);
-      EXPECT_LT(fused_loss.backward_peak_before_head_gradient, aten_loss.backward_peak_before_head_gradient);
+      EXPECT_LT(fused_loss.backward_peak_before_head_gradient,
+                aten_loss.backward_peak_before_head_gradient);
     }
   }
 }
@@ -67,11 +76,14 @@ TEST(ActivationModelTest, FusedIsNeverAboveAtenAtAnyModelledMoment) {
 // The whole estimate of the benchmark row: FUSED's activations lie below ATEN's by at least what
 // the layers no longer keep, and the other categories do not move.
 TEST(ActivationModelTest, EstimateOfTheBenchmarkRowShrinksByTheLayersSavings) {
-  absl::StatusOr<vramlab::v1::MemoryEstimate> aten = EstimateMemory(Spec(vramlab::v1::ATEN, vramlab::v1::SDPA), 0);
-  absl::StatusOr<vramlab::v1::MemoryEstimate> fused = EstimateMemory(Spec(vramlab::v1::FUSED, vramlab::v1::SDPA), 0);
+  absl::StatusOr<vramlab::v1::MemoryEstimate> aten =
+      EstimateMemory(Spec(vramlab::v1::ATEN, vramlab::v1::SDPA), 0);
+  absl::StatusOr<vramlab::v1::MemoryEstimate> fused =
+      EstimateMemory(Spec(vramlab::v1::FUSED, vramlab::v1::SDPA), 0);
   ASSERT_TRUE(aten.ok() && fused.ok());
   const int64_t layer_savings = int64_t{28} * (103480 - 73272) * 4 * 2048;
-  EXPECT_LE(fused->anatomy().activations_bytes(), aten->anatomy().activations_bytes() - layer_savings);
+  EXPECT_LE(fused->anatomy().activations_bytes(),
+            aten->anatomy().activations_bytes() - layer_savings);
   EXPECT_EQ(fused->anatomy().weights_bytes(), aten->anatomy().weights_bytes());
   EXPECT_EQ(fused->anatomy().gradients_bytes(), aten->anatomy().gradients_bytes());
   EXPECT_EQ(fused->anatomy().optimizer_state_bytes(), aten->anatomy().optimizer_state_bytes());
@@ -101,14 +113,16 @@ TEST(ActivationModelTest, QloraDownProjBackwardHoldsEverythingTheLayerSaved) {
   // Saved per token: two norms without their normalized copy (fp32 input + rstd, and the
   // output) 2(4h + 4 + 2h); sdpa q, out, k, v and the lse 2·2h + 2·2·512 + 4·28; SwiGLU 4·2I;
   // A's output 4·16 for each of the 7 projections.
-  EXPECT_EQ(layer.kept, (2 * (4 * h + 4 + 2 * h) + 4 * h + 2048 + 112 + 8 * inter + 7 * 64) * tokens);
+  EXPECT_EQ(layer.kept,
+            (2 * (4 * h + 4 + 2 * h) + 4 * h + 2048 + 112 + 8 * inter + 7 * 64) * tokens);
   EXPECT_EQ(layer.backward_peak, layer.kept + (2 * h + 8 * h + 6 * inter) * tokens);
   // The chunked loss's backward with frozen lm_head weights: the hidden-state gradient, the
   // zeros_like(weight) gradient it still allocates (vocabulary x hidden, bf16) and one chunk's
   // bf16 and fp32 logits.
   const LossActivations loss = EstimateLossActivations(run);
-  EXPECT_EQ(loss.backward_peak_with_head_gradient,
-            loss.kept + 2 * h * tokens + int64_t{152064} * h * 2 + int64_t{1024} * 152064 * (2 + 4));
+  EXPECT_EQ(
+      loss.backward_peak_with_head_gradient,
+      loss.kept + 2 * h * tokens + int64_t{152064} * h * 2 + int64_t{1024} * 152064 * (2 + 4));
 }
 
 TEST(ActivationModelTest, UnknownKernelsValueNamesTheField) {

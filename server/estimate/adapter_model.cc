@@ -17,10 +17,11 @@ struct Projection {
 std::vector<Projection> Projections(const ModelShape& m) {
   const int64_t h = m.hidden_size, q = m.q_dim(), kv = m.kv_dim(), i = m.intermediate_size;
   auto index = [&](const char* name) { return LayerTensorIndex(m, name); };
-  return {{1, h, q, index("self_attn.q_proj.weight")},  {2, h, kv, index("self_attn.k_proj.weight")},
-          {3, h, kv, index("self_attn.v_proj.weight")}, {4, q, h, index("self_attn.o_proj.weight")},
-          {5, h, i, index("mlp.gate_proj.weight")},     {6, h, i, index("mlp.up_proj.weight")},
-          {7, i, h, index("mlp.down_proj.weight")}};
+  return {
+      {1, h, q, index("self_attn.q_proj.weight")},  {2, h, kv, index("self_attn.k_proj.weight")},
+      {3, h, kv, index("self_attn.v_proj.weight")}, {4, q, h, index("self_attn.o_proj.weight")},
+      {5, h, i, index("mlp.gate_proj.weight")},     {6, h, i, index("mlp.up_proj.weight")},
+      {7, i, h, index("mlp.down_proj.weight")}};
 }
 
 bool Wraps(const RunSettings& run, int target) {
@@ -76,7 +77,8 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
       // gradient.
       const int64_t mask = alloc(tokens * p.in);
       pa.kept += in_a + mask;
-      pa.forward = out_e + std::max({in_cast + in_a + mask, 2 * out_a, out_a + out_a + (cast ? out_e : 0)});
+      pa.forward =
+          out_e + std::max({in_cast + in_a + mask, 2 * out_a, out_a + out_a + (cast ? out_e : 0)});
       pa.backward = out_cast + out_a + (cast ? out_e : 0) + 2 * in_a + in_e;
     } else if (!run.adapter.qlora) {
       // LoraLinearFunction (one node; saves x, the frozen weight, A, B and A's output).

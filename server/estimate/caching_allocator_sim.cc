@@ -46,8 +46,8 @@ bool CachingAllocatorSim::Malloc(int64_t id, int64_t bytes, SegmentEvents* event
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kCudaSmallRequestBytes;
   int64_t address = 0;
-  const bool ok = TryCachedBlock(size, small, &address) ||
-                  TryNewMemory(size, small, events, &address);
+  const bool ok =
+      TryCachedBlock(size, small, &address) || TryNewMemory(size, small, events, &address);
   if (!ok) return false;
   live_[id] = address;
   allocated_ += blocks_[address].size;
@@ -58,7 +58,8 @@ bool CachingAllocatorSim::Malloc(int64_t id, int64_t bytes, SegmentEvents* event
 int64_t CachingAllocatorSim::ExpandableSize(int64_t address) const {
   const Block& block = blocks_.at(address);
   const auto next = blocks_.upper_bound(address);
-  const bool unmapped_after = next != blocks_.end() && next->second.segment == block.segment && !next->second.mapped;
+  const bool unmapped_after =
+      next != blocks_.end() && next->second.segment == block.segment && !next->second.mapped;
   return block.size + (unmapped_after ? next->second.size : 0);
 }
 
@@ -70,8 +71,8 @@ bool CachingAllocatorSim::TryCachedBlock(int64_t size, bool small, int64_t* addr
     // c10 ranks a free block that ends where the segment's unmapped pages begin by the size it
     // could grow to, not its mapped size: best fit walks on past it to the larger blocks that
     // are smaller than that, so growing the segment's tail is the last resort.
-    for (auto next = std::next(it); next != pool.end() && ExpandableSize(next->second) < ExpandableSize(it->second);
-         ++next) {
+    for (auto next = std::next(it);
+         next != pool.end() && ExpandableSize(next->second) < ExpandableSize(it->second); ++next) {
       it = next;
     }
   }
@@ -169,8 +170,8 @@ bool CachingAllocatorSim::TryExpand(int64_t size, bool small, SegmentEvents* eve
       if (prev->second.segment == base && !prev->second.live) start = prev;
     }
     int64_t span = 0;
-    for (auto walk = start; walk != blocks_.end() && walk->second.segment == base &&
-                            !walk->second.live && span < size;
+    for (auto walk = start;
+         walk != blocks_.end() && walk->second.segment == base && !walk->second.live && span < size;
          ++walk) {
       span += walk->second.size;
     }

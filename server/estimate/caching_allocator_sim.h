@@ -105,7 +105,7 @@ class CachingAllocatorSim {
   bool Fits(int64_t reserve) const;
 
   AllocatorSimConfig config_;
-  std::map<int64_t, Block> blocks_;  // by address; every block of every segment
+  std::map<int64_t, Block> blocks_;      // by address; every block of every segment
   std::map<int64_t, int64_t> segments_;  // cudaMalloc'd segments: address -> size
   std::set<FreeKey> free_small_, free_large_;
   std::map<int64_t, int64_t> live_;  // tensor id -> block address

@@ -108,12 +108,18 @@ void Replay(const std::string& name) {
         const size_t eq = item.find('=');
         const std::string key = item.substr(0, eq);
         const int64_t value = std::stoll(item.substr(eq + 1));
-        if (key == "allocated") EXPECT_EQ(sim->allocated(), value) << where;
-        else if (key == "reserved") EXPECT_EQ(sim->reserved(), value) << where;
-        else if (key == "peak_reserved") EXPECT_EQ(sim->peak_reserved(), value) << where;
-        else if (key == "peak_allocated") EXPECT_EQ(sim->peak_allocated(), value) << where;
-        else if (key == "inactive_split") EXPECT_EQ(sim->inactive_split(), value) << where;
-        else ADD_FAILURE() << where << ": unknown reading " << key;
+        if (key == "allocated")
+          EXPECT_EQ(sim->allocated(), value) << where;
+        else if (key == "reserved")
+          EXPECT_EQ(sim->reserved(), value) << where;
+        else if (key == "peak_reserved")
+          EXPECT_EQ(sim->peak_reserved(), value) << where;
+        else if (key == "peak_allocated")
+          EXPECT_EQ(sim->peak_allocated(), value) << where;
+        else if (key == "inactive_split")
+          EXPECT_EQ(sim->inactive_split(), value) << where;
+        else
+          ADD_FAILURE() << where << ": unknown reading " << key;
         ++checks;
       }
     } else {

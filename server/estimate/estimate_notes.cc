@@ -39,8 +39,9 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
       notes.push_back("optimizer adamw: exp_avg and exp_avg_sq in the parameter dtype");
       break;
     case vramlab::v1::ADAMW_FP32_MASTER:
-      notes.push_back("optimizer adamw_fp32_master: fp32 master weights + two fp32 moments "
-                      "(12 bytes/param on top of weights and gradients)");
+      notes.push_back(
+          "optimizer adamw_fp32_master: fp32 master weights + two fp32 moments "
+          "(12 bytes/param on top of weights and gradients)");
       break;
     case vramlab::v1::SGD:
       notes.push_back("optimizer sgd: one momentum buffer in the parameter dtype");
@@ -55,12 +56,14 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
       break;
   }
   if (run.offload_to_cpu) {
-    notes.push_back("offload_to_cpu: optimizer state (and master weights) in host memory: 0 "
-                    "bytes on the device; the update runs on the host");
+    notes.push_back(
+        "offload_to_cpu: optimizer state (and master weights) in host memory: 0 "
+        "bytes on the device; the update runs on the host");
   }
   if (run.in_backward) {
-    notes.push_back("in_backward: each gradient is freed right after its update; at most the "
-                    "largest parameter's gradient is held");
+    notes.push_back(
+        "in_backward: each gradient is freed right after its update; at most the "
+        "largest parameter's gradient is held");
   }
   notes.push_back(run.eager_attention
                       ? "attention eager: fp32 softmax output and its dtype cast (b x heads x s "
@@ -73,11 +76,11 @@ std::vector<std::string> EstimateNotes(const RunSettings& run, int64_t limit_byt
         "recomputed at a time in backward",
         run.checkpoint_every_k, run.checkpoint_every_k));
   }
-  notes.push_back(run.chunked_loss
-                      ? absl::StrFormat("loss chunked: logits of %d tokens at a time",
-                                        run.loss_chunk_tokens)
-                      : std::string("loss full: dtype logits, fp32 upcast and fp32 log-softmax "
-                                    "over the whole vocabulary"));
+  notes.push_back(
+      run.chunked_loss
+          ? absl::StrFormat("loss chunked: logits of %d tokens at a time", run.loss_chunk_tokens)
+          : std::string("loss full: dtype logits, fp32 upcast and fp32 log-softmax "
+                        "over the whole vocabulary"));
   notes.push_back(run.steps >= 2
                       ? "steps >= 2: forward and backward of step 2 run with optimizer state held"
                       : "one step: optimizer state first appears in the optimizer step");

@@ -75,11 +75,17 @@ int32_t LargestFitting(FitsFn fits) {
   while (bad == 0) {
     const int64_t next = good * 2;
     if (next > kSearchCeiling) return static_cast<int32_t>(good);  // fits everything searched
-    if (fits(next)) good = next; else bad = next;
+    if (fits(next))
+      good = next;
+    else
+      bad = next;
   }
   while (bad - good > 1) {
     const int64_t mid = good + (bad - good) / 2;
-    if (fits(mid)) good = mid; else bad = mid;
+    if (fits(mid))
+      good = mid;
+    else
+      bad = mid;
   }
   return static_cast<int32_t>(good);
 }
@@ -147,8 +153,10 @@ std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
     case vramlab::v1::FITS:
       return absl::StrCat("verdict FITS: ", band);
     case vramlab::v1::TIGHT:
-      return absl::StrCat("verdict TIGHT: the limit lies within the margin the model cannot "
-                          "resolve; ", band);
+      return absl::StrCat(
+          "verdict TIGHT: the limit lies within the margin the model cannot "
+          "resolve; ",
+          band);
     case vramlab::v1::DOES_NOT_FIT:
       return absl::StrCat("verdict DOES_NOT_FIT: ", band);
     default:
@@ -169,8 +177,7 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   // Everything below is one process's until the rank's prediction at the end.
   const estimate::ParallelSettings parallel = base.parallel;
   base.parallel = estimate::ParallelSettings{};
-  const int64_t limit =
-      limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
+  const int64_t limit = limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
   const AllocatorKind allocator =
       estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
   const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
@@ -200,8 +207,16 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   out.set_deciding_phase(p.decision.deciding_phase);
   out.set_fits(limit == 0 || p.decision.verdict == vramlab::v1::FITS);
   if (limit != 0) {
-    auto with_seq = [&](int64_t seq) { RunSettings r = run; r.seq_len = seq; return r; };
-    auto with_batch = [&](int64_t b) { RunSettings r = run; r.micro_batch = b; return r; };
+    auto with_seq = [&](int64_t seq) {
+      RunSettings r = run;
+      r.seq_len = seq;
+      return r;
+    };
+    auto with_batch = [&](int64_t b) {
+      RunSettings r = run;
+      r.micro_batch = b;
+      return r;
+    };
     out.set_max_seq_len_that_fits(LargestFitting([&](int64_t v) { return fits(with_seq(v)); }));
     out.set_max_micro_batch_that_fits(
         LargestFitting([&](int64_t v) { return fits(with_batch(v)); }));
@@ -211,19 +226,23 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
         LargestFitting([&](int64_t v) { return possible(with_batch(v)); }));
   }
   if (sweep.active) {
-    estimate::SetSweepPredictions(estimate::PredictSweep(sweep, limit, [&](int64_t value) {
-      return PointOf(value, predict(value));
-    }), &out);
+    estimate::SetSweepPredictions(
+        estimate::PredictSweep(sweep, limit,
+                               [&](int64_t value) { return PointOf(value, predict(value)); }),
+        &out);
   }
   if (parallel.parallel() || options.smallest_world_size) {
     *out.mutable_parallel() = PredictRank(run, parallel, allocator, limit);
     if (sweep.active && parallel.parallel()) {
       // Each point runs as its own gang of ranks: every point predicted for one rank.
-      estimate::SetSweepPredictions(estimate::PredictSweep(sweep, limit, [&](int64_t value) {
-        RunSettings rank = estimate::AtSweepValue(base, sweep, value);
-        rank.parallel = parallel;
-        return PointOf(value, Predict(rank, allocator, limit));
-      }), out.mutable_parallel());
+      estimate::SetSweepPredictions(
+          estimate::PredictSweep(sweep, limit,
+                                 [&](int64_t value) {
+                                   RunSettings rank = estimate::AtSweepValue(base, sweep, value);
+                                   rank.parallel = parallel;
+                                   return PointOf(value, Predict(rank, allocator, limit));
+                                 }),
+          out.mutable_parallel());
     }
     if (options.smallest_world_size && limit != 0) {
       out.mutable_parallel()->set_smallest_world_size_that_fits(

@@ -35,12 +35,19 @@ MemoryEstimate MustEstimate(const ExperimentSpec& spec, int64_t limit = 0) {
 TEST(EstimatorTest, ParameterCountOfEveryPresetMatchesThePublishedModel) {
   // HF num_parameters() of each published checkpoint (common/spec/model_presets.cc); tiny:
   // testdata/README.md (HF-counted).
-  const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"qwen2.5-0.5b", 494032768},    {"qwen2.5-1.5b", 1543714304},   {"qwen2.5-3b", 3085938688},
-      {"qwen2.5-7b", 7615616512},     {"llama-3.2-1b", 1235814400},   {"llama-3.2-3b", 3212749824},
-      {"llama-3.1-8b", 8030261248},   {"mistral-7b-v0.3", 7248023552}, {"qwen3-0.6b", 596049920},
-      {"qwen3-1.7b", 1720574976},     {"qwen3-4b", 4022468096},       {"qwen3-8b", 8190735360},
-      {"tiny", 125504}};
+  const std::vector<std::pair<std::string, int64_t>> expected = {{"qwen2.5-0.5b", 494032768},
+                                                                 {"qwen2.5-1.5b", 1543714304},
+                                                                 {"qwen2.5-3b", 3085938688},
+                                                                 {"qwen2.5-7b", 7615616512},
+                                                                 {"llama-3.2-1b", 1235814400},
+                                                                 {"llama-3.2-3b", 3212749824},
+                                                                 {"llama-3.1-8b", 8030261248},
+                                                                 {"mistral-7b-v0.3", 7248023552},
+                                                                 {"qwen3-0.6b", 596049920},
+                                                                 {"qwen3-1.7b", 1720574976},
+                                                                 {"qwen3-4b", 4022468096},
+                                                                 {"qwen3-8b", 8190735360},
+                                                                 {"tiny", 125504}};
   for (const auto& [preset, count] : expected) {
     EXPECT_EQ(MustEstimate(Spec(preset)).parameter_count(), count) << preset;
   }
@@ -69,8 +76,9 @@ TEST(EstimatorTest, WeightsGradientsAndStateOf15BInBf16OnCuda) {
     vramlab::v1::OptimizerKind kind;
     int64_t state;
   };
-  for (const Case& c : {Case{vramlab::v1::ADAMW, 4 * p}, Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p},
-                        Case{vramlab::v1::SGD, 2 * p}}) {
+  for (const Case& c :
+       {Case{vramlab::v1::ADAMW, 4 * p}, Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p},
+        Case{vramlab::v1::SGD, 2 * p}}) {
     spec.mutable_training()->mutable_optimizer()->set_kind(c.kind);
     const MemoryEstimate e = MustEstimate(spec);
     EXPECT_EQ(e.anatomy().weights_bytes(), 2 * p);
@@ -96,8 +104,9 @@ TEST(EstimatorTest, CpuBytesAreExactPerOptimizerMode) {
     vramlab::v1::OptimizerKind kind;
     int64_t state;
   };
-  for (const Case& c : {Case{vramlab::v1::ADAMW, 8 * p}, Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p},
-                        Case{vramlab::v1::SGD, 4 * p}, Case{vramlab::v1::ADAMW_8BIT, 2 * adam8_moment + adam8_maps}}) {
+  for (const Case& c : {Case{vramlab::v1::ADAMW, 8 * p},
+                        Case{vramlab::v1::ADAMW_FP32_MASTER, 12 * p}, Case{vramlab::v1::SGD, 4 * p},
+                        Case{vramlab::v1::ADAMW_8BIT, 2 * adam8_moment + adam8_maps}}) {
     spec.mutable_training()->mutable_optimizer()->set_kind(c.kind);
     const MemoryEstimate e = MustEstimate(spec);
     EXPECT_EQ(e.anatomy().weights_bytes(), 4 * p);
@@ -154,7 +163,8 @@ TEST(EstimatorTest, LoraHoldsGradientsAndStateForTheAdaptersOnly) {
   // PEFT's print_trainable_parameters() for Qwen2.5-1.5B, r=16, all seven targets: 18,464,768.
   const int64_t adapter = 18464768;
   const int64_t p = 1543714304;
-  const MemoryEstimate e = MustEstimate(WithAdapter(Spec("qwen2.5-1.5b", 2048), vramlab::v1::LORA, 16));
+  const MemoryEstimate e =
+      MustEstimate(WithAdapter(Spec("qwen2.5-1.5b", 2048), vramlab::v1::LORA, 16));
   // Every adapter tensor is a multiple of 512 bytes in fp32.
   EXPECT_EQ(e.anatomy().weights_bytes(), 2 * p);  // frozen, bf16
   EXPECT_EQ(e.anatomy().adapter_weights_bytes(), 4 * adapter);
@@ -171,7 +181,8 @@ TEST(EstimatorTest, LoraHoldsGradientsAndStateForTheAdaptersOnly) {
   // give way to the fp32 adapters, their fp32 gradients and moments (16 B/adapter parameter).
   const auto held = [](const MemoryEstimate& m) {
     const auto& a = m.anatomy();
-    return a.weights_bytes() + a.adapter_weights_bytes() + a.gradients_bytes() + a.optimizer_state_bytes();
+    return a.weights_bytes() + a.adapter_weights_bytes() + a.gradients_bytes() +
+           a.optimizer_state_bytes();
   };
   EXPECT_EQ(held(full) - held(e), 6 * p - 16 * adapter);
   EXPECT_LT(e.predicted_peak_bytes(), full.predicted_peak_bytes());
@@ -196,7 +207,8 @@ TEST(EstimatorTest, QloraStoresTheProjectionsInNf4) {
   spec.mutable_memory()->set_device_memory_limit_bytes(int64_t{24} << 30);
   const MemoryEstimate e = MustEstimate(spec);
   EXPECT_EQ(e.anatomy().weights_bytes(), int64_t{3262644224} + 2180656128);
-  // Plus the shared tables: bf16 codebook pairs (1024 bytes), the absmax map (1024 + 1020, rounded).
+  // Plus the shared tables: bf16 codebook pairs (1024 bytes), the absmax map (1024 + 1020,
+  // rounded).
   EXPECT_EQ(e.anatomy().quantization_constants_bytes(), 103606272 + 3 * 1024);
   EXPECT_EQ(e.anatomy().adapter_weights_bytes(), 4 * adapter);
   EXPECT_EQ(e.anatomy().gradients_bytes(), 4 * adapter);
@@ -266,7 +278,8 @@ TEST(EstimatorTest, MonotonicInSequenceLength) {
     for (int seq = 2; seq <= 40000; seq = seq * 3 / 2 + 1) {
       spec.mutable_training()->set_seq_len(seq);
       const MemoryEstimate e = MustEstimate(spec);
-      if (seq > 2) ExpectNotSmaller(e, previous, base.ShortDebugString() + " seq " + std::to_string(seq));
+      if (seq > 2)
+        ExpectNotSmaller(e, previous, base.ShortDebugString() + " seq " + std::to_string(seq));
       previous = e;
     }
   }
@@ -280,7 +293,8 @@ TEST(EstimatorTest, MonotonicInMicroBatch) {
     for (int batch = 1; batch <= 64; ++batch) {
       spec.mutable_training()->set_micro_batch_size(batch);
       const MemoryEstimate e = MustEstimate(spec);
-      if (batch > 1) ExpectNotSmaller(e, previous, base.ShortDebugString() + " batch " + std::to_string(batch));
+      if (batch > 1)
+        ExpectNotSmaller(e, previous, base.ShortDebugString() + " batch " + std::to_string(batch));
       previous = e;
     }
   }

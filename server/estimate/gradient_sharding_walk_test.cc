@@ -125,7 +125,8 @@ TEST(GradientShardingWalkTest, OthersGradientsAreTheTensorsOtherRanksOwnWhereBac
       for (int64_t i = static_cast<int64_t>(x.layers.size()) - 1; i >= -1; --i) {
         EXPECT_EQ(o.MadeBeforeLayer(i), above) << "layer " << i;
         EXPECT_EQ(o.ReducedBeforeLayer(i), reduced) << "layer " << i;
-        if (i + 1 < static_cast<int64_t>(x.layers.size())) reduced += x.layers[static_cast<size_t>(i + 1)];
+        if (i + 1 < static_cast<int64_t>(x.layers.size()))
+          reduced += x.layers[static_cast<size_t>(i + 1)];
         if (i >= 0) above += x.layers[static_cast<size_t>(i)];
       }
       EXPECT_EQ(above + x.embedding, x.all);
@@ -155,8 +156,9 @@ TEST(GradientShardingWalkTest, FirstMicroBatchHoldsOneProcessGradientsLessThoseR
         EXPECT_EQ(w.rank.backward_loss, w.one.backward_loss - state_not_owned);
         EXPECT_LE(w.rank.backward_layers, w.one.backward_layers - state_not_owned);
         if (worked) {
-          EXPECT_LE(w.rank.backward_layers, w.one.backward_layers - state_not_owned -
-                                                w.rank_params.others_gradients.ReducedBeforeLayer(0));
+          EXPECT_LE(w.rank.backward_layers,
+                    w.one.backward_layers - state_not_owned -
+                        w.rank_params.others_gradients.ReducedBeforeLayer(0));
         }
       }
     }

@@ -1,6 +1,5 @@
 #include "server/estimate/model_shape.h"
 
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,13 +17,16 @@ absl::StatusOr<ModelShape> FromConfig(const vramlab::v1::ModelConfig& c) {
                               {c.num_hidden_layers(), "num_hidden_layers"},
                               {c.num_attention_heads(), "num_attention_heads"}}) {
     if (value <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model.config.", field, ": must be positive, got ", value));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.config.", field, ": must be positive, got ", value));
     }
   }
   spec_rules::DecoderConfig decoder;
-  const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(spec_rules::ModelConfigFieldsOf(plain::FromProto(c)), &decoder);
+  const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(
+      spec_rules::ModelConfigFieldsOf(plain::FromProto(c)), &decoder);
   if (!error.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("model.config.", error.field, ": ", error.message));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.config.", error.field, ": ", error.message));
   }
   return ShapeOfDecoder("config", decoder);
 }
@@ -94,23 +96,27 @@ absl::StatusOr<ModelShape> ResolveModelShape(const vramlab::v1::ModelSpec& spec)
         "read weights_dir/config.json on the worker's host). Presets: ",
         absl::StrJoin(PresetNames(), ", ")));
   }
-  return absl::InvalidArgumentError(absl::StrCat("model.preset: unknown preset \"", spec.preset(),
-                                                 "\"; known: ",
-                                                 absl::StrJoin(PresetNames(), ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.preset: unknown preset \"", spec.preset(),
+                   "\"; known: ", absl::StrJoin(PresetNames(), ", ")));
 }
 
 std::vector<int64_t> ParameterTensorElements(const ModelShape& m) {
   std::vector<int64_t> sizes;
-  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderParameterTensors(m.Decoder())) {
+  for (const spec_rules::ParameterTensorInfo& t :
+       spec_rules::DecoderParameterTensors(m.Decoder())) {
     sizes.push_back(t.elements());
   }
   return sizes;
 }
 
-size_t TensorsPerLayer(const ModelShape& m) { return spec_rules::DecoderLayerTensors(m.Decoder()).size(); }
+size_t TensorsPerLayer(const ModelShape& m) {
+  return spec_rules::DecoderLayerTensors(m.Decoder()).size();
+}
 
 size_t LayerTensorIndex(const ModelShape& m, const std::string& name) {
-  const std::vector<spec_rules::ParameterTensorInfo> layer = spec_rules::DecoderLayerTensors(m.Decoder());
+  const std::vector<spec_rules::ParameterTensorInfo> layer =
+      spec_rules::DecoderLayerTensors(m.Decoder());
   for (size_t i = 0; i < layer.size(); ++i) {
     if (layer[i].name == name) return i;
   }
@@ -119,7 +125,8 @@ size_t LayerTensorIndex(const ModelShape& m, const std::string& name) {
 
 int64_t LayerParameterCount(const ModelShape& m) {
   int64_t total = 0;
-  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderLayerTensors(m.Decoder())) total += t.elements();
+  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderLayerTensors(m.Decoder()))
+    total += t.elements();
   return total;
 }
 

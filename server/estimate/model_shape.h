@@ -36,7 +36,9 @@ struct ModelShape {
   int64_t sliding_window = 0;
   int64_t first_window_layer = 0;
 
-  int64_t head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_heads; }
+  int64_t head_dim() const {
+    return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_heads;
+  }
   // Width of the q projection (num_heads * head_dim: hidden_size unless head_dim is explicit).
   int64_t q_dim() const { return num_heads * head_dim(); }
   // Width of the k and v projections (grouped-query attention).

@@ -93,13 +93,14 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     owner = layout::PartitionParameters(a.elements, static_cast<int>(n));
     std::vector<int64_t> held(n, 0);
     for (size_t k = 0; k < a.elements.size(); ++k) {
-      held[owner[k]] += Device(cuda, a.elements[k] * kFp32) *
-                        (sharding == vramlab::v1::SHARD_GRADIENTS ? 3 : 2);
+      held[owner[k]] +=
+          Device(cuda, a.elements[k] * kFp32) * (sharding == vramlab::v1::SHARD_GRADIENTS ? 3 : 2);
     }
     rank = static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
   }
   int64_t layer_reduce = 0;
-  std::vector<int64_t> others_layers(static_cast<size_t>(t.layers), 0);  // the adapters other ranks own
+  std::vector<int64_t> others_layers(static_cast<size_t>(t.layers),
+                                     0);  // the adapters other ranks own
   for (size_t k = 0; k < a.elements.size(); ++k) {
     const int64_t e = full ? Chunk(a.elements[k], a.rows[k], n) : a.elements[k];
     const int64_t bytes = Device(cuda, e * kFp32);
@@ -118,8 +119,9 @@ Expected ExpectedLoraRank(const std::string& preset, bool cuda, int64_t n, Shard
     x.communication = InFlight(layer_reduce, 0, prefetch);  // the root has no trainable parameter
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (sharding == vramlab::v1::SHARD_GRADIENTS) {
-    x.communication = parallel_test::OthersInFlightAtMost(0, 0, others_layers);  // the root has no trainable parameter
-  }  // else all-reduced in place: nothing beside the gradients
+    x.communication = parallel_test::OthersInFlightAtMost(
+        0, 0, others_layers);  // the root has no trainable parameter
+  }                            // else all-reduced in place: nothing beside the gradients
   return x;
 }
 
@@ -139,8 +141,9 @@ void CheckLoraRank(const std::string& preset, bool cuda) {
     for (int32_t n : {2, 3, 4}) {
       for (bool reshard : {false, true}) {
         if (reshard && mode != vramlab::v1::SHARD_FULL) continue;
-        SCOPED_TRACE(preset + " LoRA " + vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)) + " N=" +
-                     std::to_string(n) + (reshard ? " reshard" : ""));
+        SCOPED_TRACE(preset + " LoRA " +
+                     vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)) +
+                     " N=" + std::to_string(n) + (reshard ? " reshard" : ""));
         const MemoryEstimate e =
             MustEstimate(WithAdapter(Spec(preset, cuda, n, mode, reshard), vramlab::v1::LORA));
         ASSERT_TRUE(e.has_parallel());
@@ -167,13 +170,15 @@ TEST(ParallelEstimateTest, LoraRankShardsOfQwen15BOnCuda) { CheckLoraRank("qwen2
 // SHARD_FULL without prefetch: one layer gathered at a time when resharding, one layer's adapter
 // reduce-scatter in flight at a time.
 TEST(ParallelEstimateTest, LoraFullShardWithoutPrefetch) {
-  for (const auto& [preset, cuda] : {std::pair<const char*, bool>{"tiny", false}, {"qwen2.5-1.5b", true}}) {
+  for (const auto& [preset, cuda] :
+       {std::pair<const char*, bool>{"tiny", false}, {"qwen2.5-1.5b", true}}) {
     for (int32_t n : {2, 3, 4}) {
       for (bool reshard : {false, true}) {
         SCOPED_TRACE(std::string(preset) + " N=" + std::to_string(n) + (reshard ? " reshard" : ""));
-        const MemoryEstimate e = MustEstimate(
-            WithAdapter(Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false), vramlab::v1::LORA));
-        const Expected x = ExpectedLoraRank(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false);
+        const MemoryEstimate e = MustEstimate(WithAdapter(
+            Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false), vramlab::v1::LORA));
+        const Expected x =
+            ExpectedLoraRank(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false);
         EXPECT_EQ(e.parallel().anatomy().weights_bytes(), x.weights);
         EXPECT_EQ(e.parallel().gathered_parameters_bytes(), x.gathered);
         EXPECT_EQ(e.parallel().communication_buffer_bytes(), x.communication);
@@ -185,8 +190,8 @@ TEST(ParallelEstimateTest, LoraFullShardWithoutPrefetch) {
 // QLoRA: the NF4 codes and constants on every rank as in one process; the adapters partitioned
 // as LoRA's.
 TEST(ParallelEstimateTest, QloraRankKeepsTheNf4BaseAndPartitionsTheAdapters) {
-  for (Sharding mode : {vramlab::v1::SHARD_NONE, vramlab::v1::SHARD_OPTIMIZER,
-                        vramlab::v1::SHARD_GRADIENTS}) {
+  for (Sharding mode :
+       {vramlab::v1::SHARD_NONE, vramlab::v1::SHARD_OPTIMIZER, vramlab::v1::SHARD_GRADIENTS}) {
     SCOPED_TRACE(vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)));
     const MemoryEstimate e =
         MustEstimate(WithAdapter(Spec("qwen2.5-1.5b", true, 4, mode), vramlab::v1::QLORA));
@@ -206,12 +211,13 @@ TEST(ParallelEstimateTest, QloraRankKeepsTheNf4BaseAndPartitionsTheAdapters) {
 // SHARD_FULL with QLoRA: a rank holds ceil(n / 2) of each NF4 buffer (codes, absmax codes,
 // scales) and the whole lookup tables; SHARD_NONE holds every buffer whole.
 TEST(ParallelEstimateTest, QloraWithFullShardingShardsTheNf4Buffers) {
-  const absl::StatusOr<MemoryEstimate> whole =
-      EstimateMemory(WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_NONE, false), vramlab::v1::QLORA), 0);
+  const absl::StatusOr<MemoryEstimate> whole = EstimateMemory(
+      WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_NONE, false), vramlab::v1::QLORA), 0);
   ASSERT_TRUE(whole.ok()) << whole.status();
   for (bool reshard : {false, true}) {
     const absl::StatusOr<MemoryEstimate> e = EstimateMemory(
-        WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_FULL, reshard), vramlab::v1::QLORA), 0);
+        WithAdapter(Spec("tiny", false, 2, vramlab::v1::SHARD_FULL, reshard), vramlab::v1::QLORA),
+        0);
     ASSERT_TRUE(e.ok()) << e.status();
     const int64_t sharded = e->parallel().anatomy().quantization_constants_bytes();
     const int64_t full = whole->parallel().anatomy().quantization_constants_bytes();
@@ -220,7 +226,8 @@ TEST(ParallelEstimateTest, QloraWithFullShardingShardsTheNf4Buffers) {
     EXPECT_LT(e->parallel().anatomy().weights_bytes(), whole->parallel().anatomy().weights_bytes());
     EXPECT_GT(e->parallel().gathered_parameters_bytes(), 0);
     bool noted = false;
-    for (const std::string& note : e->notes()) noted |= note.find("NF4 codes and absmax constants sharded") != std::string::npos;
+    for (const std::string& note : e->notes())
+      noted |= note.find("NF4 codes and absmax constants sharded") != std::string::npos;
     EXPECT_TRUE(noted);
   }
 }
@@ -261,8 +268,7 @@ TEST(ParallelEstimateTest, SmallestWorldSizeForLora) {
   EXPECT_EQ(e.parallel().smallest_world_size_that_fits(), 2);
   for (Sharding mode : kModes) {
     SCOPED_TRACE(vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)));
-    ExperimentSpec spec =
-        WithAdapter(Spec("qwen2.5-1.5b", true, 2, mode), vramlab::v1::LORA);
+    ExperimentSpec spec = WithAdapter(Spec("qwen2.5-1.5b", true, 2, mode), vramlab::v1::LORA);
     const int32_t found = MustEstimate(spec, limit, {.smallest_world_size = true})
                               .parallel()
                               .smallest_world_size_that_fits();

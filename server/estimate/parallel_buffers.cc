@@ -17,7 +17,8 @@ namespace vramlab::server::estimate {
 
 std::vector<int64_t> ParameterTensorRows(const ModelShape& m) {
   std::vector<int64_t> rows;
-  for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderParameterTensors(m.Decoder())) {
+  for (const spec_rules::ParameterTensorInfo& t :
+       spec_rules::DecoderParameterTensors(m.Decoder())) {
     rows.push_back(t.shape.front());
   }
   return rows;
@@ -29,7 +30,8 @@ int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements
 
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size) {
   if (rows <= 0) return elements;
-  return layout::ShardLayout({rows, elements / rows}, static_cast<int>(world_size)).chunk_elements();
+  return layout::ShardLayout({rows, elements / rows}, static_cast<int>(world_size))
+      .chunk_elements();
 }
 
 Nf4Buffers Nf4BufferElements(int64_t elements) {
@@ -76,7 +78,8 @@ ShardingUnits UnitsOf(const RunSettings& run) {
       // The emptied base weight gathers nothing; its NF4 buffers are gathered padded.
       const Nf4Buffers nf4 = Nf4BufferElements(tensors[t]);
       auto padded = [&](int64_t elements) { return n * spec_rules::CeilDiv(elements, n); };
-      gathered = alloc(padded(nf4.codes)) + alloc(padded(nf4.absmax_codes)) + alloc(4 * padded(nf4.scales));
+      gathered = alloc(padded(nf4.codes)) + alloc(padded(nf4.absmax_codes)) +
+                 alloc(4 * padded(nf4.scales));
     }
     const int64_t gradient = frozen ? 0 : alloc(tensors[t] * run.dtype_bytes);
     const int64_t reduced = frozen ? 0 : reduce(chunk, run.dtype_bytes);
@@ -161,10 +164,10 @@ std::string ParallelNote(const RunSettings& run) {
   // Whole tensors per owner (the worker's largest-first partition); the busiest rank is shown.
   const bool partitioned = par.shards_optimizer_state() && !par.shards_parameters();
   const int shown = partitioned ? EstimateParameterState(run).reported_rank : 0;
-  const std::string owned = absl::StrCat(
-      "of the ", adapter ? "adapters" : "parameters",
-      " each rank owns (the worker's largest-first partition of whole tensors; rank ", shown,
-      ", owning the most, is shown)");
+  const std::string owned =
+      absl::StrCat("of the ", adapter ? "adapters" : "parameters",
+                   " each rank owns (the worker's largest-first partition of whole tensors; rank ",
+                   shown, ", owning the most, is shown)");
   std::string layout;
   if (par.shards_parameters()) {
     layout = absl::StrCat(
@@ -188,17 +191,18 @@ std::string ParallelNote(const RunSettings& run) {
                           "layer at a time during backward (the others' of at most two layers "
                           "alive at once), the root's after it");
   } else {
-    layout = absl::StrCat(par.shards_optimizer_state()
-                              ? absl::StrCat("optimizer state ", owned, "; ")
-                              : "every rank holds all model states; ",
-                          "gradients all-reduced in place a decoder layer at a time during "
-                          "backward (at most two layers' in flight), the root's after it");
+    layout =
+        absl::StrCat(par.shards_optimizer_state() ? absl::StrCat("optimizer state ", owned, "; ")
+                                                  : "every rank holds all model states; ",
+                     "gradients all-reduced in place a decoder layer at a time during "
+                     "backward (at most two layers' in flight), the root's after it");
   }
   if (run.adapter.qlora) {
-    layout += par.shards_parameters()
-                  ? "; QLoRA's NF4 codes and absmax constants sharded and gathered with their layer "
-                    "(the lookup tables on every rank)"
-                  : "; QLoRA's NF4 base weights and constants on every rank";
+    layout +=
+        par.shards_parameters()
+            ? "; QLoRA's NF4 codes and absmax constants sharded and gathered with their layer "
+              "(the lookup tables on every rank)"
+            : "; QLoRA's NF4 base weights and constants on every rank";
   }
   if (par.shards_parameters() && run.device == Device::kCuda && !run.adapter.qlora) {
     // DataParallel::BuildDevice: the whole model on each rank's host during LOAD.

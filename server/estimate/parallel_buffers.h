@@ -25,9 +25,10 @@ std::vector<int64_t> ParameterTensorRows(const ModelShape& model);
 int64_t AdapterTensorRows(const RunSettings& run, size_t index, int64_t elements);
 
 // SHARD_FULL's chunk of one parameter of `elements` elements in `rows` rows, as the worker lays it
-// out (common/layout/shard_layout.h, which the worker uses): ceil(rows / N) rows of elements / rows elements, the same
-// on every rank (the last chunks padded with zero rows). A rank's shard, its shard gradient and
-// the optimizer's view of it have this many elements; the gathered parameter has N times it.
+// out (common/layout/shard_layout.h, which the worker uses): ceil(rows / N) rows of elements / rows
+// elements, the same on every rank (the last chunks padded with zero rows). A rank's shard, its
+// shard gradient and the optimizer's view of it have this many elements; the gathered parameter has
+// N times it.
 int64_t FullShardChunkElements(int64_t elements, int64_t rows, int64_t world_size);
 
 // The NF4 buffers of one QLoRA-quantised projection of `elements` elements (common/spec/
@@ -41,10 +42,11 @@ struct Nf4Buffers {
 Nf4Buffers Nf4BufferElements(int64_t elements);
 
 // The rank a SHARD_OPTIMIZER / SHARD_GRADIENTS estimate reports: under the worker's partition
-// (common/layout/parameter_partition.h) over `numels`, the rank whose owned bytes (the sum of owned_bytes[i] over the tensors it owns: the
-// optimizer state and, sharding gradients, the gradients it keeps after backward) are the most;
-// ties to the lowest rank. Everything else a rank holds is the same on every rank, so this is the
-// rank whose peak is highest. owned[i] says whether it owns numels[i].
+// (common/layout/parameter_partition.h) over `numels`, the rank whose owned bytes (the sum of
+// owned_bytes[i] over the tensors it owns: the optimizer state and, sharding gradients, the
+// gradients it keeps after backward) are the most; ties to the lowest rank. Everything else a rank
+// holds is the same on every rank, so this is the rank whose peak is highest. owned[i] says whether
+// it owns numels[i].
 struct BusiestRank {
   int rank = 0;
   std::vector<bool> owned;

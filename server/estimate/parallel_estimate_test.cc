@@ -128,7 +128,8 @@ Expected ExpectedRank(const Tensors& t, bool cuda, int64_t n, Sharding sharding,
     // Resharding, the worker gathers two layers at a time with prefetch, one without; else all.
     x.gathered = root_gathered + (reshard ? (prefetch ? 2 : 1) : t.layers) * layer_gathered;
   } else if (shard_grads) {
-    x.communication = parallel_test::OthersInFlightAtMost(others_before, others_embedding, others_layers);
+    x.communication =
+        parallel_test::OthersInFlightAtMost(others_before, others_embedding, others_layers);
   }  // else all-reduced in place: nothing beside the gradients
   return x;
 }
@@ -139,9 +140,11 @@ void CheckRankArithmetic(const std::string& preset, bool cuda) {
     for (int32_t n : {1, 2, 4, 8}) {
       for (bool reshard : {false, true}) {
         // The rulebook refuses a sharding over one rank and resharding without SHARD_FULL.
-        if ((n == 1 && mode != vramlab::v1::SHARD_NONE) || (reshard && mode != vramlab::v1::SHARD_FULL)) continue;
-        SCOPED_TRACE(preset + " " + vramlab::v1::Sharding_Name(mode) + " N=" +
-                     std::to_string(n) + (reshard ? " reshard" : ""));
+        if ((n == 1 && mode != vramlab::v1::SHARD_NONE) ||
+            (reshard && mode != vramlab::v1::SHARD_FULL))
+          continue;
+        SCOPED_TRACE(preset + " " + vramlab::v1::Sharding_Name(mode) + " N=" + std::to_string(n) +
+                     (reshard ? " reshard" : ""));
         // N=1 has no per-rank part unless asked for by the world-size search.
         const MemoryEstimate e =
             MustEstimate(Spec(preset, cuda, n, mode, reshard), 0, {.smallest_world_size = n == 1});
@@ -179,7 +182,8 @@ void CheckFullShardWithoutPrefetch(const std::string& preset, bool cuda) {
   for (int32_t n : {2, 4, 8}) {
     for (bool reshard : {false, true}) {
       SCOPED_TRACE(preset + " N=" + std::to_string(n) + (reshard ? " reshard" : ""));
-      const MemoryEstimate e = MustEstimate(Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false));
+      const MemoryEstimate e =
+          MustEstimate(Spec(preset, cuda, n, vramlab::v1::SHARD_FULL, reshard, false));
       const Expected x = ExpectedRank(tensors, cuda, n, vramlab::v1::SHARD_FULL, reshard, false);
       EXPECT_FALSE(e.parallel().prefetch());
       EXPECT_EQ(e.parallel().anatomy().weights_bytes(), x.weights);
@@ -275,22 +279,24 @@ TEST(ParallelEstimateTest, FullShardReduceScatterStagingAndWhatPrefetchCosts) {
   ASSERT_GT(layer_reduce, layer_grads) << "padded copies and staged chunks";
   MemoryEstimate e[2];
   for (bool prefetch : {false, true}) {
-    ExperimentSpec spec = Spec("qwen2.5-1.5b", true, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL,
-                               /*reshard=*/true, prefetch);
+    ExperimentSpec spec =
+        Spec("qwen2.5-1.5b", true, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL,
+             /*reshard=*/true, prefetch);
     spec.mutable_training()->set_grad_accum_steps(2);
     e[prefetch] = MustEstimate(spec);
-    EXPECT_EQ(e[prefetch].parallel().communication_buffer_bytes(), InFlight(layer_reduce, root_reduce, prefetch))
+    EXPECT_EQ(e[prefetch].parallel().communication_buffer_bytes(),
+              InFlight(layer_reduce, root_reduce, prefetch))
         << prefetch;
     EXPECT_EQ(e[prefetch].parallel().peak_phase(), vramlab::v1::BACKWARD);
   }
-  EXPECT_EQ(e[true].parallel().gathered_parameters_bytes() - e[false].parallel().gathered_parameters_bytes(),
+  EXPECT_EQ(e[true].parallel().gathered_parameters_bytes() -
+                e[false].parallel().gathered_parameters_bytes(),
             layer_gathered);
   // Every moment of backward holds, besides the reduce-scatters in flight, the full gradients
   // autograd has not handed over: the root's (made first, reduced last) and the running layer's.
-  // The fullest: with prefetch two layers' reduce-scatters beside the root's gradients (or layer 0's
-  // and the root's own), without one layer's beside the root's gradients (or the root's alone).
-  const int64_t with_prefetch =
-      std::max(root_grads + 2 * layer_reduce, layer_reduce + root_reduce);
+  // The fullest: with prefetch two layers' reduce-scatters beside the root's gradients (or layer
+  // 0's and the root's own), without one layer's beside the root's gradients (or the root's alone).
+  const int64_t with_prefetch = std::max(root_grads + 2 * layer_reduce, layer_reduce + root_reduce);
   const int64_t without = std::max(root_grads + layer_reduce, root_reduce);
   EXPECT_EQ(e[true].parallel().predicted_peak_bytes() - e[false].parallel().predicted_peak_bytes(),
             layer_gathered + with_prefetch - without);
@@ -311,12 +317,14 @@ TEST(ParallelEstimateTest, FullShardLoadHoldsTheShardsOnCudaAndTheWholeModelOnTh
     int64_t whole = 0, largest_shard = 0, largest_matrix = 0;
     for (size_t k = 0; k < t.root.size(); ++k) {
       whole += Device(cuda, t.root[k] * kBf16);
-      largest_shard = std::max(largest_shard, Device(cuda, Chunk(t.root[k], t.root_rows[k], n) * kBf16));
+      largest_shard =
+          std::max(largest_shard, Device(cuda, Chunk(t.root[k], t.root_rows[k], n) * kBf16));
       largest_matrix = std::max(largest_matrix, t.root[k]);
     }
-    for (size_t k = 0; k < t.layer.size(); ++k) whole += t.layers * Device(cuda, t.layer[k] * kBf16);
-    const MemoryEstimate e =
-        MustEstimate(Spec("qwen2.5-7b", cuda, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL, true));
+    for (size_t k = 0; k < t.layer.size(); ++k)
+      whole += t.layers * Device(cuda, t.layer[k] * kBf16);
+    const MemoryEstimate e = MustEstimate(
+        Spec("qwen2.5-7b", cuda, static_cast<int32_t>(n), vramlab::v1::SHARD_FULL, true));
     if (cuda) {
       EXPECT_NE(e.parallel().peak_phase(), vramlab::v1::LOAD);
       EXPECT_LT(e.parallel().anatomy().weights_bytes(), whole / 32);
@@ -337,13 +345,14 @@ TEST(ParallelEstimateTest, FullShardNoteNamesTheHostMemoryOfLoad) {
   for (int64_t e : t.root) whole += e * kBf16;
   for (int64_t e : t.layer) whole += t.layers * e * kBf16;
   const std::string expected = absl::StrFormat(
-      "in LOAD each rank builds the whole model in host memory (%.2f GiB of weights, 4 copies on one host)",
+      "in LOAD each rank builds the whole model in host memory (%.2f GiB of weights, 4 copies on "
+      "one host)",
       static_cast<double>(whole) / (int64_t{1} << 30));
   for (const bool cuda : {true, false}) {
     const MemoryEstimate e = MustEstimate(Spec("qwen2.5-7b", cuda, 4, vramlab::v1::SHARD_FULL));
-    const bool noted = std::any_of(e.notes().begin(), e.notes().end(), [&](const std::string& note) {
-      return note.find(expected) != std::string::npos;
-    });
+    const bool noted = std::any_of(
+        e.notes().begin(), e.notes().end(),
+        [&](const std::string& note) { return note.find(expected) != std::string::npos; });
     EXPECT_EQ(noted, cuda) << expected;
   }
 }
@@ -354,7 +363,9 @@ TEST(ParallelEstimateTest, RankPeakNeverGrowsWithTheWorldSize) {
     for (int32_t n = 2; n <= 16; ++n) {
       const int64_t peak =
           MustEstimate(Spec("qwen2.5-1.5b", true, n, mode)).parallel().predicted_peak_bytes();
-      EXPECT_LE(peak, previous) << vramlab::v1::Sharding_Name(static_cast<vramlab::v1::Sharding>(mode)) << " N=" << n;
+      EXPECT_LE(peak, previous) << vramlab::v1::Sharding_Name(
+                                       static_cast<vramlab::v1::Sharding>(mode))
+                                << " N=" << n;
       previous = peak;
     }
   }
@@ -419,7 +430,8 @@ TEST(ParallelEstimateTest, SweepPointsArePredictedPerRank) {
     const vramlab::v1::PointEstimate& point = e.parallel().points(i);
     const MemoryEstimate alone = MustEstimate(at(point.value()), limit);
     EXPECT_EQ(point.value(), list.sweep().values(i));
-    EXPECT_EQ(point.peak_allocated_bytes(), alone.parallel().predicted_peak_bytes()) << point.value();
+    EXPECT_EQ(point.peak_allocated_bytes(), alone.parallel().predicted_peak_bytes())
+        << point.value();
     EXPECT_EQ(point.reserved_high_bytes(), alone.parallel().reserved_high_bytes()) << point.value();
     EXPECT_EQ(point.verdict(), alone.parallel().verdict()) << point.value();
     EXPECT_EQ(point.peak_phase(), alone.parallel().peak_phase()) << point.value();
@@ -433,7 +445,8 @@ TEST(ParallelEstimateTest, SweepPointsArePredictedPerRank) {
   EXPECT_EQ(e.parallel().predicted_first_oom_value(), 8192);
   int32_t one_process_first_oom = 0;
   for (const vramlab::v1::PointEstimate& point : e.points()) {
-    if (one_process_first_oom == 0 && point.verdict() != vramlab::v1::FITS) one_process_first_oom = point.value();
+    if (one_process_first_oom == 0 && point.verdict() != vramlab::v1::FITS)
+      one_process_first_oom = point.value();
   }
   EXPECT_EQ(e.predicted_first_oom_value(), one_process_first_oom);
   EXPECT_LT(e.predicted_first_oom_value(), e.parallel().predicted_first_oom_value());
@@ -448,9 +461,12 @@ TEST(ParallelEstimateTest, SweepPointsArePredictedPerRank) {
   ASSERT_EQ(s.parallel().points_size(), 2);  // search_min and search_max, as for one process
   EXPECT_GE(s.parallel().predicted_search_fits_up_to(), 2048);
   EXPECT_LT(s.parallel().predicted_search_fits_up_to(), 8192);
-  EXPECT_EQ(MustEstimate(at(s.parallel().predicted_search_fits_up_to()), limit).parallel().verdict(),
-            vramlab::v1::FITS);
-  EXPECT_NE(MustEstimate(at(s.parallel().predicted_search_fits_up_to() + 512), limit).parallel().verdict(),
+  EXPECT_EQ(
+      MustEstimate(at(s.parallel().predicted_search_fits_up_to()), limit).parallel().verdict(),
+      vramlab::v1::FITS);
+  EXPECT_NE(MustEstimate(at(s.parallel().predicted_search_fits_up_to() + 512), limit)
+                .parallel()
+                .verdict(),
             vramlab::v1::FITS);
   EXPECT_LT(s.predicted_search_fits_up_to(), s.parallel().predicted_search_fits_up_to());
 }

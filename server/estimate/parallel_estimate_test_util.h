@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/spec/model_presets.h"
 #include "absl/status/statusor.h"
+#include "common/spec/model_presets.h"
 #include "gtest/gtest.h"
 #include "server/estimate/estimator.h"
 
@@ -50,9 +50,7 @@ inline Tensors TensorsOf(const std::string& preset_name) {
 }
 
 // What one allocation of `bytes` costs on the device: CUDA rounds blocks to 512 bytes.
-inline int64_t Device(bool cuda, int64_t bytes) {
-  return cuda ? (bytes + 511) / 512 * 512 : bytes;
-}
+inline int64_t Device(bool cuda, int64_t bytes) { return cuda ? (bytes + 511) / 512 * 512 : bytes; }
 
 // SHARD_FULL's chunk (common/layout/shard_layout.h): ceil(rows / N) rows, padded.
 inline int64_t Chunk(int64_t elements, int64_t rows, int64_t n) {
@@ -72,7 +70,8 @@ inline int64_t InFlight(int64_t layer, int64_t root, bool prefetch) {
 // once while each decoder layer's are reduced to their owners during backward, at most two units'
 // at a time (worker/parallel/gradient_reduction.h): two adjacent layers', or layer 0's with the
 // root's (those made before the layers and the embedding's), which are reduced after backward.
-inline int64_t OthersInFlightAtMost(int64_t before_layers, int64_t embedding, const std::vector<int64_t>& layers) {
+inline int64_t OthersInFlightAtMost(int64_t before_layers, int64_t embedding,
+                                    const std::vector<int64_t>& layers) {
   int64_t most = before_layers + embedding + (layers.empty() ? 0 : layers.front());
   for (size_t j = 0; j + 1 < layers.size(); ++j) most = std::max(most, layers[j] + layers[j + 1]);
   return most;

@@ -16,7 +16,9 @@ namespace {
 constexpr int64_t kFp32 = 4;
 
 bool IsQuantized(int64_t n) { return n >= layout::kAdamW8bitMinElements; }
-int64_t Blocks(int64_t n) { return (n + layout::kAdamW8bitBlockElements - 1) / layout::kAdamW8bitBlockElements; }
+int64_t Blocks(int64_t n) {
+  return (n + layout::kAdamW8bitBlockElements - 1) / layout::kAdamW8bitBlockElements;
+}
 
 // Optimizer state of one parameter tensor of `n` elements (UpdateRule::CreateState).
 int64_t StateBytes(const RunSettings& run, int64_t n) {
@@ -229,7 +231,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   if (run.adapter.qlora) {
     // The shared lookup tables (worker/adapters/nf4.h, Nf4Tables): codebook pairs [256, 2] in
     // the compute dtype, the absmax map's 256 values and 255 midpoints in fp32.
-    const int64_t tables = alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
+    const int64_t tables =
+        alloc(256 * 2 * run.dtype_bytes) + alloc(256 * kFp32) + alloc(255 * kFp32);
     s.quantization_constants += tables;
     whole_weights += tables;
   }
@@ -257,7 +260,8 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
     const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
     s.layer_gradients += grad_bytes(made);
-    if (state_on_device && parts.state[i] > 0) s.layer_state += StateBytes(adapter_run, parts.state[i]);
+    if (state_on_device && parts.state[i] > 0)
+      s.layer_state += StateBytes(adapter_run, parts.state[i]);
   }
   if (par.partitions_gradients() && per_layer > 0) {
     std::vector<int64_t> bytes;
@@ -334,9 +338,8 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   const std::vector<int64_t> rows = ParameterTensorRows(run.model);
   std::vector<int64_t> shard(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
-    shard[t] = par.shards_parameters()
-                   ? FullShardChunkElements(tensors[t], rows[t], par.world_size)
-                   : tensors[t];
+    shard[t] = par.shards_parameters() ? FullShardChunkElements(tensors[t], rows[t], par.world_size)
+                                       : tensors[t];
   }
   if (par.shards_optimizer_state() && !par.shards_parameters()) {
     std::vector<int64_t> owned_bytes;
@@ -366,15 +369,17 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   }
   if (state_on_device && run.optimizer == vramlab::v1::ADAMW_8BIT) {
     // The signed and unsigned code maps: values (256) and midpoints (255), fp32.
-    s.optimizer_state += 2 * (AllocatedBytes(run.device, layout::kAdamW8bitMapEntries * kFp32) +
-                              AllocatedBytes(run.device, (layout::kAdamW8bitMapEntries - 1) * kFp32));
+    s.optimizer_state +=
+        2 * (AllocatedBytes(run.device, layout::kAdamW8bitMapEntries * kFp32) +
+             AllocatedBytes(run.device, (layout::kAdamW8bitMapEntries - 1) * kFp32));
   }
   // Layer 0's tensors stand for every layer's (all are alike). The vocabulary-sized parameter is
   // embed_tokens when tied, else lm_head (the last entry), whose gradient backward makes first.
   const size_t head = run.model.tie_word_embeddings ? 0 : tensors.size() - 1;
   auto grad_of = [&](size_t t) { return grad_part(t) > 0 ? grad_bytes(grad_part(t)) : 0; };
   auto state_of = [&](size_t t) { return state_part(t) > 0 ? StateBytes(run, state_part(t)) : 0; };
-  for (size_t t = LayerTensorBegin(run.model, 0); t < LayerTensorBegin(run.model, 1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
+  for (size_t t = LayerTensorBegin(run.model, 0);
+       t < LayerTensorBegin(run.model, 1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
     s.layer_gradients += grad_of(t);
     if (state_on_device) s.layer_state += state_of(t);
   }
@@ -393,10 +398,12 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     const size_t layers_end = LayerTensorBegin(run.model, run.model.num_layers);
     for (size_t t = 0; t < tensors.size(); ++t) {
       const bool in_layers = t >= LayerTensorBegin(run.model, 0) && t < layers_end;
-      if (in_layers && t < LayerTensorBegin(run.model, 1)) s.layer_gradients += grad_bytes(tensors[t]);
+      if (in_layers && t < LayerTensorBegin(run.model, 1))
+        s.layer_gradients += grad_bytes(tensors[t]);
       bytes.push_back(grad_bytes(tensors[t]));
       owned.push_back(grad_part(t) > 0);
-      const int layer = static_cast<int>((t - LayerTensorBegin(run.model, 0)) / TensorsPerLayer(run.model));
+      const int layer =
+          static_cast<int>((t - LayerTensorBegin(run.model, 0)) / TensorsPerLayer(run.model));
       made_in.push_back(t == 0 ? kMadeInEmbedding : in_layers ? layer : kMadeBeforeLayers);
     }
     s.others_gradients = GradientsOfOthers(bytes, owned, made_in, run.model.num_layers);
@@ -408,9 +415,11 @@ ParameterState EstimateParameterState(const RunSettings& run) {
     s.gradients = s.all_gradients;
     s.step_temporaries = StepTemporaries(run, updated);
   }
-  if (run.device == Device::kCpu) s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
+  if (run.device == Device::kCpu)
+    s.load_temporaries = AllocatedBytes(run.device, largest_matrix * kFp32);
   int64_t largest_shard = 0;
-  for (size_t t = 0; t < tensors.size(); ++t) largest_shard = std::max(largest_shard, grad_bytes(shard[t]));
+  for (size_t t = 0; t < tensors.size(); ++t)
+    largest_shard = std::max(largest_shard, grad_bytes(shard[t]));
   AddWholeModelLoad(run, full_gradients, largest_shard, &s);
   AddParallelBuffers(run, &s);
   return s;

@@ -15,7 +15,8 @@
 
 namespace vramlab::server::estimate {
 
-// 8-bit AdamW's blocks and the fp32 master update's upcast groups: common/layout/optimizer_layout.h.
+// 8-bit AdamW's blocks and the fp32 master update's upcast groups:
+// common/layout/optimizer_layout.h.
 
 // worker/optim/host_stepper.h: the update runs over ranges of at most this many elements (device
 // ranges when no multi-tensor kernel applies; host tasks on the CPU).

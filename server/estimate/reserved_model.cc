@@ -35,9 +35,12 @@ double FragmentationBlocks(AllocatorKind allocator, Moment moment) {
       return kExpandableBlocks;
     case AllocatorKind::kNative:
       switch (moment) {
-        case Moment::kLoss: return kNativeLossBlocks;
-        case Moment::kOptimizerStep: return kNativeStepBlocks;
-        default: return kNativeLayerBlocks;
+        case Moment::kLoss:
+          return kNativeLossBlocks;
+        case Moment::kOptimizerStep:
+          return kNativeStepBlocks;
+        default:
+          return kNativeLayerBlocks;
       }
   }
   return 0.0;
@@ -72,8 +75,8 @@ int64_t RoundedReserved(AllocatorKind allocator, int64_t allocated) {
 }
 
 int64_t LargestLossTensor(const RunSettings& run) {
-  const int64_t rows = run.chunked_loss ? std::min(run.tokens(), run.loss_chunk_tokens)
-                                        : run.tokens();
+  const int64_t rows =
+      run.chunked_loss ? std::min(run.tokens(), run.loss_chunk_tokens) : run.tokens();
   return rows * run.model.vocab_size * 4;
 }
 

@@ -23,13 +23,15 @@ absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& 
 absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec& spec) {
   // The one rulebook (common/spec/resolve_spec.h): the estimator reads the values the worker runs.
   plain::ExperimentSpec resolved = plain::FromProto(spec);
-  if (std::optional<spec_rules::SpecProblem> problem = spec_rules::ResolveAndValidate(resolved, {})) {
+  if (std::optional<spec_rules::SpecProblem> problem =
+          spec_rules::ResolveAndValidate(resolved, {})) {
     return absl::InvalidArgumentError(problem->Text());
   }
   return SettingsOf(spec, resolved);
 }
 
-absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec, const plain::ExperimentSpec& resolved) {
+absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec,
+                                       const plain::ExperimentSpec& resolved) {
   RunSettings r;
   ASSIGN_OR_RETURN(r.model, ResolveModelShape(spec.model()));
   r.device = resolved.device == plain::DeviceKind::kCpu ? Device::kCpu : Device::kCuda;
@@ -56,7 +58,8 @@ absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec, 
     r.adapter.rank = adapter.rank;
     r.adapter.dtype_bytes = adapter.dtype == plain::DType::kFloat32 ? 4 : 2;
     r.adapter.dropout = adapter.dropout > 0;
-    for (plain::AdapterTarget target : adapter.target_modules) r.adapter.targets.push_back(static_cast<int>(target));
+    for (plain::AdapterTarget target : adapter.target_modules)
+      r.adapter.targets.push_back(static_cast<int>(target));
   }
   const plain::ParallelSpec& p = resolved.parallel;
   r.parallel.world_size = p.world_size;

@@ -9,9 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/spec/spec_rules.h"
+#include "schema/vramlab_v1.plain.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
-#include "schema/vramlab_v1.plain.h"
 #include "vramlab/v1/experiment.pb.h"
 
 namespace vramlab::server::estimate {
@@ -21,8 +21,8 @@ struct AdapterSettings {
   bool lora = false;   // LoRA or QLoRA
   bool qlora = false;  // base projections in NF4
   int64_t rank = 8;
-  int64_t dtype_bytes = 4;  // the adapter weights' (fp32 unless set)
-  bool dropout = false;     // dropout > 0
+  int64_t dtype_bytes = 4;   // the adapter weights' (fp32 unless set)
+  bool dropout = false;      // dropout > 0
   std::vector<int> targets;  // proto AdapterTarget values, never empty with an adapter
 
   bool enabled() const { return lora; }
@@ -37,9 +37,7 @@ struct ParallelSettings {
   bool prefetch = spec_rules::kDefaultPrefetch;
 
   bool parallel() const { return world_size > 1; }
-  bool shards_optimizer_state() const {
-    return parallel() && sharding != vramlab::v1::SHARD_NONE;
-  }
+  bool shards_optimizer_state() const { return parallel() && sharding != vramlab::v1::SHARD_NONE; }
   bool shards_gradients() const {
     return parallel() &&
            (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
@@ -83,7 +81,8 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
 
 // The settings of `resolved`, `spec` resolved by spec_rules::ResolveAndValidate (the model's shape
 // is read from `spec`'s model: a preset, a config or a weights_dir's config.json).
-absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec, const plain::ExperimentSpec& resolved);
+absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec,
+                                       const plain::ExperimentSpec& resolved);
 
 // OK unless the worker refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
 // words: optimizer-in-backward under any sharding (training.optimizer.in_backward: it would apply

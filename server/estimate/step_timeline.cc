@@ -11,9 +11,9 @@ namespace {
 
 // How a micro-step's gradients behave.
 enum class Gradients {
-  kCreated,       // first micro-batch of a cycle: gradients appear as backward reaches them
-  kAccumulated,   // later micro-batches: added into held gradients, one fresh one at a time
-  kFreedAtOnce,   // in_backward: each gradient is consumed by its update and freed
+  kCreated,      // first micro-batch of a cycle: gradients appear as backward reaches them
+  kAccumulated,  // later micro-batches: added into held gradients, one fresh one at a time
+  kFreedAtOnce,  // in_backward: each gradient is consumed by its update and freed
 };
 
 struct MicroStepKind {
@@ -202,7 +202,8 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   const int64_t backward_buffers =
       m.run.parallel.partitions_gradients() ? others.all : m.params.communication_buffer;
   peaks.activations = std::max<int64_t>(
-      0, std::max(peaks.forward - gathered, backward_unreduced - gathered - backward_buffers) - ends);
+      0,
+      std::max(peaks.forward - gathered, backward_unreduced - gathered - backward_buffers) - ends);
   return peaks;
 }
 

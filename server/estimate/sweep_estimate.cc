@@ -18,7 +18,10 @@ int64_t LargestOnGrid(const SweepPlan& plan, const std::function<bool(int64_t)>&
   int64_t good = 0, bad = steps + 1;
   while (bad - good > 1) {
     const int64_t mid = good + (bad - good) / 2;
-    if (ok(at(mid))) good = mid; else bad = mid;
+    if (ok(at(mid)))
+      good = mid;
+    else
+      bad = mid;
   }
   return at(good);
 }
@@ -73,12 +76,10 @@ SweepPredictions PredictSweep(const SweepPlan& plan, int64_t limit,
   out.points.push_back(predict(plan.search_min));
   if (plan.search_max != plan.search_min) out.points.push_back(predict(plan.search_max));
   if (limit <= 0) return out;
-  out.search_fits_up_to = static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
-    return predict(v).verdict() == vramlab::v1::FITS;
-  }));
-  out.search_not_ruled_out_up_to = static_cast<int32_t>(LargestOnGrid(plan, [&](int64_t v) {
-    return predict(v).verdict() != vramlab::v1::DOES_NOT_FIT;
-  }));
+  out.search_fits_up_to = static_cast<int32_t>(
+      LargestOnGrid(plan, [&](int64_t v) { return predict(v).verdict() == vramlab::v1::FITS; }));
+  out.search_not_ruled_out_up_to = static_cast<int32_t>(LargestOnGrid(
+      plan, [&](int64_t v) { return predict(v).verdict() != vramlab::v1::DOES_NOT_FIT; }));
   return out;
 }
 

@@ -16,8 +16,8 @@ namespace vramlab::server::estimate {
 
 struct SweepPlan {
   bool active = false;
-  bool micro_batch = false;  // the swept field: micro_batch_size, else seq_len
-  bool search = false;       // SEARCH_MAX, else LIST
+  bool micro_batch = false;     // the swept field: micro_batch_size, else seq_len
+  bool search = false;          // SEARCH_MAX, else LIST
   std::vector<int64_t> values;  // LIST, in the order the worker runs them
   int64_t search_min = 0;
   int64_t search_max = 0;

@@ -20,9 +20,9 @@
 namespace vramlab::server {
 
 struct HttpRequest {
-  std::string method;      // as sent; methods are case-sensitive ("GET", not "get")
-  std::string path;        // the target's path, without query or fragment: "/metrics"
-  int minor_version = 1;   // HTTP/1.<minor_version>
+  std::string method;     // as sent; methods are case-sensitive ("GET", not "get")
+  std::string path;       // the target's path, without query or fragment: "/metrics"
+  int minor_version = 1;  // HTTP/1.<minor_version>
 };
 
 class HttpRequestParser {

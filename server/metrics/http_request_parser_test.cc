@@ -39,8 +39,7 @@ TEST(HttpRequestParserTest, AcceptsHttp10BareLineFeedsAndLeadingEmptyLines) {
 TEST(HttpRequestParserTest, PathDropsQueryAndFragmentAndAcceptsAbsoluteForm) {
   EXPECT_EQ(Parse("GET /metrics?name[]=up HTTP/1.1\r\n\r\n").request().path, "/metrics");
   EXPECT_EQ(Parse("GET /metrics#x HTTP/1.1\r\n\r\n").request().path, "/metrics");
-  EXPECT_EQ(Parse("GET http://host:9464/metrics?a=b HTTP/1.1\r\n\r\n").request().path,
-            "/metrics");
+  EXPECT_EQ(Parse("GET http://host:9464/metrics?a=b HTTP/1.1\r\n\r\n").request().path, "/metrics");
   EXPECT_EQ(Parse("GET HTTP://host HTTP/1.1\r\n\r\n").request().path, "/");
   EXPECT_EQ(Parse("GET https://host?x HTTP/1.1\r\n\r\n").request().path, "/");
   EXPECT_EQ(Parse("OPTIONS * HTTP/1.1\r\n\r\n").request().path, "*");
@@ -84,10 +83,10 @@ TEST(HttpRequestParserTest, MalformedRequestLinesAre400) {
            "GET /metrics http/1.1",        // case of HTTP
            "GET metrics HTTP/1.1",         // neither origin nor absolute form
            "GET ftp://h/metrics HTTP/1.1",
-           "G(T /metrics HTTP/1.1",        // not a token
-           "GET /met\x7frics HTTP/1.1",    // control character in the target
+           "G(T /metrics HTTP/1.1",      // not a token
+           "GET /met\x7frics HTTP/1.1",  // control character in the target
            "GET /met\trics HTTP/1.1",
-           "GET /metrics\rHTTP/1.1",       // bare CR
+           "GET /metrics\rHTTP/1.1",  // bare CR
        }) {
     HttpRequestParser parser = Parse(std::string(line) + "\r\n\r\n");
     EXPECT_EQ(parser.state(), State::kError) << line;
@@ -97,16 +96,14 @@ TEST(HttpRequestParserTest, MalformedRequestLinesAre400) {
 
 TEST(HttpRequestParserTest, MalformedFieldsAre400) {
   for (const char* field : {
-           "NoColon",
-           ": empty name",
-           "Bad Name: x",       // space in the name
-           "Name : x",          // space before the colon
-           " folded: x",        // obsolete line folding
-           "Name: a\x01z",      // control character in the value
-           "Name: a\rb",        // bare CR
+           "NoColon", ": empty name",
+           "Bad Name: x",   // space in the name
+           "Name : x",      // space before the colon
+           " folded: x",    // obsolete line folding
+           "Name: a\x01z",  // control character in the value
+           "Name: a\rb",    // bare CR
        }) {
-    HttpRequestParser parser =
-        Parse(std::string("GET /metrics HTTP/1.1\r\n") + field + "\r\n\r\n");
+    HttpRequestParser parser = Parse(std::string("GET /metrics HTTP/1.1\r\n") + field + "\r\n\r\n");
     EXPECT_EQ(parser.state(), State::kError) << field;
     EXPECT_EQ(parser.error_status(), 400) << field;
   }

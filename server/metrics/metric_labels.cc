@@ -40,9 +40,9 @@ std::string OutcomeLabel(Experiment::State state) {
 }
 
 const std::vector<Experiment::State>& FinalStates() {
-  static const auto* const kStates = new std::vector<Experiment::State>{
-      Experiment::SUCCEEDED, Experiment::OOM, Experiment::FAILED, Experiment::CANCELLED,
-      Experiment::INTERRUPTED};
+  static const auto* const kStates =
+      new std::vector<Experiment::State>{Experiment::SUCCEEDED, Experiment::OOM, Experiment::FAILED,
+                                         Experiment::CANCELLED, Experiment::INTERRUPTED};
   return *kStates;
 }
 

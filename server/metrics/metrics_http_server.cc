@@ -33,13 +33,20 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Error";
   }
 }
 
@@ -101,9 +108,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   }
   if (options.max_connections_per_address < 1 ||
       options.max_connections_per_address > options.max_connections) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-max-connections-per-address: 1..--metrics-max-connections (",
-        options.max_connections, "), got ", options.max_connections_per_address));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-max-connections-per-address: 1..--metrics-max-connections (",
+                     options.max_connections, "), got ", options.max_connections_per_address));
   }
   if (options.request_timeout < absl::Milliseconds(1) || options.request_timeout > absl::Hours(1)) {
     return absl::InvalidArgumentError("--metrics-request-timeout: 1ms..1h");
@@ -122,8 +129,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     close(listener->fd);
     return absl::InternalError(absl::StrCat("metrics server: eventfd: ", std::strerror(errno)));
   }
-  auto server =
-      std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(options, std::move(body)));
+  auto server = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(options, std::move(body)));
   server->listen_fd_ = listener->fd;
   server->port_ = listener->port;
   server->wake_fd_ = wake_fd;
@@ -158,8 +164,8 @@ void MetricsHttpServer::Serve() {
     const Clock::time_point now = Clock::now();
     // Poll the listener only when a new connection can be taken: below the cap or with one to
     // evict. Otherwise new connections wait in the backlog until a response is done.
-    const bool room = static_cast<int>(connections_.size()) < options_.max_connections ||
-                      EvictableCount() > 0;
+    const bool room =
+        static_cast<int>(connections_.size()) < options_.max_connections || EvictableCount() > 0;
     const bool accepting = room && now >= accept_paused_until_;
     Clock::time_point wake_at = Clock::time_point::max();
     if (room && !accepting) wake_at = accept_paused_until_;
@@ -303,9 +309,9 @@ void MetricsHttpServer::Respond(Connection& connection) {
 
 void MetricsHttpServer::ContinueWriting(Connection& connection) {
   while (connection.written < connection.response.size()) {
-    const ssize_t n = send(connection.fd, connection.response.data() + connection.written,
-                           connection.response.size() - connection.written,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(connection.fd, connection.response.data() + connection.written,
+             connection.response.size() - connection.written, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

@@ -126,7 +126,7 @@ class MetricsHttpServer {
   std::thread thread_;
 
   // Owned by the serving thread; no other thread touches them while it runs.
-  ConnectionMap connections_;  // by accept order: begin() is the oldest
+  ConnectionMap connections_;                         // by accept order: begin() is the oldest
   std::unordered_map<std::string, int> per_address_;  // open connections by remote IP
   int writing_ = 0;  // connections in connections_ whose response is being written
   uint64_t next_id_ = 0;

@@ -41,8 +41,8 @@ struct Served {
 Served Serve(MetricsHttpOptions options = {}, std::string body = kBody) {
   Served served;
   if (options.listen_address.empty()) options.listen_address = "127.0.0.1:0";
-  auto server = MetricsHttpServer::Start(
-      options, [calls = served.body_calls, body = std::move(body)] {
+  auto server =
+      MetricsHttpServer::Start(options, [calls = served.body_calls, body = std::move(body)] {
         ++*calls;
         return body;
       });
@@ -80,10 +80,10 @@ TEST(MetricsHttpServerTest, GetMetricsAnswersTheBody) {
   const TimedResponse r = Request(served.server->port(), kGet);
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_TRUE(absl::StartsWith(r.response, "HTTP/1.1 200 OK\r\n")) << r.response;
-  EXPECT_TRUE(absl::StrContains(
-      r.response, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
-  EXPECT_TRUE(absl::StrContains(r.response, absl::StrCat("\r\nContent-Length: ", sizeof kBody - 1,
-                                                         "\r\n")));
+  EXPECT_TRUE(absl::StrContains(r.response,
+                                "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+  EXPECT_TRUE(absl::StrContains(r.response,
+                                absl::StrCat("\r\nContent-Length: ", sizeof kBody - 1, "\r\n")));
   EXPECT_TRUE(absl::StrContains(r.response, "\r\nConnection: close\r\n"));
   EXPECT_EQ(BodyOf(r.response), kBody);
   EXPECT_EQ(*served.body_calls, 1);
@@ -101,8 +101,8 @@ TEST(MetricsHttpServerTest, HeadAnswersTheHeadersOnly) {
   const TimedResponse r = Request(served.server->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(StatusCode(r.response), 200);
-  EXPECT_TRUE(absl::StrContains(r.response, absl::StrCat("\r\nContent-Length: ", sizeof kBody - 1,
-                                                         "\r\n")));
+  EXPECT_TRUE(absl::StrContains(r.response,
+                                absl::StrCat("\r\nContent-Length: ", sizeof kBody - 1, "\r\n")));
   EXPECT_TRUE(absl::EndsWith(r.response, "\r\n\r\n")) << r.response;
 }
 
@@ -120,10 +120,10 @@ TEST(MetricsHttpServerTest, ErrorsAnswerWithTheirStatusAndNeverCallBody) {
   EXPECT_EQ(StatusCode(Request(port, "GET /metrics HTTP/1.1\r\nNo colon\r\n\r\n").response), 400);
   EXPECT_EQ(StatusCode(Request(port, "GET /metrics HTTP/2.0\r\n\r\n").response), 505);
   const std::string big_field(9000, 'a');
-  EXPECT_EQ(StatusCode(Request(port, absl::StrCat("GET /metrics HTTP/1.1\r\nX: ", big_field,
-                                                  "\r\n\r\n"))
-                           .response),
-            431);
+  EXPECT_EQ(
+      StatusCode(Request(port, absl::StrCat("GET /metrics HTTP/1.1\r\nX: ", big_field, "\r\n\r\n"))
+                     .response),
+      431);
   EXPECT_EQ(*served.body_calls, 0);
   EXPECT_EQ(served.server->stats().responses, 9);
 }
@@ -159,10 +159,10 @@ TEST(MetricsHttpServerTest, DataAfterTheRequestDoesNotLoseTheResponse) {
   // A pipelined second request and a body: unread input at close would reset the connection and
   // could discard the response before the client read it; the lingering close drains it instead.
   Served served = Serve();
-  const TimedResponse r = Request(
-      served.server->port(),
-      absl::StrCat(kGet, kGet, "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n",
-                   std::string(5000, 'b')));
+  const TimedResponse r =
+      Request(served.server->port(),
+              absl::StrCat(kGet, kGet, "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n",
+                           std::string(5000, 'b')));
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(BodyOf(r.response), kBody);
   EXPECT_EQ(*served.body_calls, 1);
@@ -276,9 +276,8 @@ TEST(MetricsHttpServerTest, AStalledWriteNeitherBlocksOthersNorLastsPastTheTimeo
   options.listen_address = "127.0.0.1:0";
   options.request_timeout = absl::Seconds(2);
   int calls = 0;  // on the serving thread only
-  auto server = MetricsHttpServer::Start(options, [&calls] {
-    return ++calls == 1 ? std::string(16 << 20, 'x') : std::string(kBody);
-  });
+  auto server = MetricsHttpServer::Start(
+      options, [&calls] { return ++calls == 1 ? std::string(16 << 20, 'x') : std::string(kBody); });
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   const int stalled = ConnectLoopback(port, "", /*receive_buffer=*/1);

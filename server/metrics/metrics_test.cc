@@ -25,8 +25,8 @@
 namespace vramlab::server {
 namespace {
 
-using vramlab::v1::Experiment;
 using vramlab::testing::SeriesValue;
+using vramlab::v1::Experiment;
 using vramlab::v1::MemorySample;
 
 MemorySample Sample(int64_t allocated, int64_t reserved) {
@@ -56,13 +56,16 @@ TEST(MetricsTest, FreshExporterHasDaemonSeriesAtZero) {
   auto metrics = Metrics::CreateUnexposed();
   const std::string text = metrics->Serialize();
   EXPECT_EQ(metrics->port(), 0);
-  EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_build_info{version=\"", VRAMLAB_VERSION, "\"}")), 1);
+  EXPECT_EQ(
+      SeriesValue(text, absl::StrCat("vramlab_build_info{version=\"", VRAMLAB_VERSION, "\"}")), 1);
   for (const char* priority : {"low", "normal", "high"}) {
-    EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_queue_depth{priority=\"", priority, "\"}")), 0)
+    EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_queue_depth{priority=\"", priority, "\"}")),
+              0)
         << priority;
   }
   for (const char* outcome : {"succeeded", "oom", "failed", "cancelled", "interrupted"}) {
-    EXPECT_EQ(SeriesValue(text, absl::StrCat("vramlab_experiments_total{outcome=\"", outcome, "\"}")), 0)
+    EXPECT_EQ(
+        SeriesValue(text, absl::StrCat("vramlab_experiments_total{outcome=\"", outcome, "\"}")), 0)
         << outcome;
   }
   EXPECT_EQ(SeriesValue(text, "vramlab_worker_abnormal_exits_total"), 0);
@@ -89,15 +92,19 @@ TEST(MetricsTest, SampleOfRunningExperimentIsExportedPerSlot) {
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_fragmentation_ratio{gpu=\"1\"}"), 0.25);
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"1\"}"), 0.375);
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_used_bytes{gpu=\"1\"}"), 4000 + (620 << 20));
-  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_total_bytes{gpu=\"1\"}"), double(int64_t{80} << 30));
-  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"1\"}"), double(int64_t{24} << 30));
-  EXPECT_EQ(SeriesValue(text, "vramlab_experiment_running_info{gpu=\"1\",experiment=\"exp-000007\","
-                          "owner=\"alice\",name=\"seq 4096\"}"),
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_total_bytes{gpu=\"1\"}"),
+            double(int64_t{80} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"1\"}"),
+            double(int64_t{24} << 30));
+  EXPECT_EQ(SeriesValue(text,
+                        "vramlab_experiment_running_info{gpu=\"1\",experiment=\"exp-000007\","
+                        "owner=\"alice\",name=\"seq 4096\"}"),
             1);
   // The idle slot: nothing allocated, no driver reading yet, the whole device as its limit.
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"0\"}"), 0);
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_device_used_bytes{gpu=\"0\"}"), std::nullopt);
-  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"), double(int64_t{80} << 30));
+  EXPECT_EQ(SeriesValue(text, "vramlab_gpu_memory_limit_bytes{gpu=\"0\"}"),
+            double(int64_t{80} << 30));
   EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"0\""));
 }
 
@@ -114,7 +121,8 @@ TEST(MetricsTest, GpuSeriesCarryDcgmExporterLabels) {
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
   const std::string text = metrics->Serialize();
   const std::string dcgm = absl::StrCat(
-      "{gpu=\"1\",UUID=\"GPU-9e8d7c6b-5a49-3827-1605-f4e3d2c1b0a9\",modelName=\"NVIDIA H200\",Hostname=\"",
+      "{gpu=\"1\",UUID=\"GPU-9e8d7c6b-5a49-3827-1605-f4e3d2c1b0a9\",modelName=\"NVIDIA "
+      "H200\",Hostname=\"",
       host, "\"}");
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes" + dcgm), 3000) << text;
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_reserved_bytes" + dcgm), 4000);
@@ -126,8 +134,9 @@ TEST(MetricsTest, GpuSeriesCarryDcgmExporterLabels) {
 TEST(MetricsTest, FreeBlockFragmentationSurvivesSamplesWithoutSnapshot) {
   auto metrics = Metrics::CreateUnexposed();
   metrics->OnExperimentStarted(0, RunningExperiment("exp-1", "a"));
-  EXPECT_EQ(SeriesValue(metrics->Serialize(), "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"),
-            std::nullopt);
+  EXPECT_EQ(
+      SeriesValue(metrics->Serialize(), "vramlab_gpu_free_block_fragmentation_ratio{gpu=\"0\"}"),
+      std::nullopt);
   MemorySample boundary = Sample(10, 20);
   boundary.set_has_free_block_fragmentation(true);
   boundary.set_free_block_fragmentation_ratio(0.5);
@@ -173,9 +182,11 @@ TEST(MetricsTest, AParallelRunIsNamedOnEachOfItsGpusAndCountedOnce) {
   metrics->OnExperimentStarted(2, e);
   metrics->OnSample(2, Sample(300, 400));
   std::string text = metrics->Serialize();
-  EXPECT_TRUE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"0\",experiment=\"exp-000002\""))
+  EXPECT_TRUE(absl::StrContains(
+      text, "vramlab_experiment_running_info{gpu=\"0\",experiment=\"exp-000002\""))
       << text;
-  EXPECT_TRUE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"2\",experiment=\"exp-000002\""));
+  EXPECT_TRUE(absl::StrContains(
+      text, "vramlab_experiment_running_info{gpu=\"2\",experiment=\"exp-000002\""));
   EXPECT_FALSE(absl::StrContains(text, "vramlab_experiment_running_info{gpu=\"1\""));
   EXPECT_EQ(SeriesValue(text, "vramlab_gpu_allocated_bytes{gpu=\"2\"}"), 300);
 
@@ -215,8 +226,8 @@ TEST(MetricsTest, StepDurationHistogramBucketsAreCumulative) {
   }
   const std::string text = metrics->Serialize();
   auto bucket = [&](const std::string& le) {
-    return SeriesValue(text, absl::StrCat("vramlab_step_duration_seconds_bucket{gpu=\"0\",le=\"", le,
-                                      "\"}"));
+    return SeriesValue(
+        text, absl::StrCat("vramlab_step_duration_seconds_bucket{gpu=\"0\",le=\"", le, "\"}"));
   };
   EXPECT_EQ(bucket("0.005"), 1);
   EXPECT_EQ(bucket("0.05"), 3);
@@ -305,8 +316,7 @@ std::string HttpResponse(int port, const std::string& request_line) {
     close(fd);
     return "";
   }
-  const std::string request =
-      absl::StrCat(request_line, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request = absl::StrCat(request_line, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   (void)!write(fd, request.data(), request.size());
   std::string response;
   char buffer[8192];
@@ -368,8 +378,8 @@ TEST(MetricsTest, BadServerOptionsAreRefused) {
   options.max_connections_per_address = 5;
   auto over_total = Metrics::Start(options);
   ASSERT_FALSE(over_total.ok());
-  EXPECT_TRUE(absl::StrContains(over_total.status().message(),
-                                "--metrics-max-connections-per-address"));
+  EXPECT_TRUE(
+      absl::StrContains(over_total.status().message(), "--metrics-max-connections-per-address"));
   options.max_connections_per_address = 4;
   options.request_timeout = absl::ZeroDuration();
   auto no_timeout = Metrics::Start(options);
@@ -383,7 +393,8 @@ TEST(MetricsTest, BusyPortIsAnErrorNotACrash) {
   auto second = Metrics::Start(absl::StrCat("127.0.0.1:", (*first)->port()));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(absl::StrContains(second.status().message(), "cannot serve metrics")) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "cannot serve metrics"))
+      << second.status();
 }
 
 }  // namespace

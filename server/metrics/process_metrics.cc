@@ -68,20 +68,20 @@ std::optional<long long> ParseBootTime(const std::string& proc_stat) {
 }
 
 void CollectProcessMetrics(std::vector<MetricFamily>& out) {
-  MetricFamily cpu = MakeFamily("process_cpu_seconds_total",
-                                "Total user and system CPU time spent in seconds.",
-                                MetricType::Counter);
+  MetricFamily cpu =
+      MakeFamily("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+                 MetricType::Counter);
   MetricFamily resident = MakeFamily("process_resident_memory_bytes",
                                      "Resident memory size in bytes.", MetricType::Gauge);
   MetricFamily virtual_memory = MakeFamily("process_virtual_memory_bytes",
                                            "Virtual memory size in bytes.", MetricType::Gauge);
-  MetricFamily start = MakeFamily("process_start_time_seconds",
-                                  "Start time of the process since unix epoch in seconds.",
-                                  MetricType::Gauge);
-  MetricFamily open_fds = MakeFamily("process_open_fds", "Number of open file descriptors.",
-                                     MetricType::Gauge);
-  MetricFamily max_fds = MakeFamily("process_max_fds",
-                                    "Maximum number of open file descriptors.", MetricType::Gauge);
+  MetricFamily start =
+      MakeFamily("process_start_time_seconds",
+                 "Start time of the process since unix epoch in seconds.", MetricType::Gauge);
+  MetricFamily open_fds =
+      MakeFamily("process_open_fds", "Number of open file descriptors.", MetricType::Gauge);
+  MetricFamily max_fds =
+      MakeFamily("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge);
 
   const long ticks = sysconf(_SC_CLK_TCK);
   const long page_size = sysconf(_SC_PAGESIZE);
@@ -91,8 +91,8 @@ void CollectProcessMetrics(std::vector<MetricFamily>& out) {
     AddValue(resident, {}, static_cast<double>(stat->resident_pages) * page_size);
     AddValue(virtual_memory, {}, static_cast<double>(stat->virtual_bytes));
     if (const auto boot = ParseBootTime(ReadFile("/proc/stat")); boot.has_value()) {
-      AddValue(start, {}, static_cast<double>(*boot) +
-                              static_cast<double>(stat->start_time_ticks) / ticks);
+      AddValue(start, {},
+               static_cast<double>(*boot) + static_cast<double>(stat->start_time_ticks) / ticks);
     }
   }
   if (const auto fds = OpenFileDescriptors(); fds.has_value()) AddValue(open_fds, {}, *fds);

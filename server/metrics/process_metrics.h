@@ -13,11 +13,11 @@ namespace vramlab::server {
 
 // The fields of /proc/PID/stat the metrics use, in the kernel's units.
 struct ProcStat {
-  long long utime_ticks = 0;      // field 14
-  long long stime_ticks = 0;      // field 15
-  long long start_time_ticks = 0; // field 22, since boot
-  long long virtual_bytes = 0;    // field 23
-  long long resident_pages = 0;   // field 24
+  long long utime_ticks = 0;       // field 14
+  long long stime_ticks = 0;       // field 15
+  long long start_time_ticks = 0;  // field 22, since boot
+  long long virtual_bytes = 0;     // field 23
+  long long resident_pages = 0;    // field 24
 };
 
 // Parses the content of /proc/PID/stat (the command name may contain spaces and parentheses).

@@ -57,9 +57,7 @@ absl::Status PrometheusMetrics::Expose(const MetricsHttpOptions& options) {
   return absl::OkStatus();
 }
 
-int PrometheusMetrics::port() const {
-  return http_server_ != nullptr ? http_server_->port() : 0;
-}
+int PrometheusMetrics::port() const { return http_server_ != nullptr ? http_server_->port() : 0; }
 
 std::string PrometheusMetrics::Serialize() const {
   std::ostringstream out;
@@ -82,7 +80,8 @@ void PrometheusMetrics::SetSlot(int slot, int64_t device_total_bytes) {
   if (s.running == nullptr) s.memory_limit_bytes = device_total_bytes;
 }
 
-void PrometheusMetrics::SetSlotIdentity(int slot, const std::string& uuid, const std::string& model_name) {
+void PrometheusMetrics::SetSlotIdentity(int slot, const std::string& uuid,
+                                        const std::string& model_name) {
   absl::MutexLock lock(&mutex_);
   Slot& s = SlotLocked(slot);
   s.uuid = uuid;
@@ -120,11 +119,11 @@ void PrometheusMetrics::OnExperimentStarted(int slot, const Experiment& experime
   s.has_free_block_fragmentation = false;
   s.free_block_fragmentation_ratio = 0;
   s.tokens_per_second = 0;
-  s.memory_limit_bytes = EffectiveLimit(
-      experiment.spec().memory().device_memory_limit_bytes(), s.device_total_bytes);
-  s.running = std::make_unique<RunningExperiment>(RunningExperiment{
-      experiment.id(), experiment.owner(),
-      TruncateUtf8(experiment.spec().name(), kMaxNameLabelBytes)});
+  s.memory_limit_bytes =
+      EffectiveLimit(experiment.spec().memory().device_memory_limit_bytes(), s.device_total_bytes);
+  s.running = std::make_unique<RunningExperiment>(
+      RunningExperiment{experiment.id(), experiment.owner(),
+                        TruncateUtf8(experiment.spec().name(), kMaxNameLabelBytes)});
 }
 
 void PrometheusMetrics::OnExperimentFinished(int slot, const Experiment& experiment) {
@@ -217,29 +216,33 @@ void PrometheusMetrics::CollectSlots(std::vector<MetricFamily>& out) const {
   };
   MetricFamily allocated = gauge("vramlab_gpu_allocated_bytes",
                                  "Bytes held by tensors in the running worker's allocator.");
-  MetricFamily reserved = gauge("vramlab_gpu_reserved_bytes",
-                                "Bytes the running worker's caching allocator holds from the device.");
-  MetricFamily active = gauge("vramlab_gpu_active_bytes",
-                              "Bytes in active allocator blocks (allocated plus split remainders in use).");
+  MetricFamily reserved =
+      gauge("vramlab_gpu_reserved_bytes",
+            "Bytes the running worker's caching allocator holds from the device.");
+  MetricFamily active =
+      gauge("vramlab_gpu_active_bytes",
+            "Bytes in active allocator blocks (allocated plus split remainders in use).");
   MetricFamily peak = gauge("vramlab_gpu_peak_allocated_bytes",
                             "Peak allocated bytes of the running worker since its last reset.");
-  MetricFamily fragmentation = gauge("vramlab_gpu_fragmentation_ratio",
-                                     "1 - allocated/reserved: memory cached but unused.");
+  MetricFamily fragmentation =
+      gauge("vramlab_gpu_fragmentation_ratio", "1 - allocated/reserved: memory cached but unused.");
   MetricFamily free_block = gauge(
       "vramlab_gpu_free_block_fragmentation_ratio",
       "1 - largest_free_block/free_inside_reserved at the last phase boundary with a snapshot.");
-  MetricFamily used = gauge("vramlab_gpu_device_used_bytes",
-                            "Device memory in use as the driver reports it (total - free), all processes.");
+  MetricFamily used =
+      gauge("vramlab_gpu_device_used_bytes",
+            "Device memory in use as the driver reports it (total - free), all processes.");
   MetricFamily total = gauge("vramlab_gpu_device_total_bytes", "Device memory in total.");
-  MetricFamily limit = gauge("vramlab_gpu_memory_limit_bytes",
-                             "Memory cap of the experiment running on the slot, else the device total.");
+  MetricFamily limit =
+      gauge("vramlab_gpu_memory_limit_bytes",
+            "Memory cap of the experiment running on the slot, else the device total.");
   MetricFamily tokens = gauge("vramlab_tokens_per_second",
                               "Training throughput of the last optimizer step on the slot.");
   MetricFamily running = gauge("vramlab_experiment_running_info",
                                "The experiment running on a slot; the series ends with it.");
-  MetricFamily steps = MakeFamily("vramlab_step_duration_seconds",
-                                  "Wall time of one optimizer step (all micro-batches).",
-                                  MetricType::Histogram);
+  MetricFamily steps =
+      MakeFamily("vramlab_step_duration_seconds",
+                 "Wall time of one optimizer step (all micro-batches).", MetricType::Histogram);
 
   for (const auto& [index, s] : slots_) {
     const std::string gpu = SlotLabel(index);
@@ -284,24 +287,24 @@ void PrometheusMetrics::CollectSlots(std::vector<MetricFamily>& out) const {
 }
 
 void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
-  MetricFamily queue = MakeFamily("vramlab_queue_depth", "Experiments waiting in the queue.",
-                                  MetricType::Gauge);
+  MetricFamily queue =
+      MakeFamily("vramlab_queue_depth", "Experiments waiting in the queue.", MetricType::Gauge);
   for (const auto& [priority, depth] : queue_depth_) {
     AddValue(queue, {{"priority", PriorityLabel(priority)}}, depth);
   }
-  MetricFamily outcomes = MakeFamily("vramlab_experiments_total",
-                                     "Experiments that reached a final state, by outcome.",
-                                     MetricType::Counter);
+  MetricFamily outcomes =
+      MakeFamily("vramlab_experiments_total", "Experiments that reached a final state, by outcome.",
+                 MetricType::Counter);
   for (const auto& [outcome, count] : outcomes_) AddValue(outcomes, {{"outcome", outcome}}, count);
-  MetricFamily exits = MakeFamily(
-      "vramlab_worker_abnormal_exits_total",
-      "Worker processes that ended abnormally (signal, output violation, time limit).",
-      MetricType::Counter);
+  MetricFamily exits =
+      MakeFamily("vramlab_worker_abnormal_exits_total",
+                 "Worker processes that ended abnormally (signal, output violation, time limit).",
+                 MetricType::Counter);
   AddValue(exits, {}, worker_abnormal_exits_);
   const StoreHealth& store = store_health_;
-  MetricFamily writable = MakeFamily(
-      "vramlab_store_writable", "1 while the data directory's store accepts writes, else 0.",
-      MetricType::Gauge);
+  MetricFamily writable =
+      MakeFamily("vramlab_store_writable",
+                 "1 while the data directory's store accepts writes, else 0.", MetricType::Gauge);
   AddValue(writable, {}, store.writable ? 1 : 0);
   MetricFamily pending = MakeFamily(
       "vramlab_store_pending", "Held in memory because the store could not write them; retried.",
@@ -309,42 +312,42 @@ void PrometheusMetrics::CollectDaemon(std::vector<MetricFamily>& out) const {
   AddValue(pending, {{"kind", "experiment_states"}},
            static_cast<double>(store.pending_experiment_states));
   AddValue(pending, {{"kind", "events"}}, static_cast<double>(store.pending_events));
-  MetricFamily failures = MakeFamily("vramlab_store_write_failures_total",
-                                     "Experiment state writes the store refused.",
-                                     MetricType::Counter);
+  MetricFamily failures =
+      MakeFamily("vramlab_store_write_failures_total", "Experiment state writes the store refused.",
+                 MetricType::Counter);
   AddValue(failures, {}, static_cast<double>(store.write_failures));
-  MetricFamily lost = MakeFamily("vramlab_events_not_stored_total",
-                                 "Events given up after the store kept refusing them.",
-                                 MetricType::Counter);
+  MetricFamily lost =
+      MakeFamily("vramlab_events_not_stored_total",
+                 "Events given up after the store kept refusing them.", MetricType::Counter);
   AddValue(lost, {}, static_cast<double>(store.events_not_stored));
-  MetricFamily size = MakeFamily(
-      "vramlab_store_size_bytes",
-      "Bytes the data directory's store takes: the database's pages in use, the experiments' files.",
-      MetricType::Gauge);
+  MetricFamily size = MakeFamily("vramlab_store_size_bytes",
+                                 "Bytes the data directory's store takes: the database's pages in "
+                                 "use, the experiments' files.",
+                                 MetricType::Gauge);
   AddValue(size, {{"part", "database"}}, static_cast<double>(store_database_bytes_));
   AddValue(size, {{"part", "files"}}, static_cast<double>(store_file_bytes_));
   MetricFamily deleted = MakeFamily("vramlab_experiments_deleted_total",
                                     "Experiments deleted, on request or by the retention policy.",
                                     MetricType::Counter);
   for (const auto& [reason, count] : deletions_) AddValue(deleted, {{"reason", reason}}, count);
-  MetricFamily watchers = MakeFamily("vramlab_watchers", "WatchExperiment streams open now.",
-                                     MetricType::Gauge);
+  MetricFamily watchers =
+      MakeFamily("vramlab_watchers", "WatchExperiment streams open now.", MetricType::Gauge);
   AddValue(watchers, {}, watchers_);
   MetricFamily auth_failures = MakeFamily(
       "vramlab_auth_failures_total", "API calls refused for a missing, malformed or unknown token.",
       MetricType::Counter);
   AddValue(auth_failures, {}, auth_failures_);
-  MetricFamily auth_throttled = MakeFamily(
-      "vramlab_auth_throttled_total",
-      "API calls refused because their address failed authentication too often.",
-      MetricType::Counter);
+  MetricFamily auth_throttled =
+      MakeFamily("vramlab_auth_throttled_total",
+                 "API calls refused because their address failed authentication too often.",
+                 MetricType::Counter);
   AddValue(auth_throttled, {}, auth_throttled_);
-  MetricFamily build = MakeFamily("vramlab_build_info", "The daemon's version; always 1.",
-                                  MetricType::Gauge);
+  MetricFamily build =
+      MakeFamily("vramlab_build_info", "The daemon's version; always 1.", MetricType::Gauge);
   AddValue(build, {{"version", VRAMLAB_VERSION}}, 1);
   for (MetricFamily* family :
-       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &size, &deleted, &watchers,
-        &auth_failures, &auth_throttled, &build}) {
+       {&queue, &outcomes, &exits, &writable, &pending, &failures, &lost, &size, &deleted,
+        &watchers, &auth_failures, &auth_throttled, &build}) {
     out.push_back(std::move(*family));
   }
 }

@@ -87,15 +87,15 @@ absl::StatusOr<TcpListener> ListenTcp(const std::string& address) {
       last_errno = errno;
       continue;
     }
-    listener.port = ntohs(bound.ss_family == AF_INET6
-                              ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
-                              : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+    listener.port =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
+                                          : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
     listener.fd = owned.release();
   }
   freeaddrinfo(resolved);
   if (listener.fd < 0) {
-    return absl::UnavailableError(
-        last_errno != 0 ? std::strerror(last_errno) : "no address to listen on");
+    return absl::UnavailableError(last_errno != 0 ? std::strerror(last_errno)
+                                                  : "no address to listen on");
   }
   return listener;
 }

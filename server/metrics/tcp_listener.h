@@ -12,8 +12,8 @@
 namespace vramlab::server {
 
 struct TcpListener {
-  int fd = -1;    // non-blocking, close-on-exec; the caller owns it
-  int port = 0;   // the bound port (the chosen one when the address asked for port 0)
+  int fd = -1;   // non-blocking, close-on-exec; the caller owns it
+  int port = 0;  // the bound port (the chosen one when the address asked for port 0)
 };
 
 // Listens on `address`: "HOST:PORT" where HOST is an IPv4 address, a bracketed IPv6 address

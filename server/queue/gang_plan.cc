@@ -24,10 +24,9 @@ GangPlanResult PlanGangStarts(int total_slots, int free_slots,
 
   // The head cannot start: reserve the earliest time its slots are free for it.
   const GangPlanCandidate& head = queue[i];
-  std::sort(holders.begin(), holders.end(),
-            [](const GangPlanRunning& a, const GangPlanRunning& b) {
-              return a.end_bound < b.end_bound;
-            });
+  std::sort(holders.begin(), holders.end(), [](const GangPlanRunning& a, const GangPlanRunning& b) {
+    return a.end_bound < b.end_bound;
+  });
   int available = free;
   GangReservation reservation{head.id, now, 0};
   for (const GangPlanRunning& holder : holders) {

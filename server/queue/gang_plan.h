@@ -37,9 +37,9 @@ struct GangPlanCandidate {
 };
 
 struct GangReservation {
-  std::string id;     // the head of the queue that cannot start now
-  absl::Time start;   // when enough slots are free for it at the latest
-  int spare = 0;      // slots free at `start` beyond what it needs, before any backfill
+  std::string id;    // the head of the queue that cannot start now
+  absl::Time start;  // when enough slots are free for it at the latest
+  int spare = 0;     // slots free at `start` beyond what it needs, before any backfill
 };
 
 struct GangPlanResult {

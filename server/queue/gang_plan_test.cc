@@ -20,8 +20,8 @@ GangPlanRunning Holding(int slots, int minutes_left) {
 }
 
 TEST(GangPlanTest, StartsInQueueOrderWhileTheyFit) {
-  GangPlanResult plan = PlanGangStarts(4, 4, {}, {Job("a", 2, 10), Job("b", 1, 10),
-                                                  Job("c", 1, 10)}, kNow);
+  GangPlanResult plan =
+      PlanGangStarts(4, 4, {}, {Job("a", 2, 10), Job("b", 1, 10), Job("c", 1, 10)}, kNow);
   EXPECT_THAT(plan.start, ElementsAre("a", "b", "c"));
   EXPECT_FALSE(plan.reservation.has_value());
 }
@@ -39,8 +39,8 @@ TEST(GangPlanTest, WiderThanTheFreeSlotsWaitsWithAReservation) {
 
 TEST(GangPlanTest, ReservationIsTheEarliestTimeEnoughSlotsAreFree) {
   // Needs 3 of 4; one free, the others end at 10, 20 and 90 minutes: the second frees enough.
-  GangPlanResult plan = PlanGangStarts(
-      4, 1, {Holding(1, 90), Holding(1, 10), Holding(1, 20)}, {Job("big", 3, 5)}, kNow);
+  GangPlanResult plan = PlanGangStarts(4, 1, {Holding(1, 90), Holding(1, 10), Holding(1, 20)},
+                                       {Job("big", 3, 5)}, kNow);
   ASSERT_TRUE(plan.reservation.has_value());
   EXPECT_EQ(plan.reservation->start, kNow + absl::Minutes(20));
   EXPECT_EQ(plan.reservation->spare, 0);
@@ -49,8 +49,8 @@ TEST(GangPlanTest, ReservationIsTheEarliestTimeEnoughSlotsAreFree) {
 TEST(GangPlanTest, BackfillsAJobThatEndsBeforeTheReservation) {
   // Slot 0 busy for 60 minutes, slot 1 free; the big job needs both. A 30-minute job on the
   // free slot ends before the big one could start, so it runs now.
-  GangPlanResult plan = PlanGangStarts(2, 1, {Holding(1, 60)},
-                                       {Job("big", 2, 10), Job("short", 1, 30)}, kNow);
+  GangPlanResult plan =
+      PlanGangStarts(2, 1, {Holding(1, 60)}, {Job("big", 2, 10), Job("short", 1, 30)}, kNow);
   EXPECT_THAT(plan.start, ElementsAre("short"));
   ASSERT_TRUE(plan.reservation.has_value());
   EXPECT_EQ(plan.reservation->start, kNow + absl::Minutes(60));
@@ -58,8 +58,8 @@ TEST(GangPlanTest, BackfillsAJobThatEndsBeforeTheReservation) {
 
 TEST(GangPlanTest, NoBackfillThatWouldDelayTheReservation) {
   // The same, but the small job may run 90 minutes: it would hold a slot the big one needs at 60.
-  GangPlanResult plan = PlanGangStarts(2, 1, {Holding(1, 60)},
-                                       {Job("big", 2, 10), Job("long", 1, 90)}, kNow);
+  GangPlanResult plan =
+      PlanGangStarts(2, 1, {Holding(1, 60)}, {Job("big", 2, 10), Job("long", 1, 90)}, kNow);
   EXPECT_THAT(plan.start, IsEmpty());
   ASSERT_TRUE(plan.reservation.has_value());
   EXPECT_EQ(plan.reservation->id, "big");
@@ -69,12 +69,12 @@ TEST(GangPlanTest, BackfillsIntoSlotsTheReservationDoesNotNeed) {
   // Four slots, one busy for 60 minutes; the head needs all four. Nothing may use the three
   // free ones beyond 60 minutes. With a head of three, one slot is spare at 60 minutes: one long
   // job may take it, a second may not.
-  GangPlanResult four = PlanGangStarts(4, 3, {Holding(1, 60)},
-                                       {Job("big", 4, 10), Job("long", 1, 600)}, kNow);
+  GangPlanResult four =
+      PlanGangStarts(4, 3, {Holding(1, 60)}, {Job("big", 4, 10), Job("long", 1, 600)}, kNow);
   EXPECT_THAT(four.start, IsEmpty());
-  GangPlanResult three = PlanGangStarts(
-      4, 2, {Holding(2, 60)}, {Job("big", 3, 10), Job("long1", 1, 600), Job("long2", 1, 600)},
-      kNow);
+  GangPlanResult three =
+      PlanGangStarts(4, 2, {Holding(2, 60)},
+                     {Job("big", 3, 10), Job("long1", 1, 600), Job("long2", 1, 600)}, kNow);
   ASSERT_TRUE(three.reservation.has_value());
   EXPECT_EQ(three.reservation->spare, 1);
   EXPECT_THAT(three.start, ElementsAre("long1"));
@@ -85,8 +85,7 @@ TEST(GangPlanTest, LaterJobsSkipOneThatDoesNotFitTheFreeSlots) {
   // one behind it may still backfill.
   GangPlanResult plan = PlanGangStarts(
       4, 2, {Holding(2, 60)},
-      {Job("big", 4, 10), Job("pair-long", 2, 600), Job("triple", 3, 1), Job("one", 1, 30)},
-      kNow);
+      {Job("big", 4, 10), Job("pair-long", 2, 600), Job("triple", 3, 1), Job("one", 1, 30)}, kNow);
   EXPECT_THAT(plan.start, ElementsAre("one"));
 }
 

@@ -68,12 +68,14 @@ std::string DescribeStartEstimate(const StartEstimate& estimate) {
   }
   std::vector<std::string> parts;
   if (estimate.running_measured > 0) {
-    parts.push_back(absl::StrCat("the measured step times of ", estimate.running_measured,
-                                 " running"));
+    parts.push_back(
+        absl::StrCat("the measured step times of ", estimate.running_measured, " running"));
   }
   std::vector<std::string> by_limit;
-  if (estimate.running_by_limit > 0) by_limit.push_back(absl::StrCat(estimate.running_by_limit, " running"));
-  if (estimate.queued_ahead > 0) by_limit.push_back(absl::StrCat(estimate.queued_ahead, " queued ahead"));
+  if (estimate.running_by_limit > 0)
+    by_limit.push_back(absl::StrCat(estimate.running_by_limit, " running"));
+  if (estimate.queued_ahead > 0)
+    by_limit.push_back(absl::StrCat(estimate.queued_ahead, " queued ahead"));
   if (!by_limit.empty()) {
     parts.push_back(absl::StrCat("the time limits of ", absl::StrJoin(by_limit, " and ")));
   }

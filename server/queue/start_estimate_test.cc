@@ -26,20 +26,18 @@ TEST(StartEstimateTest, QueueOrderOnOneSlot) {
 }
 
 TEST(StartEstimateTest, HeldGetsNoneAndHoldsNoSlot) {
-  auto estimates = EstimateStarts(
-      1, {{"r", 1, kNow + absl::Minutes(10), false}},
-      {{"held", 1, absl::Minutes(5), true}, {"b", 1, absl::Minutes(7)}}, kNow);
+  auto estimates =
+      EstimateStarts(1, {{"r", 1, kNow + absl::Minutes(10), false}},
+                     {{"held", 1, absl::Minutes(5), true}, {"b", 1, absl::Minutes(7)}}, kNow);
   EXPECT_FALSE(estimates.contains("held"));
   EXPECT_EQ(estimates["b"].start, kNow + absl::Minutes(10));
   EXPECT_EQ(DescribeStartEstimate(estimates["b"]), "from the time limits of 1 running");
 }
 
 TEST(StartEstimateTest, AGangWaitsForEnoughSlots) {
-  auto estimates = EstimateStarts(2,
-                                  {{"r1", 1, kNow + absl::Minutes(3), false},
-                                   {"r2", 1, kNow + absl::Minutes(9), false}},
-                                  {{"gang", 2, absl::Minutes(5)}, {"one", 1, absl::Minutes(1)}},
-                                  kNow);
+  auto estimates = EstimateStarts(
+      2, {{"r1", 1, kNow + absl::Minutes(3), false}, {"r2", 1, kNow + absl::Minutes(9), false}},
+      {{"gang", 2, absl::Minutes(5)}, {"one", 1, absl::Minutes(1)}}, kNow);
   EXPECT_EQ(estimates["gang"].start, kNow + absl::Minutes(9));
   EXPECT_EQ(estimates["one"].start, kNow + absl::Minutes(14));
 }
@@ -49,10 +47,9 @@ TEST(StartEstimateTest, DependencyDelaysPastAFreeSlot) {
                                   {{"after", 1, absl::Minutes(1), false, "dep"}}, kNow);
   EXPECT_EQ(estimates["after"].start, kNow + absl::Minutes(4));
   // A dependency that is itself queued: after its own expected end.
-  estimates = EstimateStarts(1, {},
-                             {{"first", 1, absl::Minutes(2)},
-                              {"second", 1, absl::Minutes(1), false, "first"}},
-                             kNow);
+  estimates = EstimateStarts(
+      1, {}, {{"first", 1, absl::Minutes(2)}, {"second", 1, absl::Minutes(1), false, "first"}},
+      kNow);
   EXPECT_EQ(estimates["second"].start, kNow + absl::Minutes(2));
 }
 

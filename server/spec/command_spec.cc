@@ -47,7 +47,8 @@ bool IsBlank(const google::protobuf::Message& message) {
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   message.GetReflection()->ListFields(message, &fields);
   for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->is_repeated() || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+    if (field->is_repeated() ||
+        field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
         !IsBlank(message.GetReflection()->GetMessage(message, field))) {
       return false;
     }
@@ -79,8 +80,8 @@ absl::Status ValidateCommandShape(const ExperimentSpec& spec) {
   const vramlab::v1::CommandSpec& command = spec.command();
   if (command.argv().empty()) return Invalid("argv", "required: the program and its arguments");
   if (command.argv_size() > kMaxCommandArgs) {
-    return Invalid("argv", absl::StrCat("at most ", kMaxCommandArgs, " entries, got ",
-                                        command.argv_size()));
+    return Invalid(
+        "argv", absl::StrCat("at most ", kMaxCommandArgs, " entries, got ", command.argv_size()));
   }
   for (int i = 0; i < command.argv_size(); ++i) {
     const std::string& arg = command.argv(i);
@@ -101,8 +102,8 @@ absl::Status ValidateCommandShape(const ExperimentSpec& spec) {
     return Invalid("working_dir", "must be an absolute path");
   }
   if (command.env_size() > kMaxCommandEnv) {
-    return Invalid("env", absl::StrCat("at most ", kMaxCommandEnv, " entries, got ",
-                                       command.env_size()));
+    return Invalid("env",
+                   absl::StrCat("at most ", kMaxCommandEnv, " entries, got ", command.env_size()));
   }
   for (int i = 0; i < command.env_size(); ++i) {
     const std::string& entry = command.env(i);
@@ -115,12 +116,11 @@ absl::Status ValidateCommandShape(const ExperimentSpec& spec) {
       return Invalid(field, absl::StrCat("at most ", kMaxCommandArgBytes, " bytes, no NUL"));
     }
     if (IsDaemonSetName(entry.substr(0, eq))) {
-      return Invalid(field, absl::StrCat(entry.substr(0, eq),
-                                         " is set by the daemon for every command"));
+      return Invalid(field,
+                     absl::StrCat(entry.substr(0, eq), " is set by the daemon for every command"));
     }
   }
-  if (!command.has_equivalent_spec() &&
-      (!IsBlank(spec.model()) || !IsBlank(spec.training()))) {
+  if (!command.has_equivalent_spec() && (!IsBlank(spec.model()) || !IsBlank(spec.training()))) {
     return Invalid("has_equivalent_spec",
                    "spec.model and spec.training describe a command only as its equivalent spec: "
                    "set has_equivalent_spec or leave them unset");
@@ -157,12 +157,11 @@ absl::StatusOr<CommandPolicy> CommandPolicy::Create(const std::string& user,
   std::vector<char> buffer(16384);
   if (getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
       found == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--command-user ", user, ": no such user"));
+    return absl::FailedPreconditionError(absl::StrCat("--command-user ", user, ": no such user"));
   }
   if (entry.pw_uid == 0 || entry.pw_gid == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--command-user ", user, ": commands never run as root (uid 0 or group 0)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--command-user ", user, ": commands never run as root (uid 0 or group 0)"));
   }
   if (entry.pw_uid == geteuid()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -249,8 +248,7 @@ std::vector<std::string> CommandPolicy::Environment(
     size_t eq = entry.find('=');
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  env["PYTHONPATH"] = probe_dir_ +
-                      (user_pythonpath.empty() ? "" : ":" + user_pythonpath);
+  env["PYTHONPATH"] = probe_dir_ + (user_pythonpath.empty() ? "" : ":" + user_pythonpath);
   const vramlab::v1::MemorySpec& memory = spec.memory();
   env["VRAMLAB_PROBE"] = "1";
   env["VRAMLAB_PROBE_DIR"] = probe_dir_;

@@ -45,8 +45,7 @@ absl::Status ValidateCommandShape(const vramlab::v1::ExperimentSpec& spec);
 // What ValidateSpec does for a spec with a command: ValidateCommandShape, then the ordinary rules
 // (server/spec/validate_spec.h) on the rest of the spec, the scheduling fields (priority,
 // time_limit_seconds, memory, device) and, with has_equivalent_spec, the model and training.
-absl::Status ValidateCommandSpec(const vramlab::v1::ExperimentSpec& spec,
-                                 const SpecLimits& limits);
+absl::Status ValidateCommandSpec(const vramlab::v1::ExperimentSpec& spec, const SpecLimits& limits);
 
 // The file `command.argv(0)` names, links resolved, when it lies under an --allowed-dir directory
 // and is executable; INVALID_ARGUMENT naming spec.command.argv[0] otherwise.
@@ -60,11 +59,13 @@ class CommandPolicy {
   CommandPolicy() = default;
 
   // Commands allowed, run as `user` with the probe under `probe_dir` (the directory that holds
-  // sitecustomize.py and the vramlab_probe/ package; it goes first on the program's PYTHONPATH). FAILED_PRECONDITION naming the flag when: `user` is empty or unknown,
-  // is root (uid 0) or has group 0, is the daemon's own user (it can read the daemon's tokens,
-  // data directory and TLS key), the daemon cannot switch to it (needs root or CAP_SETUID and
-  // CAP_SETGID), or `probe_dir` lacks the probe.
-  static absl::StatusOr<CommandPolicy> Create(const std::string& user, const std::string& probe_dir);
+  // sitecustomize.py and the vramlab_probe/ package; it goes first on the program's PYTHONPATH).
+  // FAILED_PRECONDITION naming the flag when: `user` is empty or unknown, is root (uid 0) or has
+  // group 0, is the daemon's own user (it can read the daemon's tokens, data directory and TLS
+  // key), the daemon cannot switch to it (needs root or CAP_SETUID and CAP_SETGID), or `probe_dir`
+  // lacks the probe.
+  static absl::StatusOr<CommandPolicy> Create(const std::string& user,
+                                              const std::string& probe_dir);
 
   bool allowed() const { return allowed_; }
   const std::string& user() const { return user_; }

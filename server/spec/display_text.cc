@@ -58,13 +58,13 @@ absl::Status CheckDisplayText(absl::string_view field, absl::string_view text) {
           absl::StrCat(field, ": not valid UTF-8 (at byte ", at, ")"));
     }
     if (IsControl(code)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: contains a control character (U+%04X at byte %d)", field, code, at));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: contains a control character (U+%04X at byte %d)", field, code, at));
     }
     if (IsBidiFormatting(code)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: contains a bidirectional formatting character (U+%04X at byte %d)", field, code,
-          at));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: contains a bidirectional formatting character (U+%04X at byte %d)",
+                          field, code, at));
     }
   }
   return absl::OkStatus();

@@ -14,15 +14,15 @@ TEST(DisplayTextTest, AcceptsPlainAndInternationalText) {
   EXPECT_TRUE(CheckDisplayText("name", "").ok());
   EXPECT_TRUE(CheckDisplayText("name", "qwen 1.5b, mb 4 — seq 2048").ok());
   EXPECT_TRUE(CheckDisplayText("name", "学習 メモリ").ok());
-  EXPECT_TRUE(CheckDisplayText("name", "\xF0\x9F\x94\xA5 hot").ok());  // U+1F525
+  EXPECT_TRUE(CheckDisplayText("name", "\xF0\x9F\x94\xA5 hot").ok());              // U+1F525
   EXPECT_TRUE(CheckDisplayText("name", "\xD8\xB9\xD8\xB1\xD8\xA8\xD9\x8A").ok());  // Arabic letters
 }
 
 TEST(DisplayTextTest, RefusesMalformedUtf8NamingTheFieldAndOffset) {
   for (const std::string bad : {std::string("ab\xFF"), std::string("\xC0\xAF"),  // overlong '/'
-                                std::string("\xED\xA0\x80"),                      // a surrogate
-                                std::string("\xF4\x90\x80\x80"),                  // past U+10FFFF
-                                std::string("x\xE2\x82"),                         // cut short
+                                std::string("\xED\xA0\x80"),                     // a surrogate
+                                std::string("\xF4\x90\x80\x80"),                 // past U+10FFFF
+                                std::string("x\xE2\x82"),                        // cut short
                                 std::string("\x80")}) {
     absl::Status status = CheckDisplayText("spec.name", bad);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -32,9 +32,13 @@ TEST(DisplayTextTest, RefusesMalformedUtf8NamingTheFieldAndOffset) {
 }
 
 TEST(DisplayTextTest, RefusesBidiFormattingAndControls) {
-  EXPECT_THAT(CheckDisplayText("spec.name", "evil\xE2\x80\xAEtxt.exe").message(),  // U+202E
-              HasSubstr("spec.name: contains a bidirectional formatting character (U+202E at byte 4)"));
-  EXPECT_THAT(CheckDisplayText("spec.name", "a\xE2\x81\xA6" "b").message(),  // U+2066
+  EXPECT_THAT(
+      CheckDisplayText("spec.name", "evil\xE2\x80\xAEtxt.exe").message(),  // U+202E
+      HasSubstr("spec.name: contains a bidirectional formatting character (U+202E at byte 4)"));
+  EXPECT_THAT(CheckDisplayText("spec.name",
+                               "a\xE2\x81\xA6"
+                               "b")
+                  .message(),  // U+2066
               HasSubstr("U+2066"));
   EXPECT_THAT(CheckDisplayText("spec.name", "a\xE2\x80\x8F").message(), HasSubstr("U+200F"));
   EXPECT_THAT(CheckDisplayText("spec.name", "tab\there").message(),

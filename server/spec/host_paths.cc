@@ -64,8 +64,9 @@ bool HostPathPolicy::Contains(const std::string& canonical_path) const {
 absl::StatusOr<std::string> HostPathPolicy::Resolve(absl::string_view field,
                                                     const std::string& path, Kind kind) const {
   if (dirs_.empty()) {
-    return Denied(field, "this daemon allows no host paths (its operator can allow directories "
-                         "with vramlabd --allowed-dir)");
+    return Denied(field,
+                  "this daemon allows no host paths (its operator can allow directories "
+                  "with vramlabd --allowed-dir)");
   }
   const std::string allowed =
       absl::StrCat("allowed: ", absl::StrJoin(dirs_, ", "), " (vramlabd --allowed-dir)");
@@ -76,12 +77,13 @@ absl::StatusOr<std::string> HostPathPolicy::Resolve(absl::string_view field,
   }
   std::string real = RealPath(path);
   if (real.empty()) {
-    return Denied(field, errno == ENOENT || errno == ENOTDIR ? "does not exist"
-                                                               : "cannot be resolved");
+    return Denied(field,
+                  errno == ENOENT || errno == ENOTDIR ? "does not exist" : "cannot be resolved");
   }
   if (!Contains(real)) {
     return Denied(field, absl::StrCat("leads through a symbolic link outside the directories "
-                                      "this daemon allows; ", allowed));
+                                      "this daemon allows; ",
+                                      allowed));
   }
   struct stat st;
   if (::stat(real.c_str(), &st) != 0) return Denied(field, "cannot be resolved");

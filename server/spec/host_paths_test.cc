@@ -118,8 +118,7 @@ TEST_F(HostPathsTest, ResolveSpecRewritesBothPaths) {
   EXPECT_EQ(spec.model().weights_dir(), policy->dirs().front());
   EXPECT_EQ(spec.training().data().token_ids_file(), policy->dirs().front() + "/ids.txt");
   spec.mutable_training()->mutable_data()->set_token_ids_file(outside_ + "/tokens");
-  EXPECT_THAT(policy->ResolveSpec(&spec).message(),
-              HasSubstr("spec.training.data.token_ids_file"));
+  EXPECT_THAT(policy->ResolveSpec(&spec).message(), HasSubstr("spec.training.data.token_ids_file"));
 }
 
 }  // namespace

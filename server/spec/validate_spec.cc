@@ -43,19 +43,20 @@ spec_rules::ResolveContext ContextOf(const SpecLimits& limits) {
 }
 
 // The rules that are the daemon's alone: what it lets a submitter ask of its host.
-absl::Status CheckHostRules(const vramlab::v1::ExperimentSpec& spec, const plain::ExperimentSpec& resolved,
-                            const SpecLimits& limits) {
+absl::Status CheckHostRules(const vramlab::v1::ExperimentSpec& spec,
+                            const plain::ExperimentSpec& resolved, const SpecLimits& limits) {
   RETURN_IF_ERROR(CheckHostPath("model.weights_dir", spec.model().weights_dir()));
-  RETURN_IF_ERROR(CheckHostPath("training.data.token_ids_file", spec.training().data().token_ids_file()));
+  RETURN_IF_ERROR(
+      CheckHostPath("training.data.token_ids_file", spec.training().data().token_ids_file()));
   if (!spec.memory().snapshot_path().empty()) {
     return Invalid("memory.snapshot_path", "is set by the daemon; leave it empty");
   }
   if (limits.host_devices > 0 && resolved.parallel.world_size > limits.host_devices) {
     const bool cuda = limits.device == vramlab::v1::CUDA;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "spec.", spec_rules::kWorldSize.field, ": ", resolved.parallel.world_size,
-        " ranks need one device each; this daemon has ", limits.host_devices,
-        cuda ? " GPU(s)" : " CPU worker slot(s) (--cpu-slots)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("spec.", spec_rules::kWorldSize.field, ": ", resolved.parallel.world_size,
+                     " ranks need one device each; this daemon has ", limits.host_devices,
+                     cuda ? " GPU(s)" : " CPU worker slot(s) (--cpu-slots)"));
   }
   if (spec.fault() != vramlab::v1::FAULT_UNSPECIFIED && !limits.allow_fault_injection) {
     return Invalid("fault", "fault injection is disabled (daemon flag --enable-fault-injection)");
@@ -75,7 +76,8 @@ absl::StatusOr<plain::ExperimentSpec> ResolveSpec(const vramlab::v1::ExperimentS
   }
   // Field-sized checks first, so that one oversized field is named rather than the whole spec.
   if (spec.name().size() > spec_rules::kMaxNameBytes) {
-    return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ", spec.name().size()));
+    return Invalid("name", absl::StrCat("at most ", spec_rules::kMaxNameBytes, " bytes, got ",
+                                        spec.name().size()));
   }
   const int64_t bytes = static_cast<int64_t>(spec.ByteSizeLong());
   if (bytes > limits.max_spec_bytes) {
@@ -84,7 +86,8 @@ absl::StatusOr<plain::ExperimentSpec> ResolveSpec(const vramlab::v1::ExperimentS
   }
   RETURN_IF_ERROR(CheckDisplayText("spec.name", spec.name()));
   plain::ExperimentSpec resolved = plain::FromProto(spec);
-  if (std::optional<spec_rules::SpecProblem> problem = spec_rules::ResolveAndValidate(resolved, ContextOf(limits))) {
+  if (std::optional<spec_rules::SpecProblem> problem =
+          spec_rules::ResolveAndValidate(resolved, ContextOf(limits))) {
     return Invalid(problem->field, problem->reason);
   }
   RETURN_IF_ERROR(CheckHostRules(spec, resolved, limits));

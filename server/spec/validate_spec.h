@@ -17,7 +17,8 @@ namespace vramlab::server {
 // path, e.g. "spec.training.seq_len: must be between 2 and 131072, got 200000"; FAILED_PRECONDITION
 // naming spec.parallel.world_size when it exceeds limits.host_devices (a valid spec this host
 // cannot run).
-absl::StatusOr<plain::ExperimentSpec> ResolveSpec(const vramlab::v1::ExperimentSpec& spec, const SpecLimits& limits);
+absl::StatusOr<plain::ExperimentSpec> ResolveSpec(const vramlab::v1::ExperimentSpec& spec,
+                                                  const SpecLimits& limits);
 
 // ResolveSpec's verdict alone.
 absl::Status ValidateSpec(const vramlab::v1::ExperimentSpec& spec, const SpecLimits& limits);

@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-
 namespace vramlab::server {
 namespace {
 
@@ -55,7 +54,8 @@ TEST(ValidateSpecTest, NamesFieldPathAndReason) {
                 s.mutable_training()->set_grad_accum_steps(4);
                 s.mutable_training()->mutable_optimizer()->set_in_backward(true);
               }),
-              HasSubstr("spec.training.optimizer.in_backward: an in-backward update consumes each gradient at once"));
+              HasSubstr("spec.training.optimizer.in_backward: an in-backward update consumes each "
+                        "gradient at once"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_model()->set_weights_dir("rel/dir"); }),
               HasSubstr("spec.model.weights_dir: must be an absolute path"));
 }
@@ -71,16 +71,19 @@ TEST(ValidateSpecTest, ChecksExplicitModelConfigConsistency) {
     c->set_num_key_value_heads(2);
   };
   EXPECT_EQ(ErrorAfter(config), "");
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                config(s);
-                s.mutable_model()->mutable_config()->set_hidden_size(66);
-              }),
-              HasSubstr("spec.model.config.hidden_size: (66) must be a multiple of num_attention_heads (4)"));
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                config(s);
-                s.mutable_model()->mutable_config()->set_num_key_value_heads(3);
-              }),
-              HasSubstr("spec.model.config.num_key_value_heads: (3) must divide num_attention_heads (4)"));
+  EXPECT_THAT(
+      ErrorAfter([&](ExperimentSpec& s) {
+        config(s);
+        s.mutable_model()->mutable_config()->set_hidden_size(66);
+      }),
+      HasSubstr(
+          "spec.model.config.hidden_size: (66) must be a multiple of num_attention_heads (4)"));
+  EXPECT_THAT(
+      ErrorAfter([&](ExperimentSpec& s) {
+        config(s);
+        s.mutable_model()->mutable_config()->set_num_key_value_heads(3);
+      }),
+      HasSubstr("spec.model.config.num_key_value_heads: (3) must divide num_attention_heads (4)"));
 }
 
 // The family rules of common/spec/model_family.h, at submit, each naming its field.
@@ -99,18 +102,21 @@ TEST(ValidateSpecTest, ChecksTheModelFamilyRules) {
     EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) { config(s, family); }), "") << family;
   }
   EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) { config(s, "gemma"); }),
-            "spec.model.config.model_type: unsupported model_type \"gemma\"; supported: qwen2, llama, mistral, "
+            "spec.model.config.model_type: unsupported model_type \"gemma\"; supported: qwen2, "
+            "llama, mistral, "
             "qwen3");
   EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
               config(s, "llama");
               s.mutable_model()->mutable_config()->mutable_rope_scaling()->set_rope_type("yarn");
             }),
-            "spec.model.config.rope_scaling.rope_type: unsupported rope_type \"yarn\"; supported: default, llama3");
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                config(s, "llama");
-                s.mutable_model()->mutable_config()->mutable_rope_scaling()->set_rope_type("llama3");
-              }),
-              HasSubstr("spec.model.config.rope_scaling.factor: must be at least 1"));
+            "spec.model.config.rope_scaling.rope_type: unsupported rope_type \"yarn\"; supported: "
+            "default, llama3");
+  EXPECT_THAT(
+      ErrorAfter([&](ExperimentSpec& s) {
+        config(s, "llama");
+        s.mutable_model()->mutable_config()->mutable_rope_scaling()->set_rope_type("llama3");
+      }),
+      HasSubstr("spec.model.config.rope_scaling.factor: must be at least 1"));
   EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
                 config(s, "mistral");
                 s.mutable_model()->mutable_config()->set_attention_bias(true);
@@ -137,7 +143,9 @@ TEST(ValidateSpecTest, ChecksTheModelFamilyRules) {
 }
 
 TEST(ValidateSpecTest, AdapterFieldsNameTheField) {
-  const auto lora = [](ExperimentSpec& s) { s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA); };
+  const auto lora = [](ExperimentSpec& s) {
+    s.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA);
+  };
   EXPECT_EQ(ErrorAfter(lora), "");
   EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
               lora(s);
@@ -150,12 +158,14 @@ TEST(ValidateSpecTest, AdapterFieldsNameTheField) {
                 s.mutable_training()->mutable_adapter()->set_rank(-1);
               }),
               HasSubstr("spec.training.adapter.rank: must be between 1 and 65536, got -1"));
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                lora(s);
-                s.mutable_training()->mutable_adapter()->set_rank(33);
-              }),
-              HasSubstr("spec.training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
-                        "wrapped layer), got 33"));
+  EXPECT_THAT(
+      ErrorAfter([&](ExperimentSpec& s) {
+        lora(s);
+        s.mutable_training()->mutable_adapter()->set_rank(33);
+      }),
+      HasSubstr(
+          "spec.training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
+          "wrapped layer), got 33"));
   // Without k and v, 64 is allowed.
   EXPECT_EQ(ErrorAfter([&](ExperimentSpec& s) {
               lora(s);
@@ -195,10 +205,9 @@ TEST(ValidateSpecTest, AdapterFieldsNameTheField) {
 }
 
 TEST(ValidateSpecTest, MemoryFieldsAreCheckedAndSnapshotPathIsReserved) {
-  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
-                s.mutable_memory()->set_snapshot_path("/etc/passwd");
-              }),
-              HasSubstr("spec.memory.snapshot_path: is set by the daemon"));
+  EXPECT_THAT(
+      ErrorAfter([](ExperimentSpec& s) { s.mutable_memory()->set_snapshot_path("/etc/passwd"); }),
+      HasSubstr("spec.memory.snapshot_path: is set by the daemon"));
   EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
                 s.mutable_memory()->mutable_allocator()->set_garbage_collection_threshold(1.5);
               }),
@@ -253,12 +262,16 @@ TEST(ValidateSpecTest, FaultNeedsTheFlagAndDeviceMustMatchTheDaemon) {
 TEST(ValidateSpecTest, FusedKernelsNeedACudaDaemon) {
   auto fused = [](ExperimentSpec& s) { s.mutable_training()->set_kernels(vramlab::v1::FUSED); };
   EXPECT_THAT(ErrorAfter(fused), HasSubstr("spec.training.kernels: FUSED runs CUDA kernels"));
-  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_kernels(static_cast<vramlab::v1::KernelsImpl>(7)); }),
+  EXPECT_THAT(ErrorAfter([](ExperimentSpec& s) {
+                s.mutable_training()->set_kernels(static_cast<vramlab::v1::KernelsImpl>(7));
+              }),
               HasSubstr("spec.training.kernels"));
   SpecLimits cuda;
   cuda.device = vramlab::v1::CUDA;
   EXPECT_EQ(ErrorAfter(fused, cuda), "");
-  EXPECT_EQ(ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_kernels(vramlab::v1::ATEN); }), "");
+  EXPECT_EQ(
+      ErrorAfter([](ExperimentSpec& s) { s.mutable_training()->set_kernels(vramlab::v1::ATEN); }),
+      "");
 }
 
 TEST(ValidateSpecTest, SpecSizeAndNameLimits) {
@@ -292,9 +305,9 @@ TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
               HasSubstr("spec.parallel.world_size: must be between 0 and 64, got 65"));
   EXPECT_THAT(ErrorAfter(with(-2, vramlab::v1::SHARD_NONE)),
               HasSubstr("spec.parallel.world_size: must be between 0 and 64, got -2"));
-  EXPECT_THAT(ErrorAfter(with(1, vramlab::v1::SHARD_OPTIMIZER)),
-              HasSubstr(std::string("spec.parallel.sharding: ") +
-                        spec_rules::kShardingNeedsRanksMessage));
+  EXPECT_THAT(
+      ErrorAfter(with(1, vramlab::v1::SHARD_OPTIMIZER)),
+      HasSubstr(std::string("spec.parallel.sharding: ") + spec_rules::kShardingNeedsRanksMessage));
   EXPECT_THAT(ErrorAfter(with(0, vramlab::v1::SHARD_FULL)), HasSubstr("spec.parallel.sharding"));
   // As the worker refuses it: only SHARD_FULL gathers parameters to free after forward.
   EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
@@ -303,26 +316,33 @@ TEST(ValidateSpecTest, ParallelWorldSizeShardingAndHostDevices) {
               }),
               HasSubstr(std::string("spec.parallel.reshard_after_forward: ") +
                         spec_rules::kFullShardingOnlyMessage));
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                with(2, vramlab::v1::SHARD_FULL)(s);
-                s.mutable_parallel()->set_reshard_after_forward(true);
-              }, host),
+  EXPECT_THAT(ErrorAfter(
+                  [&](ExperimentSpec& s) {
+                    with(2, vramlab::v1::SHARD_FULL)(s);
+                    s.mutable_parallel()->set_reshard_after_forward(true);
+                  },
+                  host),
               ::testing::IsEmpty());
   // Turning prefetch off likewise: only SHARD_FULL gathers; stating the default is no refusal.
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                with(2, vramlab::v1::SHARD_GRADIENTS)(s);
-                s.mutable_parallel()->set_prefetch(false);
-              }),
-              HasSubstr(std::string("spec.parallel.prefetch: ") + spec_rules::kFullShardingOnlyMessage));
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                with(2, vramlab::v1::SHARD_GRADIENTS)(s);
-                s.mutable_parallel()->set_prefetch(true);
-              }, host),
+  EXPECT_THAT(
+      ErrorAfter([&](ExperimentSpec& s) {
+        with(2, vramlab::v1::SHARD_GRADIENTS)(s);
+        s.mutable_parallel()->set_prefetch(false);
+      }),
+      HasSubstr(std::string("spec.parallel.prefetch: ") + spec_rules::kFullShardingOnlyMessage));
+  EXPECT_THAT(ErrorAfter(
+                  [&](ExperimentSpec& s) {
+                    with(2, vramlab::v1::SHARD_GRADIENTS)(s);
+                    s.mutable_parallel()->set_prefetch(true);
+                  },
+                  host),
               ::testing::IsEmpty());
-  EXPECT_THAT(ErrorAfter([&](ExperimentSpec& s) {
-                with(2, vramlab::v1::SHARD_FULL)(s);
-                s.mutable_parallel()->set_prefetch(false);
-              }, host),
+  EXPECT_THAT(ErrorAfter(
+                  [&](ExperimentSpec& s) {
+                    with(2, vramlab::v1::SHARD_FULL)(s);
+                    s.mutable_parallel()->set_prefetch(false);
+                  },
+                  host),
               ::testing::IsEmpty());
   EXPECT_THAT(ErrorAfter(with(2, static_cast<vramlab::v1::Sharding>(9))),
               HasSubstr("spec.parallel.sharding: unknown enum value 9"));
@@ -360,9 +380,12 @@ TEST(ValidateSpecTest, DelayedUpdateNeedsOffloadOneProcessAndNoInBackward) {
             field + spec_rules::kDelayedUpdateNeedsOffloadMessage);
   EXPECT_EQ(ErrorAfter(delayed(true, true, 0), host),
             field + spec_rules::kDelayedUpdateWithInBackwardMessage);
-  EXPECT_EQ(ErrorAfter(delayed(true, false, 2), host), field + spec_rules::kDelayedUpdateParallelMessage);
-  // Refused before the host's device count is looked at (INVALID_ARGUMENT, not FAILED_PRECONDITION).
-  EXPECT_EQ(ErrorAfter(delayed(true, false, 8), host), field + spec_rules::kDelayedUpdateParallelMessage);
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 2), host),
+            field + spec_rules::kDelayedUpdateParallelMessage);
+  // Refused before the host's device count is looked at (INVALID_ARGUMENT, not
+  // FAILED_PRECONDITION).
+  EXPECT_EQ(ErrorAfter(delayed(true, false, 8), host),
+            field + spec_rules::kDelayedUpdateParallelMessage);
   // The same parallel spec without the switch is one this host's devices decide.
   ExperimentSpec spec = Tiny();
   delayed(true, false, 2)(spec);

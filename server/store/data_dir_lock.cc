@@ -47,9 +47,9 @@ absl::StatusOr<std::unique_ptr<DataDirLock>> DataDirLock::Acquire(const std::str
     std::string holder = ReadHolderPid(fd);
     close(fd);
     if (lock_errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data dir ", data_dir, " is in use by another vramlabd (pid ", holder,
-          ", lock file ", path, "); one daemon per data directory"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("data dir ", data_dir, " is in use by another vramlabd (pid ", holder,
+                       ", lock file ", path, "); one daemon per data directory"));
     }
     return absl::FailedPreconditionError(
         absl::StrCat("cannot lock ", path, ": ", std::strerror(lock_errno)));

@@ -30,9 +30,8 @@ void EventWriter::Enqueue(const std::string& experiment_id,
 bool EventWriter::Flush(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   uint64_t target = enqueued_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return committed_ >= target || stop_;
-  };
+  auto done = [this, target]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return committed_ >= target || stop_; };
   return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }
 
@@ -142,8 +141,9 @@ void EventWriter::Loop() {
                    held.size(), std::string(status.message()).c_str());
     }
     if (stopping) {
-      DropOldest(&held, held.size(), "the daemon is stopping and the store still fails: " +
-                                         std::string(status.message()));
+      DropOldest(
+          &held, held.size(),
+          "the daemon is stopping and the store still fails: " + std::string(status.message()));
     } else if (held.size() > options_.max_held_events) {
       DropOldest(&held, held.size() - options_.max_held_events,
                  "more than the held-event bound while the store fails");

@@ -51,16 +51,15 @@ std::string SqliteStatement::Text(int column) const {
 
 std::string SqliteStatement::Blob(int column) const {
   const void* data = sqlite3_column_blob(stmt_, column);
-  return data == nullptr ? std::string()
-                         : std::string(static_cast<const char*>(data),
-                                       sqlite3_column_bytes(stmt_, column));
+  return data == nullptr
+             ? std::string()
+             : std::string(static_cast<const char*>(data), sqlite3_column_bytes(stmt_, column));
 }
 
 absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);
@@ -74,8 +73,8 @@ absl::Status SqliteDb::Exec(absl::string_view sql) {
   char* error = nullptr;
   std::string statement(sql);
   if (sqlite3_exec(db_, statement.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    absl::Status status = absl::InternalError(absl::StrCat("sqlite: ", error ? error : "?",
-                                                           " in: ", sql.substr(0, 80)));
+    absl::Status status = absl::InternalError(
+        absl::StrCat("sqlite: ", error ? error : "?", " in: ", sql.substr(0, 80)));
     sqlite3_free(error);
     return status;
   }

@@ -59,9 +59,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   RETURN_IF_ERROR(CheckDatabaseMatchesFiles(data_dir, db_path));
   ASSIGN_OR_RETURN(auto db, SqliteDb::Open(db_path));
   if (db->ReadOnly()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store is read-only: SQLite could open ", db_path,
-        " for reading only; make it and its directory writable and start again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the store is read-only: SQLite could open ", db_path,
+                     " for reading only; make it and its directory writable and start again"));
   }
   auto report = db->QuickCheck(options.quick_check_limit);
   if (absl::IsDeadlineExceeded(report.status())) {
@@ -72,8 +72,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   } else if (*report != "ok") {
     return DamagedStoreError(data_dir, db_path, "quick_check: " + *report);
   }
-  std::unique_ptr<Store> store(new Store(std::move(db), db_path, std::move(options.write_fault_file),
-                                       std::move(options.delete_fault_file)));
+  std::unique_ptr<Store> store(new Store(std::move(db), db_path,
+                                         std::move(options.write_fault_file),
+                                         std::move(options.delete_fault_file)));
   absl::MutexLock lock(&store->mu_);
   if (absl::Status schema = store->CreateSchema(); !schema.ok()) {
     return DamagedStoreError(data_dir, db_path, std::string(schema.message()));
@@ -85,9 +86,8 @@ absl::Status Store::InjectedWriteFault() const {
   if (write_fault_file_.empty() || access(write_fault_file_.c_str(), F_OK) != 0) {
     return absl::OkStatus();
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("sqlite: database or disk is full (injected while ", write_fault_file_,
-                   " exists)"));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "sqlite: database or disk is full (injected while ", write_fault_file_, " exists)"));
 }
 
 absl::Status Store::Probe() {
@@ -146,8 +146,8 @@ absl::Status Store::UpdateExperiment(const Experiment& experiment, bool requeue_
   return statement->Run();
 }
 
-absl::StatusOr<std::vector<StoredExperiment>> Store::ReadExperimentRows(
-    SqliteStatement& statement, bool keep_damaged) {
+absl::StatusOr<std::vector<StoredExperiment>> Store::ReadExperimentRows(SqliteStatement& statement,
+                                                                        bool keep_damaged) {
   std::vector<StoredExperiment> rows;
   while (statement.Step()) {
     StoredExperiment row;

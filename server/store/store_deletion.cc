@@ -67,7 +67,8 @@ absl::Status Store::DeleteExperiment(const std::string& id) {
     ASSIGN_OR_RETURN(auto tombstone,
                      db_->Prepare("INSERT OR REPLACE INTO deleted_experiments (seq, id, "
                                   "delete_time) VALUES (?, ?, ?)"));
-    RETURN_IF_ERROR(tombstone->Bind(1, seq).Bind(2, id).Bind(3, absl::ToUnixMicros(absl::Now())).Run());
+    RETURN_IF_ERROR(
+        tombstone->Bind(1, seq).Bind(2, id).Bind(3, absl::ToUnixMicros(absl::Now())).Run());
     if (ArmedDeleteFault() == DeleteFault::kBeforeCommit) raise(SIGKILL);
     return absl::OkStatus();
   };
@@ -102,8 +103,8 @@ absl::StatusOr<std::vector<FinishedExperiment>> Store::ListFinished() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto statement,
                    db_->Prepare(absl::StrCat("SELECT seq, id, experiment FROM experiments WHERE "
-                                             "state NOT IN (", Experiment::QUEUED, ",",
-                                             Experiment::RUNNING,
+                                             "state NOT IN (",
+                                             Experiment::QUEUED, ",", Experiment::RUNNING,
                                              ") AND requeue_pending = 0 ORDER BY seq ASC")));
   std::vector<FinishedExperiment> rows;
   Experiment experiment;

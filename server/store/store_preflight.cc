@@ -58,8 +58,8 @@ absl::Status CheckDatabaseMatchesFiles(const std::string& data_dir, const std::s
   ExperimentDirs dirs = ScanExperimentDirs(data_dir);
   if (dirs.count == 0) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "the database ", db_path, " is ", missing ? "missing" : "empty (0 bytes)", " but ",
-      data_dir, "/experiments holds ", dirs.count,
+      "the database ", db_path, " is ", missing ? "missing" : "empty (0 bytes)", " but ", data_dir,
+      "/experiments holds ", dirs.count,
       " experiment directories: a new database would lose them and reuse their ids. Restore ",
       db_path, " from a backup, or move ", data_dir, "/experiments aside to start afresh"));
 }

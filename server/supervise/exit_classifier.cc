@@ -13,8 +13,9 @@ namespace {
 
 std::string ErrorDetail(const std::optional<vramlab::v1::WorkerError>& error) {
   if (!error.has_value()) return "";
-  std::string detail = error->field().empty() ? error->message()
-                                              : absl::StrCat(error->field(), ": ", error->message());
+  std::string detail = error->field().empty()
+                           ? error->message()
+                           : absl::StrCat(error->field(), ": ", error->message());
   return detail.empty() ? "" : absl::StrCat(": ", detail);
 }
 
@@ -56,15 +57,15 @@ ExitVerdict ClassifyExit(const WorkerRunFacts& facts) {
     return verdict;
   }
   if (facts.timed_out) {
-    verdict.reason = absl::StrCat("timed out: time limit of ", facts.time_limit_seconds,
-                                  " s exceeded");
+    verdict.reason =
+        absl::StrCat("timed out: time limit of ", facts.time_limit_seconds, " s exceeded");
     verdict.abnormal = true;
     return verdict;
   }
   if (signal != 0) {
-    verdict.reason = absl::StrCat(facts.command ? "command" : "worker",
-                                  " crashed: killed by signal ", signal, " (",
-                                  strsignal(signal), ")");
+    verdict.reason =
+        absl::StrCat(facts.command ? "command" : "worker", " crashed: killed by signal ", signal,
+                     " (", strsignal(signal), ")");
     verdict.abnormal = true;
     return verdict;
   }

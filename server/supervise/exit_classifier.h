@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "common/exit_codes.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
-#include "common/exit_codes.h"
 
 namespace vramlab::server {
 

@@ -20,7 +20,7 @@ namespace vramlab::server {
 namespace {
 
 constexpr int kLowestPort = 10000;
-constexpr int kCandidates = 64;   // random tries below the ephemeral range
+constexpr int kCandidates = 64;  // random tries below the ephemeral range
 constexpr size_t kRemembered = 256;
 
 // Binds 127.0.0.1:`port` (0: the kernel picks) and closes the socket; the port bound, or the

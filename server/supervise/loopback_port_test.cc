@@ -19,7 +19,8 @@ bool CanListen(int port) {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+  const bool ok = fd >= 0 &&
+                  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
                   listen(fd, 1) == 0;
   if (fd >= 0) close(fd);
   return ok;

@@ -22,9 +22,10 @@ constexpr std::chrono::seconds kDrainAfterExit{2};
 
 }  // namespace
 
-RunningWorker::RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
-                     int time_limit_seconds, const WorkerLimits& limits, SteadyTime now,
-                     std::optional<SteadyTime> deadline)
+RunningWorker::RunningWorker(std::string experiment_id, SpawnedProcess process,
+                             const std::string& log_path, int time_limit_seconds,
+                             const WorkerLimits& limits, SteadyTime now,
+                             std::optional<SteadyTime> deadline)
     : experiment_id_(std::move(experiment_id)),
       process_(process),
       limits_(limits),
@@ -63,7 +64,7 @@ void RunningWorker::Violation(const std::string& reason) {
 }
 
 void RunningWorker::PumpEvents(SteadyTime now,
-                           const std::function<void(vramlab::v1::WorkerEvent)>& on_event) {
+                               const std::function<void(vramlab::v1::WorkerEvent)>& on_event) {
   char buffer[kReadChunk];
   std::vector<std::string> lines;
   google::protobuf::util::JsonParseOptions options;
@@ -97,8 +98,8 @@ void RunningWorker::PumpEvents(SteadyTime now,
       if (!status.ok() || event.payload_case() == vramlab::v1::WorkerEvent::PAYLOAD_NOT_SET) {
         std::string shown = absl::CHexEscape(line.substr(0, 120));
         Violation(absl::StrCat("wrote an invalid event line (",
-                               status.ok() ? "no payload" : std::string(status.message()), "): ",
-                               shown));
+                               status.ok() ? "no payload" : std::string(status.message()),
+                               "): ", shown));
         return;
       }
       switch (event.payload_case()) {
@@ -137,8 +138,8 @@ void RunningWorker::PumpLog() {
     }
     if (keep < n && !log_truncated_) {
       log_truncated_ = true;
-      std::string note = absl::StrCat("\n[vramlabd: log truncated at ", limits_.max_log_bytes,
-                                      " bytes]\n");
+      std::string note =
+          absl::StrCat("\n[vramlabd: log truncated at ", limits_.max_log_bytes, " bytes]\n");
       (void)!write(log_file_fd_, note.data(), note.size());
     }
   }

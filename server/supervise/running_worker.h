@@ -35,8 +35,8 @@ class RunningWorker {
   // Stopped as timed out at `deadline` when given, else `time_limit_seconds` after `now`; the
   // reason names time_limit_seconds either way.
   RunningWorker(std::string experiment_id, SpawnedProcess process, const std::string& log_path,
-            int time_limit_seconds, const WorkerLimits& limits, SteadyTime now,
-            std::optional<SteadyTime> deadline = std::nullopt);
+                int time_limit_seconds, const WorkerLimits& limits, SteadyTime now,
+                std::optional<SteadyTime> deadline = std::nullopt);
   ~RunningWorker();
   RunningWorker(const RunningWorker&) = delete;
   RunningWorker& operator=(const RunningWorker&) = delete;

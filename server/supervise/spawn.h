@@ -39,7 +39,7 @@ struct SpawnRequest {
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;   // also its process group id
+  pid_t pid = -1;      // also its process group id
   int events_fd = -1;  // read end, non-blocking, close-on-exec
   int log_fd = -1;     // read end of stdout+stderr, non-blocking, close-on-exec
 };

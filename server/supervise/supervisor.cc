@@ -108,14 +108,15 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     facts.command = request.command;
     facts.interrupted = interrupting_;
     if (size == 0) {
-      facts.spawn_error = request.not_started_reason.empty() ? "no process to start"
-                                                             : request.not_started_reason;
+      facts.spawn_error =
+          request.not_started_reason.empty() ? "no process to start" : request.not_started_reason;
     }
     Finish(id, ClassifyExit(facts));
     return;
   }
   WorkerLimits limits = limits_;
-  limits.max_log_bytes = std::max<int64_t>(0, limits_.max_log_bytes - request.log_bytes_written) / size;
+  limits.max_log_bytes =
+      std::max<int64_t>(0, limits_.max_log_bytes - request.log_bytes_written) / size;
   std::vector<std::unique_ptr<RunningWorker>> ranks;
   for (int r = 0; r < size; ++r) {
     auto process = SpawnWorkerProcess(request.ranks[r]);
@@ -128,9 +129,8 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       Finish(id, WorkerGroup::SpawnFailed(size, r, facts, report));
       return;
     }
-    ranks.push_back(std::make_unique<RunningWorker>(id, *process, request.log_path,
-                                                    request.time_limit_seconds, limits, now,
-                                                    request.deadline));
+    ranks.push_back(std::make_unique<RunningWorker>(
+        id, *process, request.log_path, request.time_limit_seconds, limits, now, request.deadline));
     if (request.command) ranks.back()->MarkCommand();
     listener_->OnWorkerStarted(id, r, process->pid);
   }
@@ -224,9 +224,8 @@ void Supervisor::Loop() {
     for (auto it = runs_.begin(); it != runs_.end();) {
       WorkerGroup& group = *it->second;
       const std::string id = it->first;
-      group.Advance(now, [this, &id, &group](const RankEnd& end) {
-        ReportRankEnd(id, group.size(), end);
-      });
+      group.Advance(
+          now, [this, &id, &group](const RankEnd& end) { ReportRankEnd(id, group.size(), end); });
       if (group.Finished()) {
         ExitVerdict verdict = group.Verdict();
         it = runs_.erase(it);

@@ -22,8 +22,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/supervise/exit_classifier.h"
-#include "server/supervise/spawn.h"
 #include "server/supervise/running_worker.h"
+#include "server/supervise/spawn.h"
 #include "server/supervise/worker_group.h"
 #include "vramlab/v1/memory.pb.h"
 

@@ -300,9 +300,9 @@ TEST_F(SupervisorTest, ARankKilledBySignalDecidesOverOneThatFailsAfterIt) {
   // Rank 0 fails with an internal error as soon as rank 1 is gone (as a collective would);
   // both end within one pass, and the killed rank is the cause.
   const std::string marker = dir_ + "/rank1-dying";
-  ExitVerdict verdict = RunRanks(
-      "crash", {"while [ ! -e " + marker + " ]; do sleep 0.001; done; sleep 0.02; exit 1",
-                "touch " + marker + "; kill -KILL $$"});
+  ExitVerdict verdict =
+      RunRanks("crash", {"while [ ! -e " + marker + " ]; do sleep 0.001; done; sleep 0.02; exit 1",
+                         "touch " + marker + "; kill -KILL $$"});
   EXPECT_EQ(verdict.state, Experiment::FAILED);
   ASSERT_TRUE(verdict.deciding_rank.has_value());
   EXPECT_EQ(*verdict.deciding_rank, 1);

@@ -79,8 +79,8 @@ void WorkerGroup::EndRanks(const std::vector<int>& finished, SteadyTime now,
     ended_[r] = verdicts[i];
     RankEnd end{r, verdicts[i], ""};
     if (verdicts[i].state != Experiment::SUCCEEDED) {
-      end.state_reason = stopped_by_group_[r] ? absl::StrCat("stopped: ", deciding_reason_)
-                                              : verdicts[i].reason;
+      end.state_reason =
+          stopped_by_group_[r] ? absl::StrCat("stopped: ", deciding_reason_) : verdicts[i].reason;
     }
     on_end(end);
   }
@@ -132,8 +132,8 @@ ExitVerdict WorkerGroup::SpawnFailed(int size, int failed_rank, const WorkerRunF
     }
     ExitVerdict other;
     other.state = Experiment::FAILED;
-    on_end(RankEnd{r, other,
-                   absl::StrCat(r < failed_rank ? "stopped: " : "not started: ", reason)});
+    on_end(
+        RankEnd{r, other, absl::StrCat(r < failed_rank ? "stopped: " : "not started: ", reason)});
   }
   verdict.reason = reason;
   verdict.deciding_rank = failed_rank;

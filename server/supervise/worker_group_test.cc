@@ -79,8 +79,8 @@ TEST_F(WorkerGroupTest, AKilledRankDecidesOverALowerOneThatFailedWithAnInternalE
 }
 
 TEST_F(WorkerGroupTest, AnOomDecidesOverACrash) {
-  auto group = Exited(
-      {"kill -KILL $$", R"(echo '{"oom":{"message":"out of memory"}}' >&3; exit 3)"});
+  auto group =
+      Exited({"kill -KILL $$", R"(echo '{"oom":{"message":"out of memory"}}' >&3; exit 3)"});
   ASSERT_NE(group, nullptr);
   ASSERT_EQ(AdvanceOnce(*group).size(), 2u);
   ExitVerdict verdict = group->Verdict();

@@ -133,8 +133,7 @@ TEST_F(EventHubTest, ShutdownEndsWatchesWithUnavailable) {
   auto cursor = *WatchCursor::Create(hub_.get(), "e", 0, false);
   hub_->Shutdown();
   std::vector<ExperimentEvent> batch;
-  EXPECT_EQ(cursor->Next(&batch, absl::Seconds(1)).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(cursor->Next(&batch, absl::Seconds(1)).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(EventHubTest, WatcherCountReachesTheListener) {

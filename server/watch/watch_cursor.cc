@@ -23,9 +23,8 @@ absl::StatusOr<std::unique_ptr<WatchCursor>> WatchCursor::Create(EventHub* hub,
   } else {
     ASSIGN_OR_RETURN(history_end, hub->store()->MaxEventSequence(experiment_id));
   }
-  return std::unique_ptr<WatchCursor>(new WatchCursor(hub, experiment_id, std::move(channel),
-                                                      after_sequence, history_end,
-                                                      skip_history_samples));
+  return std::unique_ptr<WatchCursor>(new WatchCursor(
+      hub, experiment_id, std::move(channel), after_sequence, history_end, skip_history_samples));
 }
 
 WatchCursor::WatchCursor(EventHub* hub, std::string experiment_id,

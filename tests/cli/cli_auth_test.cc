@@ -31,8 +31,8 @@ class CliAuthTest : public ::testing::Test {
     // A self-signed certificate for 127.0.0.1: the CLI trusts it through --ca-cert.
     const std::string openssl =
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + *dir_ + "/key.pem -out " +
-        *dir_ + "/cert.pem 2>/dev/null";
+        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+        *dir_ + "/key.pem -out " + *dir_ + "/cert.pem 2>/dev/null";
     ASSERT_EQ(std::system(openssl.c_str()), 0);
     auto daemon = vramlab::testing::DaemonHarness::Start(
         {.extra_flags = {"--auth-tokens=" + tokens, "--tls-cert=" + *dir_ + "/cert.pem",
@@ -47,8 +47,7 @@ class CliAuthTest : public ::testing::Test {
   }
   void SetUp() override { ASSERT_NE(daemon_, nullptr); }
 
-  static CliResult Run(std::vector<std::string> args,
-                       std::map<std::string, std::string> env = {}) {
+  static CliResult Run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     args.push_back("--addr=" + daemon_->address());
     if (env.count("VRAMLAB_CA_CERT") == 0 && env.count("XDG_CONFIG_HOME") == 0) {
       args.push_back("--ca-cert=" + *dir_ + "/cert.pem");
@@ -117,8 +116,8 @@ TEST_F(CliAuthTest, TokenFromFlagEnvironmentOrConfigFileOverTls) {
 }
 
 TEST_F(CliAuthTest, PlaintextClientCannotTalkToTheTlsDaemon) {
-  CliResult r = RunCli({"server", "--addr", daemon_->address(), "--token", kAliceToken,
-                        "--timeout", "5s"});
+  CliResult r =
+      RunCli({"server", "--addr", daemon_->address(), "--token", kAliceToken, "--timeout", "5s"});
   EXPECT_EQ(r.exit_code, 6) << Describe(r);
   EXPECT_THAT(r.err, StartsWith("vramlab: UNAVAILABLE: "));
 }

@@ -35,8 +35,8 @@ class CliCommandsTest : public SharedDaemonTest<CliCommandsTest> {
   }
   // A tiny CPU experiment (fp32, micro-batch 1, sequence 32) plus `extra` flags, submitted.
   static std::string SubmitTiny(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"submit", "--preset", "tiny", "--dtype", "fp32",
-                                     "--seq-len", "32", "--steps", "1"};
+    std::vector<std::string> args = {"submit",    "--preset", "tiny",    "--dtype", "fp32",
+                                     "--seq-len", "32",       "--steps", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     CliResult r = Run(args);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
@@ -155,8 +155,8 @@ TEST_F(CliCommandsTest, WatchPrintsJsonLinesOrPlainLinesAndEndsWithTheAnatomy) {
 }
 
 TEST_F(CliCommandsTest, SubmitWatchFollowsTheRunLive) {
-  CliResult r = Run({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "32",
-                     "--steps", "1", "--watch"});
+  CliResult r = Run({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "32", "--steps",
+                     "1", "--watch"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const std::string id = r.OutLines().at(0);
   EXPECT_THAT(r.out, HasSubstr(id + " worker started"));
@@ -199,7 +199,8 @@ TEST_F(CliCommandsTest, OutcomesMapToExitCodes) {
 
 TEST_F(CliCommandsTest, CancelQueuedAndRunningExperiments) {
   // Two long runs fill both slots; the third waits in the queue.
-  const std::vector<std::string> long_run = {"--seq-len", "64", "--steps", "10000", "--micro-batch", "4"};
+  const std::vector<std::string> long_run = {"--seq-len",     "64", "--steps", "10000",
+                                             "--micro-batch", "4"};
   const std::string running_a = SubmitTiny(long_run);
   const std::string running_b = SubmitTiny(long_run);
   const std::string queued = SubmitTiny();
@@ -244,18 +245,31 @@ TEST_F(CliCommandsTest, ErrorsAreOneReadableLineWithTheStatusCode) {
   };
   const std::vector<Case> cases = {
       {{"show", "exp-999999"}, 6, "vramlab: NOT_FOUND: ", "exp-999999"},
-      {{"submit", "--preset", "tiny", "--seq-len", "200000"}, 2, "vramlab: INVALID_ARGUMENT: ",
+      {{"submit", "--preset", "tiny", "--seq-len", "200000"},
+       2,
+       "vramlab: INVALID_ARGUMENT: ",
        "training.seq_len"},
       {{"submit", "--preset", "no-such-model"}, 2, "vramlab: INVALID_ARGUMENT: ", "preset"},
       {{"submit", "--micro-batch", "four"}, 2, "vramlab: INVALID_ARGUMENT: --micro-batch", ""},
       {{"submit", "--bogus"}, 2, "vramlab: INVALID_ARGUMENT: unknown flag --bogus", ""},
-      {{"submit", "--spec", "/nonexistent/spec.json"}, 2, "vramlab: INVALID_ARGUMENT: cannot read",
+      {{"submit", "--spec", "/nonexistent/spec.json"},
+       2,
+       "vramlab: INVALID_ARGUMENT: cannot read",
        "/nonexistent/spec.json"},
       {{"frobnicate"}, 2, "vramlab: INVALID_ARGUMENT: unknown command \"frobnicate\"", ""},
-      {{"watch"}, 2, "vramlab: INVALID_ARGUMENT: vramlab watch needs exactly one experiment ID", ""},
-      {{"compare", "exp-000001"}, 2, "vramlab: INVALID_ARGUMENT: vramlab compare needs at least two", ""},
+      {{"watch"},
+       2,
+       "vramlab: INVALID_ARGUMENT: vramlab watch needs exactly one experiment ID",
+       ""},
+      {{"compare", "exp-000001"},
+       2,
+       "vramlab: INVALID_ARGUMENT: vramlab compare needs at least two",
+       ""},
       {{"report", "exp-000001", "--format", "pdf"}, 2, "vramlab: INVALID_ARGUMENT: --format", ""},
-      {{"snapshot", "exp-000001"}, 2, "vramlab: INVALID_ARGUMENT: vramlab snapshot needs -o FILE", ""},
+      {{"snapshot", "exp-000001"},
+       2,
+       "vramlab: INVALID_ARGUMENT: vramlab snapshot needs -o FILE",
+       ""},
   };
   for (const auto& c : cases) {
     CliResult r = Run(c.args);
@@ -267,8 +281,8 @@ TEST_F(CliCommandsTest, ErrorsAreOneReadableLineWithTheStatusCode) {
 }
 
 TEST_F(CliCommandsTest, EstimateTextAndJson) {
-  const std::vector<std::string> flags = {"--preset", "qwen2.5-1.5b", "--micro-batch", "4",
-                                          "--seq-len", "512", "--memory-limit", "24GiB"};
+  const std::vector<std::string> flags = {"--preset",  "qwen2.5-1.5b", "--micro-batch",  "4",
+                                          "--seq-len", "512",          "--memory-limit", "24GiB"};
   std::vector<std::string> text_args = {"estimate"};
   text_args.insert(text_args.end(), flags.begin(), flags.end());
   CliResult text = Run(text_args);
@@ -286,16 +300,27 @@ TEST_F(CliCommandsTest, EstimateTextAndJson) {
   // The three-way verdict, in words and in the message.
   EXPECT_NE(estimate.verdict(), vramlab::v1::FIT_VERDICT_UNSPECIFIED);
   EXPECT_GT(estimate.reserved_high_bytes(), estimate.reserved_low_bytes());
-  EXPECT_THAT(text.out, ::testing::MatchesRegex(
-      "(.|\n)*\nlimit:      24.00 GiB: (FITS|TIGHT: within|DOES NOT FIT) (.|\n)*"));
+  EXPECT_THAT(text.out,
+              ::testing::MatchesRegex(
+                  "(.|\n)*\nlimit:      24.00 GiB: (FITS|TIGHT: within|DOES NOT FIT) (.|\n)*"));
 }
 
 // A sweep gets a prediction per point and the predicted first point not to fit (the issue's
 // sweep: 1.5B, sdpa + checkpointing, 2 steps, 24 GiB); settings name the range, not seq 512.
 TEST_F(CliCommandsTest, EstimateOfASweepPredictsEveryPoint) {
-  const std::vector<std::string> args = {
-      "estimate", "--preset", "qwen2.5-1.5b", "--attention", "sdpa", "--checkpointing", "all",
-      "--steps", "2", "--memory-limit", "24GiB", "--sweep-seq-lens", "4096,6144,8192"};
+  const std::vector<std::string> args = {"estimate",
+                                         "--preset",
+                                         "qwen2.5-1.5b",
+                                         "--attention",
+                                         "sdpa",
+                                         "--checkpointing",
+                                         "all",
+                                         "--steps",
+                                         "2",
+                                         "--memory-limit",
+                                         "24GiB",
+                                         "--sweep-seq-lens",
+                                         "4096,6144,8192"};
   CliResult text = Run(args);
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
   EXPECT_THAT(text.out, HasSubstr("sweep seq 4096,6144,8192"));
@@ -348,7 +373,9 @@ TEST_F(CliCommandsTest, CompareShowsEachExperimentAndTheDifference) {
   EXPECT_THAT(r.out, ::testing::ContainsRegex("steady steps +0 +0 *\n"));
   CliResult show = Run({"show", a});
   ASSERT_EQ(show.exit_code, 0) << Describe(show);
-  EXPECT_THAT(show.out, ::testing::ContainsRegex("step time: +no steady step \\(the warm-up step took [0-9.]+ m?s\\)\n"));
+  EXPECT_THAT(show.out,
+              ::testing::ContainsRegex(
+                  "step time: +no steady step \\(the warm-up step took [0-9.]+ m?s\\)\n"));
   EXPECT_THAT(show.out, ::testing::ContainsRegex("tokens/s: +-\n"));
   CliResult json = Run({"compare", a, b, "--json"});
   vramlab::v1::ListExperimentsResponse list;

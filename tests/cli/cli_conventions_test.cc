@@ -42,8 +42,9 @@ TEST(CliConventionsTest, HelpCommandAndHelpFlagPrintTheSameCommandHelp) {
   EXPECT_EQ(top.exit_code, 0) << Describe(top);
   EXPECT_THAT(top.out, HasSubstr("usage: vramlab [GLOBAL FLAGS] COMMAND"));
   EXPECT_EQ(RunCli({"--help"}).out, top.out);
-  EXPECT_THAT(RunCli({"help", "completion"}).out,
-              HasSubstr("vramlab completion bash > ~/.local/share/bash-completion/completions/vramlab"));
+  EXPECT_THAT(
+      RunCli({"help", "completion"}).out,
+      HasSubstr("vramlab completion bash > ~/.local/share/bash-completion/completions/vramlab"));
 }
 
 TEST(CliConventionsTest, MistypedCommandsAndFlagsGetTheNearestName) {
@@ -100,12 +101,14 @@ TEST(CliConventionsTest, ZshCompletionRegistersWhenSourcedAndWhenAutoloaded) {
   CliResult syntax = RunShell("zsh -n " + ShellQuote(file));
   EXPECT_EQ(syntax.exit_code, 0) << Describe(syntax);
   // -f: no user startup files; compinit -u: trust the temporary directory, -D: no dump file.
-  CliResult sourced = RunShell("zsh -fc " + ShellQuote("autoload -U compinit && compinit -u -D && source " +
-                                                       ShellQuote(file) + " && print $_comps[vramlab]"));
+  CliResult sourced =
+      RunShell("zsh -fc " + ShellQuote("autoload -U compinit && compinit -u -D && source " +
+                                       ShellQuote(file) + " && print $_comps[vramlab]"));
   EXPECT_EQ(sourced.out, "_vramlab\n") << Describe(sourced);
   CliResult autoloaded = RunShell(
-      "zsh -fc " + ShellQuote("fpath=(" + ShellQuote(dir) +
-                              " $fpath); autoload -U compinit && compinit -u -D && print $_comps[vramlab]"));
+      "zsh -fc " +
+      ShellQuote("fpath=(" + ShellQuote(dir) +
+                 " $fpath); autoload -U compinit && compinit -u -D && print $_comps[vramlab]"));
   EXPECT_EQ(autoloaded.out, "_vramlab\n") << Describe(autoloaded);
   EXPECT_EQ(RunCli({"completion", "fish"}).exit_code, 2);
 }
@@ -146,12 +149,14 @@ TEST_F(CliConventionsDaemonTest, GlobalFlagsWorkBeforeAndAfterTheCommand) {
 // Runs bash's completion function the way readline does (COMP_LINE up to the cursor) and
 // returns the candidates, one per line.
 std::string BashCompletions(const std::string& script_path, const std::string& line) {
-  const std::string driver = absl::StrCat(
-      "source ", ShellQuote(script_path), " && COMP_LINE=", ShellQuote(line),
-      " && COMP_POINT=${#COMP_LINE} && COMPREPLY=() && { _vramlab; printf '%s\\n' \"${COMPREPLY[@]}\"; }");
-  const std::string path = absl::StrCat(vramlab::testing::DaemonHarness::BinDir(), ":/usr/bin:/bin");
-  return RunShell("env -i PATH=" + ShellQuote(path) + " HOME=" + ShellQuote(TempPath("empty-home")) +
-                  " bash -c " + ShellQuote(driver))
+  const std::string driver =
+      absl::StrCat("source ", ShellQuote(script_path), " && COMP_LINE=", ShellQuote(line),
+                   " && COMP_POINT=${#COMP_LINE} && COMPREPLY=() && { _vramlab; printf '%s\\n' "
+                   "\"${COMPREPLY[@]}\"; }");
+  const std::string path =
+      absl::StrCat(vramlab::testing::DaemonHarness::BinDir(), ":/usr/bin:/bin");
+  return RunShell("env -i PATH=" + ShellQuote(path) +
+                  " HOME=" + ShellQuote(TempPath("empty-home")) + " bash -c " + ShellQuote(driver))
       .out;
 }
 
@@ -171,9 +176,8 @@ TEST_F(CliConventionsDaemonTest, BashCompletionCompletesCommandsFlagsValuesAndId
 
   // Experiment ids come from the daemon the line names, before or after the command.
   const std::string addr = daemon_->address();
-  CliResult submitted =
-      RunCli({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "32", "--steps", "1",
-              "--addr", addr});
+  CliResult submitted = RunCli({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "32",
+                                "--steps", "1", "--addr", addr});
   ASSERT_EQ(submitted.exit_code, 0) << Describe(submitted);
   const std::string id = submitted.OutLines().at(0);
   EXPECT_THAT(BashCompletions(path, "vramlab --addr " + addr + " show exp-"), HasSubstr(id + "\n"));

@@ -25,8 +25,13 @@
 namespace vramlab::cli_test {
 namespace {
 
-constexpr const char* kDeterministicRows[] = {"id ", "exp-", "category ", "weights ", "gradients ",
-                                              "optimizer state ", "at peak: weights ",
+constexpr const char* kDeterministicRows[] = {"id ",
+                                              "exp-",
+                                              "category ",
+                                              "weights ",
+                                              "gradients ",
+                                              "optimizer state ",
+                                              "at peak: weights ",
                                               "at peak: allocator cache "};
 
 std::string DeterministicLines(const std::string& table) {
@@ -46,8 +51,8 @@ TEST(CliGoldenTest, CompareOfTheBasicExperimentsOnTheTinyPreset) {
   auto daemon = vramlab::testing::DaemonHarness::Start({.enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const std::string addr = "--addr=" + (*daemon)->address();
-  const std::vector<std::string> common = {"submit", addr, "--preset", "tiny", "--dtype", "fp32",
-                                           "--seq-len", "32", "--steps", "1", "--wait"};
+  const std::vector<std::string> common = {"submit",    addr, "--preset", "tiny", "--dtype", "fp32",
+                                           "--seq-len", "32", "--steps",  "1",    "--wait"};
   std::vector<std::string> sad = common, happy = common;
   sad.insert(sad.end(), {"--name", "sad path", "--micro-batch", "4", "--accum", "1"});
   happy.insert(happy.end(), {"--name", "happy path", "--micro-batch", "1", "--accum", "4"});
@@ -65,8 +70,8 @@ TEST(CliGoldenTest, CompareOfTheBasicExperimentsOnTheTinyPreset) {
     std::ofstream(golden_path) << actual;  // then compared like any run, so it passes
   }
   EXPECT_EQ(actual, ReadWholeFile(golden_path))
-      << "full output:\n" << compare.out
-      << "\nregenerate with VRAMLAB_UPDATE_GOLDEN=1 if the change is intended";
+      << "full output:\n"
+      << compare.out << "\nregenerate with VRAMLAB_UPDATE_GOLDEN=1 if the change is intended";
 }
 
 // The OOM views of a real CPU run that runs out of memory (the sad path under a 3.5 MiB limit)
@@ -80,9 +85,19 @@ TEST(CliGoldenTest, OomViewsOfTheSadPathOnTheTinyPreset) {
   auto daemon = vramlab::testing::DaemonHarness::Start({.enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const std::string addr = "--addr=" + (*daemon)->address();
-  const std::vector<std::string> common = {"submit", addr, "--preset", "tiny", "--dtype", "fp32",
-                                           "--seq-len", "32", "--steps", "2", "--wait",
-                                           "--memory-limit", std::to_string(kLimit)};
+  const std::vector<std::string> common = {"submit",
+                                           addr,
+                                           "--preset",
+                                           "tiny",
+                                           "--dtype",
+                                           "fp32",
+                                           "--seq-len",
+                                           "32",
+                                           "--steps",
+                                           "2",
+                                           "--wait",
+                                           "--memory-limit",
+                                           std::to_string(kLimit)};
   std::vector<std::string> sad = common, happy = common;
   sad.insert(sad.end(), {"--name", "sad path", "--micro-batch", "4", "--accum", "1"});
   happy.insert(happy.end(), {"--name", "happy path", "--micro-batch", "1", "--accum", "4"});
@@ -107,28 +122,38 @@ TEST(CliGoldenTest, OomViewsOfTheSadPathOnTheTinyPreset) {
   CliResult show = RunCli({"show", addr, sad_id});
   ASSERT_EQ(show.exit_code, 0) << Describe(show);
   EXPECT_THAT(show.out, ::testing::HasSubstr("out of memory:\n  phase "));
-  EXPECT_THAT(show.out, ::testing::MatchesRegex(
-      "(.|\n)*\n  requested [0-9.]+ [KM]iB, free [0-9.]+ [KM]iB, allocated [0-9.]+ MiB, "
-      "reserved [0-9.]+ MiB\n  peak allocated [0-9.]+ MiB, peak reserved [0-9.]+ MiB; predicted "
-      "[0-9.]+ MiB and [0-9.]+ MiB\n(.|\n)*"));
+  EXPECT_THAT(
+      show.out,
+      ::testing::MatchesRegex(
+          "(.|\n)*\n  requested [0-9.]+ [KM]iB, free [0-9.]+ [KM]iB, allocated [0-9.]+ MiB, "
+          "reserved [0-9.]+ MiB\n  peak allocated [0-9.]+ MiB, peak reserved [0-9.]+ MiB; "
+          "predicted "
+          "[0-9.]+ MiB and [0-9.]+ MiB\n(.|\n)*"));
   CliResult watch = RunCli({"watch", addr, sad_id});
-  EXPECT_THAT(watch.out, ::testing::MatchesRegex(
-      "(.|\n)*OOM in [a-z_]+ \\(step [0-9]+, micro-step [0-9]+\\): tried to allocate [0-9.]+ "
-      "[KM]iB, [0-9.]+ [KM]iB free; allocated [0-9.]+ MiB, reserved [0-9.]+ MiB at the failure, "
-      "peak [0-9.]+ MiB allocated\n(.|\n)*"));
+  EXPECT_THAT(
+      watch.out,
+      ::testing::MatchesRegex(
+          "(.|\n)*OOM in [a-z_]+ \\(step [0-9]+, micro-step [0-9]+\\): tried to allocate [0-9.]+ "
+          "[KM]iB, [0-9.]+ [KM]iB free; allocated [0-9.]+ MiB, reserved [0-9.]+ MiB at the "
+          "failure, "
+          "peak [0-9.]+ MiB allocated\n(.|\n)*"));
   CliResult compare = RunCli({"compare", addr, b.OutLines().at(0), sad_id});
   ASSERT_EQ(compare.exit_code, 0) << Describe(compare);
-  EXPECT_THAT(compare.out, ::testing::MatchesRegex(
-      "(.|\n)*\npredicted peak allocated +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB\n(.|\n)*"));
+  EXPECT_THAT(compare.out,
+              ::testing::MatchesRegex(
+                  "(.|\n)*\npredicted peak allocated +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB\n(.|\n)*"));
   // The run that fitted has no OOM figures; the one that failed has all four.
   for (const char* row : {"OOM: allocated", "OOM: reserved", "OOM: request", "OOM: free"}) {
     EXPECT_THAT(compare.out, ::testing::MatchesRegex(
-        absl::StrCat("(.|\n)*\n", row, " +- +[0-9.]+ [KM]iB\n(.|\n)*")))
-        << row << "\n" << compare.out;
+                                 absl::StrCat("(.|\n)*\n", row, " +- +[0-9.]+ [KM]iB\n(.|\n)*")))
+        << row << "\n"
+        << compare.out;
   }
   // The OOM run's peaks stand in the peak rows, measured up to the failure.
-  EXPECT_THAT(compare.out, ::testing::MatchesRegex(
-      "(.|\n)*\npeak allocated +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB +[-+][0-9.]+ [KM]iB\n(.|\n)*"));
+  EXPECT_THAT(
+      compare.out,
+      ::testing::MatchesRegex(
+          "(.|\n)*\npeak allocated +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB +[-+][0-9.]+ [KM]iB\n(.|\n)*"));
 }
 
 }  // namespace

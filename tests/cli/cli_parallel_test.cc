@@ -35,9 +35,17 @@ class CliParallelTest : public SharedDaemonTest<CliParallelTest> {
   }
 };
 
-const std::vector<std::string> kEstimate = {
-    "estimate", "--preset", "qwen2.5-1.5b", "--world-size", "4", "--sharding", "full",
-    "--reshard-after-forward", "--limit", "24GiB", "--smallest-world-size"};
+const std::vector<std::string> kEstimate = {"estimate",
+                                            "--preset",
+                                            "qwen2.5-1.5b",
+                                            "--world-size",
+                                            "4",
+                                            "--sharding",
+                                            "full",
+                                            "--reshard-after-forward",
+                                            "--limit",
+                                            "24GiB",
+                                            "--smallest-world-size"};
 
 TEST_F(CliParallelTest, EstimateShowsTheRankBesideOneProcess) {
   const CliResult text = Run(kEstimate);
@@ -61,35 +69,41 @@ TEST_F(CliParallelTest, EstimateShowsTheRankBesideOneProcess) {
   const std::string answer = rank.smallest_world_size_that_fits() > 0
                                  ? std::to_string(rank.smallest_world_size_that_fits())
                                  : "none up to 64";
-  EXPECT_THAT(text.out, HasSubstr("smallest world size that fits 24.00 GiB with SHARD_FULL: " +
-                                  answer + "\n"));
+  EXPECT_THAT(
+      text.out,
+      HasSubstr("smallest world size that fits 24.00 GiB with SHARD_FULL: " + answer + "\n"));
 }
 
 // --prefetch=false turns SHARD_FULL's prefetch off (on by default): the spec, the per-rank heading
 // and the JSON say so, and the rank gathers one layer less than with prefetch.
 TEST_F(CliParallelTest, PrefetchOffIsSentAndShown) {
-  const std::vector<std::string> on_args = {"estimate", "--preset", "tiny", "--world-size", "2",
-                                            "--sharding", "full", "--reshard-after-forward"};
+  const std::vector<std::string> on_args = {
+      "estimate", "--preset",   "tiny", "--world-size",
+      "2",        "--sharding", "full", "--reshard-after-forward"};
   std::vector<std::string> off_args = on_args;
   off_args.push_back("--prefetch=false");
   const CliResult text = Run(off_args);
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
   EXPECT_THAT(text.out, HasSubstr("shard:full+reshard+noprefetch"));
-  EXPECT_THAT(text.out, HasSubstr("per rank, world size 2, SHARD_FULL, reshard after forward, no prefetch:\n"));
+  EXPECT_THAT(
+      text.out,
+      HasSubstr("per rank, world size 2, SHARD_FULL, reshard after forward, no prefetch:\n"));
 
   vramlab::v1::MemoryEstimate with, without;
   ASSERT_NO_FATAL_FAILURE(RunJson(on_args, &with));
   ASSERT_NO_FATAL_FAILURE(RunJson(off_args, &without));
   EXPECT_TRUE(with.parallel().prefetch());
   EXPECT_FALSE(without.parallel().prefetch());
-  EXPECT_GT(with.parallel().gathered_parameters_bytes(), without.parallel().gathered_parameters_bytes());
+  EXPECT_GT(with.parallel().gathered_parameters_bytes(),
+            without.parallel().gathered_parameters_bytes());
 }
 
 // A parallel sweep: the per-rank points as a second table, each row what the JSON holds.
 TEST_F(CliParallelTest, EstimateOfAParallelSweepPredictsEachPointPerRank) {
-  const std::vector<std::string> args = {"estimate", "--preset", "qwen2.5-1.5b", "--world-size", "4",
-                                         "--sharding", "full", "--limit", "8GiB", "--checkpointing",
-                                         "all", "--sweep-seq-lens", "2048,8192,16384"};
+  const std::vector<std::string> args = {
+      "estimate",       "--preset", "qwen2.5-1.5b", "--world-size",    "4",   "--sharding",
+      "full",           "--limit",  "8GiB",         "--checkpointing", "all", "--sweep-seq-lens",
+      "2048,8192,16384"};
   const CliResult text = Run(args);
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
   vramlab::v1::MemoryEstimate estimate;
@@ -104,7 +118,8 @@ TEST_F(CliParallelTest, EstimateOfAParallelSweepPredictsEachPointPerRank) {
     EXPECT_THAT(text.out.substr(table),
                 ::testing::ContainsRegex("\n +" + std::to_string(point.value()) + " +[^\n]*  " +
                                          verdict + " "))
-        << point.value() << "\n" << text.out.substr(table);
+        << point.value() << "\n"
+        << text.out.substr(table);
   }
   EXPECT_THAT(text.out.substr(table),
               HasSubstr(estimate.parallel().predicted_first_oom_value() > 0
@@ -136,9 +151,13 @@ TEST_F(CliParallelTest, FlagErrorsAndTheSubmitOfMoreRanksThanSlots) {
       {{"estimate", "--preset", "tiny", "--world-size", "0"}, 2, "--world-size"},
       {{"estimate", "--preset", "tiny", "--world-size", "65"}, 2, "--world-size"},
       {{"estimate", "--preset", "tiny", "--sharding", "full"}, 2, "spec.parallel.sharding"},
-      {{"estimate", "--preset", "tiny", "--world-size", "2", "--sharding", "gradients", "--prefetch=false"}, 2,
+      {{"estimate", "--preset", "tiny", "--world-size", "2", "--sharding", "gradients",
+        "--prefetch=false"},
+       2,
        "spec.parallel.prefetch: applies to SHARD_FULL only"},
-      {{"submit", "--preset", "tiny", "--world-size", "3"}, 6, "this daemon has 2 CPU worker slot(s)"},
+      {{"submit", "--preset", "tiny", "--world-size", "3"},
+       6,
+       "this daemon has 2 CPU worker slot(s)"},
   };
   for (const Case& c : cases) {
     const CliResult r = Run(c.args);

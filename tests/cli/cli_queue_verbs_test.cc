@@ -38,8 +38,8 @@ class CliQueueVerbsTest : public ::testing::Test {
   }
   // Submits with `extra` flags; the new id.
   std::string SubmitTiny(const std::string& name, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"submit", "--preset", "tiny", "--seq-len", "32",
-                                     "--steps", "1", "--name", name};
+    std::vector<std::string> args = {"submit",  "--preset", "tiny",   "--seq-len", "32",
+                                     "--steps", "1",        "--name", name};
     args.insert(args.end(), extra.begin(), extra.end());
     CliResult r = Run(args);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
@@ -121,8 +121,8 @@ TEST_F(CliQueueVerbsTest, HoldUpdateReleaseAfterEstimateAndDelete) {
   EXPECT_EQ(held.exit_code, 0) << Describe(held);
   EXPECT_THAT(held.out, HasSubstr(first + " held (position 1; 'vramlab release " + first));
   EXPECT_THAT(Run({"ls"}).out, HasSubstr("held"));
-  CliResult updated = Run({"update", first, "--priority", "high", "--time-limit", "20m",
-                           "--name", "renamed"});
+  CliResult updated =
+      Run({"update", first, "--priority", "high", "--time-limit", "20m", "--name", "renamed"});
   EXPECT_EQ(updated.exit_code, 0) << Describe(updated);
   EXPECT_THAT(updated.out, HasSubstr(": priority high, time limit 20m00s, name renamed"));
   CliResult bad = Run({"update", first, "--priority", "urgent"});
@@ -164,9 +164,9 @@ TEST_F(CliQueueVerbsTest, LogsFollowPrintsUntilTheExperimentEnds) {
   const std::string slow = SubmitTiny("slowlog");
   // Started while the experiment is still queued: waits, then prints every line as written.
   const std::string out = TempPath("follow.out");
-  const std::string command = absl::StrCat(
-      CliCommand({"logs", "--follow", slow, "--addr=" + daemon_->address()}, {}), " > ", out,
-      " 2>&1 & echo $!");
+  const std::string command =
+      absl::StrCat(CliCommand({"logs", "--follow", slow, "--addr=" + daemon_->address()}, {}),
+                   " > ", out, " 2>&1 & echo $!");
   CliResult started = RunShell(command);
   ASSERT_EQ(started.exit_code, 0);
   absl::SleepFor(absl::Milliseconds(500));

@@ -43,8 +43,7 @@ class StandInDaemon final : public vramlab::v1::VramlabService::Service {
                 std::map<std::string, std::vector<ExperimentEvent>> events)
       : experiments_(std::move(experiments)), events_(std::move(events)) {}
 
-  grpc::Status GetExperiment(grpc::ServerContext*,
-                             const vramlab::v1::GetExperimentRequest* request,
+  grpc::Status GetExperiment(grpc::ServerContext*, const vramlab::v1::GetExperimentRequest* request,
                              Experiment* response) override {
     for (const Experiment& e : experiments_) {
       if (e.id() == request->id()) {

@@ -20,8 +20,8 @@ std::string DumpDom(const std::string& page, const std::string& profile) {
   const std::string command =
       "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
       "--disable-background-networking --disable-component-update --disable-sync --user-data-dir=" +
-      ShellQuote(profile) + " --virtual-time-budget=5000 --dump-dom " + ShellQuote("file://" + page) +
-      " 2>/dev/null";
+      ShellQuote(profile) + " --virtual-time-budget=5000 --dump-dom " +
+      ShellQuote("file://" + page) + " 2>/dev/null";
   std::string output;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return output;
@@ -33,13 +33,14 @@ std::string DumpDom(const std::string& page, const std::string& profile) {
 
 struct Measured {
   int svgs = 0;
-  std::vector<int> texts;            // per SVG
+  std::vector<int> texts;             // per SVG
   std::vector<std::string> problems;  // OVERLAP and OUTSIDE lines
 };
 
 // `markup` (an SVG or an HTML page) with tests/cli/text_boxes.js run over it in Chromium.
 Measured Measure(const std::string& markup, const std::string& name) {
-  const std::string script = ReadWholeFile(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/text_boxes.js");
+  const std::string script =
+      ReadWholeFile(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/text_boxes.js");
   std::string page;
   if (markup.rfind("<!DOCTYPE html>", 0) == 0) {
     // The report's own Content-Security-Policy forbids scripts: the measuring copy drops it.
@@ -61,7 +62,8 @@ Measured Measure(const std::string& markup, const std::string& name) {
   Measured measured;
   const size_t start = dom.find("<pre id=\"text-boxes\">");
   if (start == std::string::npos) return measured;
-  for (absl::string_view line : absl::StrSplit(dom.substr(start, dom.find("</pre>", start) - start), '\n')) {
+  for (absl::string_view line :
+       absl::StrSplit(dom.substr(start, dom.find("</pre>", start) - start), '\n')) {
     int count = 0;
     if (absl::ConsumePrefix(&line, "TEXTS ") && absl::SimpleAtoi(line, &count)) {
       ++measured.svgs;

@@ -33,8 +33,8 @@ std::string Capture(const std::string& command) {
 }
 
 std::string XPath(const std::string& file, const std::string& expression) {
-  return std::string(absl::StripAsciiWhitespace(
-      Capture("xmllint --xpath " + ShellQuote(expression) + " " + ShellQuote(file) + " 2>/dev/null")));
+  return std::string(absl::StripAsciiWhitespace(Capture(
+      "xmllint --xpath " + ShellQuote(expression) + " " + ShellQuote(file) + " 2>/dev/null")));
 }
 
 class CliReportTest : public ::testing::Test {
@@ -44,10 +44,28 @@ class CliReportTest : public ::testing::Test {
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = daemon->release();
     // Two optimizer steps of two micro-batches each: several phase bands of every kind.
-    CliResult r = RunCli({"submit", "--addr", daemon_->address(), "--preset", "tiny", "--dtype",
-                          "fp32", "--seq-len", "64", "--micro-batch", "2", "--accum", "2",
-                          "--steps", "2", "--sample-interval", "1", "--name", "report <run>",
-                          "--memory-limit", "64MiB", "--wait"});
+    CliResult r = RunCli({"submit",
+                          "--addr",
+                          daemon_->address(),
+                          "--preset",
+                          "tiny",
+                          "--dtype",
+                          "fp32",
+                          "--seq-len",
+                          "64",
+                          "--micro-batch",
+                          "2",
+                          "--accum",
+                          "2",
+                          "--steps",
+                          "2",
+                          "--sample-interval",
+                          "1",
+                          "--name",
+                          "report <run>",
+                          "--memory-limit",
+                          "64MiB",
+                          "--wait"});
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
     id_ = new std::string(r.OutLines().at(0));
   }
@@ -58,7 +76,8 @@ class CliReportTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(id_, nullptr); }
 
   static CliResult Report(const std::string& format, const std::string& output) {
-    std::vector<std::string> args = {"report", *id_, "--addr", daemon_->address(), "--format", format};
+    std::vector<std::string> args = {"report",           *id_,       "--addr",
+                                     daemon_->address(), "--format", format};
     if (!output.empty()) {
       args.push_back("-o");
       args.push_back(output);
@@ -86,7 +105,8 @@ TEST_F(CliReportTest, SvgIsWellFormedXmlWithTheExpectedSeries) {
   for (const char* series : {"series-allocated", "series-reserved"}) {
     int points = 0;
     ASSERT_TRUE(absl::SimpleAtoi(
-        XPath(svg, "string(" + node("polyline", std::string("@id='") + series + "'") + "/@data-points)"),
+        XPath(svg,
+              "string(" + node("polyline", std::string("@id='") + series + "'") + "/@data-points)"),
         &points))
         << series;
     EXPECT_GT(points, 10) << series;
@@ -97,8 +117,10 @@ TEST_F(CliReportTest, SvgIsWellFormedXmlWithTheExpectedSeries) {
   for (const char* phase : {"forward", "backward", "optimizer step"}) {
     int bands = 0;
     ASSERT_TRUE(absl::SimpleAtoi(
-        XPath(svg, "count(" + node("rect", std::string("@class='phase-band' and @data-phase='") +
-                                               phase + "'") + ")"),
+        XPath(svg,
+              "count(" +
+                  node("rect", std::string("@class='phase-band' and @data-phase='") + phase + "'") +
+                  ")"),
         &bands));
     // 2 steps x 2 micro-steps of forward and backward; 2 optimizer steps.
     EXPECT_EQ(bands, std::string(phase) == "optimizer step" ? 2 : 4) << phase;
@@ -124,18 +146,20 @@ TEST_F(CliReportTest, SvgIsWellFormedXmlWithTheExpectedSeries) {
            {"optimizer_state", at_peak.optimizer_state_bytes()},
            {"activations", at_peak.activations_bytes()},
            {"temporary_buffers", at_peak.temporaries_bytes()}}) {
-    EXPECT_EQ(XPath(svg, "string(" + node("rect", "@data-category='" + category + "'") + "/@data-bytes)"),
-              std::to_string(bytes))
+    EXPECT_EQ(
+        XPath(svg, "string(" + node("rect", "@data-category='" + category + "'") + "/@data-bytes)"),
+        std::to_string(bytes))
         << category;
     segments += bytes;
   }
   EXPECT_EQ(segments, anatomy.at_peak_allocated().allocated_bytes());
   EXPECT_EQ(anatomy.at_peak_allocated().allocated_bytes(), anatomy.peak_allocated_bytes());
   // The categories over time: stacked areas, weights among them.
-  EXPECT_EQ(XPath(svg, "count(" + node("polygon", "@class='category-area' and @data-category='weights'") + ")"),
-            "1");
-  EXPECT_EQ(XPath(svg, "string(//*[local-name()='title'][1])"),
-            *id_ + "  report <run>  SUCCEEDED");
+  EXPECT_EQ(
+      XPath(svg, "count(" + node("polygon", "@class='category-area' and @data-category='weights'") +
+                     ")"),
+      "1");
+  EXPECT_EQ(XPath(svg, "string(//*[local-name()='title'][1])"), *id_ + "  report <run>  SUCCEEDED");
 }
 
 TEST_F(CliReportTest, HtmlRendersInHeadlessChromiumToANonBlankScreenshot) {
@@ -154,12 +178,13 @@ TEST_F(CliReportTest, HtmlRendersInHeadlessChromiumToANonBlankScreenshot) {
   const std::string chromium =
       "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
       "--disable-background-networking --disable-component-update --disable-sync "
-      "--user-data-dir=" + ShellQuote(profile) + " --screenshot=" + ShellQuote(png) +
-      " --window-size=1200,900 " + ShellQuote("file://" + html) + " > /dev/null 2>&1";
+      "--user-data-dir=" +
+      ShellQuote(profile) + " --screenshot=" + ShellQuote(png) + " --window-size=1200,900 " +
+      ShellQuote("file://" + html) + " > /dev/null 2>&1";
   ASSERT_EQ(std::system(chromium.c_str()), 0);
-  const std::string counted = Capture("python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) +
-                                                              "/tests/cli/count_png_colors.py") +
-                                      " " + ShellQuote(png));
+  const std::string counted = Capture(
+      "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/count_png_colors.py") +
+      " " + ShellQuote(png));
   std::vector<std::string> fields = absl::StrSplit(absl::StripAsciiWhitespace(counted), ' ');
   ASSERT_EQ(fields.size(), 3u) << counted;
   int colors = 0, width = 0, height = 0;
@@ -202,12 +227,15 @@ TEST_F(CliReportTest, JsonIsProtobufJsonWithSamplesPhasesAndPeak) {
   // Each part parses as its proto type.
   std::string experiment_json;
   ASSERT_TRUE(google::protobuf::util::MessageToJsonString(fields.at("experiment").struct_value(),
-                                                          &experiment_json).ok());
+                                                          &experiment_json)
+                  .ok());
   vramlab::v1::Experiment experiment;
   ASSERT_TRUE(ParseJson(experiment_json, experiment));
   EXPECT_EQ(experiment.id(), *id_);
   std::string peak_json;
-  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(fields.at("peak").struct_value(), &peak_json).ok());
+  ASSERT_TRUE(
+      google::protobuf::util::MessageToJsonString(fields.at("peak").struct_value(), &peak_json)
+          .ok());
   vramlab::v1::MemorySample peak;
   ASSERT_TRUE(ParseJson(peak_json, peak));
   EXPECT_GT(peak.allocated_bytes(), experiment.report().anatomy().weights_bytes());
@@ -234,7 +262,8 @@ TEST_F(CliReportTest, TextChartAndRefusalForUnfinishedRuns) {
 
   CliResult unwritable = Report("svg", "/nonexistent-dir/report.svg");
   EXPECT_EQ(unwritable.exit_code, 2) << Describe(unwritable);
-  EXPECT_THAT(unwritable.err, StartsWith("vramlab: INVALID_ARGUMENT: cannot write /nonexistent-dir/report.svg"));
+  EXPECT_THAT(unwritable.err,
+              StartsWith("vramlab: INVALID_ARGUMENT: cannot write /nonexistent-dir/report.svg"));
 }
 
 }  // namespace

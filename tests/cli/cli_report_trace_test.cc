@@ -2,10 +2,10 @@
 // worker: the trace passes a strict reader of the Trace Event Format (tests/cli/check_trace.py:
 // phases, types, microsecond timestamps, slices that nest), and its counters, phase slices, sweep
 // points and OOM instant are exactly the run's stored events.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -45,7 +45,8 @@ std::map<int, Expected> FromEvents(const std::vector<ExperimentEvent>& events) {
     if (w.has_phase()) {
       if (w.phase().has_memory()) memory = &w.phase().memory();
       const double us = w.phase().memory().time_seconds() * 1e6;
-      if (w.phase().edge() == vramlab::v1::BEGIN) e.phase_begins.emplace_back(us, vramlab::v1::Phase_Name(w.phase().phase()));
+      if (w.phase().edge() == vramlab::v1::BEGIN)
+        e.phase_begins.emplace_back(us, vramlab::v1::Phase_Name(w.phase().phase()));
       if (w.phase().edge() == vramlab::v1::END) e.phase_ends.push_back(us);
       e.sweep_points[w.phase().sweep_index()] = true;
     }
@@ -69,9 +70,9 @@ class CliReportTraceTest : public ReportRunsTest<CliReportTraceTest> {
     *path = TempPath(kind + ".trace.json");
     const CliResult r = Report(kind, "perfetto", *path);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
-    const CliResult checked = RunShell("python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) +
-                                                              "/tests/cli/check_trace.py") +
-                                       " " + ShellQuote(*path));
+    const CliResult checked = RunShell(
+        "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/check_trace.py") +
+        " " + ShellQuote(*path));
     EXPECT_EQ(checked.exit_code, 0) << Describe(checked);
     std::vector<Struct> processes;
     for (const std::string& line : checked.OutLines()) {
@@ -103,11 +104,16 @@ TEST_F(CliReportTraceTest, CountersSlicesAndTheOomAreTheStoredEvents) {
       EXPECT_EQ(process.fields().at("process").string_value(),
                 kind == "parallel" ? absl::StrCat(id, " rank ", rank) : id);
       // A counter per reading, allocated's maximum the readings' maximum.
-      const Struct& memory = process.fields().at("counters").struct_value().fields().at("memory").struct_value();
+      const Struct& memory =
+          process.fields().at("counters").struct_value().fields().at("memory").struct_value();
       EXPECT_EQ(Number(memory, "count"), want.readings);
       EXPECT_EQ(Number(memory.fields().at("max").struct_value(), "allocated"), want.max_allocated);
-      const Struct& categories =
-          process.fields().at("counters").struct_value().fields().at("memory by category").struct_value();
+      const Struct& categories = process.fields()
+                                     .at("counters")
+                                     .struct_value()
+                                     .fields()
+                                     .at("memory by category")
+                                     .struct_value();
       EXPECT_EQ(Number(categories, "count"), want.readings);
       EXPECT_GT(Number(categories.fields().at("max").struct_value(), "weights"), 0);
 
@@ -123,15 +129,17 @@ TEST_F(CliReportTraceTest, CountersSlicesAndTheOomAreTheStoredEvents) {
       for (const auto* slice : phases) {
         const double ts = slice->values(1).number_value();
         const double end = ts + slice->values(2).number_value();
-        const auto begin = std::find_if(want.phase_begins.begin(), want.phase_begins.end(),
-                                        [&](const auto& b) { return std::abs(b.first - ts) < 0.01; });
+        const auto begin =
+            std::find_if(want.phase_begins.begin(), want.phase_begins.end(),
+                         [&](const auto& b) { return std::abs(b.first - ts) < 0.01; });
         EXPECT_NE(begin, want.phase_begins.end()) << "no BEGIN at " << ts;
         const auto& args = slice->values(3).struct_value().fields();
         if (args.count("cut_short")) {
           ++cut_short;
           continue;
         }
-        const auto match = std::find_if(ends.begin(), ends.end(), [&](double e) { return std::abs(e - end) < 0.01; });
+        const auto match = std::find_if(ends.begin(), ends.end(),
+                                        [&](double e) { return std::abs(e - end) < 0.01; });
         ASSERT_NE(match, ends.end()) << "no END at " << end;
         ends.erase(match);
       }
@@ -147,7 +155,8 @@ TEST_F(CliReportTraceTest, CountersSlicesAndTheOomAreTheStoredEvents) {
         const auto* oom = want.ooms[i];
         EXPECT_NEAR(instant.values(1).number_value(), oom->memory().time_seconds() * 1e6, 0.01);
         EXPECT_EQ(instant.values(2).string_value(), "p");
-        EXPECT_EQ(Number(instant.values(3).struct_value(), "requested_bytes"), oom->requested_bytes());
+        EXPECT_EQ(Number(instant.values(3).struct_value(), "requested_bytes"),
+                  oom->requested_bytes());
       }
     }
     if (kind == "oom") {
@@ -164,10 +173,14 @@ TEST_F(CliReportTraceTest, TheCheckerRejectsWhatTraceViewersCannotRead) {
   const std::vector<std::pair<std::string, std::string>> broken = {
       {"not-an-object", "[]"},
       {"unknown-phase", R"({"traceEvents":[{"name":"a","ph":"Q","pid":1,"tid":1,"ts":0}]})"},
-      {"string-counter", R"({"traceEvents":[{"name":"m","ph":"C","pid":1,"tid":0,"ts":0,"args":{"a":"1"}}]})"},
-      {"negative-dur", R"({"traceEvents":[{"name":"p","ph":"X","pid":1,"tid":1,"ts":5,"dur":-1}]})"},
-      {"no-process-name", R"({"traceEvents":[{"name":"p","ph":"X","pid":1,"tid":1,"ts":5,"dur":1}]})"},
-      {"crossing-slices", R"({"traceEvents":[{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"x"}},
+      {"string-counter",
+       R"({"traceEvents":[{"name":"m","ph":"C","pid":1,"tid":0,"ts":0,"args":{"a":"1"}}]})"},
+      {"negative-dur",
+       R"({"traceEvents":[{"name":"p","ph":"X","pid":1,"tid":1,"ts":5,"dur":-1}]})"},
+      {"no-process-name",
+       R"({"traceEvents":[{"name":"p","ph":"X","pid":1,"tid":1,"ts":5,"dur":1}]})"},
+      {"crossing-slices",
+       R"({"traceEvents":[{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"x"}},
           {"name":"a","ph":"X","pid":1,"tid":1,"ts":0,"dur":10},{"name":"b","ph":"X","pid":1,"tid":1,"ts":5,"dur":10}]})"},
   };
   for (const auto& [name, json] : broken) {
@@ -176,8 +189,9 @@ TEST_F(CliReportTraceTest, TheCheckerRejectsWhatTraceViewersCannotRead) {
     ASSERT_NE(f, nullptr);
     fwrite(json.data(), 1, json.size(), f);
     fclose(f);
-    const CliResult r = RunShell("python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/check_trace.py") +
-                                 " " + ShellQuote(path));
+    const CliResult r = RunShell(
+        "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/check_trace.py") +
+        " " + ShellQuote(path));
     EXPECT_EQ(r.exit_code, 1) << name << "\n" << Describe(r);
     EXPECT_THAT(r.err, ::testing::StartsWith("trace: ")) << name;
   }

@@ -26,9 +26,7 @@ struct CliResult {
   int exit_code = -1;
   std::string out;
   std::string err;
-  std::vector<std::string> OutLines() const {
-    return absl::StrSplit(out, '\n', absl::SkipEmpty());
-  }
+  std::vector<std::string> OutLines() const { return absl::StrSplit(out, '\n', absl::SkipEmpty()); }
 };
 
 inline std::string ShellQuote(const std::string& arg) {
@@ -66,8 +64,10 @@ inline std::string CliCommand(const std::vector<std::string>& args,
   };
   for (const auto& [key, value] : env) environment[key] = value;
   std::string command = "env -i";
-  for (const auto& [key, value] : environment) absl::StrAppend(&command, " ", key, "=", ShellQuote(value));
-  absl::StrAppend(&command, " ", ShellQuote(vramlab::testing::DaemonHarness::BinDir() + "/vramlab"));
+  for (const auto& [key, value] : environment)
+    absl::StrAppend(&command, " ", key, "=", ShellQuote(value));
+  absl::StrAppend(&command, " ",
+                  ShellQuote(vramlab::testing::DaemonHarness::BinDir() + "/vramlab"));
   for (const auto& arg : args) absl::StrAppend(&command, " ", ShellQuote(arg));
   return command;
 }

@@ -17,15 +17,17 @@ namespace vramlab::cli_test {
 inline const std::map<std::string, std::vector<std::string>>& ReportRunArgs() {
   static const auto* const kRuns = new std::map<std::string, std::vector<std::string>>{
       {"normal",
-       {"--preset", "tiny", "--dtype", "fp32", "--seq-len", "64", "--micro-batch", "2", "--accum", "2",
-        "--steps", "2", "--sample-interval", "1", "--memory-limit", "64MiB", "--name", "normal"}},
-      {"oom", {"--spec", std::string(VRAMLAB_SOURCE_DIR) + "/experiments/cpu/01-basic-sad-path.json"}},
+       {"--preset", "tiny", "--dtype", "fp32", "--seq-len", "64", "--micro-batch", "2", "--accum",
+        "2", "--steps", "2", "--sample-interval", "1", "--memory-limit", "64MiB", "--name",
+        "normal"}},
+      {"oom",
+       {"--spec", std::string(VRAMLAB_SOURCE_DIR) + "/experiments/cpu/01-basic-sad-path.json"}},
       {"sweep",
-       {"--preset", "tiny", "--dtype", "fp32", "--steps", "2", "--memory-limit", "6MiB", "--sweep-seq-lens",
-        "64,128,256", "--name", "sweep"}},
+       {"--preset", "tiny", "--dtype", "fp32", "--steps", "2", "--memory-limit", "6MiB",
+        "--sweep-seq-lens", "64,128,256", "--name", "sweep"}},
       {"parallel",
-       {"--preset", "tiny", "--dtype", "fp32", "--seq-len", "64", "--steps", "2", "--world-size", "2",
-        "--sharding", "optimizer", "--name", "parallel"}},
+       {"--preset", "tiny", "--dtype", "fp32", "--seq-len", "64", "--steps", "2", "--world-size",
+        "2", "--sharding", "optimizer", "--name", "parallel"}},
   };
   return *kRuns;
 }
@@ -41,7 +43,8 @@ class ReportRunsTest : public SharedDaemonTest<Suite> {
     SharedDaemonTest<Suite>::SetUpTestSuite();
     if (SharedDaemonTest<Suite>::daemon_ == nullptr) return;
     for (const auto& [kind, args] : ReportRunArgs()) {
-      std::vector<std::string> submit = {"submit", "--addr", SharedDaemonTest<Suite>::daemon_->address(), "--wait"};
+      std::vector<std::string> submit = {"submit", "--addr",
+                                         SharedDaemonTest<Suite>::daemon_->address(), "--wait"};
       submit.insert(submit.end(), args.begin(), args.end());
       const CliResult r = RunCli(submit);
       // --wait exits 0 for a success and 3 for an OOM (the documented exit codes).
@@ -54,9 +57,10 @@ class ReportRunsTest : public SharedDaemonTest<Suite> {
     ASSERT_EQ(ids_.size(), ReportRunArgs().size());
   }
 
-  static CliResult Report(const std::string& kind, const std::string& format, const std::string& output) {
-    return RunCli({"report", ids_.at(kind), "--addr", SharedDaemonTest<Suite>::daemon_->address(), "--format",
-                   format, "-o", output});
+  static CliResult Report(const std::string& kind, const std::string& format,
+                          const std::string& output) {
+    return RunCli({"report", ids_.at(kind), "--addr", SharedDaemonTest<Suite>::daemon_->address(),
+                   "--format", format, "-o", output});
   }
 
   static inline std::map<std::string, std::string> ids_;

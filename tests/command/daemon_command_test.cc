@@ -69,7 +69,8 @@ bool ProcessGone(pid_t pid) {
 class DaemonCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kPython, X_OK) != 0 || system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    if (access(kPython, X_OK) != 0 ||
+        system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
       FAIL() << "python3-torch is required (scripts/install-deps.sh installs it)";
     }
     char tmpl[] = "/tmp/command-test-XXXXXX";
@@ -84,8 +85,8 @@ class DaemonCommandTest : public ::testing::Test {
                   script_);
     chmod(script_.c_str(), 0644);
     tokens_ = dir_ + "/tokens";
-    ASSERT_TRUE(WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kBob, "bob", "user,commands"}})
-                    .ok());
+    ASSERT_TRUE(
+        WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kBob, "bob", "user,commands"}}).ok());
     setenv(kDaemonSecretName, "do-not-leak", 1);
   }
   void TearDown() override {
@@ -94,10 +95,14 @@ class DaemonCommandTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<DaemonHarness>> StartDaemon(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--cpu-slots=1", "--auth-tokens=" + tokens_,
-                                      "--allow-commands", std::string("--command-user=") + kCommandUser,
-                                      "--allowed-dir=/usr/bin", "--allowed-dir=" + jobs_,
-                                      "--cancel-grace-period=1s", "--shutdown-grace-period=1s"};
+    std::vector<std::string> flags = {"--cpu-slots=1",
+                                      "--auth-tokens=" + tokens_,
+                                      "--allow-commands",
+                                      std::string("--command-user=") + kCommandUser,
+                                      "--allowed-dir=/usr/bin",
+                                      "--allowed-dir=" + jobs_,
+                                      "--cancel-grace-period=1s",
+                                      "--shutdown-grace-period=1s"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     return DaemonHarness::Start({.extra_flags = flags});
   }
@@ -142,8 +147,8 @@ TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
   // as given (Python finds its environment from it), the file it names checked and executed.
   const std::string link = jobs_ + "/python3";
   fs::create_symlink(kPython, link);
-  vramlab::v1::ExperimentSpec spec = Command({"--steps", "3", "--accum", "2", "--hidden", "256",
-                                              "--sleep-per-step", "0.1"});
+  vramlab::v1::ExperimentSpec spec =
+      Command({"--steps", "3", "--accum", "2", "--hidden", "256", "--sleep-per-step", "0.1"});
   spec.mutable_command()->set_argv(0, link);
   auto submitted = Submit(*stub, spec, kBob);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -220,8 +225,8 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   auto daemon = StartDaemon();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  const std::vector<std::string> forever = {"--steps", "100000", "--hidden", "64",
-                                            "--sleep-per-step", "0.5", "--spawn-child"};
+  const std::vector<std::string> forever = {"--steps",          "100000", "--hidden",     "64",
+                                            "--sleep-per-step", "0.5",    "--spawn-child"};
   auto cancelled = Submit(*stub, Command(forever), kBob);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   pid_t child = WaitForChild(**daemon, cancelled->id());
@@ -281,8 +286,8 @@ TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   done = WaitForFinalState(*stub, submitted->id(), absl::Seconds(120), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
-  ASSERT_EQ(done->state(), Experiment::OOM)
-      << done->state_reason() << "\n" << Log(**daemon, submitted->id());
+  ASSERT_EQ(done->state(), Experiment::OOM) << done->state_reason() << "\n"
+                                            << Log(**daemon, submitted->id());
   EXPECT_EQ(done->oom().phase(), vramlab::v1::FORWARD);
   EXPECT_EQ(done->oom().step(), 0);
   EXPECT_GT(done->oom().requested_bytes(), 64ll << 20);
@@ -341,8 +346,9 @@ TEST_F(DaemonCommandTest, DaemonRefusesRootAsTheCommandUser) {
            {"--allow-commands --command-user=root", "commands never run as root"},
            {"--allow-commands", "--allow-commands needs --command-user"},
            {"--command-user=nobody", "--command-user has no effect without --allow-commands"}}) {
-    const std::string command = DaemonHarness::BinDir() + "/vramlabd --device=cpu --data-dir=" +
-                                data + " --listen=127.0.0.1:0 " + flags + " 2>&1";
+    const std::string command = DaemonHarness::BinDir() +
+                                "/vramlabd --device=cpu --data-dir=" + data +
+                                " --listen=127.0.0.1:0 " + flags + " 2>&1";
     FILE* out = popen(command.c_str(), "r");
     ASSERT_NE(out, nullptr);
     std::string text;

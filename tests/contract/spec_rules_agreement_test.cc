@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/spec/spec_rules.h"
@@ -94,7 +94,8 @@ class SpecRulesAgreementTest : public ::testing::Test {
       json line = json::parse(worker.output.substr(start, end - start), nullptr, false);
       if (line.is_object() && line.contains("error")) {
         const std::string field = line["error"].value("field", "");
-        verdict = "spec." + (field.empty() ? "" : field + ": ") + line["error"]["message"].get<std::string>();
+        verdict = "spec." + (field.empty() ? "" : field + ": ") +
+                  line["error"]["message"].get<std::string>();
       }
       start = end + 1;
     }
@@ -203,7 +204,8 @@ TEST_F(SpecRulesAgreementTest, ModelFamilyRulesAreEnforcedAlike) {
   };
   for (const auto& [field, value] : refused) {
     json spec = WithField(BaseSpec(field), field, value);
-    if (field == "model.config.rope_scaling.factor") spec["model"]["config"]["rope_scaling"]["rope_type"] = "llama3";
+    if (field == "model.config.rope_scaling.factor")
+      spec["model"]["config"]["rope_scaling"]["rope_type"] = "llama3";
     const Verdicts verdicts = Judge(spec);
     EXPECT_THAT(verdicts.daemon, ::testing::StartsWith("spec." + field + ": ")) << field;
     EXPECT_EQ(verdicts.worker, verdicts.daemon) << field;
@@ -255,9 +257,12 @@ TEST_F(SpecRulesAgreementTest, DelayedUpdateCombinationsAreRefusedAlike) {
   };
   const std::vector<Case> cases = {
       {{{"delayedUpdate", true}}, 0, spec_rules::kDelayedUpdateNeedsOffloadMessage},
-      {{{"delayedUpdate", true}, {"offloadToCpu", true}, {"inBackward", true}}, 0,
+      {{{"delayedUpdate", true}, {"offloadToCpu", true}, {"inBackward", true}},
+       0,
        spec_rules::kDelayedUpdateWithInBackwardMessage},
-      {{{"delayedUpdate", true}, {"offloadToCpu", true}}, 2, spec_rules::kDelayedUpdateParallelMessage}};
+      {{{"delayedUpdate", true}, {"offloadToCpu", true}},
+       2,
+       spec_rules::kDelayedUpdateParallelMessage}};
   for (const Case& c : cases) {
     json spec = base;
     spec["training"]["optimizer"] = c.optimizer;
@@ -281,7 +286,8 @@ TEST_F(SpecRulesAgreementTest, FullShardingSwitchesWithAnotherShardingAreRefused
     json spec = base;
     spec["parallel"].update(setting);
     const Verdicts verdicts = Judge(spec);
-    EXPECT_EQ(verdicts.daemon, std::string("spec.") + field + ": " + spec_rules::kFullShardingOnlyMessage)
+    EXPECT_EQ(verdicts.daemon,
+              std::string("spec.") + field + ": " + spec_rules::kFullShardingOnlyMessage)
         << spec.dump();
     EXPECT_EQ(verdicts.worker, verdicts.daemon) << spec.dump();
   }
@@ -304,7 +310,8 @@ TEST_F(SpecRulesAgreementTest, AParallelSweepIsAcceptedAndItsRanksNeedTheirPoint
   auto refusal = [&spec](const std::vector<std::string>& args) {
     const WorkerProcess worker = RunWorkerProcess(spec.dump(), nullptr, args);
     EXPECT_EQ(worker.exit_status, 2) << worker.output;
-    const json line = json::parse(worker.output.substr(0, worker.output.find('\n')), nullptr, false);
+    const json line =
+        json::parse(worker.output.substr(0, worker.output.find('\n')), nullptr, false);
     if (!line.is_object() || !line.contains("error")) {
       ADD_FAILURE() << "no error event: " << worker.output;
       return std::string();
@@ -326,30 +333,42 @@ TEST_F(SpecRulesAgreementTest, EveryCrossFieldRuleIsRefusedAlikeNamingItsFieldOn
     json spec;
   };
   const json tiny = {{"preset", "tiny"}};
-  const json shapes = {{"vocab_size", 512}, {"hidden_size", 64}, {"intermediate_size", 176},
-                       {"num_hidden_layers", 2}, {"num_attention_heads", 4}};
+  const json shapes = {{"vocab_size", 512},
+                       {"hidden_size", 64},
+                       {"intermediate_size", 176},
+                       {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4}};
   auto with = [](json spec, const json& patch) {
     spec.merge_patch(patch);
     return spec;
   };
-  const json base = {{"model", tiny}, {"training", {{"seqLen", 8}, {"dtype", "FLOAT32"}}}, {"device", "CPU"}};
+  const json base = {
+      {"model", tiny}, {"training", {{"seqLen", 8}, {"dtype", "FLOAT32"}}}, {"device", "CPU"}};
   const std::vector<Case> cases = {
       {"model.preset", with(base, {{"model", {{"preset", "tinny"}}}})},
       {"model.config.num_key_value_heads",
-       with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"num_key_value_heads", 3}})}}}})},
+       with(base,
+            {{"model",
+              {{"preset", nullptr}, {"config", with(shapes, {{"num_key_value_heads", 3}})}}}})},
       {"model.config.hidden_size",
-       with(base, {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"hidden_size", 66}})}}}})},
+       with(base,
+            {{"model", {{"preset", nullptr}, {"config", with(shapes, {{"hidden_size", 66}})}}}})},
       {"training.optimizer.in_backward",
        with(base, {{"training", {{"gradAccumSteps", 2}, {"optimizer", {{"inBackward", true}}}}}})},
       {"training.dtype", with(base, {{"training", {{"adapter", {{"kind", "QLORA"}}}}}})},
-      {"training.adapter.rank", with(base, {{"training", {{"adapter", {{"kind", "LORA"}, {"rank", 65}}}}}})},
-      {"training.data.token_id_bound", with(base, {{"training", {{"data", {{"tokenIdBound", 513}}}}}})},
+      {"training.adapter.rank",
+       with(base, {{"training", {{"adapter", {{"kind", "LORA"}, {"rank", 65}}}}}})},
+      {"training.data.token_id_bound",
+       with(base, {{"training", {{"data", {{"tokenIdBound", 513}}}}}})},
       {"parallel.sharding", with(base, {{"parallel", {{"sharding", "SHARD_OPTIMIZER"}}}})},
       {"sweep.values", with(base, {{"sweep", {{"variable", "SEQ_LEN"}}}})},
       {"sweep.variable", with(base, {{"sweep", {{"values", {8, 16}}}}})},
-      {"sweep.search_granularity",
-       with(base, {{"sweep", {{"variable", "SEQ_LEN"}, {"mode", "SEARCH_MAX"}, {"searchMin", 9}, {"searchMax", 15},
-                              {"searchGranularity", 16}}}})},
+      {"sweep.search_granularity", with(base, {{"sweep",
+                                                {{"variable", "SEQ_LEN"},
+                                                 {"mode", "SEARCH_MAX"},
+                                                 {"searchMin", 9},
+                                                 {"searchMax", 15},
+                                                 {"searchGranularity", 16}}}})},
   };
   for (const Case& c : cases) {
     const Verdicts verdicts = Judge(c.spec);

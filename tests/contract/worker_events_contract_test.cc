@@ -58,7 +58,8 @@ void ExpectPhasesNest(const RunningWorker& run) {
     if (e.phase().edge() == vramlab::v1::BEGIN) {
       if (open != vramlab::v1::PHASE_UNSPECIFIED) {
         EXPECT_EQ(e.phase().phase(), vramlab::v1::TEARDOWN)
-            << "phase " << Phase_Name(open) << " left open before " << Phase_Name(e.phase().phase());
+            << "phase " << Phase_Name(open) << " left open before "
+            << Phase_Name(e.phase().phase());
       }
       open = e.phase().phase();
       EXPECT_TRUE(e.phase().memory().has_free_block_fragmentation());
@@ -96,14 +97,14 @@ TEST(WorkerEventsContractTest, SuccessfulRunTellsTheWholeStory) {
   std::vector<std::string> begins;
   for (const WorkerEvent& e : run.events) {
     if (e.has_phase() && e.phase().edge() == vramlab::v1::BEGIN) {
-      begins.push_back(Phase_Name(e.phase().phase()) + ":" + std::to_string(e.phase().step()) + "." +
-                       std::to_string(e.phase().micro_step()));
+      begins.push_back(Phase_Name(e.phase().phase()) + ":" + std::to_string(e.phase().step()) +
+                       "." + std::to_string(e.phase().micro_step()));
     }
   }
   const std::vector<std::string> expected = {
-      "SETUP:0.0",    "LOAD:0.0",     "FORWARD:0.0",          "BACKWARD:0.0",     "FORWARD:0.1",
-      "BACKWARD:0.1", "OPTIMIZER_STEP:0.1", "ZERO_GRAD:0.1", "FORWARD:1.0",       "BACKWARD:1.0",
-      "FORWARD:1.1",  "BACKWARD:1.1", "OPTIMIZER_STEP:1.1",   "ZERO_GRAD:1.1",    "TEARDOWN:1.0"};
+      "SETUP:0.0",    "LOAD:0.0",           "FORWARD:0.0",        "BACKWARD:0.0",  "FORWARD:0.1",
+      "BACKWARD:0.1", "OPTIMIZER_STEP:0.1", "ZERO_GRAD:0.1",      "FORWARD:1.0",   "BACKWARD:1.0",
+      "FORWARD:1.1",  "BACKWARD:1.1",       "OPTIMIZER_STEP:1.1", "ZERO_GRAD:1.1", "TEARDOWN:1.0"};
   EXPECT_EQ(begins, expected);
 
   const auto& report = run.events.back().report();
@@ -135,7 +136,8 @@ TEST(WorkerEventsContractTest, OutOfMemoryEndsWithAnOomEventAndExitCode3) {
 }
 
 TEST(WorkerEventsContractTest, InvalidSpecGivesOneErrorEventWithTheField) {
-  const RunningWorker run = RunWorker(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "bogusField": 1}})");
+  const RunningWorker run =
+      RunWorker(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "bogusField": 1}})");
   EXPECT_EQ(run.exit_code, 2);
   ASSERT_EQ(run.events.size(), 1u);
   ASSERT_TRUE(run.events[0].has_error());
@@ -144,7 +146,8 @@ TEST(WorkerEventsContractTest, InvalidSpecGivesOneErrorEventWithTheField) {
 }
 
 TEST(WorkerEventsContractTest, MissingWeightsGiveLoadFailed) {
-  const RunningWorker run = RunWorker(std::string("{") + R"("model": {"weightsDir": "/nonexistent/weights"},
+  const RunningWorker run =
+      RunWorker(std::string("{") + R"("model": {"weightsDir": "/nonexistent/weights"},
                                                          "device": "CPU"})");
   EXPECT_EQ(run.exit_code, 4);
   ASSERT_FALSE(run.events.empty());

@@ -28,7 +28,9 @@ std::vector<std::string> Lines(const std::string& output) {
   return lines;
 }
 
-bool Contains(const std::string& output, const std::string& text) { return output.find(text) != std::string::npos; }
+bool Contains(const std::string& output, const std::string& text) {
+  return output.find(text) != std::string::npos;
+}
 
 TEST(WorkerFaultsTest, SegfaultAndAbortKillTheWorkerAfterTheFirstSample) {
   const WorkerProcess segv = RunWorkerProcess(FaultSpec("SEGFAULT"));
@@ -66,8 +68,8 @@ TEST(WorkerFaultsTest, HangStopsTrainingButStaysAlive) {
 
 TEST(WorkerFaultsTest, FloodOutputWritesValidEventsWithoutEnd) {
   constexpr size_t kEnough = 8u << 20;
-  const WorkerProcess run =
-      RunWorkerProcess(FaultSpec("FLOOD_OUTPUT"), [](const std::string& output) { return output.size() > kEnough; });
+  const WorkerProcess run = RunWorkerProcess(
+      FaultSpec("FLOOD_OUTPUT"), [](const std::string& output) { return output.size() > kEnough; });
   EXPECT_TRUE(run.killed_by_test) << "the worker stopped flooding on its own";
   const std::vector<std::string> lines = Lines(run.output);
   ASSERT_GT(lines.size(), 1000u);
@@ -81,7 +83,8 @@ TEST(WorkerFaultsTest, InvalidJsonWritesOneBadLineAndCarriesOn) {
   const WorkerProcess run = RunWorkerProcess(FaultSpec("INVALID_JSON"));
   EXPECT_EQ(run.exit_status, 0);
   int bad = 0;
-  for (const std::string& line : Lines(run.output)) bad += line.rfind("{\"sample\": this line is not JSON", 0) == 0;
+  for (const std::string& line : Lines(run.output))
+    bad += line.rfind("{\"sample\": this line is not JSON", 0) == 0;
   EXPECT_EQ(bad, 1);
   EXPECT_TRUE(Contains(run.output, "{\"report\":"));
 }

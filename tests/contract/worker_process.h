@@ -32,13 +32,15 @@ inline std::string WorkerBinary() {
 // `kill_when` is asked after every read (and every 200 ms) with the output so far; true sends
 // SIGKILL. Stderr goes to /dev/null.
 // `extra_args` follow "--spec FILE" on the worker's command line.
-inline WorkerProcess RunWorkerProcess(const std::string& spec_json,
-                                      const std::function<bool(const std::string&)>& kill_when = nullptr,
-                                      const std::vector<std::string>& extra_args = {}) {
+inline WorkerProcess RunWorkerProcess(
+    const std::string& spec_json,
+    const std::function<bool(const std::string&)>& kill_when = nullptr,
+    const std::vector<std::string>& extra_args = {}) {
   char spec_path[] = "/tmp/vramlab-contract-spec-XXXXXX";
   const int spec_fd = mkstemp(spec_path);
   if (spec_fd < 0) throw std::runtime_error("mkstemp failed");
-  if (write(spec_fd, spec_json.data(), spec_json.size()) != static_cast<ssize_t>(spec_json.size())) {
+  if (write(spec_fd, spec_json.data(), spec_json.size()) !=
+      static_cast<ssize_t>(spec_json.size())) {
     throw std::runtime_error("cannot write the spec");
   }
   close(spec_fd);

@@ -186,7 +186,8 @@ TEST_F(DaemonAbuseTest, AHugeStatesFilterIsRefusedAndLeavesMemoryBounded) {
   const int64_t after = ResidentBytes(daemon_->pid());
   RecordProperty("rss_before_mib", static_cast<int>(before / kMiB));
   RecordProperty("rss_after_mib", static_cast<int>(after / kMiB));
-  EXPECT_LT(after - before, 32 * kMiB) << "RSS " << before / kMiB << " -> " << after / kMiB << " MiB";
+  EXPECT_LT(after - before, 32 * kMiB)
+      << "RSS " << before / kMiB << " -> " << after / kMiB << " MiB";
 
   // Repeats of the same state are one filter value; every state at once is fine.
   vramlab::v1::ListExperimentsRequest repeated;
@@ -223,10 +224,10 @@ TEST_F(DaemonAbuseTest, OversizedAndBinaryIdsAreRefusedWithoutBeingEchoed) {
     std::string id;
     std::string message;
   };
-  const std::vector<Case> cases = {{big, "id: at most 64 bytes, got 100000"},
-                                   {"", "id: required"},
-                                   {std::string("exp-\0\n\x7f", 7),
-                                    "id: printable ASCII only (an id looks like exp-000042)"}};
+  const std::vector<Case> cases = {
+      {big, "id: at most 64 bytes, got 100000"},
+      {"", "id: required"},
+      {std::string("exp-\0\n\x7f", 7), "id: printable ASCII only (an id looks like exp-000042)"}};
   for (const Case& c : cases) {
     std::vector<grpc::Status> statuses;
     {
@@ -274,11 +275,14 @@ TEST_F(DaemonAbuseTest, OversizedAndBinaryIdsAreRefusedWithoutBeingEchoed) {
 // Bytes that are not the method's message are the client's error, not the daemon's.
 TEST_F(DaemonAbuseTest, MalformedBodiesAreInvalidArgument) {
   const std::vector<std::string> methods = {
-      "SubmitExperiment", "GetExperiment",     "ListExperiments",   "CancelExperiment",
-      "UpdateExperiment", "HoldExperiment",    "ReleaseExperiment", "DeleteExperiment",
-      "EstimateMemory",   "GetServerInfo",     "WatchExperiment",   "GetExperimentLog"};
+      "SubmitExperiment", "GetExperiment",  "ListExperiments",   "CancelExperiment",
+      "UpdateExperiment", "HoldExperiment", "ReleaseExperiment", "DeleteExperiment",
+      "EstimateMemory",   "GetServerInfo",  "WatchExperiment",   "GetExperimentLog"};
   const std::vector<std::string> bodies = {std::string("\xff\xff\xff\xff\x0f", 5),
-                                           std::string(1000, '\x0a'), std::string("\x0a\x05" "ab", 4)};
+                                           std::string(1000, '\x0a'),
+                                           std::string("\x0a\x05"
+                                                       "ab",
+                                                       4)};
   for (const std::string& method : methods) {
     for (const std::string& body : bodies) {
       auto result = RawUnaryCall(daemon_->channel(), "/vramlab.v1.VramlabService/" + method, body);
@@ -287,7 +291,8 @@ TEST_F(DaemonAbuseTest, MalformedBodiesAreInvalidArgument) {
           << method << ": " << result.status();
       EXPECT_THAT(std::string(result.status().message()),
                   HasSubstr("request: the message does not parse as the request of "
-                            "/vramlab.v1.VramlabService/" + method));
+                            "/vramlab.v1.VramlabService/" +
+                            method));
     }
   }
   // A string field that is not UTF-8 is named: GetExperimentRequest.id (field 1), 0xff.
@@ -319,7 +324,9 @@ TEST_F(DaemonAbuseTest, NamesThatWouldSpoofAListingAreRefused) {
   *request.mutable_spec() = TinySpec();
   request.mutable_spec()->set_name("NAME");
   std::string bytes = request.SerializeAsString();
-  bytes.replace(bytes.find("NAME"), 4, "N\xff\xfe" "E");
+  bytes.replace(bytes.find("NAME"), 4,
+                "N\xff\xfe"
+                "E");
   auto raw = RawUnaryCall(daemon_->channel(), "/vramlab.v1.VramlabService/SubmitExperiment", bytes);
   EXPECT_EQ(raw.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(raw.status().message()),
@@ -351,11 +358,15 @@ TEST_F(DaemonAbuseTest, ExtremeNumbersInTheSpecAreRefusedNamingTheField) {
       {"spec.training.seq_len", false,
        [](auto& s, int64_t v) { s.mutable_training()->set_seq_len(static_cast<int32_t>(v)); }},
       {"spec.training.micro_batch_size", false,
-       [](auto& s, int64_t v) { s.mutable_training()->set_micro_batch_size(static_cast<int32_t>(v)); }},
+       [](auto& s, int64_t v) {
+         s.mutable_training()->set_micro_batch_size(static_cast<int32_t>(v));
+       }},
       {"spec.training.steps", false,
        [](auto& s, int64_t v) { s.mutable_training()->set_steps(static_cast<int32_t>(v)); }},
       {"spec.training.grad_accum_steps", false,
-       [](auto& s, int64_t v) { s.mutable_training()->set_grad_accum_steps(static_cast<int32_t>(v)); }},
+       [](auto& s, int64_t v) {
+         s.mutable_training()->set_grad_accum_steps(static_cast<int32_t>(v));
+       }},
       {"spec.time_limit_seconds", false,
        [](auto& s, int64_t v) { s.set_time_limit_seconds(static_cast<int32_t>(v)); }},
       {"spec.parallel.world_size", false,
@@ -369,10 +380,10 @@ TEST_F(DaemonAbuseTest, ExtremeNumbersInTheSpecAreRefusedNamingTheField) {
        [](auto& s, int64_t v) { s.mutable_memory()->set_device_memory_limit_bytes(v); }},
   };
   for (const Field& field : fields) {
-    const int64_t low = field.int64 ? std::numeric_limits<int64_t>::min()
-                                    : std::numeric_limits<int32_t>::min();
-    const int64_t high = field.int64 ? std::numeric_limits<int64_t>::max()
-                                     : std::numeric_limits<int32_t>::max();
+    const int64_t low =
+        field.int64 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
+    const int64_t high =
+        field.int64 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
     for (int64_t value : {low, int64_t{-1}, high}) {
       vramlab::v1::ExperimentSpec spec = TinySpec();
       field.set(spec, value);

@@ -22,9 +22,7 @@ using vramlab::v1::ExperimentSpec;
 
 constexpr char kNoWorker[] = "--worker-path=/bin/true";
 
-int64_t HostMemoryBytes() {
-  return int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE);
-}
+int64_t HostMemoryBytes() { return int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE); }
 
 ExperimentSpec BigSpec() {
   ExperimentSpec spec = TinySpec(/*seq_len=*/4096);
@@ -134,7 +132,8 @@ absl::StatusOr<int64_t> EstimatedPeak(vramlab::v1::VramlabService::Stub& stub,
 TEST(DaemonSlotShareTest, EachCpuSlotAdmitsByItsShareOfTheHostsMemory) {
   ExperimentSpec spec = TinySpec(/*seq_len=*/512);
   spec.mutable_model()->set_preset("qwen2.5-0.5b");
-  auto one = DaemonHarness::Start({.extra_flags = {kNoWorker, "--cpu-slots=1"}, .enable_metrics = false});
+  auto one =
+      DaemonHarness::Start({.extra_flags = {kNoWorker, "--cpu-slots=1"}, .enable_metrics = false});
   ASSERT_TRUE(one.ok()) << one.status();
   auto one_stub = (*one)->NewStub();
   auto peak = EstimatedPeak(*one_stub, spec);
@@ -149,8 +148,9 @@ TEST(DaemonSlotShareTest, EachCpuSlotAdmitsByItsShareOfTheHostsMemory) {
   // The fewest slots whose share is below the peak.
   const int64_t slots = host / *peak + 1;
   ASSERT_LE(slots, 256);
-  auto shared = DaemonHarness::Start(
-      {.extra_flags = {kNoWorker, "--cpu-slots=" + std::to_string(slots)}, .enable_metrics = false});
+  auto shared =
+      DaemonHarness::Start({.extra_flags = {kNoWorker, "--cpu-slots=" + std::to_string(slots)},
+                            .enable_metrics = false});
   ASSERT_TRUE(shared.ok()) << shared.status();
   auto shared_stub = (*shared)->NewStub();
   EXPECT_EQ(*SlotBytes(*shared_stub), host / slots);

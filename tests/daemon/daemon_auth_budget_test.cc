@@ -16,8 +16,8 @@
 #include <string>
 
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <grpcpp/create_channel_posix.h>
+#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "tests/metrics/exposition_text.h"
@@ -74,9 +74,8 @@ class DaemonAuthBudgetTest : public ::testing::Test {
     char tmpl[] = "/tmp/auth-budget-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    ASSERT_TRUE(WriteTokensFile(dir_ + "/tokens", {{kAlice, "alice", "user"},
-                                                    {kBob, "bob", "user"}})
-                    .ok());
+    ASSERT_TRUE(
+        WriteTokensFile(dir_ + "/tokens", {{kAlice, "alice", "user"}, {kBob, "bob", "user"}}).ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string dir_;
@@ -84,11 +83,10 @@ class DaemonAuthBudgetTest : public ::testing::Test {
 
 TEST_F(DaemonAuthBudgetTest, GuessesFromRotatingAddressesShareOneBudget) {
   // No experiment runs: any executable stands in for the worker.
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true",
-                                                      "--auth-tokens=" + dir_ + "/tokens",
-                                                      "--auth-max-failures=3",
-                                                      "--auth-max-failures-total=8",
-                                                      "--auth-failure-window=1h"}});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--worker-path=/bin/true", "--auth-tokens=" + dir_ + "/tokens",
+                       "--auth-max-failures=3", "--auth-max-failures-total=8",
+                       "--auth-failure-window=1h"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const int port = (*daemon)->grpc_port();
 
@@ -110,9 +108,8 @@ TEST_F(DaemonAuthBudgetTest, GuessesFromRotatingAddressesShareOneBudget) {
   // are refused.
   int unauthenticated = 0, refused = 0;
   for (int i = 0; i < 60; ++i) {
-    const grpc::Status status =
-        CallWith(ChannelFrom(absl::StrCat("127.0.0.", 100 + i), port),
-                 absl::StrCat("guess-token-0000000", 100 + i));
+    const grpc::Status status = CallWith(ChannelFrom(absl::StrCat("127.0.0.", 100 + i), port),
+                                         absl::StrCat("guess-token-0000000", 100 + i));
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) ++unauthenticated;
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       ++refused;
@@ -138,10 +135,9 @@ TEST_F(DaemonAuthBudgetTest, GuessesFromRotatingAddressesShareOneBudget) {
 }
 
 TEST_F(DaemonAuthBudgetTest, ZeroTurnsTheGlobalBudgetOff) {
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true",
-                                                      "--auth-tokens=" + dir_ + "/tokens",
-                                                      "--auth-max-failures=3",
-                                                      "--auth-max-failures-total=0"}});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--worker-path=/bin/true", "--auth-tokens=" + dir_ + "/tokens",
+                       "--auth-max-failures=3", "--auth-max-failures-total=0"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(CallWith(ChannelFrom(absl::StrCat("127.0.0.", 100 + i), (*daemon)->grpc_port()),

@@ -32,8 +32,8 @@ class DaemonAuthTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     tokens_ = dir_ + "/tokens";
     ASSERT_TRUE(
-        WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kBob, "bob", "user"},
-                                  {kAdmin, "root", "admin"}})
+        WriteTokensFile(
+            tokens_, {{kAlice, "alice", "user"}, {kBob, "bob", "user"}, {kAdmin, "root", "admin"}})
             .ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -65,17 +65,17 @@ TEST_F(DaemonAuthTest, TokensOwnersAndAdmins) {
   ASSERT_TRUE(queued.ok());
 
   // Everyone authenticated may read.
-  auto seen_by_bob = WaitForState(*stub, alices->id(), Experiment::RUNNING, absl::Seconds(30), kBob);
+  auto seen_by_bob =
+      WaitForState(*stub, alices->id(), Experiment::RUNNING, absl::Seconds(30), kBob);
   ASSERT_TRUE(seen_by_bob.ok()) << seen_by_bob.status();
-  EXPECT_EQ(WaitForState(*stub, alices->id(), Experiment::RUNNING, absl::Seconds(5), "").status()
-                .code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(
+      WaitForState(*stub, alices->id(), Experiment::RUNNING, absl::Seconds(5), "").status().code(),
+      absl::StatusCode::kUnauthenticated);
   // Bob may not cancel Alice's experiments, queued or running; Alice and an admin may.
   auto denied = Cancel(*stub, alices->id(), kBob);
   EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(denied.status().message(), HasSubstr("bob may not modify an experiment of alice"));
-  EXPECT_EQ(Cancel(*stub, queued->id(), kBob).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Cancel(*stub, queued->id(), kBob).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(Cancel(*stub, queued->id(), "").status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(Cancel(*stub, queued->id(), kAlice).ok());
   EXPECT_TRUE(Cancel(*stub, alices->id(), kAdmin).ok());
@@ -95,8 +95,8 @@ TEST_F(DaemonAuthTest, TokensOwnersAndAdmins) {
 
 TEST_F(DaemonAuthTest, RefusesATokensFileOthersCanRead) {
   chmod(tokens_.c_str(), 0644);
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--auth-tokens=" + tokens_},
-                                      .start_timeout = absl::Seconds(10)});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--auth-tokens=" + tokens_}, .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
   EXPECT_THAT(daemon.status().message(),
               HasSubstr("--auth-tokens " + tokens_ + ": accessible by group or others"));
@@ -107,10 +107,9 @@ TEST_F(DaemonAuthTest, RefusesATokensFileOthersCanRead) {
 // refused (a right token too) until the window passes; each refusal is counted in metrics.
 TEST_F(DaemonAuthTest, RepeatedFailuresFromOneAddressAreThrottledAndCounted) {
   // No experiment runs: any executable stands in for the worker.
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true",
-                                                      "--auth-tokens=" + tokens_,
-                                                      "--auth-max-failures=3",
-                                                      "--auth-failure-window=1h"}});
+  auto daemon =
+      DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true", "--auth-tokens=" + tokens_,
+                                            "--auth-max-failures=3", "--auth-failure-window=1h"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
   auto call = [&](const std::string& token) {
@@ -139,14 +138,16 @@ TEST_F(DaemonAuthTest, RepeatedFailuresFromOneAddressAreThrottledAndCounted) {
 
 TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
   const std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
-  const std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x "
-                              "-keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x "
+      "-keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
   ASSERT_EQ(chmod(key.c_str(), 0640), 0);
-  auto daemon = DaemonHarness::Start(
-      {.extra_flags = {"--worker-path=/bin/true", "--tls-cert=" + cert, "--tls-key=" + key,
-                       "--auth-tokens=" + tokens_},
-       .start_timeout = absl::Seconds(10)});
+  auto daemon =
+      DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true", "--tls-cert=" + cert,
+                                            "--tls-key=" + key, "--auth-tokens=" + tokens_},
+                            .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
   EXPECT_THAT(daemon.status().message(),
               HasSubstr("--tls-key " + key + ": accessible by group or others; chmod 600 it"));
@@ -154,17 +155,18 @@ TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
 }
 
 TEST_F(DaemonAuthTest, RefusesNonLoopbackWithoutTokens) {
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--listen=0.0.0.0:0"},
-                                      .start_timeout = absl::Seconds(10)});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--listen=0.0.0.0:0"}, .start_timeout = absl::Seconds(10)});
   ASSERT_FALSE(daemon.ok());
   EXPECT_THAT(daemon.status().message(), HasSubstr("refusing to listen on 0.0.0.0:0"));
 }
 
 TEST_F(DaemonAuthTest, ServesTlsWithCertificateAndKey) {
   std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
-  std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key +
-                        " -out " + cert + " >/dev/null 2>&1";
+  std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
   ASSERT_EQ(chmod(key.c_str(), 0600), 0);
   auto daemon = DaemonHarness::Start(

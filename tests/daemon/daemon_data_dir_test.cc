@@ -119,8 +119,9 @@ TEST(DaemonDataDirTest, RemovingTheLockFileDoesNotLetASecondDaemonOpenTheStore) 
 // state; the others are listed whole, and a Get of the damaged one says DATA_LOSS naming it.
 TEST(DaemonDataDirTest, ADamagedRecordDoesNotHideTheOthersFromTheListing) {
   std::unique_ptr<DaemonHarness> daemon = StoppedDaemonWithHistory(3);
-  const std::string command = "sqlite3 '" + Db(*daemon) +
-                              "' \"UPDATE experiments SET experiment = x'ffffffff0f' WHERE seq = 2\"";
+  const std::string command =
+      "sqlite3 '" + Db(*daemon) +
+      "' \"UPDATE experiments SET experiment = x'ffffffff0f' WHERE seq = 2\"";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   ASSERT_TRUE(daemon->Restart().ok()) << daemon->ReadLog();
   auto stub = daemon->NewStub();

@@ -34,8 +34,8 @@ class FillableDisk {
     root_ = mkdtemp(tmpl);
     data_dir_ = root_ + "/data";
     fs::create_directories(data_dir_);
-    mounted_ = geteuid() == 0 &&
-               mount("tmpfs", data_dir_.c_str(), "tmpfs", 0, "size=16m,mode=0700") == 0;
+    mounted_ =
+        geteuid() == 0 && mount("tmpfs", data_dir_.c_str(), "tmpfs", 0, "size=16m,mode=0700") == 0;
   }
   ~FillableDisk() {
     if (mounted_) umount2(data_dir_.c_str(), MNT_DETACH);
@@ -109,9 +109,8 @@ Experiment Get(vramlab::v1::VramlabService::Stub& stub, const std::string& id) {
 TEST(DaemonDiskFullTest, SucceededRunIsKeptRetriedAndStoredOnceSpaceIsFreed) {
   FillableDisk disk;
   RecordProperty("full_disk", disk.real() ? "tmpfs filled" : "injected store fault");
-  auto daemon = DaemonHarness::Start({.extra_flags = disk.DaemonFlags(),
-                                      .data_dir = disk.data_dir(),
-                                      .enable_metrics = false});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = disk.DaemonFlags(), .data_dir = disk.data_dir(), .enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
   auto run = Submit(*stub, TinySpec(32, /*steps=*/20));

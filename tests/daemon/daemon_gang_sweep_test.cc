@@ -76,7 +76,8 @@ TEST_F(DaemonGangSweepTest, EveryPointRunsAsAGangAndEachRankReportsIt) {
   ASSERT_EQ(submitted->prediction().parallel().points_size(), 3);
   auto done = WaitForFinalState(*stub_, submitted->id());
   ASSERT_TRUE(done.ok()) << done.status();
-  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason() << "\n"
+                                                  << daemon_->ReadLog();
   EXPECT_FALSE(done->has_deciding_rank());
   ASSERT_EQ(done->report().sweep_points_size(), 3);
   EXPECT_EQ(done->report().largest_fitting_value(), 256);
@@ -109,7 +110,8 @@ TEST_F(DaemonGangSweepTest, EveryPointRunsAsAGangAndEachRankReportsIt) {
                  static_cast<long long>(peak));
   }
 
-  // Every event names its rank and its point; both ranks' losses agree at every step of every point.
+  // Every event names its rank and its point; both ranks' losses agree at every step of every
+  // point.
   auto events = WatchAll(*stub_, submitted->id());
   ASSERT_TRUE(events.ok()) << events.status();
   std::map<std::pair<int, int>, std::map<int, double>> loss;  // (point, rank) -> step -> loss
@@ -147,7 +149,8 @@ TEST_F(DaemonGangSweepTest, AListStopsAtThePointThatRanOutOfMemory) {
   EXPECT_EQ(done->worker_exit_status(), 3);
   // The answer: point 2 (seq_len 256), in the phase the rank reported, under the limit.
   EXPECT_EQ(done->oom().sweep_index(), 2);
-  EXPECT_EQ(done->oom().phase(), vramlab::v1::FORWARD);  // measured: the activations grow with seq_len
+  EXPECT_EQ(done->oom().phase(),
+            vramlab::v1::FORWARD);  // measured: the activations grow with seq_len
   std::fprintf(stderr, "limit %lld: rank %d ran out in %s, requested %lld bytes\n",
                static_cast<long long>(limit), deciding,
                vramlab::v1::Phase_Name(done->oom().phase()).c_str(),
@@ -159,8 +162,8 @@ TEST_F(DaemonGangSweepTest, AListStopsAtThePointThatRanOutOfMemory) {
   EXPECT_EQ(decider.oom().sweep_index(), 2);
   EXPECT_EQ(decider.worker_exit_status(), 3);
   const auto& other = done->ranks(1 - deciding);
-  EXPECT_THAT(other.state_reason(),
-              AnyOf("out of memory", absl::StrCat("stopped: rank ", deciding, " ran out of memory")));
+  EXPECT_THAT(other.state_reason(), AnyOf("out of memory", absl::StrCat("stopped: rank ", deciding,
+                                                                        " ran out of memory")));
 
   // Points 0 and 1 fit on both ranks; point 2 is the experiment's out-of-memory point.
   ASSERT_EQ(done->report().sweep_points_size(), 3);
@@ -174,7 +177,8 @@ TEST_F(DaemonGangSweepTest, AListStopsAtThePointThatRanOutOfMemory) {
     ASSERT_GE(points.size(), 2) << r;
     for (int i = 0; i < 2; ++i) {
       EXPECT_FALSE(points[i].oom()) << "rank " << r << " point " << i;
-      EXPECT_LE(points[i].anatomy().peak_allocated_bytes(), limit) << "rank " << r << " point " << i;
+      EXPECT_LE(points[i].anatomy().peak_allocated_bytes(), limit)
+          << "rank " << r << " point " << i;
     }
   }
   EXPECT_TRUE(decider.report().sweep_points(2).oom());

@@ -50,8 +50,8 @@ TEST_F(DaemonGangTest, TwoRanksSucceedWithTheirResultsAndEventsForEachSharding) 
     ASSERT_TRUE(submitted.ok()) << submitted.status();
     auto done = WaitForFinalState(*stub_, submitted->id());
     ASSERT_TRUE(done.ok()) << done.status();
-    ASSERT_EQ(done->state(), Experiment::SUCCEEDED)
-        << done->state_reason() << "\n" << daemon_->ReadLog();
+    ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason() << "\n"
+                                                    << daemon_->ReadLog();
     ASSERT_EQ(done->slots_size(), 2);
     EXPECT_NE(done->slots(0), done->slots(1));
     EXPECT_EQ(done->slot(), done->slots(0));

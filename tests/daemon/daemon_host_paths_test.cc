@@ -44,7 +44,8 @@ class DaemonHostPathsTest : public ::testing::Test {
     tokens_ = dir_ + "/tokens";
     allowed_ = dir_ + "/datasets";
     fs::create_directory(allowed_);
-    ASSERT_TRUE(WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kAdmin, "root", "admin"}}).ok());
+    ASSERT_TRUE(
+        WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kAdmin, "root", "admin"}}).ok());
     std::ofstream(allowed_ + "/ids.txt") << "1 2 3 4 5 6 7 8 9 10 11 12";
     std::ofstream(allowed_ + "/secret.txt") << kFileSecret << " 1 2 3";
     std::ofstream(dir_ + "/outside.txt") << "1 2 3";
@@ -123,7 +124,8 @@ TEST_F(DaemonHostPathsTest, EscapesFromTheAllowedDirectoryAreRefused) {
   weights.mutable_model()->set_weights_dir(allowed_ + "/ids.txt");
   auto file = Submit(*stub, weights, kAlice);
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(file.status().message(), "spec.model.weights_dir: not a directory on the daemon's host");
+  EXPECT_EQ(file.status().message(),
+            "spec.model.weights_dir: not a directory on the daemon's host");
 }
 
 TEST_F(DaemonHostPathsTest, AllowedFileRunsAndNoFileContentOrTokenLeaks) {
@@ -201,7 +203,8 @@ TEST_F(DaemonHostPathsTest, WorkerChecksTheFileItOpensNotThePathItWasGiven) {
   EXPECT_EQ(standalone.exit_status, 0) << standalone.output;
   // A denied path inside an allowed directory is refused too.
   WorkerProcess denied = RunWorkerProcess(
-      spec, nullptr, {"--confine-host-paths", "--allowed-dir", dir_, "--denied-path", dir_ + "/outside.txt"});
+      spec, nullptr,
+      {"--confine-host-paths", "--allowed-dir", dir_, "--denied-path", dir_ + "/outside.txt"});
   EXPECT_EQ(denied.exit_status, 2) << denied.output;
 }
 

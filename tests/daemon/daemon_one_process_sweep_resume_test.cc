@@ -74,7 +74,8 @@ pid_t LatestWorkerPid(const DaemonHarness& daemon, const std::string& id) {
   const std::string log = daemon.ReadLog();
   const std::regex line(id + " started \\(worker pid ([0-9]+)\\)");
   pid_t pid = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
+       ++it) {
     pid = static_cast<pid_t>(std::stol((*it)[1]));
   }
   return pid;
@@ -83,10 +84,10 @@ pid_t LatestWorkerPid(const DaemonHarness& daemon, const std::string& id) {
 // One launch of the experiment, as its stored events show it: from a RUNNING state change to the
 // next.
 struct Attempt {
-  int workers_started = 0;          // `started` events
-  std::map<int, int> results;       // `sweepPoint` events, by point
-  std::set<int> stepped;            // the points it stored a step of
-  std::string reason;               // its RUNNING state change's
+  int workers_started = 0;     // `started` events
+  std::map<int, int> results;  // `sweepPoint` events, by point
+  std::set<int> stepped;       // the points it stored a step of
+  std::string reason;          // its RUNNING state change's
 };
 
 std::vector<Attempt> AttemptsOf(const std::vector<ExperimentEvent>& events) {
@@ -166,7 +167,8 @@ class DaemonOneProcessSweepResumeTest : public SharedDaemonSuite<DaemonOneProces
   // Submits `spec`, kills the daemon (SIGKILL) once the worker has trained a step of point 1,
   // restarts it on the same store and waits for the sweep's end. `*before` gets the log of the
   // daemon that was killed.
-  void RunKilledDuringSecondPoint(const ExperimentSpec& spec, Experiment* done, std::string* before) {
+  void RunKilledDuringSecondPoint(const ExperimentSpec& spec, Experiment* done,
+                                  std::string* before) {
     auto submitted = Submit(*stub_, spec);
     ASSERT_TRUE(submitted.ok()) << submitted.status();
     const std::string id = submitted->id();
@@ -225,7 +227,8 @@ class DaemonOneProcessSweepResumeTest : public SharedDaemonSuite<DaemonOneProces
     for (const auto& [index, count] : results) {
       const std::string line = absl::StrCat(id, " sweep point ", index + 1, " seq_len=");
       size_t shown = 0;
-      for (size_t at = watch.out.find(line); at != std::string::npos; at = watch.out.find(line, at + 1)) {
+      for (size_t at = watch.out.find(line); at != std::string::npos;
+           at = watch.out.find(line, at + 1)) {
         ++shown;
       }
       EXPECT_EQ(shown, 1u) << "point " << index << "\n" << cli_test::Describe(watch);
@@ -246,13 +249,15 @@ TEST_F(DaemonOneProcessSweepResumeTest, AListKilledDuringItsSecondPointResumesWi
   for (const auto& point : uninterrupted.report().sweep_points()) {
     measured_peaks[point.value()] = point.anatomy().peak_allocated_bytes();
     std::fprintf(stderr, "seq_len %d: peak %lld bytes, %.3f s/step\n", point.value(),
-                 static_cast<long long>(point.anatomy().peak_allocated_bytes()), point.step_time_seconds());
+                 static_cast<long long>(point.anatomy().peak_allocated_bytes()),
+                 point.step_time_seconds());
   }
 
   Experiment resumed;
   std::string before;
   ASSERT_NO_FATAL_FAILURE(RunKilledDuringSecondPoint(spec, &resumed, &before));
-  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n"
+                                                    << daemon_->ReadLog();
   ExpectSameResults(resumed, uninterrupted);
   ASSERT_NO_FATAL_FAILURE(ExpectPointZeroTakenAndTheRestRunAlone(resumed, before, 4));
 }
@@ -279,7 +284,8 @@ TEST_F(DaemonOneProcessSweepResumeTest, ASearchKilledDuringItsSecondPointResumes
   Experiment resumed;
   std::string before;
   ASSERT_NO_FATAL_FAILURE(RunKilledDuringSecondPoint(spec, &resumed, &before));
-  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n"
+                                                    << daemon_->ReadLog();
   ExpectSameResults(resumed, uninterrupted);
   EXPECT_EQ(resumed.oom().sweep_index(), 2);
   ASSERT_NO_FATAL_FAILURE(ExpectPointZeroTakenAndTheRestRunAlone(resumed, before, 3));
@@ -298,7 +304,8 @@ TEST_F(DaemonOneProcessSweepResumeTest, AListKilledBeforeItRunsOutEndsOutOfMemor
   Experiment resumed;
   std::string before;
   ASSERT_NO_FATAL_FAILURE(RunKilledDuringSecondPoint(spec, &resumed, &before));
-  ASSERT_EQ(resumed.state(), Experiment::OOM) << resumed.state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(resumed.state(), Experiment::OOM) << resumed.state_reason() << "\n"
+                                              << daemon_->ReadLog();
   ExpectSameResults(resumed, uninterrupted);
   EXPECT_EQ(resumed.worker_exit_status(), 3);
   EXPECT_EQ(resumed.oom().sweep_index(), 2);

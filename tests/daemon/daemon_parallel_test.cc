@@ -22,8 +22,8 @@ ExperimentSpec Parallel(int32_t world_size, vramlab::v1::Sharding sharding) {
 }
 
 absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(vramlab::v1::VramlabService::Stub& stub,
-                                                    const ExperimentSpec& spec, int64_t limit,
-                                                    bool smallest_world_size) {
+                                                     const ExperimentSpec& spec, int64_t limit,
+                                                     bool smallest_world_size) {
   grpc::ClientContext context;
   vramlab::v1::EstimateMemoryRequest request;
   *request.mutable_spec() = spec;
@@ -38,8 +38,8 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> Estimate(vramlab::v1::VramlabService
 }
 
 TEST(DaemonParallelTest, BadParallelSpecsAreRefusedNamingTheField) {
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--cpu-slots=2", "--worker-path=/bin/true"},
-                                      .enable_metrics = false});
+  auto daemon = DaemonHarness::Start(
+      {.extra_flags = {"--cpu-slots=2", "--worker-path=/bin/true"}, .enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
   struct Case {
@@ -49,17 +49,24 @@ TEST(DaemonParallelTest, BadParallelSpecsAreRefusedNamingTheField) {
     std::vector<std::string> words;
   };
   const std::vector<Case> cases = {
-      {"world size over the rule", Parallel(65, vramlab::v1::SHARD_NONE),
+      {"world size over the rule",
+       Parallel(65, vramlab::v1::SHARD_NONE),
        absl::StatusCode::kInvalidArgument,
        {"spec.parallel.world_size: must be between 0 and 64, got 65"}},
-      {"negative world size", Parallel(-1, vramlab::v1::SHARD_NONE),
-       absl::StatusCode::kInvalidArgument, {"spec.parallel.world_size"}},
-      {"sharding with one rank", Parallel(1, vramlab::v1::SHARD_FULL),
+      {"negative world size",
+       Parallel(-1, vramlab::v1::SHARD_NONE),
+       absl::StatusCode::kInvalidArgument,
+       {"spec.parallel.world_size"}},
+      {"sharding with one rank",
+       Parallel(1, vramlab::v1::SHARD_FULL),
        absl::StatusCode::kInvalidArgument,
        {"spec.parallel.sharding", spec_rules::kShardingNeedsRanksMessage}},
-      {"unknown sharding", Parallel(2, static_cast<vramlab::v1::Sharding>(7)),
-       absl::StatusCode::kInvalidArgument, {"spec.parallel.sharding: unknown enum value 7"}},
-      {"more ranks than slots", Parallel(3, vramlab::v1::SHARD_GRADIENTS),
+      {"unknown sharding",
+       Parallel(2, static_cast<vramlab::v1::Sharding>(7)),
+       absl::StatusCode::kInvalidArgument,
+       {"spec.parallel.sharding: unknown enum value 7"}},
+      {"more ranks than slots",
+       Parallel(3, vramlab::v1::SHARD_GRADIENTS),
        absl::StatusCode::kFailedPrecondition,
        {"spec.parallel.world_size: 3 ranks", "this daemon has 2 CPU worker slot(s)"}},
   };

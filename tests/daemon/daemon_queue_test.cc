@@ -50,8 +50,8 @@ class DaemonQueueTest : public ::testing::Test {
     spec.set_fault(vramlab::v1::HANG);
     auto blocker = Submit(*stub_, spec, kAdmin);
     EXPECT_TRUE(blocker.ok()) << blocker.status();
-    EXPECT_TRUE(WaitForState(*stub_, blocker->id(), Experiment::RUNNING, absl::Seconds(30), kAdmin)
-                    .ok());
+    EXPECT_TRUE(
+        WaitForState(*stub_, blocker->id(), Experiment::RUNNING, absl::Seconds(30), kAdmin).ok());
     return blocker->id();
   }
   Experiment Get(const std::string& id) {
@@ -92,8 +92,7 @@ TEST_F(DaemonQueueTest, FairShareAcrossOwnersAndPriorities) {
     auto done = WaitForFinalState(*stub_, id, absl::Seconds(120), kAdmin);
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
-    starts.emplace_back(done->start_time().seconds() * 1000000000 + done->start_time().nanos(),
-                        id);
+    starts.emplace_back(done->start_time().seconds() * 1000000000 + done->start_time().nanos(), id);
   }
   std::sort(starts.begin(), starts.end());
   std::vector<std::string> order;

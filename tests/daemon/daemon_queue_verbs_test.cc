@@ -25,10 +25,10 @@ class DaemonQueueVerbsTest : public ::testing::Test {
     worker_ = WriteStandInWorker();
     dir_ = std::filesystem::path(worker_).parent_path().string();
     const std::string tokens = dir_ + "/tokens";
-    ASSERT_TRUE(WriteTokensFile(tokens, {{kAlice, "alice", "user"},
-                                         {kBob, "bob", "user"},
-                                         {kAdmin, "root", "admin"}})
-                    .ok());
+    ASSERT_TRUE(
+        WriteTokensFile(
+            tokens, {{kAlice, "alice", "user"}, {kBob, "bob", "user"}, {kAdmin, "root", "admin"}})
+            .ok());
     flags.insert(flags.begin(), {"--cpu-slots=" + std::to_string(slots), "--worker-path=" + worker_,
                                  "--cancel-grace-period=1s", "--auth-tokens=" + tokens});
     auto daemon = DaemonHarness::Start({.extra_flags = flags});
@@ -237,14 +237,14 @@ TEST_F(DaemonQueueVerbsTest, DependenciesWaitAndEndWithTheReasonWhenUnsatisfied)
   const Experiment cancelled_dependency = Final(dependency);
   const Experiment ran = Final(any->id());
   EXPECT_EQ(ran.state(), Experiment::SUCCEEDED);
-  EXPECT_GE(absl::FromUnixMicros(ran.start_time().seconds() * 1000000 + ran.start_time().nanos() / 1000),
-            absl::FromUnixMicros(cancelled_dependency.end_time().seconds() * 1000000 +
-                                 cancelled_dependency.end_time().nanos() / 1000));
+  EXPECT_GE(
+      absl::FromUnixMicros(ran.start_time().seconds() * 1000000 + ran.start_time().nanos() / 1000),
+      absl::FromUnixMicros(cancelled_dependency.end_time().seconds() * 1000000 +
+                           cancelled_dependency.end_time().nanos() / 1000));
   const Experiment not_started = Final(needs_ok->id());
   EXPECT_EQ(not_started.state(), Experiment::CANCELLED);
-  EXPECT_EQ(not_started.state_reason(),
-            "not started: it was to run after " + dependency + " succeeded, and " + dependency +
-                " ended CANCELLED");
+  EXPECT_EQ(not_started.state_reason(), "not started: it was to run after " + dependency +
+                                            " succeeded, and " + dependency + " ended CANCELLED");
   const Experiment chain = Final(chained->id());
   EXPECT_EQ(chain.state(), Experiment::CANCELLED);
   EXPECT_THAT(chain.state_reason(), HasSubstr(needs_ok->id() + " ended CANCELLED"));
@@ -293,9 +293,7 @@ TEST_F(DaemonQueueVerbsTest, StartEstimatesFollowTheTimeLimitsAhead) {
   const Experiment first = Get(a->id());
   const Experiment second = Get(b->id());
   ASSERT_TRUE(first.has_estimated_start_time());
-  auto seconds = [](const google::protobuf::Timestamp& t) {
-    return t.seconds() + t.nanos() / 1e9;
-  };
+  auto seconds = [](const google::protobuf::Timestamp& t) { return t.seconds() + t.nanos() / 1e9; };
   // The blocker may hold its slot until its start + time limit + grace period + 5 s to be reaped.
   const double blocker_end = seconds(running.start_time()) + 600 + 2 + 5;
   EXPECT_NEAR(seconds(first.estimated_start_time()), blocker_end, 1.0);
@@ -328,9 +326,9 @@ TEST_F(DaemonQueueVerbsTest, DeleteOnlyEndedOnesOwnersOrAdminsAndNeverReusesTheI
   const std::string queued = SubmitOk("queued");
   auto refused = Delete(running, kAlice);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(refused.status().message(),
-            "experiment " + running + " is RUNNING: cancel it first (vramlab cancel " + running +
-                "), then delete it");
+  EXPECT_EQ(refused.status().message(), "experiment " + running +
+                                            " is RUNNING: cancel it first (vramlab cancel " +
+                                            running + "), then delete it");
   EXPECT_EQ(Delete(queued, kAlice).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(Cancel(*stub_, running, kAlice).ok());
   ASSERT_EQ(Final(queued).state(), Experiment::SUCCEEDED);

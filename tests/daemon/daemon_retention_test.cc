@@ -33,8 +33,11 @@ class DaemonRetentionTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
   std::vector<std::string> BaseFlags() const {
-    return {"--cpu-slots=2", "--worker-path=" + worker_, "--cancel-grace-period=1s",
-            "--max-worker-events-per-second=1000000", "--retention-interval=200ms",
+    return {"--cpu-slots=2",
+            "--worker-path=" + worker_,
+            "--cancel-grace-period=1s",
+            "--max-worker-events-per-second=1000000",
+            "--retention-interval=200ms",
             "--shutdown-grace-period=0s",
             "--kill-during-delete-while-exists=" + fault_file_};
   }
@@ -228,7 +231,8 @@ TEST_F(DaemonRetentionTest, AgeDeletesFinishedOnesNeverQueuedOrRunning) {
   ASSERT_TRUE(WaitDeleted(finished));
   EXPECT_GE(absl::Now() - ended, absl::Seconds(2));
   EXPECT_EQ(Get(running)->state(), Experiment::RUNNING);
-  EXPECT_EQ(SeriesValue(Scrape(), "vramlab_experiments_deleted_total{reason=\"retention_age\"}"), 1);
+  EXPECT_EQ(SeriesValue(Scrape(), "vramlab_experiments_deleted_total{reason=\"retention_age\"}"),
+            1);
   EXPECT_THAT(daemon_->ReadLog(),
               HasSubstr("retention deleted " + finished + " (older than --retain-days)"));
 }
@@ -276,8 +280,10 @@ TEST_F(DaemonRetentionTest, SizeBoundDeletesOldestFinishedFirstAndReclaimsTheSpa
   const auto file_after = fs::file_size(database);
   // Three experiments of 3000 events each are gone: the file shrank to a fraction.
   EXPECT_LT(file_after * 2, file_before) << file_before << " -> " << file_after;
-  std::printf("vramlab.db: %ju bytes with 3 experiments of 3000 events (and 2 small), %ju after deleting the 3\n",
-              static_cast<uintmax_t>(file_before), static_cast<uintmax_t>(file_after));
+  std::printf(
+      "vramlab.db: %ju bytes with 3 experiments of 3000 events (and 2 small), %ju after deleting "
+      "the 3\n",
+      static_cast<uintmax_t>(file_before), static_cast<uintmax_t>(file_after));
 }
 
 }  // namespace

@@ -96,9 +96,11 @@ void ExpectSameResults(const Experiment& resumed, const Experiment& uninterrupte
     for (int r = 0; r < 2; ++r) {
       const auto& rank_point = resumed.ranks(r).report().sweep_points(i);
       const auto& want_point = uninterrupted.ranks(r).report().sweep_points(i);
-      EXPECT_EQ(rank_point.anatomy().peak_allocated_bytes(), want_point.anatomy().peak_allocated_bytes())
+      EXPECT_EQ(rank_point.anatomy().peak_allocated_bytes(),
+                want_point.anatomy().peak_allocated_bytes())
           << "rank " << r << " point " << i;
-      EXPECT_NEAR(rank_point.final_loss(), want_point.final_loss(), 1e-6) << "rank " << r << " point " << i;
+      EXPECT_NEAR(rank_point.final_loss(), want_point.final_loss(), 1e-6)
+          << "rank " << r << " point " << i;
     }
   }
 }
@@ -168,9 +170,9 @@ class DaemonSweepResumeTest : public SharedDaemonSuite<DaemonSweepResumeTest> {
     // The restart's RUNNING state change says so to watchers.
     bool said = false;
     for (const auto& event : *events) {
-      said = said || (event.has_state_change() &&
-                      event.state_change().state() == Experiment::RUNNING &&
-                      event.state_change().reason() == "1 sweep point taken from before the restart");
+      said = said ||
+             (event.has_state_change() && event.state_change().state() == Experiment::RUNNING &&
+              event.state_change().reason() == "1 sweep point taken from before the restart");
     }
     EXPECT_TRUE(said);
   }
@@ -187,14 +189,16 @@ TEST_F(DaemonSweepResumeTest, AListKilledDuringItsSecondPointResumesWithTheFirst
       int64_t& peak = measured_peaks[point.value()];
       peak = std::max(peak, point.anatomy().peak_allocated_bytes());
       std::fprintf(stderr, "rank %d seq_len %d: peak %lld bytes, %.3f s/step\n", r, point.value(),
-                   static_cast<long long>(point.anatomy().peak_allocated_bytes()), point.step_time_seconds());
+                   static_cast<long long>(point.anatomy().peak_allocated_bytes()),
+                   point.step_time_seconds());
     }
   }
 
   Experiment resumed;
   std::string before;
   ASSERT_NO_FATAL_FAILURE(RunKilledDuringPoint(spec, 1, &resumed, &before));
-  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n"
+                                                    << daemon_->ReadLog();
   ExpectSameResults(resumed, uninterrupted);
   ASSERT_NO_FATAL_FAILURE(ExpectPointZeroTakenAndOneRunAgain(resumed, before, 4));
 }
@@ -202,7 +206,8 @@ TEST_F(DaemonSweepResumeTest, AListKilledDuringItsSecondPointResumesWithTheFirst
 // SEARCH_MAX over 64 .. 256 by 64 under a limit between the peaks at 192 and 256: 128 fits, 192
 // fits, 256 runs out; its answer is 192. Killed while 192 trains, resumed with 128 taken.
 TEST_F(DaemonSweepResumeTest, ASearchKilledDuringItsSecondPointResumesToTheSameAnswer) {
-  ASSERT_TRUE(measured_peaks.count(192) && measured_peaks.count(256)) << "the first test measures the peaks";
+  ASSERT_TRUE(measured_peaks.count(192) && measured_peaks.count(256))
+      << "the first test measures the peaks";
   ASSERT_LT(measured_peaks[192], measured_peaks[256]);
   ExperimentSpec spec =
       TwoRankSweep({}, kSteps, /*limit=*/(measured_peaks[192] + measured_peaks[256]) / 2);
@@ -224,7 +229,8 @@ TEST_F(DaemonSweepResumeTest, ASearchKilledDuringItsSecondPointResumesToTheSameA
   Experiment resumed;
   std::string before;
   ASSERT_NO_FATAL_FAILURE(RunKilledDuringPoint(spec, 1, &resumed, &before));
-  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n" << daemon_->ReadLog();
+  ASSERT_EQ(resumed.state(), Experiment::SUCCEEDED) << resumed.state_reason() << "\n"
+                                                    << daemon_->ReadLog();
   ExpectSameResults(resumed, uninterrupted);
   EXPECT_EQ(resumed.oom().sweep_index(), 2);
   EXPECT_EQ(resumed.oom().phase(), uninterrupted.oom().phase());

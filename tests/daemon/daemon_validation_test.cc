@@ -83,8 +83,8 @@ TEST(DaemonValidationTest, MalformedSpecsAreInvalidArgumentNamingTheField) {
 
   // Bytes that are not a protobuf message at all.
   for (std::string garbage : {std::string("\xff\xff\xff\xff\x0f", 5), std::string(1000, '\x0a')}) {
-    auto result = RawUnaryCall((*daemon)->channel(), "/vramlab.v1.VramlabService/SubmitExperiment",
-                               garbage);
+    auto result =
+        RawUnaryCall((*daemon)->channel(), "/vramlab.v1.VramlabService/SubmitExperiment", garbage);
     EXPECT_FALSE(result.ok());
   }
 
@@ -101,8 +101,8 @@ TEST(DaemonValidationTest, MalformedSpecsAreInvalidArgumentNamingTheField) {
 // The gRPC receive limit lies above the spec limits, so an oversized field reaches the spec
 // checks and is named, instead of failing in transport with RESOURCE_EXHAUSTED.
 TEST(DaemonValidationTest, ATenMegabyteNameIsNamedNotATransportError) {
-  auto daemon = DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true"},
-                                      .enable_metrics = false});
+  auto daemon =
+      DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true"}, .enable_metrics = false});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
   ExperimentSpec spec = TinySpec();

@@ -65,8 +65,7 @@ ProcessOutput RunWithSpec(const std::string& binary, const std::string& spec_jso
   char path[] = "/tmp/vramlab-estimate-spec-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, spec_json.data(), spec_json.size()),
-            static_cast<ssize_t>(spec_json.size()));
+  EXPECT_EQ(write(fd, spec_json.data(), spec_json.size()), static_cast<ssize_t>(spec_json.size()));
   close(fd);
   const std::string command = absl::StrCat("'", binary, "' --spec '", path, "' 2>/dev/null");
   ProcessOutput out;
@@ -102,8 +101,7 @@ Measured RunWorker(const ExperimentSpec& spec) {
   bool have_report = false;
   for (absl::string_view line : absl::StrSplit(out.stdout_text, '\n', absl::SkipEmpty())) {
     WorkerEvent event;
-    const auto status =
-        google::protobuf::util::JsonStringToMessage(std::string(line), &event);
+    const auto status = google::protobuf::util::JsonStringToMessage(std::string(line), &event);
     EXPECT_TRUE(status.ok()) << status.ToString() << ": " << line;
     if (event.has_started()) measured.torch_version = event.started().torch_version();
     if (event.has_report()) {
@@ -290,20 +288,24 @@ TEST_P(EstimateVsWorkerTest, MatchesTheCountingAllocator) {
   EXPECT_LE(RelativeError(p.peak_allocated_bytes(), m.peak_allocated_bytes()), tolerances.peak)
       << "peak predicted " << p.peak_allocated_bytes() << " measured " << m.peak_allocated_bytes();
   // Printed so that the tolerances above stay grounded in numbers anyone can rerun.
-  std::printf("%-28s activations %9lld / %9lld (%+.1f%%)  peak %9lld / %9lld (%+.1f%%)  temporaries %lld / %lld\n",
-              c.name.c_str(), static_cast<long long>(p.activations_bytes()),
-              static_cast<long long>(m.activations_bytes()),
-              100.0 * (p.activations_bytes() - m.activations_bytes()) /
-                  std::max<int64_t>(1, m.activations_bytes()),
-              static_cast<long long>(p.peak_allocated_bytes()),
-              static_cast<long long>(m.peak_allocated_bytes()),
-              100.0 * (p.peak_allocated_bytes() - m.peak_allocated_bytes()) /
-                  std::max<int64_t>(1, m.peak_allocated_bytes()),
-              static_cast<long long>(p.temporary_buffers_bytes()),
-              static_cast<long long>(m.temporary_buffers_bytes()));
+  std::printf(
+      "%-28s activations %9lld / %9lld (%+.1f%%)  peak %9lld / %9lld (%+.1f%%)  temporaries %lld / "
+      "%lld\n",
+      c.name.c_str(), static_cast<long long>(p.activations_bytes()),
+      static_cast<long long>(m.activations_bytes()),
+      100.0 * (p.activations_bytes() - m.activations_bytes()) /
+          std::max<int64_t>(1, m.activations_bytes()),
+      static_cast<long long>(p.peak_allocated_bytes()),
+      static_cast<long long>(m.peak_allocated_bytes()),
+      100.0 * (p.peak_allocated_bytes() - m.peak_allocated_bytes()) /
+          std::max<int64_t>(1, m.peak_allocated_bytes()),
+      static_cast<long long>(p.temporary_buffers_bytes()),
+      static_cast<long long>(m.temporary_buffers_bytes()));
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCpu, EstimateVsWorkerTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace

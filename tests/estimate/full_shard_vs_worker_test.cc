@@ -60,11 +60,13 @@ TEST_P(FullShardVsWorkerTest, RankStatesAndBuffersMatchToTheByte) {
     ASSERT_NO_FATAL_FAILURE(ExpectRankStatesMatch(c, estimate, ranks[r]));
     EXPECT_EQ(p.gradients_bytes(), ranks[r].at_peak_allocated().categories().gradients_bytes());
   }
-  std::printf("full %-24s weights %lld gradients %lld state %lld gathered %lld communication %lld\n",
-              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
-              static_cast<long long>(p.gradients_bytes()), static_cast<long long>(p.optimizer_state_bytes()),
-              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
-              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
+  std::printf(
+      "full %-24s weights %lld gradients %lld state %lld gathered %lld communication %lld\n",
+      c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+      static_cast<long long>(p.gradients_bytes()),
+      static_cast<long long>(p.optimizer_state_bytes()),
+      static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+      static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -97,9 +97,10 @@ TEST_P(BackwardPeakVsWorkerTest, GradientShardingFreesReducedLayersGradientsBefo
   const vramlab::v1::PeakAllocatedMoment& rank = ranks[MostState(ranks)].at_peak_allocated();
   const int64_t ids_beyond_one_process =
       (n - 1) * kBackwardPeakRows * kBackwardPeakSeq * static_cast<int64_t>(sizeof(int64_t));
-  const int64_t others_held =
-      rank.categories().temporaries_bytes() - one.categories().temporaries_bytes() - ids_beyond_one_process;
-  const int64_t others_all = estimate.anatomy().gradients_bytes() - estimate.parallel().anatomy().gradients_bytes();
+  const int64_t others_held = rank.categories().temporaries_bytes() -
+                              one.categories().temporaries_bytes() - ids_beyond_one_process;
+  const int64_t others_all =
+      estimate.anatomy().gradients_bytes() - estimate.parallel().anatomy().gradients_bytes();
   EXPECT_GT(others_held, 0);
   EXPECT_LE(others_held, estimate.parallel().communication_buffer_bytes());
   EXPECT_LT(estimate.parallel().communication_buffer_bytes(), others_all);
@@ -128,15 +129,17 @@ TEST_P(BackwardPeakVsWorkerTest, GradientShardingFreesReducedLayersGradientsBefo
   const int64_t zero1_predicted = Estimate(zero1).parallel().predicted_peak_bytes();
   EXPECT_LE(rank.allocated_bytes(), zero1_peak);
   EXPECT_LE(estimate.parallel().predicted_peak_bytes(), zero1_predicted);
-  std::printf("gradients N=%d peak %lld (one process %lld), gradients made %lld (own %lld, others' "
-              "held %lld), excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, "
-              "predicted %lld vs %lld\n",
-              n, static_cast<long long>(rank.allocated_bytes()),
-              static_cast<long long>(one.allocated_bytes()), static_cast<long long>(made),
-              static_cast<long long>(rank.categories().gradients_bytes()), static_cast<long long>(others_held),
-              static_cast<long long>(measured_excess), static_cast<long long>(predicted_excess),
-              static_cast<long long>(zero1_peak), static_cast<long long>(zero1_predicted),
-              static_cast<long long>(estimate.parallel().predicted_peak_bytes()));
+  std::printf(
+      "gradients N=%d peak %lld (one process %lld), gradients made %lld (own %lld, others' "
+      "held %lld), excess %lld measured %lld predicted; SHARD_OPTIMIZER peak %lld, "
+      "predicted %lld vs %lld\n",
+      n, static_cast<long long>(rank.allocated_bytes()),
+      static_cast<long long>(one.allocated_bytes()), static_cast<long long>(made),
+      static_cast<long long>(rank.categories().gradients_bytes()),
+      static_cast<long long>(others_held), static_cast<long long>(measured_excess),
+      static_cast<long long>(predicted_excess), static_cast<long long>(zero1_peak),
+      static_cast<long long>(zero1_predicted),
+      static_cast<long long>(estimate.parallel().predicted_peak_bytes()));
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyFull, BackwardPeakVsWorkerTest, ::testing::Values(2, 4),

@@ -65,14 +65,16 @@ TEST_P(ParallelEstimateVsWorkerTest, RankModelStatesMatchToTheByte) {
   if (c.sharding == vramlab::v1::SHARD_OPTIMIZER || c.sharding == vramlab::v1::SHARD_GRADIENTS) {
     EXPECT_EQ(state_sum, estimate.anatomy().optimizer_state_bytes());  // one process's
   }
-  std::printf("%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld communication %lld\n",
-              c.name.c_str(), static_cast<long long>(p.weights_bytes()),
-              static_cast<long long>(p.adapter_weights_bytes()),
-              static_cast<long long>(p.optimizer_state_bytes()),
-              static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
-              static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
-              static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
-              static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
+  std::printf(
+      "%-26s weights %lld adapters %lld state %lld (ranks %lld, %lld) gathered %lld communication "
+      "%lld\n",
+      c.name.c_str(), static_cast<long long>(p.weights_bytes()),
+      static_cast<long long>(p.adapter_weights_bytes()),
+      static_cast<long long>(p.optimizer_state_bytes()),
+      static_cast<long long>(ranks[0].at_peak_allocated().categories().optimizer_state_bytes()),
+      static_cast<long long>(ranks[1].at_peak_allocated().categories().optimizer_state_bytes()),
+      static_cast<long long>(estimate.parallel().gathered_parameters_bytes()),
+      static_cast<long long>(estimate.parallel().communication_buffer_bytes()));
 }
 
 // Full fine-tuning under SHARD_OPTIMIZER and SHARD_GRADIENTS: the worker gives each whole
@@ -121,11 +123,12 @@ TEST_P(FullFineTuningVsWorkerTest, BusiestOwnerMatchesToTheByte) {
               static_cast<long long>(state[1]), busiest);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TinyFull, FullFineTuningVsWorkerTest,
-    ::testing::Values(Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
-                      Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(TinyFull, FullFineTuningVsWorkerTest,
+                         ::testing::Values(Case{"optimizer", vramlab::v1::SHARD_OPTIMIZER, false},
+                                           Case{"gradients", vramlab::v1::SHARD_GRADIENTS, false}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     TinyLora, ParallelEstimateVsWorkerTest,
@@ -137,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, false, false},
                       Case{"qlora_full", vramlab::v1::SHARD_FULL, false, true},
                       Case{"qlora_full_reshard", vramlab::v1::SHARD_FULL, true, true},
-                      Case{"qlora_full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, true, false}),
+                      Case{"qlora_full_reshard_no_prefetch", vramlab::v1::SHARD_FULL, true, true,
+                           false}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -109,8 +109,7 @@ inline MemoryAnatomy ReportAnatomy(const std::string& events, const std::string&
 inline std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks = kRanks) {
   const std::string spec_path = TempPath("parallel-spec");
   WriteFile(spec_path, ToJson(spec));
-  const std::string rendezvous =
-      absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
+  const std::string rendezvous = absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
   const int processes = std::max(ranks, 1);
@@ -151,8 +150,8 @@ struct Case {
   std::string name;
   vramlab::v1::Sharding sharding;
   bool reshard_after_forward;
-  bool qlora = false;     // QLORA in BFLOAT16 instead of LORA in FLOAT32
-  bool prefetch = true;   // SHARD_FULL's parallel.prefetch
+  bool qlora = false;    // QLORA in BFLOAT16 instead of LORA in FLOAT32
+  bool prefetch = true;  // SHARD_FULL's parallel.prefetch
 };
 
 inline ExperimentSpec LoraSpec(const Case& c) {

@@ -82,7 +82,8 @@ class DashboardLiveTest : public ::testing::Test {
       } else if (selection == Selection::kFirst) {
         values[variable.name] = RegexSelection({all[0]});
       } else {
-        values[variable.name] = variable.all_value.empty() ? RegexSelection(all) : variable.all_value;
+        values[variable.name] =
+            variable.all_value.empty() ? RegexSelection(all) : variable.all_value;
       }
     }
     return values;
@@ -110,8 +111,8 @@ TEST_F(DashboardLiveTest, EveryExpressionReturnsDataWhileAnExperimentRuns) {
       [](double v) { return v == 1; });
   ASSERT_TRUE(info.ok()) << info.status() << prometheus_->ReadLog();
   auto steps = prometheus_->WaitForValue(
-      absl::StrCat("sum(rate(vramlab_step_duration_seconds_count[",
-                   kBuiltins.at("__rate_interval"), "]))"),
+      absl::StrCat("sum(rate(vramlab_step_duration_seconds_count[", kBuiltins.at("__rate_interval"),
+                   "]))"),
       [](double v) { return v > 0; }, absl::Seconds(60));
   ASSERT_TRUE(steps.ok()) << steps.status();
 

@@ -31,8 +31,8 @@ namespace vramlab::testing {
 
 struct DashboardQuery {
   std::string panel_title;  // "" for an annotation
-  std::string where;        // for messages: "FILE: panel TITLE, target A" or "FILE: annotation NAME"
-  std::string expr;         // as written, variables unsubstituted
+  std::string where;  // for messages: "FILE: panel TITLE, target A" or "FILE: annotation NAME"
+  std::string expr;   // as written, variables unsubstituted
 };
 
 struct DashboardVariable {
@@ -57,9 +57,10 @@ inline void CollectPanels(const std::string& file, const nlohmann::json& panels,
     const std::string title = panel.value("title", "");
     for (const auto& target : panel.value("targets", nlohmann::json::array())) {
       if (!target.contains("expr")) continue;
-      out.push_back({title, absl::StrCat(file, ": panel \"", title, "\", target ",
-                                         target.value("refId", "?")),
-                     target["expr"].get<std::string>()});
+      out.push_back(
+          {title,
+           absl::StrCat(file, ": panel \"", title, "\", target ", target.value("refId", "?")),
+           target["expr"].get<std::string>()});
     }
     // A collapsed row carries its panels inside itself.
     CollectPanels(file, panel.value("panels", nlohmann::json::array()), out);
@@ -93,9 +94,9 @@ inline absl::StatusOr<Dashboard> LoadDashboard(const std::string& path) {
   for (const auto& annotation :
        model.value("annotations", empty).value("list", nlohmann::json::array())) {
     if (!annotation.contains("expr")) continue;
-    dashboard.queries.push_back({"", absl::StrCat(dashboard.file, ": annotation \"",
-                                                  annotation.value("name", ""), "\""),
-                                 annotation["expr"].get<std::string>()});
+    dashboard.queries.push_back(
+        {"", absl::StrCat(dashboard.file, ": annotation \"", annotation.value("name", ""), "\""),
+         annotation["expr"].get<std::string>()});
   }
   static const std::regex kLabelValues(R"(^label_values\((.*),\s*(\w+)\)$)");
   for (const auto& variable :
@@ -103,15 +104,16 @@ inline absl::StatusOr<Dashboard> LoadDashboard(const std::string& path) {
     if (variable.value("type", "") != "query") continue;
     const std::string name = variable.value("name", "");
     const nlohmann::json& query = variable["query"];
-    const std::string text = query.is_string() ? query.get<std::string>() : query.value("query", "");
+    const std::string text =
+        query.is_string() ? query.get<std::string>() : query.value("query", "");
     std::smatch m;
     if (!std::regex_match(text, m, kLabelValues)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": variable ", name, ": query \"", text,
                                                      "\" is not label_values(SELECTOR, LABEL)"));
     }
-    dashboard.variables.push_back({name, m[1].str(), m[2].str(),
-                                   variable.value("allValue", ""),
-                                   variable.value("multi", false) || variable.value("includeAll", false)});
+    dashboard.variables.push_back(
+        {name, m[1].str(), m[2].str(), variable.value("allValue", ""),
+         variable.value("multi", false) || variable.value("includeAll", false)});
   }
   return dashboard;
 }
@@ -142,7 +144,8 @@ inline absl::StatusOr<std::string> Interpolate(const std::string& expr,
     const std::string name = m[1].matched ? m[1].str() : m[3].matched ? m[3].str() : m[5].str();
     const auto value = values.find(name);
     if (value == values.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("no value for variable $", name, " in ", expr));
+      return absl::InvalidArgumentError(
+          absl::StrCat("no value for variable $", name, " in ", expr));
     }
     out.append(last, m[0].first);
     out += value->second;

@@ -28,11 +28,13 @@ std::vector<std::string> HealthCheckCommand(const std::string& address) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text = absl::StrReplaceAll(text, {{"\\\n", " "}});
   std::smatch match;
-  if (!std::regex_search(text, match, std::regex(R"(\nHEALTHCHECK [^\n]*CMD \[([^\]]*)\])"))) return {};
+  if (!std::regex_search(text, match, std::regex(R"(\nHEALTHCHECK [^\n]*CMD \[([^\]]*)\])")))
+    return {};
   std::vector<std::string> argv;
   const std::string list = match[1];
   const std::regex quoted("\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(list.begin(), list.end(), quoted); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
     std::string arg = (*it)[1];
     if (arg == "/usr/local/bin/vramlab") arg = DaemonHarness::BinDir() + "/vramlab";
     if (arg == "127.0.0.1:7433") arg = address;
@@ -52,7 +54,8 @@ TEST(HealthCheckProbeTest, TheDockerfileRunsTheCliHealthCheck) {
   const std::vector<std::string> argv = HealthCheckCommand("ADDRESS");
   ASSERT_GE(argv.size(), 3u);
   EXPECT_EQ(argv.front(), DaemonHarness::BinDir() + "/vramlab");
-  EXPECT_EQ(std::vector<std::string>(argv.end() - 2, argv.end()), (std::vector<std::string>{"server", "--health"}));
+  EXPECT_EQ(std::vector<std::string>(argv.end() - 2, argv.end()),
+            (std::vector<std::string>{"server", "--health"}));
 }
 
 TEST(HealthCheckProbeTest, ServingDaemonPassesAndStoppedDaemonFails) {
@@ -72,7 +75,9 @@ TEST(HealthCheckProbeTest, ServingDaemonPassesAndStoppedDaemonFails) {
 
 // HealthCheckRequest{service: name}: field 1, length-delimited.
 std::string HealthRequest(const std::string& service) {
-  return service.empty() ? "" : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service);
+  return service.empty()
+             ? ""
+             : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service);
 }
 
 // Per-service probes (Kubernetes grpc.service, grpc_health_probe -service) ask for the API by its

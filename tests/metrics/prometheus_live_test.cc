@@ -137,9 +137,8 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
   auto tokens = prometheus_->WaitForValue(Series("vramlab_tokens_per_second", gpu),
                                           [](double v) { return v > 0; });
   EXPECT_TRUE(tokens.ok()) << tokens.status();
-  auto steps = prometheus_->WaitForValue(
-      Series("vramlab_step_duration_seconds_count", gpu),
-      [&](double v) { return v >= steps_before + 1; });
+  auto steps = prometheus_->WaitForValue(Series("vramlab_step_duration_seconds_count", gpu),
+                                         [&](double v) { return v >= steps_before + 1; });
   EXPECT_TRUE(steps.ok()) << steps.status();
   EXPECT_GT(ValueOrNan(Series("vramlab_step_duration_seconds_sum", gpu)), 0);
   // Daemon-wide series.
@@ -156,8 +155,9 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
       absl::StrCat("absent(vramlab_experiment_running_info{experiment=\"", e.id(), "\"})"),
       [](double v) { return v == 1; }, absl::Seconds(15));
   EXPECT_TRUE(gone.ok()) << gone.status();
-  auto idle = prometheus_->WaitForValue(Series("vramlab_gpu_allocated_bytes", gpu),
-                                        [](double v) { return v == 0; }, absl::Seconds(15));
+  auto idle = prometheus_->WaitForValue(
+      Series("vramlab_gpu_allocated_bytes", gpu), [](double v) { return v == 0; },
+      absl::Seconds(15));
   EXPECT_TRUE(idle.ok()) << idle.status();
   EXPECT_EQ(ValueOrNan("vramlab_experiments_total{outcome=\"cancelled\"}"), cancelled_before + 1);
 
@@ -168,9 +168,9 @@ TEST_F(PrometheusLiveTest, SeriesArePlausibleWhileRunningAndInfoEndsWithTheRun) 
   auto quick_done = WaitForFinalState(*stub_, quick->id());
   ASSERT_TRUE(quick_done.ok()) << quick_done.status();
   ASSERT_EQ(quick_done->state(), Experiment::SUCCEEDED) << quick_done->state_reason();
-  auto counted = prometheus_->WaitForValue("vramlab_experiments_total{outcome=\"succeeded\"}",
-                                           [&](double v) { return v == succeeded_before + 1; },
-                                           absl::Seconds(15));
+  auto counted = prometheus_->WaitForValue(
+      "vramlab_experiments_total{outcome=\"succeeded\"}",
+      [&](double v) { return v == succeeded_before + 1; }, absl::Seconds(15));
   EXPECT_TRUE(counted.ok()) << counted.status();
 }
 

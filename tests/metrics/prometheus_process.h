@@ -44,7 +44,8 @@ struct CommandResult {
 };
 
 // Runs argv[0] (searched in PATH) with no shell, feeding `input` on stdin; waits for it.
-inline CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& input = "") {
+inline CommandResult RunCommand(const std::vector<std::string>& argv,
+                                const std::string& input = "") {
   CommandResult result;
   int out_pipe[2], in_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(in_pipe) != 0) return result;
@@ -79,7 +80,8 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv, const std:
     close(fd);
   });
   char buffer[65536];
-  for (ssize_t n; (n = read(out_pipe[0], buffer, sizeof buffer)) > 0;) result.output.append(buffer, n);
+  for (ssize_t n; (n = read(out_pipe[0], buffer, sizeof buffer)) > 0;)
+    result.output.append(buffer, n);
   close(out_pipe[0]);
   writer.join();
   int status = 0;
@@ -90,8 +92,8 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv, const std:
 
 // GET http://127.0.0.1:port/path; the body, or an error for a failed request or a non-2xx status.
 inline absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  CommandResult r = RunCommand({"curl", "-sS", "--fail", "--max-time", "10",
-                                absl::StrCat("http://127.0.0.1:", port, path)});
+  CommandResult r = RunCommand(
+      {"curl", "-sS", "--fail", "--max-time", "10", absl::StrCat("http://127.0.0.1:", port, path)});
   if (r.exit_code != 0) return absl::UnavailableError(absl::StrCat("GET ", path, ": ", r.output));
   return r.output;
 }
@@ -119,7 +121,8 @@ class PrometheusProcess {
     // installed runs the one unpacked from it by scripts/gpu-build.sh).
     const char* binary = std::getenv("VRAMLAB_PROMETHEUS");
     std::vector<std::string> argv = {
-        binary != nullptr && *binary != '\0' ? binary : "/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + p->dir_ + "/data",
+        binary != nullptr && *binary != '\0' ? binary : "/usr/bin/prometheus",
+        "--config.file=" + config, "--storage.tsdb.path=" + p->dir_ + "/data",
         absl::StrCat("--web.listen-address=127.0.0.1:", p->port_), "--log.level=warn"};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());

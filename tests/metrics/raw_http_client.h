@@ -60,8 +60,7 @@ inline int ConnectLoopback(int port, const std::string& source_ip = "", int rece
     pollfd p{fd, POLLOUT, 0};
     int error = 0;
     socklen_t length = sizeof error;
-    if (errno != EINPROGRESS ||
-        poll(&p, 1, PollMillis(absl::Now() + timeout)) != 1 ||
+    if (errno != EINPROGRESS || poll(&p, 1, PollMillis(absl::Now() + timeout)) != 1 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
       close(fd);
       return -1;
@@ -120,8 +119,8 @@ inline std::string BodyOf(absl::string_view response) {
 }
 
 struct TimedResponse {
-  absl::Status status;    // OK when the server answered and closed within the time allowed
-  std::string response;   // what arrived
+  absl::Status status;     // OK when the server answered and closed within the time allowed
+  std::string response;    // what arrived
   absl::Duration latency;  // from connecting to the server's close
 };
 

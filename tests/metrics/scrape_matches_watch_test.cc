@@ -3,8 +3,8 @@
 // has received sample k, a scrape taken afterwards shows sample k or a later one, never an older
 // one and never a mixture of two.
 #include <atomic>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -29,8 +29,8 @@ struct Reading {
 };
 
 Reading FromSample(const MemorySample& s) {
-  return {static_cast<double>(s.allocated_bytes()), static_cast<double>(s.reserved_bytes()),
-          static_cast<double>(s.active_bytes()), static_cast<double>(s.peak_allocated_bytes()),
+  return {static_cast<double>(s.allocated_bytes()),   static_cast<double>(s.reserved_bytes()),
+          static_cast<double>(s.active_bytes()),      static_cast<double>(s.peak_allocated_bytes()),
           static_cast<double>(s.device_used_bytes()), s.fragmentation_ratio()};
 }
 
@@ -117,7 +117,8 @@ TEST(ScrapeMatchesWatchTest, EveryScrapeIsTheLatestWatchedSampleOrNewer) {
     const size_t seen_before = watched.Count();
     auto scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
     ASSERT_TRUE(scrape.ok()) << scrape.status();
-    if (seen_before == 0 || absl::StrContains(*scrape, "vramlab_experiment_running_info{") == false) {
+    if (seen_before == 0 ||
+        absl::StrContains(*scrape, "vramlab_experiment_running_info{") == false) {
       absl::SleepFor(absl::Milliseconds(20));
       continue;
     }

@@ -9,10 +9,10 @@
 
 #include <condition_variable>
 #include <cstdlib>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -227,7 +227,8 @@ void AddBearerToken(grpc::ClientContext* context, const std::string& token) {
 absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLine>& lines) {
   {
     std::ofstream out(path, std::ios::trunc);
-    for (const TokenLine& line : lines) out << line.token << ' ' << line.user << ' ' << line.role << '\n';
+    for (const TokenLine& line : lines)
+      out << line.token << ' ' << line.user << ' ' << line.role << '\n';
     if (!out.flush()) return absl::InternalError("cannot write " + path);
   }
   if (chmod(path.c_str(), 0600) != 0) return absl::InternalError("chmod " + path);
@@ -292,9 +293,9 @@ absl::StatusOr<Experiment> PollUntil(vramlab::v1::VramlabService::Stub& stub, co
     if (!status.ok()) return ToAbsl(status);
     if (done(last)) return last;
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          id, " still ", Experiment::State_Name(last.state()), " after ",
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(id, " still ",
+                                                      Experiment::State_Name(last.state()),
+                                                      " after ", absl::FormatDuration(timeout)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }

@@ -104,10 +104,11 @@ absl::StatusOr<vramlab::v1::Experiment> WaitForFinalState(
     absl::Duration timeout = absl::Seconds(120), const std::string& token = "");
 
 // Polls GetExperiment until the experiment is in `state` or `timeout` passes.
-absl::StatusOr<vramlab::v1::Experiment> WaitForState(
-    vramlab::v1::VramlabService::Stub& stub, const std::string& id,
-    vramlab::v1::Experiment::State state, absl::Duration timeout = absl::Seconds(60),
-    const std::string& token = "");
+absl::StatusOr<vramlab::v1::Experiment> WaitForState(vramlab::v1::VramlabService::Stub& stub,
+                                                     const std::string& id,
+                                                     vramlab::v1::Experiment::State state,
+                                                     absl::Duration timeout = absl::Seconds(60),
+                                                     const std::string& token = "");
 
 // Submits `spec`; the returned experiment or the RPC's status.
 absl::StatusOr<vramlab::v1::Experiment> Submit(vramlab::v1::VramlabService::Stub& stub,
@@ -128,7 +129,7 @@ absl::StatusOr<std::vector<vramlab::v1::ExperimentEvent>> WatchAll(
 struct TokenLine {
   std::string token;  // at least 16 characters
   std::string user;
-  std::string role;   // "user" or "admin"
+  std::string role;  // "user" or "admin"
 };
 // Writes an --auth-tokens file (mode 0600) at `path`.
 absl::Status WriteTokensFile(const std::string& path, const std::vector<TokenLine>& lines);

@@ -27,7 +27,8 @@ inline std::map<int, pid_t> RankPids(const DaemonHarness& daemon, const std::str
   const size_t from = after.empty() ? 0 : log.find(after);
   if (from == std::string::npos) return pids;
   const std::regex line(id + " rank ([0-9]+) started \\(worker pid ([0-9]+)\\)");
-  for (auto it = std::sregex_iterator(log.begin() + static_cast<std::ptrdiff_t>(from), log.end(), line);
+  for (auto it =
+           std::sregex_iterator(log.begin() + static_cast<std::ptrdiff_t>(from), log.end(), line);
        it != std::sregex_iterator(); ++it) {
     pids[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
   }

@@ -29,7 +29,8 @@ nlohmann::json ReportOf(const CapturedRun& run) {
 }
 
 std::string Spec(const std::string& training) {
-  return R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU", "training": {)" + training + "}}";
+  return R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU", "training": {)" +
+         training + "}}";
 }
 
 TEST(AdapterRunTest, LoraAnatomyIsExactOnTheCpu) {
@@ -39,7 +40,8 @@ TEST(AdapterRunTest, LoraAnatomyIsExactOnTheCpu) {
   // PEFT's print_trainable_parameters() line, as a notice.
   int counted = 0;
   for (const nlohmann::json& notice : run.Of("notice")) {
-    if (notice["message"] == "trainable params: 18688 || all params: 144192 || trainable%: 12.9605") ++counted;
+    if (notice["message"] == "trainable params: 18688 || all params: 144192 || trainable%: 12.9605")
+      ++counted;
   }
   EXPECT_EQ(counted, 1);
   EXPECT_EQ(Int64(a["weightsBytes"]), kTinyParameters * 4);  // frozen
@@ -51,15 +53,17 @@ TEST(AdapterRunTest, LoraAnatomyIsExactOnTheCpu) {
 }
 
 TEST(AdapterRunTest, FullFineTuningKeepsItsMeaning) {
-  const nlohmann::json a = ReportOf(RunCaptured(Spec(R"("seqLen": 16, "dtype": "FLOAT32")")))["anatomy"];
+  const nlohmann::json a =
+      ReportOf(RunCaptured(Spec(R"("seqLen": 16, "dtype": "FLOAT32")")))["anatomy"];
   EXPECT_EQ(Int64(a["weightsBytes"]), kTinyParameters * 4);
   EXPECT_EQ(Int64(a["adapterWeightsBytes"]), 0);
   EXPECT_EQ(Int64(a["gradientsBytes"]), kTinyParameters * 4);
 }
 
 TEST(AdapterRunTest, QloraAnatomySeparatesNf4CodesAndConstants) {
-  const nlohmann::json a = ReportOf(RunCaptured(Spec(
-      R"("seqLen": 32, "steps": 2, "dtype": "BFLOAT16", "adapter": {"kind": "QLORA"})")))["anatomy"];
+  const nlohmann::json a = ReportOf(RunCaptured(
+      Spec(R"("seqLen": 32, "steps": 2, "dtype": "BFLOAT16", "adapter": {"kind": "QLORA"})")))
+      ["anatomy"];
   int64_t projections = 0, codes = 0, constants = 0;
   for (int64_t n : {64 * 64, 32 * 64, 32 * 64, 64 * 64, 176 * 64, 176 * 64, 64 * 176}) {
     projections += 2 * n;
@@ -76,11 +80,13 @@ TEST(AdapterRunTest, QloraAnatomySeparatesNf4CodesAndConstants) {
 
 TEST(AdapterRunTest, SweepsAccumulationAndActivationSaversRunWithAdapters) {
   for (const std::string kind : {"LORA", "QLORA"}) {
-    const CapturedRun run = RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",
+    const CapturedRun run =
+        RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",
         "training": {"gradAccumSteps": 2, "steps": 2, "attention": "SDPA", "checkpointEveryKLayers": 1,
                      "loss": "CHUNKED", "lossChunkTokens": 8,
                      "optimizer": {"kind": "ADAMW_8BIT", "learningRate": 0.01},
-                     "adapter": {"kind": ")" + kind + R"(", "rank": 4, "alpha": 8, "dropout": 0.1}},
+                     "adapter": {"kind": ")" +
+                    kind + R"(", "rank": 4, "alpha": 8, "dropout": 0.1}},
         "sweep": {"variable": "SEQ_LEN", "values": [16, 32]}})");
     const nlohmann::json report = ReportOf(run);
     ASSERT_EQ(report["sweepPoints"].size(), 2u) << kind;
@@ -96,7 +102,8 @@ TEST(AdapterRunTest, BadAdaptersExitAsInvalidSpecsNamingTheField) {
   for (const auto& [training, field] : std::vector<std::pair<std::string, std::string>>{
            {R"("adapter": {"kind": "LORA", "rank": 33})", "training.adapter.rank"},
            {R"("adapter": {"kind": "LORA", "dropout": 1})", "training.adapter.dropout"},
-           {R"("adapter": {"kind": "LORA", "targetModules": ["LM_HEAD"]})", "training.adapter.target_modules[0]"},
+           {R"("adapter": {"kind": "LORA", "targetModules": ["LM_HEAD"]})",
+            "training.adapter.target_modules[0]"},
            {R"("dtype": "FLOAT32", "adapter": {"kind": "QLORA"})", "training.dtype"}}) {
     const CapturedRun run = RunCaptured(Spec(training));
     EXPECT_EQ(run.exit_code, 2) << training;
@@ -104,7 +111,8 @@ TEST(AdapterRunTest, BadAdaptersExitAsInvalidSpecsNamingTheField) {
     ASSERT_EQ(errors.size(), 1u) << training;
     // The field is named once, in its own member; the message is the rule's words alone.
     EXPECT_EQ(errors[0]["field"], field) << errors[0].dump();
-    EXPECT_EQ(errors[0]["message"].get<std::string>().find(field), std::string::npos) << errors[0].dump();
+    EXPECT_EQ(errors[0]["message"].get<std::string>().find(field), std::string::npos)
+        << errors[0].dump();
   }
 }
 

@@ -25,8 +25,8 @@ inline LoraOptions Rank4(double dropout = 0) {
 
 // `steps` AdamW steps (lr 1e-2) over the model's trainable parameters on `ids` as inputs and
 // labels, checking after every backward that exactly the trainable parameters have a gradient.
-inline void TrainCheckingOnlyTrainableGetGradients(Qwen2ForCausalLM& model, const torch::Tensor& ids,
-                                                   int steps) {
+inline void TrainCheckingOnlyTrainableGetGradients(Qwen2ForCausalLM& model,
+                                                   const torch::Tensor& ids, int steps) {
   OptimizerOptions options;
   options.lr = 1e-2;
   auto optimizer = MakeOptimizer(TrainableParameters(*model), options);

@@ -13,12 +13,14 @@ namespace vramlab::worker {
 namespace {
 
 void CheckOptions(const LoraOptions& options) {
-  if (options.rank <= 0) throw std::invalid_argument("LoRA rank must be > 0, got " + std::to_string(options.rank));
+  if (options.rank <= 0)
+    throw std::invalid_argument("LoRA rank must be > 0, got " + std::to_string(options.rank));
   if (!(options.alpha > 0)) throw std::invalid_argument("LoRA alpha must be > 0");
   if (!(options.dropout >= 0 && options.dropout < 1)) {
     throw std::invalid_argument("LoRA dropout must be in [0, 1)");
   }
-  if (!torch::isFloatingType(options.dtype)) throw std::invalid_argument("LoRA dtype must be floating-point");
+  if (!torch::isFloatingType(options.dtype))
+    throw std::invalid_argument("LoRA dtype must be floating-point");
   const std::vector<std::string>& all = AllLoraTargets();
   for (const std::string& target : options.targets) {
     if (std::find(all.begin(), all.end(), target) == all.end()) {
@@ -30,7 +32,7 @@ void CheckOptions(const LoraOptions& options) {
 }  // namespace
 
 const std::vector<std::string>& AllLoraTargets() {
-  static const std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
+  static const std::vector<std::string> targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                    "gate_proj", "up_proj", "down_proj"};
   return targets;
 }
@@ -70,16 +72,20 @@ AdapterSummary AttachLora(Qwen2ForCausalLMImpl& model, const LoraOptions& option
       Linear& base = TargetLinear(*layer, name);
       const int64_t out = base->weight.size(0), in = base->weight.size(1);
       if (options.rank > std::min(in, out)) {
-        throw std::invalid_argument("LoRA rank " + std::to_string(options.rank) + " exceeds min(in, out) = " +
-                                    std::to_string(std::min(in, out)) + " of " + name);
+        throw std::invalid_argument("LoRA rank " + std::to_string(options.rank) +
+                                    " exceeds min(in, out) = " + std::to_string(std::min(in, out)) +
+                                    " of " + name);
       }
-      const auto adapter_options = torch::TensorOptions().dtype(options.dtype).device(base->weight.device());
+      const auto adapter_options =
+          torch::TensorOptions().dtype(options.dtype).device(base->weight.device());
       Linear a(in, options.rank, /*bias=*/false, adapter_options);
       Linear b(options.rank, out, /*bias=*/false, adapter_options);
       {
         torch::NoGradGuard no_grad;
-        const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5))
-        a->weight.copy_(torch::empty({options.rank, in}, torch::kFloat32).uniform_(-bound, bound, generator));
+        const double bound =
+            1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5))
+        a->weight.copy_(
+            torch::empty({options.rank, in}, torch::kFloat32).uniform_(-bound, bound, generator));
         b->weight.zero_();
       }
       base->register_module("lora_A", a);

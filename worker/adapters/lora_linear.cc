@@ -29,7 +29,8 @@ class LoraUpdateFunction : public torch::autograd::Function<LoraUpdateFunction> 
     const torch::Tensor grad_flat = grad.reshape({-1, out});
     const torch::Tensor grad_h = grad.matmul(b);
     torch::Tensor grad_b = grad_flat.t().mm(h.reshape({-1, rank}));
-    torch::Tensor grad_a = grad_h.reshape({-1, rank}).t().mm(x.to(a.scalar_type()).reshape({-1, in}));
+    torch::Tensor grad_a =
+        grad_h.reshape({-1, rank}).t().mm(x.to(a.scalar_type()).reshape({-1, in}));
     torch::Tensor grad_x;
     if (ctx->needs_input_grad(0)) grad_x = grad_h.matmul(a).to(x.scalar_type());
     return {grad_x, grad_a, grad_b, torch::Tensor()};
@@ -53,9 +54,9 @@ torch::Tensor Rows(const torch::Tensor& t) { return t.reshape({-1, t.size(-1)});
 // pointer because an undefined tensor cannot be an autograd input.
 class LoraLinearFunction : public torch::autograd::Function<LoraLinearFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor* bias, const torch::Tensor& a, const torch::Tensor& b,
-                               double scaling) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor* bias,
+                               const torch::Tensor& a, const torch::Tensor& b, double scaling) {
     const torch::Tensor result = torch::linear(x, weight, *bias);
     const torch::Tensor h = torch::linear(x.to(a.scalar_type()), a);
     const torch::Tensor sum = torch::addmm(Rows(result).to(a.scalar_type()), Rows(h), b.t(),
@@ -67,9 +68,10 @@ class LoraLinearFunction : public torch::autograd::Function<LoraLinearFunction> 
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &weight = saved[1], &a = saved[2], &b = saved[3], &h = saved[4];
+    const torch::Tensor &x = saved[0], &weight = saved[1], &a = saved[2], &b = saved[3],
+                        &h = saved[4];
     const double scaling = ctx->saved_data["scaling"].toDouble();
-    const torch::Tensor grad = Rows(grad_outputs[0]);       // the base output's dtype
+    const torch::Tensor grad = Rows(grad_outputs[0]);          // the base output's dtype
     const torch::Tensor grad_wide = grad.to(a.scalar_type());  // exact: bf16/fp16 into fp32
     const torch::Tensor grad_h = grad_wide.mm(b).mul_(scaling);
     const torch::Tensor grad_b = grad_wide.t().mm(Rows(h)).mul_(scaling);

@@ -57,7 +57,8 @@ PeftCase Prepare(const std::string& reference_case, ModelOptions model_options =
   options.targets = lora.at("target_modules").get<std::vector<std::string>>();
   s.model = LoadCheckpoint("qwen2-tiny", model_options);
   AttachLora(*s.model, options);
-  LoadAdapterWeights(*s.model, TestdataDir(kReference) + "/" + reference_case + "_init.safetensors");
+  LoadAdapterWeights(*s.model,
+                     TestdataDir(kReference) + "/" + reference_case + "_init.safetensors");
   return s;
 }
 
@@ -77,7 +78,8 @@ TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
   }
   loss.backward();
 
-  const std::map<std::string, torch::Tensor> peft_grads = ReadTensors(GetParam() + "_grads.safetensors");
+  const std::map<std::string, torch::Tensor> peft_grads =
+      ReadTensors(GetParam() + "_grads.safetensors");
   auto trainable = TrainableParameters(*s.model);
   ASSERT_EQ(trainable.size(), peft_grads.size());
   for (const auto& [name, p] : trainable) {
@@ -88,7 +90,8 @@ TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
 
   auto optimizer = MakeOptimizer(trainable, optim_testing::HfAdamWOptions(s.expected));
   optimizer->Step();
-  const std::map<std::string, torch::Tensor> peft_after = ReadTensors(GetParam() + "_after_adamw.safetensors");
+  const std::map<std::string, torch::Tensor> peft_after =
+      ReadTensors(GetParam() + "_after_adamw.safetensors");
   // AdamW's first step moves each element by lr * g / (|g| + eps): where |g| is near eps the
   // step turns a gradient difference of 1e-10 (float summation order) into one of 1e-6 (measured:
   // 1.5e-6 at an element whose gradient is -6.4e-8). Elements with |g| >= 1e-6 must agree within
@@ -104,7 +107,8 @@ TEST_P(PeftReferenceTest, LossGradientsAndOneAdamWStepMatchPeft) {
   }
   for (const auto& item : s.model->named_parameters()) {
     auto before = frozen.find(item.key());
-    if (before != frozen.end()) EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
+    if (before != frozen.end())
+      EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
   }
   torch::NoGradGuard no_grad;
   EXPECT_NEAR(CausalLmLoss(s.model, s.ids, s.ids, LossImpl::kFull, 0).item<double>(),
@@ -117,7 +121,8 @@ TEST_P(PeftReferenceTest, CheckpointedSdpaGradientsMatchPeft) {
   options.attention = AttentionImpl::kSdpa;
   PeftCase s = Prepare(GetParam(), options);
   CausalLmLoss(s.model, s.ids, s.ids, LossImpl::kChunked, 5).backward();
-  const std::map<std::string, torch::Tensor> peft_grads = ReadTensors(GetParam() + "_grads.safetensors");
+  const std::map<std::string, torch::Tensor> peft_grads =
+      ReadTensors(GetParam() + "_grads.safetensors");
   for (const auto& [name, p] : TrainableParameters(*s.model)) {
     const torch::Tensor& want = peft_grads.at(name);
     EXPECT_LE(MaxAbsDiff(p.grad(), want), 1e-4 * want.abs().max().item<double>() + 1e-9) << name;

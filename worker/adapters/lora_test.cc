@@ -18,12 +18,11 @@
 namespace vramlab::worker {
 namespace {
 
+using adapter_testing::Rank4;
 using testing::InputIds;
 using testing::LoadCheckpoint;
 using testing::MaxAbsDiff;
-using adapter_testing::Rank4;
 using testing::ReadExpected;
-
 
 Qwen2ForCausalLM TinyWithLora(const LoraOptions& options, ModelOptions model_options = {}) {
   Qwen2ForCausalLM model = LoadCheckpoint("qwen2-tiny", model_options);
@@ -52,9 +51,12 @@ TEST(LoraTest, AdaptersHavePeftNamesShapesAndInit) {
   ASSERT_EQ(trainable.size(), 2u * 7 * 2);  // A and B, seven targets, two layers
   std::map<std::string, torch::Tensor> by_name(trainable.begin(), trainable.end());
   // q_proj: 64 -> 64, k_proj: 64 -> 32 (2 kv heads of 16), down_proj: 176 -> 64.
-  EXPECT_EQ(by_name.at("model.layers.0.self_attn.q_proj.lora_A.weight").sizes(), torch::IntArrayRef({4, 64}));
-  EXPECT_EQ(by_name.at("model.layers.0.self_attn.k_proj.lora_B.weight").sizes(), torch::IntArrayRef({32, 4}));
-  EXPECT_EQ(by_name.at("model.layers.1.mlp.down_proj.lora_A.weight").sizes(), torch::IntArrayRef({4, 176}));
+  EXPECT_EQ(by_name.at("model.layers.0.self_attn.q_proj.lora_A.weight").sizes(),
+            torch::IntArrayRef({4, 64}));
+  EXPECT_EQ(by_name.at("model.layers.0.self_attn.k_proj.lora_B.weight").sizes(),
+            torch::IntArrayRef({32, 4}));
+  EXPECT_EQ(by_name.at("model.layers.1.mlp.down_proj.lora_A.weight").sizes(),
+            torch::IntArrayRef({4, 176}));
   for (const auto& [name, p] : trainable) {
     EXPECT_EQ(p.scalar_type(), torch::kFloat32) << name;
     if (name.find(".lora_B.") != std::string::npos) {
@@ -92,11 +94,13 @@ TEST(LoraTest, BaseWeightsGetNoGradientAndStayBitIdentical) {
   for (const auto& item : model->named_parameters()) {
     if (!item.value().requires_grad()) frozen[item.key()] = item.value().clone();
   }
-  ASSERT_EQ(frozen.size(), 2u * 12 + 2);  // per layer: 7 weights, 3 biases, 2 norms; embedding, norm
+  ASSERT_EQ(frozen.size(),
+            2u * 12 + 2);  // per layer: 7 weights, 3 biases, 2 norms; embedding, norm
   adapter_testing::TrainCheckingOnlyTrainableGetGradients(model, ids, 3);
   for (const auto& item : model->named_parameters()) {
     auto before = frozen.find(item.key());
-    if (before != frozen.end()) EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
+    if (before != frozen.end())
+      EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
   }
   // The adapters did train: the loss moved off the base model's.
   const double loss = CausalLmLoss(model, ids, ids, LossImpl::kFull, 0).item<double>();
@@ -116,12 +120,13 @@ TEST(LoraTest, OptimizerStateCoversOnlyTheAdapters) {
     // 4096 elements (bitsandbytes' min_8bit_size), which every tiny adapter is.
     int64_t bytes_per_element;
   };
-  for (const Mode& mode : {Mode{"adamw", OptimizerKind::kAdamW, false, false, 8},
-                           Mode{"adamw offload", OptimizerKind::kAdamW, true, false, 8},
-                           Mode{"adamw in-backward", OptimizerKind::kAdamW, false, true, 8},
-                           Mode{"adamw-fp32-master", OptimizerKind::kAdamWFp32Master, false, false, 12},
-                           Mode{"sgd", OptimizerKind::kSgd, false, false, 4},
-                           Mode{"adamw-8bit", OptimizerKind::kAdamW8bit, false, false, 8}}) {
+  for (const Mode& mode :
+       {Mode{"adamw", OptimizerKind::kAdamW, false, false, 8},
+        Mode{"adamw offload", OptimizerKind::kAdamW, true, false, 8},
+        Mode{"adamw in-backward", OptimizerKind::kAdamW, false, true, 8},
+        Mode{"adamw-fp32-master", OptimizerKind::kAdamWFp32Master, false, false, 12},
+        Mode{"sgd", OptimizerKind::kSgd, false, false, 4},
+        Mode{"adamw-8bit", OptimizerKind::kAdamW8bit, false, false, 8}}) {
     Qwen2ForCausalLM model = TinyWithLora(Rank4());
     int64_t elements = 0;
     for (auto& [name, p] : TrainableParameters(*model)) elements += p.numel();

@@ -8,7 +8,8 @@ using torch::autograd::variable_list;
 
 class Nf4MatmulFunction : public torch::autograd::Function<Nf4MatmulFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const Nf4Tensor* weight) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const Nf4Tensor* weight) {
     ctx->saved_data["weight"] = reinterpret_cast<int64_t>(weight);
     return torch::linear(x, DequantizeNf4(*weight));
   }
@@ -30,7 +31,8 @@ torch::Tensor Nf4LoraLinear::Forward(LinearImpl& base, const torch::Tensor& x) {
   torch::Tensor result = Nf4Matmul(x, &weight_);
   if (base.bias.defined()) result = result + base.bias;
   torch::Tensor update = lora_->Update(x, base.is_training());
-  return result + (update.scalar_type() == result.scalar_type() ? update : update.to(result.scalar_type()));
+  return result +
+         (update.scalar_type() == result.scalar_type() ? update : update.to(result.scalar_type()));
 }
 
 }  // namespace vramlab::worker

@@ -37,7 +37,9 @@ TEST(Nf4Test, CodebookIsThePapersNormalFloatTable) {
 
 TEST(Nf4Test, CodebookValuesRoundTripExactly) {
   // One block: the double-quantised absmax is its own mean, so it decodes exactly.
-  torch::Tensor block = torch::cat({CodebookTensor(), CodebookTensor().flip(0), CodebookTensor(), CodebookTensor()}) * 3.0f;
+  torch::Tensor block =
+      torch::cat({CodebookTensor(), CodebookTensor().flip(0), CodebookTensor(), CodebookTensor()}) *
+      3.0f;
   Nf4Tensor q = QuantizeNf4(block.view({4, 16}), Tables());
   EXPECT_TRUE(torch::equal(DequantizeNf4(q), block.view({4, 16})));
   // First element in the high nibble: codes 0 and 1 -> 0x01.
@@ -45,7 +47,8 @@ TEST(Nf4Test, CodebookValuesRoundTripExactly) {
 }
 
 TEST(Nf4Test, StorageBytesAreExact) {
-  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{7, 9}, {100, 130}, {512, 512}, {64, 4160}}) {
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{7, 9}, {100, 130}, {512, 512}, {64, 4160}}) {
     torch::Tensor w = torch::randn(shape);
     Nf4Tensor q = QuantizeNf4(w, Tables());
     const int64_t n = w.numel();
@@ -59,7 +62,8 @@ TEST(Nf4Test, StorageBytesAreExact) {
   EXPECT_EQ(Tables(torch::kBFloat16)->bytes(), 256 * 2 * 2 + (256 + 255) * 4);
   // 7B's MLP weight, 3584 x 18944: 4.127 bits per element.
   const int64_t n = int64_t{3584} * 18944;
-  EXPECT_EQ(spec_rules::Nf4CodeBytes(n) + spec_rules::Nf4ConstantBytes(n), 33947648 + 1060864 + 16576);
+  EXPECT_EQ(spec_rules::Nf4CodeBytes(n) + spec_rules::Nf4ConstantBytes(n),
+            33947648 + 1060864 + 16576);
 }
 
 TEST(Nf4Test, EachElementTakesTheNearestCodebookValue) {
@@ -105,7 +109,8 @@ TEST(Nf4Test, RoundTripErrorIsBoundedByTheCodebookSpacing) {
   bf16.tables = Tables(torch::kBFloat16);
   const torch::Tensor back16 = DequantizeNf4(bf16);
   EXPECT_EQ(back16.scalar_type(), torch::kBFloat16);
-  EXPECT_LE((back16.to(torch::kFloat32) - back).abs().max().item<double>(), back.abs().max().item<double>() / 64);
+  EXPECT_LE((back16.to(torch::kFloat32) - back).abs().max().item<double>(),
+            back.abs().max().item<double>() / 64);
 }
 
 TEST(Nf4Test, MatmulBackwardGivesTheInputGradientOfTheDequantisedWeight) {

@@ -11,21 +11,25 @@ namespace {
 
 bool EndsWithBuffer(const std::string& name, const char* buffer) {
   const std::string suffix(buffer);
-  if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  if (name.size() < suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
   return name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.';
 }
 
 }  // namespace
 
 bool IsNf4ConstantBuffer(const std::string& name) {
-  return EndsWithBuffer(name, kNf4AbsmaxCodesBuffer) || EndsWithBuffer(name, kNf4AbsmaxScalesBuffer);
+  return EndsWithBuffer(name, kNf4AbsmaxCodesBuffer) ||
+         EndsWithBuffer(name, kNf4AbsmaxScalesBuffer);
 }
 
 bool IsNf4StorageBuffer(const std::string& name) {
   return EndsWithBuffer(name, kNf4CodesBuffer) || IsNf4ConstantBuffer(name);
 }
 
-QloraSummary AttachQlora(Qwen2ForCausalLMImpl& model, const LoraOptions& options, const torch::Device& device) {
+QloraSummary AttachQlora(Qwen2ForCausalLMImpl& model, const LoraOptions& options,
+                         const torch::Device& device) {
   QloraSummary summary;
   summary.adapters = AttachLora(model, options);
   torch::NoGradGuard no_grad;

@@ -25,11 +25,11 @@ namespace vramlab::worker {
 
 struct QloraSummary {
   AdapterSummary adapters;
-  int64_t nf4_code_bytes = 0;           // packed 4-bit codes of every quantised weight
+  int64_t nf4_code_bytes = 0;  // packed 4-bit codes of every quantised weight
   // Absmax codes and scales of every quantised weight, and the shared lookup tables (Nf4Tables).
   int64_t quantization_constant_bytes = 0;
-  int64_t nf4_table_bytes = 0;          // the shared lookup tables' share of the above
-  int64_t quantized_parameters = 0;     // elements stored in NF4
+  int64_t nf4_table_bytes = 0;       // the shared lookup tables' share of the above
+  int64_t quantized_parameters = 0;  // elements stored in NF4
 };
 
 // The buffers under which a quantised projection exposes its NF4 storage (Nf4Tensor's codes,
@@ -46,7 +46,8 @@ bool IsNf4ConstantBuffer(const std::string& name);
 
 // Freezes `model` (on the host), attaches LoRA, quantises the targeted base weights to NF4 on
 // `device` and moves the rest there. Throws std::invalid_argument as AttachLora does.
-QloraSummary AttachQlora(Qwen2ForCausalLMImpl& model, const LoraOptions& options, const torch::Device& device);
+QloraSummary AttachQlora(Qwen2ForCausalLMImpl& model, const LoraOptions& options,
+                         const torch::Device& device);
 
 }  // namespace vramlab::worker
 

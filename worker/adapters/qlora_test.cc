@@ -19,11 +19,10 @@
 namespace vramlab::worker {
 namespace {
 
+using adapter_testing::Rank4;
 using testing::InputIds;
 using testing::LoadCheckpoint;
-using adapter_testing::Rank4;
 using testing::ReadExpected;
-
 
 double Loss(Qwen2ForCausalLM& model, const torch::Tensor& ids) {
   torch::NoGradGuard no_grad;
@@ -63,8 +62,8 @@ TEST(QloraTest, LossIsCloseToLoraOnTheSameData) {
   Qwen2ForCausalLM qlora = LoadCheckpoint("qwen2-tiny");
   AttachQlora(*qlora, Rank4(), torch::kCPU);
   const double lora_loss = Loss(lora, ids), qlora_loss = Loss(qlora, ids);
-  std::printf("tiny fp32, step 0: LoRA loss %.6f, QLoRA loss %.6f, gap %.6f\n", lora_loss, qlora_loss,
-              qlora_loss - lora_loss);
+  std::printf("tiny fp32, step 0: LoRA loss %.6f, QLoRA loss %.6f, gap %.6f\n", lora_loss,
+              qlora_loss, qlora_loss - lora_loss);
   EXPECT_NE(qlora_loss, lora_loss);  // the base weights really are quantised
   EXPECT_NEAR(qlora_loss, lora_loss, 0.02);
 }
@@ -90,7 +89,8 @@ TEST(QloraTest, OnlyAdaptersTrainAndTheNf4CodesStayBitIdentical) {
     }
     for (const auto& item : model->named_parameters()) {
       auto before = frozen.find(item.key());
-      if (before != frozen.end()) EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
+      if (before != frozen.end())
+        EXPECT_TRUE(torch::equal(before->second, item.value())) << item.key();
     }
   }
 }

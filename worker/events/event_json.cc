@@ -138,8 +138,10 @@ json ToJson(const MemoryAnatomy& a) {
       {"adapterWeightsBytes", Int64(a.adapter_weights_bytes)},
       {"quantizationConstantsBytes", Int64(a.quantization_constants_bytes)},
   };
-  if (a.gathered_parameters_bytes > 0) j["gatheredParametersBytes"] = Int64(a.gathered_parameters_bytes);
-  if (a.communication_buffers_bytes > 0) j["communicationBuffersBytes"] = Int64(a.communication_buffers_bytes);
+  if (a.gathered_parameters_bytes > 0)
+    j["gatheredParametersBytes"] = Int64(a.gathered_parameters_bytes);
+  if (a.communication_buffers_bytes > 0)
+    j["communicationBuffersBytes"] = Int64(a.communication_buffers_bytes);
   if (a.at_peak_allocated.known) j["atPeakAllocated"] = ToJson(a.at_peak_allocated);
   if (a.at_peak_reserved.known) j["atPeakReserved"] = ToJson(a.at_peak_reserved);
   return j;

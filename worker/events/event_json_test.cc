@@ -30,7 +30,8 @@ TEST(EventJsonTest, NonFiniteDoublesAreStrings) {
 
 TEST(EventJsonTest, ErrorsAndNoticesUseEnumNames) {
   EXPECT_EQ(ToJson(WorkerError{ErrorKind::kInvalidSpec, "bad", "training.seq_len"}),
-            (nlohmann::json{{"kind", "INVALID_SPEC"}, {"message", "bad"}, {"field", "training.seq_len"}}));
+            (nlohmann::json{
+                {"kind", "INVALID_SPEC"}, {"message", "bad"}, {"field", "training.seq_len"}}));
   EXPECT_EQ(NoticeJson(NoticeLevel::kWarning, "x")["level"], "WARNING");
 }
 

@@ -19,7 +19,9 @@ void EventSink::Step(const StepResult& step) { Emit("step", ToJson(step)); }
 void EventSink::Oom(const OomReport& oom) { Emit("oom", ToJson(oom)); }
 void EventSink::SweepPoint(const SweepPointResult& point) { Emit("sweepPoint", ToJson(point)); }
 void EventSink::Report(const FinalReport& report) { Emit("report", ToJson(report)); }
-void EventSink::Notice(NoticeLevel level, const std::string& message) { Emit("notice", NoticeJson(level, message)); }
+void EventSink::Notice(NoticeLevel level, const std::string& message) {
+  Emit("notice", NoticeJson(level, message));
+}
 void EventSink::Error(const WorkerError& error) { Emit("error", ToJson(error)); }
 
 void EventSink::Emit(const char* payload_key, const nlohmann::json& body) {
@@ -44,7 +46,8 @@ void EventSink::Append(const std::string& line, bool is_sample) {
   pending_ += line;
   pending_ += '\n';
   lines_accepted_.fetch_add(1, std::memory_order_relaxed);
-  if (is_sample && now - pending_since_ < kSampleBatchWindow && pending_.size() < kSampleBatchBytes) return;
+  if (is_sample && now - pending_since_ < kSampleBatchWindow && pending_.size() < kSampleBatchBytes)
+    return;
   WriteAll(pending_);
   pending_.clear();
 }

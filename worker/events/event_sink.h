@@ -63,9 +63,9 @@ class EventSink {
   void WriteAll(const std::string& data);
 
   const int fd_;
-  std::mutex mu_;  // serializes whole lines
-  std::string pending_;                                 // guarded by mu_: whole sample lines
-  std::chrono::steady_clock::time_point pending_since_; // guarded by mu_
+  std::mutex mu_;                                        // serializes whole lines
+  std::string pending_;                                  // guarded by mu_: whole sample lines
+  std::chrono::steady_clock::time_point pending_since_;  // guarded by mu_
   std::atomic<int64_t> lines_accepted_{0};
   std::atomic<bool> healthy_{true};
 };

@@ -27,7 +27,8 @@ class EventSinkTest : public ::testing::Test {
   std::string Drain() {
     std::string out;
     char buf[4096];
-    for (ssize_t n; (n = ::read(fds_[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = ::read(fds_[0], buf, sizeof(buf))) > 0;)
+      out.append(buf, static_cast<size_t>(n));
     return out;
   }
   static MemorySample SampleAt(int64_t allocated) {

@@ -1,7 +1,7 @@
 // The worker's event stream, byte for byte: every payload kind, and every field a writer sets only
-// in some runs (free-block fragmentation, categories, gathered parameters, the peak moments), written
-// through a real EventSink and compared with testdata/event_stream.golden.jsonl. The daemon parses
-// these lines with protobuf's JsonStringToMessage, so any change in them is a change of the
+// in some runs (free-block fragmentation, categories, gathered parameters, the peak moments),
+// written through a real EventSink and compared with testdata/event_stream.golden.jsonl. The daemon
+// parses these lines with protobuf's JsonStringToMessage, so any change in them is a change of the
 // worker's contract: a new field changes the golden file (VRAMLAB_WRITE_GOLDEN=FILE writes the
 // stream this build produces), and nothing else may.
 #include <unistd.h>
@@ -73,17 +73,23 @@ MemoryAnatomy Anatomy(bool parallel) {
 }
 
 void WriteEveryEvent(EventSink& sink) {
-  sink.Started({"0.1.0", "2.11.0", DeviceKind::kCuda, "NVIDIA H200", int64_t{150} << 30, 494032768, 4242});
+  sink.Started(
+      {"0.1.0", "2.11.0", DeviceKind::kCuda, "NVIDIA H200", int64_t{150} << 30, 494032768, 4242});
   sink.Notice(NoticeLevel::kInfo, "attention: sdpa \"flash\"\n");
-  sink.Notice(NoticeLevel::kWarning, "caf\xc3\xa9 \xff");  // invalid UTF-8 is replaced, never dropped
+  sink.Notice(NoticeLevel::kWarning,
+              "caf\xc3\xa9 \xff");  // invalid UTF-8 is replaced, never dropped
   sink.PhaseChange({Phase::kLoad, PhaseEdge::kBegin, {Phase::kLoad, 0, 0, 0}, Sample(1, false)});
   sink.Sample(Sample(2, false));
   sink.Sample(Sample(3, true));
-  sink.PhaseChange({Phase::kZeroGrad, PhaseEdge::kEnd, {Phase::kZeroGrad, 3, 1, 0}, Sample(4, true)});
+  sink.PhaseChange(
+      {Phase::kZeroGrad, PhaseEdge::kEnd, {Phase::kZeroGrad, 3, 1, 0}, Sample(4, true)});
   sink.Step({1, 0, 10.5, 0.125, 4096.0, 0.0, 5000, 6000});
-  sink.Step({2, 1, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 1e-300,
-             0.5, 7000, 8000});
-  sink.Oom({{Phase::kForward, 2, 0, 1}, int64_t{1} << 33, 123, "CUDA out of memory. Tried to allocate 8.00 GiB",
+  sink.Step({2, 1, std::numeric_limits<double>::infinity(),
+             -std::numeric_limits<double>::infinity(), 1e-300, 0.5, 7000, 8000});
+  sink.Oom({{Phase::kForward, 2, 0, 1},
+            int64_t{1} << 33,
+            123,
+            "CUDA out of memory. Tried to allocate 8.00 GiB",
             Sample(5, true)});
   SweepPointResult fitted{0, 512, false, Anatomy(false), 0.5, 1024.0, 9.75, 0.25, "sdpa"};
   SweepPointResult oom{1, 1024, true, Anatomy(true), 0, 0, 0, 0, ""};
@@ -109,7 +115,8 @@ void WriteEveryEvent(EventSink& sink) {
   report.warmup_step_time_seconds = 0.75;
   sink.Report(report);
   sink.Report(FinalReport{});
-  sink.Error({ErrorKind::kInvalidSpec, "training.seq_len: must be between 2 and 4194304, got 1", "training.seq_len"});
+  sink.Error({ErrorKind::kInvalidSpec, "training.seq_len: must be between 2 and 4194304, got 1",
+              "training.seq_len"});
   sink.Error({ErrorKind::kInternal, "", ""});
 }
 
@@ -131,7 +138,8 @@ TEST(EventStreamGoldenTest, EveryEventIsByteIdenticalToTheGoldenFile) {
   close(fd);
   const std::string written = ReadFile(path);
   std::remove(path);
-  const std::string golden_path = std::string(VRAMLAB_SOURCE_DIR) + "/worker/events/testdata/event_stream.golden.jsonl";
+  const std::string golden_path =
+      std::string(VRAMLAB_SOURCE_DIR) + "/worker/events/testdata/event_stream.golden.jsonl";
   if (const char* out = std::getenv("VRAMLAB_WRITE_GOLDEN")) {
     std::ofstream(out, std::ios::binary) << written;
   }

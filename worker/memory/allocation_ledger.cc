@@ -3,7 +3,9 @@
 namespace vramlab::worker {
 namespace {
 
-int64_t& Of(CategoryByteArray& bytes, BlockCategory category) { return bytes[static_cast<size_t>(category)]; }
+int64_t& Of(CategoryByteArray& bytes, BlockCategory category) {
+  return bytes[static_cast<size_t>(category)];
+}
 
 }  // namespace
 
@@ -52,7 +54,8 @@ void AllocationLedger::ObserveLocked(int64_t allocated, int64_t reserved) {
   }
 }
 
-void AllocationLedger::Allocated(uintptr_t address, int64_t bytes, int64_t allocated_after, int64_t reserved_after) {
+void AllocationLedger::Allocated(uintptr_t address, int64_t bytes, int64_t allocated_after,
+                                 int64_t reserved_after) {
   std::lock_guard<std::mutex> lock(mu_);
   Block& block = live_[address];
   // An address the allocator handed out again was freed in between (a free the ledger missed

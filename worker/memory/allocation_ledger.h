@@ -107,9 +107,9 @@ class AllocationLedger {
   std::unordered_map<uintptr_t, Block> live_;  // guarded by mu_
   CategoryByteArray live_bytes_{};             // guarded by mu_: live_ summed by category
   uint64_t sequence_ = 0;                      // guarded by mu_: of the latest allocation
-  int64_t allocated_ = 0;                      // guarded by mu_: the allocator's, after the latest event
-  int64_t reserved_ = 0;                       // guarded by mu_
-  LoopPosition position_;                      // guarded by mu_
+  int64_t allocated_ = 0;  // guarded by mu_: the allocator's, after the latest event
+  int64_t reserved_ = 0;   // guarded by mu_
+  LoopPosition position_;  // guarded by mu_
 
   // The allocated peak moment (guarded by mu_).
   int64_t peak_allocated_ = 0;

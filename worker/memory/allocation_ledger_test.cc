@@ -8,8 +8,8 @@ namespace vramlab::worker {
 namespace {
 
 int64_t Sum(const CategoryBytes& c) {
-  return c.weights_bytes + c.adapter_weights_bytes + c.quantization_constants_bytes + c.gradients_bytes +
-         c.optimizer_state_bytes + c.activations_bytes + c.temporaries_bytes;
+  return c.weights_bytes + c.adapter_weights_bytes + c.quantization_constants_bytes +
+         c.gradients_bytes + c.optimizer_state_bytes + c.activations_bytes + c.temporaries_bytes;
 }
 
 // A CPU-like allocator: reserved == allocated, totals kept here.
@@ -46,7 +46,7 @@ TEST(AllocationLedgerTest, PeakMomentCountsBlocksFreedAfterItByTheirCategory) {
   a.Alloc(0x400, 1000);  // gradient
   a.Alloc(0x500, 200);   // backward temporary: peak = 1000 + 300 + 1000 + 200 = 2500
   a.Free(0x500, 200);
-  a.Free(0x200, 300);    // the activation is freed after the peak
+  a.Free(0x200, 300);  // the activation is freed after the peak
   ledger.Attribute(backward, BlockCategory::kTemporary, {{0x400, BlockCategory::kGradients}});
   ASSERT_TRUE(ledger.ClassifyPeakIfMoved());
 
@@ -92,7 +92,7 @@ TEST(AllocationLedgerTest, ReservedPeakIsTheFullestMomentAtTheLargestFootprint) 
   ledger.Observe(0, 2048);                  // a segment reserved before the block is handed out
   ledger.Allocated(0x1, 1536, 1536, 2048);  // fullest at 2048 reserved: cache 512
   ledger.Freed(0x1, 0, 2048);
-  ledger.Observe(0, 1024);                  // segment released
+  ledger.Observe(0, 1024);  // segment released
   const PeakReservedMoment r = ledger.reserved_peak();
   EXPECT_EQ(r.reserved_bytes, 2048);
   EXPECT_EQ(r.allocated_bytes, 1536);

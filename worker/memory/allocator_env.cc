@@ -2,11 +2,11 @@
 
 #include <cstdlib>
 
-
 namespace vramlab::worker {
 
 bool AllocatorEnvPresent() {
-  return std::getenv("PYTORCH_CUDA_ALLOC_CONF") != nullptr || std::getenv("PYTORCH_ALLOC_CONF") != nullptr;
+  return std::getenv("PYTORCH_CUDA_ALLOC_CONF") != nullptr ||
+         std::getenv("PYTORCH_ALLOC_CONF") != nullptr;
 }
 
 void SetAllocatorEnv(const std::string& conf) {

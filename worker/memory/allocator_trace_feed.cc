@@ -7,7 +7,8 @@ namespace vramlab::worker {
 void AllocatorTraceFeed::CompleteLocked(int64_t allocated_after_open, int64_t reserved) {
   if (!open_) return;
   open_ = false;
-  ledger_->Allocated(open_address_, allocated_after_open - open_before_, allocated_after_open, reserved);
+  ledger_->Allocated(open_address_, allocated_after_open - open_before_, allocated_after_open,
+                     reserved);
 }
 
 void AllocatorTraceFeed::OnAlloc(uintptr_t address, const AllocatorTotals& before_this) {

@@ -56,9 +56,9 @@ class AllocatorTraceFeed {
   AllocationLedger* const ledger_;
   std::mutex mu_;
   std::atomic<uint64_t> events_{0};
-  bool open_ = false;             // guarded by mu_: an ALLOC whose size is not known yet
-  uintptr_t open_address_ = 0;    // guarded by mu_
-  int64_t open_before_ = 0;       // guarded by mu_: allocated just before it
+  bool open_ = false;           // guarded by mu_: an ALLOC whose size is not known yet
+  uintptr_t open_address_ = 0;  // guarded by mu_
+  int64_t open_before_ = 0;     // guarded by mu_: allocated just before it
 };
 
 }  // namespace vramlab::worker

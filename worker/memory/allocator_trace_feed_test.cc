@@ -75,8 +75,8 @@ TEST(AllocatorTraceFeedTest, SettleIsIgnoredWhenAnEventArrivedAfterTheReading) {
   a.Alloc(0x1, 100);
   const uint64_t before = feed.events();
   const AllocatorTotals stale{0, 0, 0};
-  a.Alloc(0x2, 200);             // completes 0x1 from fresh totals
-  feed.Settle(before, stale);    // must not complete 0x2 from the stale ones
+  a.Alloc(0x2, 200);           // completes 0x1 from fresh totals
+  feed.Settle(before, stale);  // must not complete 0x2 from the stale ones
   a.Settle();
   EXPECT_EQ(ledger.BlockBytes(0x1), 100);
   EXPECT_EQ(ledger.BlockBytes(0x2), 200);

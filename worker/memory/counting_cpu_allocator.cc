@@ -63,9 +63,10 @@ c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
     last_refused_.store(bytes, std::memory_order_relaxed);
     free_at_refusal_.store(limit - held, std::memory_order_relaxed);
     held_at_refusal_.store(held, std::memory_order_relaxed);
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (vramlab counting allocator). Tried to allocate ",
-                     bytes, " bytes (", MiB(bytes), "); limit ", limit, " bytes (", MiB(limit), "), ", held,
-                     " bytes allocated, ", limit - held, " bytes free.");
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "CPU out of memory (vramlab counting allocator). Tried to allocate ", bytes,
+                     " bytes (", MiB(bytes), "); limit ", limit, " bytes (", MiB(limit), "), ",
+                     held, " bytes allocated, ", limit - held, " bytes free.");
   }
   int64_t peak = peak_.load(std::memory_order_relaxed);
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -86,7 +87,8 @@ c10::DataPtr CountingCpuAllocator::AllocateCounted(size_t n) const {
   void* payload = header + 1;
   if (ledger != nullptr) ledger->Allocated(reinterpret_cast<uintptr_t>(payload), bytes, now, now);
   // Context == data, so the raw allocate/deallocate interface works too (see raw_deleter()).
-  return c10::DataPtr(payload, payload, &CountingCpuAllocator::Delete, c10::Device(c10::DeviceType::CPU));
+  return c10::DataPtr(payload, payload, &CountingCpuAllocator::Delete,
+                      c10::Device(c10::DeviceType::CPU));
 }
 
 void CountingCpuAllocator::Delete(void* data) {
@@ -98,7 +100,8 @@ void CountingCpuAllocator::Delete(void* data) {
     std::unique_lock<std::mutex> lock(owner->ledger_mu_, std::defer_lock);
     if (ledger != nullptr) lock.lock();
     const int64_t now =
-        owner->allocated_.fetch_sub(header->payload_bytes, std::memory_order_relaxed) - header->payload_bytes;
+        owner->allocated_.fetch_sub(header->payload_bytes, std::memory_order_relaxed) -
+        header->payload_bytes;
     // Before the block goes back to malloc: an allocation that reuses the address comes after.
     if (ledger != nullptr) ledger->Freed(reinterpret_cast<uintptr_t>(data), now, now);
   }
@@ -107,7 +110,9 @@ void CountingCpuAllocator::Delete(void* data) {
   if (deleter != nullptr) deleter(context);
 }
 
-c10::DeleterFnPtr CountingCpuAllocator::raw_deleter() const { return &CountingCpuAllocator::Delete; }
+c10::DeleterFnPtr CountingCpuAllocator::raw_deleter() const {
+  return &CountingCpuAllocator::Delete;
+}
 
 void CountingCpuAllocator::ResetPeak() {
   peak_.store(allocated_.load(std::memory_order_relaxed), std::memory_order_relaxed);

@@ -16,7 +16,8 @@ std::string CpuModelName() {
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("model name", 0) == 0) {
       auto colon = line.find(':');
-      if (colon != std::string::npos) return "cpu: " + line.substr(line.find_first_not_of(' ', colon + 1));
+      if (colon != std::string::npos)
+        return "cpu: " + line.substr(line.find_first_not_of(' ', colon + 1));
     }
   }
   return "cpu";
@@ -53,7 +54,8 @@ class CpuBackend final : public DeviceBackend {
   // (the emulated card), else the machine's RAM.
   DeviceUsage Usage() override {
     const int64_t limit = allocator_->limit();
-    return {allocator_->allocated_bytes(), limit > 0 ? limit : PagesToBytes(sysconf(_SC_PHYS_PAGES))};
+    return {allocator_->allocated_bytes(),
+            limit > 0 ? limit : PagesToBytes(sysconf(_SC_PHYS_PAGES))};
   }
 
   FreeBlocks ReadFreeBlocks() override { return {}; }  // nothing is cached: no free blocks

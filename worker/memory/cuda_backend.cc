@@ -23,7 +23,6 @@ namespace {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
 
-
 // Written by the allocator's OOM observer. Observers cannot be detached, so this state lives as
 // long as the process rather than in a backend object.
 std::atomic<bool> g_oom_seen{false};
@@ -54,7 +53,8 @@ class CudaBackend final : public DeviceBackend {
       g_oom_free.store(device_free, std::memory_order_relaxed);
       // The stats at the refusal, before unwinding frees the failed step's tensors.
       const auto stats = cca::getDeviceStats(kCudaDevice);
-      g_oom_allocated.store(stats.allocated_bytes[kAggregateStat].current, std::memory_order_relaxed);
+      g_oom_allocated.store(stats.allocated_bytes[kAggregateStat].current,
+                            std::memory_order_relaxed);
       g_oom_reserved.store(stats.reserved_bytes[kAggregateStat].current, std::memory_order_relaxed);
       g_oom_seen.store(true, std::memory_order_release);
     });
@@ -171,7 +171,8 @@ namespace vramlab::worker {
 bool CudaDeviceAvailable() { return false; }
 
 std::unique_ptr<DeviceBackend> MakeCudaBackend() {
-  throw std::runtime_error("this vramlab-worker was built without CUDA (LibTorch " TORCH_VERSION ")");
+  throw std::runtime_error("this vramlab-worker was built without CUDA (LibTorch " TORCH_VERSION
+                           ")");
 }
 
 }  // namespace vramlab::worker

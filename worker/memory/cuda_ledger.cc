@@ -2,7 +2,8 @@
 
 #include <torch/version.h>
 
-#if defined(VRAMLAB_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2))
+#if defined(VRAMLAB_WITH_CUDA) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2))
 #define VRAMLAB_HAVE_CUDA_TRACE_TRACKER 1
 #include <atomic>
 #include <memory>
@@ -20,7 +21,6 @@ namespace vramlab::worker {
 namespace {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
-
 
 // Trackers cannot be detached, so the feed lives as long as the process.
 std::atomic<AllocatorTraceFeed*> g_feed{nullptr};

@@ -22,8 +22,9 @@ constexpr size_t kMaxHistoryEntries = 100000;
 
 bool StartCudaMemoryHistory(std::string* why_not) {
   try {
-    torch::cuda::_record_memory_history(std::optional<std::string>("all"), std::optional<std::string>("all"),
-                                        std::string("all"), kMaxHistoryEntries);
+    torch::cuda::_record_memory_history(std::optional<std::string>("all"),
+                                        std::optional<std::string>("all"), std::string("all"),
+                                        kMaxHistoryEntries);
     return true;
   } catch (const std::exception& e) {
     *why_not = e.what();

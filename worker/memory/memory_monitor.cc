@@ -82,7 +82,8 @@ MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
   if (cost != nullptr) {
     cost->driver_ns = driver_ns;
     cost->allocator_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - before_stats).count() - driver_ns;
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - before_stats).count() -
+        driver_ns;
   }
   s.time_seconds = SecondsSinceStart();
   s.allocated_bytes = stats.allocated;
@@ -90,21 +91,25 @@ MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
   s.active_bytes = stats.active;
   s.inactive_split_bytes = stats.inactive_split;
   s.requested_bytes = stats.requested;
-  s.peak_allocated_bytes = std::max(stats.peak_allocated, point_peak_allocated_.load(std::memory_order_relaxed));
-  s.peak_reserved_bytes = std::max(stats.peak_reserved, point_peak_reserved_.load(std::memory_order_relaxed));
+  s.peak_allocated_bytes =
+      std::max(stats.peak_allocated, point_peak_allocated_.load(std::memory_order_relaxed));
+  s.peak_reserved_bytes =
+      std::max(stats.peak_reserved, point_peak_reserved_.load(std::memory_order_relaxed));
   s.alloc_retries = stats.alloc_retries;
   s.oom_count = stats.oom_count;
   s.device_used_bytes = usage.used;
   s.device_total_bytes = usage.total;
-  s.fragmentation_ratio =
-      stats.reserved > 0 ? 1.0 - static_cast<double>(stats.allocated) / static_cast<double>(stats.reserved) : 0.0;
+  s.fragmentation_ratio = stats.reserved > 0 ? 1.0 - static_cast<double>(stats.allocated) /
+                                                         static_cast<double>(stats.reserved)
+                                             : 0.0;
   if (ledger_ != nullptr) {
     // The ledger is read a moment after the allocator; what moved in between is left to the
     // temporaries, so that the categories add up to this reading's allocated.
     CategoryByteArray live = ledger_->LiveBytes();
     int64_t attributed = 0;
     for (size_t i = 1; i < live.size(); ++i) attributed += live[i];
-    live[static_cast<size_t>(BlockCategory::kTemporary)] = std::max<int64_t>(0, stats.allocated - attributed);
+    live[static_cast<size_t>(BlockCategory::kTemporary)] =
+        std::max<int64_t>(0, stats.allocated - attributed);
     s.has_categories = true;
     s.categories = ToCategoryBytes(live);
   }
@@ -113,9 +118,9 @@ MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
     s.has_free_block_fragmentation = true;
     s.largest_free_block_bytes = blocks.largest_free_block;
     s.free_block_fragmentation_ratio =
-        blocks.free_inside_reserved > 0
-            ? 1.0 - static_cast<double>(blocks.largest_free_block) / static_cast<double>(blocks.free_inside_reserved)
-            : 0.0;
+        blocks.free_inside_reserved > 0 ? 1.0 - static_cast<double>(blocks.largest_free_block) /
+                                                    static_cast<double>(blocks.free_inside_reserved)
+                                        : 0.0;
   }
   return s;
 }

@@ -76,10 +76,10 @@ class MemoryMonitor {
   std::atomic<int64_t> point_peak_reserved_{0};
 
   std::mutex driver_mu_;
-  bool have_driver_view_ = false;                     // guarded by driver_mu_
-  DeviceUsage driver_view_;                           // guarded by driver_mu_
-  int64_t reserved_at_driver_view_ = 0;               // guarded by driver_mu_
-  std::chrono::steady_clock::time_point driver_read_; // guarded by driver_mu_
+  bool have_driver_view_ = false;                      // guarded by driver_mu_
+  DeviceUsage driver_view_;                            // guarded by driver_mu_
+  int64_t reserved_at_driver_view_ = 0;                // guarded by driver_mu_
+  std::chrono::steady_clock::time_point driver_read_;  // guarded by driver_mu_
 };
 
 }  // namespace vramlab::worker

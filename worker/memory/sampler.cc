@@ -29,12 +29,16 @@ void Sampler::WaitForFirstSample() {
 
 double Sampler::overhead_ratio() const {
   const int64_t wall = wall_ns_.load(std::memory_order_relaxed);
-  return wall > 0 ? static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / static_cast<double>(wall) : 0.0;
+  return wall > 0 ? static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) /
+                        static_cast<double>(wall)
+                  : 0.0;
 }
 
 double Sampler::cpu_ratio() const {
   const int64_t wall = wall_ns_.load(std::memory_order_relaxed);
-  return wall > 0 ? static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) / static_cast<double>(wall) : 0.0;
+  return wall > 0 ? static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) /
+                        static_cast<double>(wall)
+                  : 0.0;
 }
 
 std::string Sampler::CostSummary() const {
@@ -49,9 +53,10 @@ std::string Sampler::CostSummary() const {
                 "driver view read %lld times at %.1f us; busy %.3f%% of wall, CPU %.3f%% of wall",
                 static_cast<long long>(n), static_cast<long long>(interval_.count()),
                 mean_us(allocator_ns_.load(std::memory_order_relaxed), n),
-                mean_us(emit_ns_.load(std::memory_order_relaxed), n), static_cast<long long>(driver_reads),
-                mean_us(driver_ns_.load(std::memory_order_relaxed), driver_reads), overhead_ratio() * 100,
-                cpu_ratio() * 100);
+                mean_us(emit_ns_.load(std::memory_order_relaxed), n),
+                static_cast<long long>(driver_reads),
+                mean_us(driver_ns_.load(std::memory_order_relaxed), driver_reads),
+                overhead_ratio() * 100, cpu_ratio() * 100);
   return line;
 }
 
@@ -103,8 +108,9 @@ void Sampler::Run() {
     if (next < end) next = end + interval_;
     cv_.wait_until(lock, next, [this] { return stop_; });
   }
-  wall_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count(),
-                 std::memory_order_relaxed);
+  wall_ns_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count(),
+      std::memory_order_relaxed);
 }
 
 }  // namespace vramlab::worker

@@ -31,7 +31,8 @@ class Sampler {
  public:
   using Observer = std::function<void(const MemorySample&)>;
 
-  Sampler(MemoryMonitor* monitor, EventSink* sink, std::chrono::milliseconds interval, Observer observer)
+  Sampler(MemoryMonitor* monitor, EventSink* sink, std::chrono::milliseconds interval,
+          Observer observer)
       : monitor_(monitor), sink_(sink), interval_(interval), observer_(std::move(observer)) {}
   ~Sampler() { Stop(); }
   Sampler(const Sampler&) = delete;
@@ -62,8 +63,8 @@ class Sampler {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;          // guarded by mu_
-  bool first_written_ = false; // guarded by mu_
+  bool stop_ = false;           // guarded by mu_
+  bool first_written_ = false;  // guarded by mu_
   std::atomic<int64_t> samples_{0};
   std::atomic<int64_t> busy_ns_{0};
   std::atomic<int64_t> allocator_ns_{0};

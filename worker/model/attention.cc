@@ -8,7 +8,7 @@
 // at::scaled_dot_product_attention and at::_fused_sdp_choice grew arguments over 2.x: `scale` in
 // 2.1, `enable_gqa` in 2.5. Defaults are equal to what this model passes when they are absent.
 #define VRAMLAB_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||           \
+  (TORCH_VERSION_MAJOR > (major) ||          \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace vramlab::worker {
@@ -39,14 +39,17 @@ torch::Tensor CausalMask(int64_t seq_len, torch::Dtype dtype, torch::Device devi
 torch::Tensor SlidingWindowAllowed(int64_t seq_len, int64_t window, torch::Device device) {
   auto options = torch::TensorOptions().dtype(torch::kBool).device(device);
   // Lower triangle (kv <= q) minus the diagonals at or below -window (q - kv >= window).
-  return torch::ones({seq_len, seq_len}, options).tril_(0).logical_and_(
-      torch::ones({seq_len, seq_len}, options).triu_(-(window - 1)));
+  return torch::ones({seq_len, seq_len}, options)
+      .tril_(0)
+      .logical_and_(torch::ones({seq_len, seq_len}, options).triu_(-(window - 1)));
 }
 
-torch::Tensor SlidingWindowMask(int64_t seq_len, int64_t window, torch::Dtype dtype, torch::Device device) {
+torch::Tensor SlidingWindowMask(int64_t seq_len, int64_t window, torch::Dtype dtype,
+                                torch::Device device) {
   auto options = torch::TensorOptions().dtype(dtype).device(device);
   return torch::zeros({seq_len, seq_len}, options)
-      .masked_fill_(SlidingWindowAllowed(seq_len, window, device).logical_not_(), LowestValue(dtype));
+      .masked_fill_(SlidingWindowAllowed(seq_len, window, device).logical_not_(),
+                    LowestValue(dtype));
 }
 
 torch::Tensor EagerAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -70,12 +73,18 @@ namespace {
 
 std::string SdpBackendName(int64_t choice) {
   switch (choice) {  // sdp::SDPBackend numbering
-    case 0: return "math";
-    case 1: return "flash";
-    case 2: return "efficient";
-    case 3: return "cudnn";
-    case 4: return "overrideable";
-    default: return "unknown (" + std::to_string(choice) + ")";
+    case 0:
+      return "math";
+    case 1:
+      return "flash";
+    case 2:
+      return "efficient";
+    case 3:
+      return "cudnn";
+    case 4:
+      return "overrideable";
+    default:
+      return "unknown (" + std::to_string(choice) + ")";
   }
 }
 
@@ -83,7 +92,8 @@ std::string SdpBackendName(int64_t choice) {
 #endif
 
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            double scaling, bool native_gqa, std::string* backend, const torch::Tensor& allowed) {
+                            double scaling, bool native_gqa, std::string* backend,
+                            const torch::Tensor& allowed) {
 #if VRAMLAB_TORCH_AT_LEAST(2, 0)
   const bool enable_gqa = native_gqa && SdpaNativeGqaAvailable();
   const int64_t n_rep = enable_gqa ? 1 : q.size(1) / k.size(1);

@@ -20,7 +20,8 @@ torch::Tensor CausalMask(int64_t seq_len, torch::Dtype dtype, torch::Device devi
 
 // The additive mask of a sliding window of `window` tokens (HF's sliding_window_overlay on the
 // causal mask): 0 where kv <= q and q - kv < window, the dtype's lowest value elsewhere; [s, s].
-torch::Tensor SlidingWindowMask(int64_t seq_len, int64_t window, torch::Dtype dtype, torch::Device device);
+torch::Tensor SlidingWindowMask(int64_t seq_len, int64_t window, torch::Dtype dtype,
+                                torch::Device device);
 
 // The same window as a boolean mask for sdpa, true where a query may attend; [s, s].
 torch::Tensor SlidingWindowAllowed(int64_t seq_len, int64_t window, torch::Device device);

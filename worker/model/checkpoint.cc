@@ -24,7 +24,8 @@ void SetGeneratorState(const torch::Device& device, const torch::Tensor& state) 
 }
 
 // The layer's trainable parameters are explicit inputs of the function, so that backward returns
-// their gradients through autograd (AccumulateGrad, hooks) instead of writing .grad behind its back.
+// their gradients through autograd (AccumulateGrad, hooks) instead of writing .grad behind its
+// back.
 class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden,

@@ -52,7 +52,8 @@ Qwen2ForCausalLM Build(const DecoderConfig& config, ModelOptions options = {}) {
   torch::NoGradGuard no_grad;
   auto generator = at::detail::createCPUGenerator(5);
   for (auto& item : model->named_parameters()) {
-    if (item.value().dim() == 1) item.value().add_(at::normal(0.0, 0.1, item.value().sizes(), generator));
+    if (item.value().dim() == 1)
+      item.value().add_(at::normal(0.0, 0.1, item.value().sizes(), generator));
   }
   return model;
 }
@@ -86,7 +87,8 @@ TEST(FamilyFeaturesTest, Llama3RopeScalesTheInverseFrequenciesInAllThreeBands) {
   f.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 256};
   const DecoderConfig config = Resolve(f);
   const torch::Tensor inv = RotaryInverseFrequencies(config, torch::kCPU);
-  const std::vector<double> expected = Llama3Reference(config.rope_theta, config.head_dim(), config.rope_scaling);
+  const std::vector<double> expected =
+      Llama3Reference(config.rope_theta, config.head_dim(), config.rope_scaling);
   ASSERT_EQ(inv.numel(), static_cast<int64_t>(expected.size()));
   // head_dim 16, theta 1e4, original 256: wavelengths 6.3, 19.9, 62.8 (kept), 198.7 (smoothed),
   // 628 and longer (divided by 8).
@@ -171,11 +173,13 @@ TEST(FamilyFeaturesTest, ParametersAreTheFamilysAndCountedLikeHf) {
   biased.head_dim = 24;
   spec_rules::ModelConfigFields qwen3 = TinyFields("qwen3");
   qwen3.head_dim = 32;
-  for (const DecoderConfig& config : {Resolve(TinyFields("qwen2")), Resolve(TinyFields("llama")), Resolve(biased),
-                                      Resolve(TinyFields("mistral")), Resolve(qwen3)}) {
+  for (const DecoderConfig& config :
+       {Resolve(TinyFields("qwen2")), Resolve(TinyFields("llama")), Resolve(biased),
+        Resolve(TinyFields("mistral")), Resolve(qwen3)}) {
     Qwen2ForCausalLM model = Build(config);
     std::set<std::string> expected;
-    for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderLayerTensors(config)) expected.insert(t.name);
+    for (const spec_rules::ParameterTensorInfo& t : spec_rules::DecoderLayerTensors(config))
+      expected.insert(t.name);
     EXPECT_EQ(LayerZeroNames(model), expected) << config.model_type;
     int64_t count = 0;
     std::vector<std::string> order;
@@ -192,7 +196,8 @@ TEST(FamilyFeaturesTest, ParametersAreTheFamilysAndCountedLikeHf) {
     EXPECT_EQ(order, hf_order) << config.model_type;
   }
   Qwen2ForCausalLM q3 = Build(Resolve(qwen3));
-  EXPECT_EQ(q3->named_parameters()["model.layers.1.self_attn.q_norm.weight"].sizes(), torch::IntArrayRef({32}));
+  EXPECT_EQ(q3->named_parameters()["model.layers.1.self_attn.q_norm.weight"].sizes(),
+            torch::IntArrayRef({32}));
   EXPECT_EQ(q3->named_parameters()["model.layers.1.self_attn.q_proj.weight"].sizes(),
             torch::IntArrayRef({128, 64}));
 }

@@ -16,8 +16,10 @@ torch::Tensor FusedRmsNormOp(const torch::Tensor& x, const torch::Tensor& weight
   return kernels::FusedRmsNorm(x, weight, eps);
 }
 
-std::pair<torch::Tensor, torch::Tensor> FusedRotaryOp(const torch::Tensor& q, const torch::Tensor& k,
-                                                      const torch::Tensor& cos, const torch::Tensor& sin) {
+std::pair<torch::Tensor, torch::Tensor> FusedRotaryOp(const torch::Tensor& q,
+                                                      const torch::Tensor& k,
+                                                      const torch::Tensor& cos,
+                                                      const torch::Tensor& sin) {
   return kernels::FusedRotary(q, k, cos, sin);
 }
 
@@ -26,7 +28,8 @@ torch::Tensor FusedSwiGluOp(const torch::Tensor& gate, const torch::Tensor& up) 
 }
 
 torch::Tensor FusedLinearCrossEntropyOp(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                        const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index) {
+                                        const torch::Tensor& targets, int64_t chunk_tokens,
+                                        int64_t ignore_index) {
   return kernels::FusedLinearCrossEntropy(hidden, weight, targets, chunk_tokens, ignore_index);
 }
 
@@ -35,7 +38,8 @@ torch::Tensor FusedLinearCrossEntropyOp(const torch::Tensor& hidden, const torch
 namespace {
 
 [[noreturn]] void NotBuilt() {
-  throw std::logic_error("training.kernels FUSED: this worker was built without the CUDA kernels (kernels/)");
+  throw std::logic_error(
+      "training.kernels FUSED: this worker was built without the CUDA kernels (kernels/)");
 }
 
 }  // namespace
@@ -51,8 +55,8 @@ std::pair<torch::Tensor, torch::Tensor> FusedRotaryOp(const torch::Tensor&, cons
 
 torch::Tensor FusedSwiGluOp(const torch::Tensor&, const torch::Tensor&) { NotBuilt(); }
 
-torch::Tensor FusedLinearCrossEntropyOp(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, int64_t,
-                                        int64_t) {
+torch::Tensor FusedLinearCrossEntropyOp(const torch::Tensor&, const torch::Tensor&,
+                                        const torch::Tensor&, int64_t, int64_t) {
   NotBuilt();
 }
 

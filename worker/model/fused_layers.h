@@ -23,11 +23,14 @@ bool FusedKernelsBuilt();
 // kernels::FusedRmsNorm, FusedRotary, FusedSwiGlu and FusedLinearCrossEntropy (fused_ops.h has
 // their contracts). Throw std::logic_error where FusedKernelsBuilt() is false.
 torch::Tensor FusedRmsNormOp(const torch::Tensor& x, const torch::Tensor& weight, double eps);
-std::pair<torch::Tensor, torch::Tensor> FusedRotaryOp(const torch::Tensor& q, const torch::Tensor& k,
-                                                      const torch::Tensor& cos, const torch::Tensor& sin);
+std::pair<torch::Tensor, torch::Tensor> FusedRotaryOp(const torch::Tensor& q,
+                                                      const torch::Tensor& k,
+                                                      const torch::Tensor& cos,
+                                                      const torch::Tensor& sin);
 torch::Tensor FusedSwiGluOp(const torch::Tensor& gate, const torch::Tensor& up);
 torch::Tensor FusedLinearCrossEntropyOp(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                        const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index);
+                                        const torch::Tensor& targets, int64_t chunk_tokens,
+                                        int64_t ignore_index);
 
 }  // namespace vramlab::worker
 

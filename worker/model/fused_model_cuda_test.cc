@@ -34,7 +34,8 @@ struct Pass {
   std::map<std::string, torch::Tensor> grads;  // fp32
 };
 
-Qwen2ForCausalLM Build(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels, uint64_t seed) {
+Qwen2ForCausalLM Build(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels,
+                       uint64_t seed) {
   ModelOptions options;
   options.attention = AttentionImpl::kSdpa;
   options.kernels = kernels;
@@ -45,8 +46,8 @@ Qwen2ForCausalLM Build(const DecoderConfig& config, torch::Dtype dtype, KernelsI
   return model;
 }
 
-Pass RunPass(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels, const torch::Tensor& ids,
-             LossImpl loss_impl) {
+Pass RunPass(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernels,
+             const torch::Tensor& ids, LossImpl loss_impl) {
   Qwen2ForCausalLM model = Build(config, dtype, kernels, /*seed=*/7);
   Pass pass;
   {
@@ -56,7 +57,8 @@ Pass RunPass(const DecoderConfig& config, torch::Dtype dtype, KernelsImpl kernel
   torch::Tensor loss = CausalLmLoss(model, ids, ids, loss_impl, /*chunk_tokens=*/1024);
   loss.backward();
   pass.loss = loss.item<double>();
-  for (const auto& item : model->named_parameters()) pass.grads[item.key()] = item.value().grad().to(torch::kFloat32);
+  for (const auto& item : model->named_parameters())
+    pass.grads[item.key()] = item.value().grad().to(torch::kFloat32);
   return pass;
 }
 
@@ -69,7 +71,8 @@ double RelativeL2(const torch::Tensor& got, const torch::Tensor& ref) {
 void CompareWholeModel(LossImpl loss_impl) {
   DecoderConfig config = PresetConfig("qwen2.5-1.5b");
   torch::manual_seed(3);
-  const torch::Tensor ids = torch::randint(0, config.vocab_size, {1, 1024}, torch::kInt64).to(torch::kCUDA);
+  const torch::Tensor ids =
+      torch::randint(0, config.vocab_size, {1, 1024}, torch::kInt64).to(torch::kCUDA);
   const Pass reference = RunPass(config, torch::kFloat32, KernelsImpl::kAten, ids, loss_impl);
   const Pass aten = RunPass(config, torch::kBFloat16, KernelsImpl::kAten, ids, loss_impl);
   const Pass fused = RunPass(config, torch::kBFloat16, KernelsImpl::kFused, ids, loss_impl);
@@ -84,7 +87,8 @@ void CompareWholeModel(LossImpl loss_impl) {
   const double loss_fused = std::abs(fused.loss - reference.loss);
   // A scalar's error can be near 0 by chance: at least 1e-4 of the loss is allowed.
   EXPECT_LE(loss_fused, std::max(kWholeSlack * loss_aten, 1e-4 * std::abs(reference.loss)))
-      << "loss: fp32 ATEN " << reference.loss << ", bf16 ATEN " << aten.loss << ", FUSED " << fused.loss;
+      << "loss: fp32 ATEN " << reference.loss << ", bf16 ATEN " << aten.loss << ", FUSED "
+      << fused.loss;
 
   double sq_ref = 0, sq_aten = 0, sq_fused = 0;
   std::ostringstream worst;
@@ -96,25 +100,33 @@ void CompareWholeModel(LossImpl loss_impl) {
     sq_aten += e_aten * e_aten * ref_sq;
     sq_fused += e_fused * e_fused * ref_sq;
     if (e_fused > kPerParameterSlack * e_aten) {
-      worst << "\n  " << name << " " << ref.sizes() << ": FUSED " << e_fused << ", bf16 ATEN " << e_aten;
+      worst << "\n  " << name << " " << ref.sizes() << ": FUSED " << e_fused << ", bf16 ATEN "
+            << e_aten;
     }
   }
   const double grads_aten = std::sqrt(sq_aten / sq_ref), grads_fused = std::sqrt(sq_fused / sq_ref);
   EXPECT_LE(grads_fused, kWholeSlack * grads_aten)
-      << "all gradients, relative L2 error against fp32 ATEN: FUSED " << grads_fused << ", bf16 ATEN " << grads_aten;
-  EXPECT_TRUE(worst.str().empty()) << "parameters whose gradient error exceeds " << kPerParameterSlack
-                                   << "x bf16 ATEN's (relative L2 against fp32 ATEN):" << worst.str();
+      << "all gradients, relative L2 error against fp32 ATEN: FUSED " << grads_fused
+      << ", bf16 ATEN " << grads_aten;
+  EXPECT_TRUE(worst.str().empty())
+      << "parameters whose gradient error exceeds " << kPerParameterSlack
+      << "x bf16 ATEN's (relative L2 against fp32 ATEN):" << worst.str();
 }
 
-TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeFullLoss) { CompareWholeModel(LossImpl::kFull); }
+TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeFullLoss) {
+  CompareWholeModel(LossImpl::kFull);
+}
 
-TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeChunkedLoss) { CompareWholeModel(LossImpl::kChunked); }
+TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeChunkedLoss) {
+  CompareWholeModel(LossImpl::kChunked);
+}
 
 // Loss after each of `steps` AdamW steps over a fixed cycle of batches.
 std::vector<double> TrainingCurve(KernelsImpl kernels, uint64_t init_seed, int steps) {
   const DecoderConfig config = PresetConfig("qwen2.5-0.5b");
   Qwen2ForCausalLM model = Build(config, torch::kBFloat16, kernels, init_seed);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  torch::optim::AdamW optimizer(model->parameters(),
+                                torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
   torch::manual_seed(11);  // the same data for every curve
   std::vector<torch::Tensor> batches;
   for (int i = 0; i < 4; ++i) {
@@ -146,10 +158,11 @@ TEST(FusedModelTest, FiftyStepLossCurveWithinTheBf16NoiseOfAten) {
       gap_step = i;
     }
   }
-  EXPECT_LE(gap, noise) << "largest |FUSED - ATEN| loss gap " << gap << " at step " << gap_step << " (ATEN "
-                        << aten[gap_step] << ", FUSED " << fused[gap_step]
+  EXPECT_LE(gap, noise) << "largest |FUSED - ATEN| loss gap " << gap << " at step " << gap_step
+                        << " (ATEN " << aten[gap_step] << ", FUSED " << fused[gap_step]
                         << "); ATEN vs ATEN with another init seed differ by up to " << noise;
-  EXPECT_LT(fused.back(), fused.front()) << "FUSED's loss did not fall: " << fused.front() << " -> " << fused.back();
+  EXPECT_LT(fused.back(), fused.front())
+      << "FUSED's loss did not fall: " << fused.front() << " -> " << fused.back();
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ TEST_P(HfEquivalenceTest, LossAndGradientNormsMatchHf) {
     EXPECT_NEAR(ours, hf, 1e-4 * hf) << item.key();
     worst = std::max(worst, std::abs(ours - hf) / hf);
   }
-  std::cout << GetParam() << ": |loss - HF| = "
-            << std::abs(loss.item<double>() - expected["loss"].get<double>())
+  std::cout << GetParam()
+            << ": |loss - HF| = " << std::abs(loss.item<double>() - expected["loss"].get<double>())
             << ", worst relative gradient-norm error = " << worst << "\n";
 }
 

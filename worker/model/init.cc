@@ -8,7 +8,8 @@ namespace vramlab::worker {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 uint64_t SplitMix64(uint64_t x) {
@@ -18,7 +19,8 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// `values` (contiguous fp32) drawn from N(0, std) block by block, each block from its own generator.
+// `values` (contiguous fp32) drawn from N(0, std) block by block, each block from its own
+// generator.
 void DrawNormal(torch::Tensor& values, uint64_t seed, uint64_t position, double std) {
   torch::Tensor flat = values.view({-1});
   const int64_t numel = flat.numel();
@@ -28,7 +30,8 @@ void DrawNormal(torch::Tensor& values, uint64_t seed, uint64_t position, double 
       at::Generator generator =
           at::detail::createCPUGenerator(InitBlockSeed(seed, position, static_cast<uint64_t>(b)));
       const int64_t start = b * kInitBlockElements;
-      flat.narrow(0, start, std::min(kInitBlockElements, numel - start)).normal_(0.0, std, generator);
+      flat.narrow(0, start, std::min(kInitBlockElements, numel - start))
+          .normal_(0.0, std, generator);
     }
   });
 }

@@ -124,14 +124,16 @@ torch::Tensor CausalLmLoss(Qwen2ForCausalLM& model, const torch::Tensor& input_i
   CheckTokens(input_ids, labels);
   const torch::Tensor targets = ShiftLabels(labels.to(input_ids.device())).reshape({-1});
   if (impl == LossImpl::kChunked && chunk_tokens <= 0) {
-    throw std::invalid_argument("chunked loss needs chunk_tokens > 0, got " + std::to_string(chunk_tokens));
+    throw std::invalid_argument("chunked loss needs chunk_tokens > 0, got " +
+                                std::to_string(chunk_tokens));
   }
   if (model->options().kernels == KernelsImpl::kFused) {
     // kFull: one chunk of every token, so the full logits exist once, in the parameter dtype.
     torch::Tensor hidden = model->Hidden(input_ids);
     hidden = hidden.reshape({-1, hidden.size(-1)});
     return FusedLinearCrossEntropyOp(hidden, model->LmHeadWeight(), targets,
-                                     impl == LossImpl::kChunked ? chunk_tokens : hidden.size(0), kIgnoreIndex);
+                                     impl == LossImpl::kChunked ? chunk_tokens : hidden.size(0),
+                                     kIgnoreIndex);
   }
   if (impl == LossImpl::kChunked) {
     torch::Tensor hidden = model->Hidden(input_ids);

@@ -196,7 +196,8 @@ TEST(InitializeWeightsTest, IndependentOfDtype) {
 }
 
 TEST(InitializeWeightsTest, IndependentOfThreadCount) {
-  // The embedding (vocab x hidden) spans several blocks, so the blocks are drawn on several threads.
+  // The embedding (vocab x hidden) spans several blocks, so the blocks are drawn on several
+  // threads.
   DecoderConfig config = PresetConfig("tiny");
   config.vocab_size = 4096;
   config.hidden_size = 640;
@@ -224,7 +225,8 @@ TEST(InitializeWeightsTest, BlocksOfOneWeightAreDrawnIndependently) {
   torch::Tensor first = flat.narrow(0, 0, kInitBlockElements);
   torch::Tensor second = flat.narrow(0, kInitBlockElements, kInitBlockElements);
   EXPECT_FALSE(torch::equal(first, second));
-  EXPECT_LT(torch::corrcoef(torch::stack({first, second})).index({0, 1}).abs().item<double>(), 0.01);
+  EXPECT_LT(torch::corrcoef(torch::stack({first, second})).index({0, 1}).abs().item<double>(),
+            0.01);
   for (const torch::Tensor& block : {first, second}) {
     EXPECT_NEAR(block.mean().item<double>(), 0.0, 0.0002);
     EXPECT_NEAR(block.std().item<double>(), 0.02, 0.0002);

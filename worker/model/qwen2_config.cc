@@ -14,9 +14,12 @@ namespace {
 // Errors name the family's config: "llama config: vocab_size must be between ...".
 class ConfigReader {
  public:
-  ConfigReader(const nlohmann::json& json, std::string family) : json_(json), prefix_(family + " config: ") {}
+  ConfigReader(const nlohmann::json& json, std::string family)
+      : json_(json), prefix_(family + " config: ") {}
 
-  [[noreturn]] void Fail(const std::string& message) const { throw std::invalid_argument(prefix_ + message); }
+  [[noreturn]] void Fail(const std::string& message) const {
+    throw std::invalid_argument(prefix_ + message);
+  }
 
   // nullptr when absent or null.
   const nlohmann::json* Find(const nlohmann::json& object, const char* key) const {
@@ -62,12 +65,14 @@ class ConfigReader {
     const nlohmann::json* type = Find(*rope, "rope_type");
     if (type == nullptr) type = Find(*rope, "type");
     if (type == nullptr) return;
-    if (!type->is_string()) Fail(std::string(key) + ".rope_type must be a string, got " + DescribeJsonValue(*type));
+    if (!type->is_string())
+      Fail(std::string(key) + ".rope_type must be a string, got " + DescribeJsonValue(*type));
     f.rope_scaling.rope_type = type->get<std::string>();
     f.rope_scaling.factor = Double(*rope, "factor", 0);
     f.rope_scaling.low_freq_factor = Double(*rope, "low_freq_factor", 0);
     f.rope_scaling.high_freq_factor = Double(*rope, "high_freq_factor", 0);
-    f.rope_scaling.original_max_position_embeddings = Int(*rope, "original_max_position_embeddings", 0);
+    f.rope_scaling.original_max_position_embeddings =
+        Int(*rope, "original_max_position_embeddings", 0);
   }
 
   const nlohmann::json& json() const { return json_; }
@@ -108,13 +113,14 @@ void ValidateConfig(const DecoderConfig& c) {
   RequireInRange(c.num_key_value_heads, spec_rules::kNumKeyValueHeads, prefix);
   RequireInRange(c.max_position_embeddings, spec_rules::kMaxPositionEmbeddings, prefix);
   if (c.attention_head_dim == 0 && c.hidden_size % c.num_attention_heads != 0) {
-    throw std::invalid_argument(prefix + "num_attention_heads (" + std::to_string(c.num_attention_heads) +
-                                ") must divide hidden_size (" + std::to_string(c.hidden_size) + ")");
+    throw std::invalid_argument(
+        prefix + "num_attention_heads (" + std::to_string(c.num_attention_heads) +
+        ") must divide hidden_size (" + std::to_string(c.hidden_size) + ")");
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    throw std::invalid_argument(prefix + "num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
-                                ") must divide num_attention_heads (" + std::to_string(c.num_attention_heads) +
-                                ")");
+    throw std::invalid_argument(
+        prefix + "num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
+        ") must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
   }
   if (c.head_dim() % 2 != 0) {
     throw std::invalid_argument(prefix + "head_dim " + std::to_string(c.head_dim()) +
@@ -122,14 +128,15 @@ void ValidateConfig(const DecoderConfig& c) {
   }
   if (!(c.rope_theta > 0)) throw std::invalid_argument(prefix + "rope_theta must be positive");
   if (!(c.rms_norm_eps > 0)) throw std::invalid_argument(prefix + "rms_norm_eps must be positive");
-  if (!(c.initializer_range >= 0)) throw std::invalid_argument(prefix + "initializer_range must be non-negative");
+  if (!(c.initializer_range >= 0))
+    throw std::invalid_argument(prefix + "initializer_range must be non-negative");
 }
 
 DecoderConfig PresetConfig(const std::string& name) {
   const spec_rules::ModelPreset* p = spec_rules::FindModelPreset(name);
   if (p == nullptr) {
-    throw std::invalid_argument("unknown model preset \"" + name + "\" (known: " + spec_rules::ModelPresetNames() +
-                                ")");
+    throw std::invalid_argument("unknown model preset \"" + name +
+                                "\" (known: " + spec_rules::ModelPresetNames() + ")");
   }
   return spec_rules::PresetDecoderConfig(*p);
 }
@@ -140,7 +147,8 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
   f.model_type = "qwen2";  // a config.json without model_type: the family vramlab started with
   if (auto type = json.find("model_type"); type != json.end() && !type->is_null()) {
     if (!type->is_string()) {
-      throw std::invalid_argument("model config: model_type must be a string, got " + DescribeJsonValue(*type));
+      throw std::invalid_argument("model config: model_type must be a string, got " +
+                                  DescribeJsonValue(*type));
     }
     f.model_type = type->get<std::string>();
   }
@@ -160,16 +168,18 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
   f.num_attention_heads = r.RequireInt("num_attention_heads");
   // HF defaults num_key_value_heads to num_attention_heads (plain multi-head attention).
   f.num_key_value_heads = r.Int(json, "num_key_value_heads", f.num_attention_heads);
-  f.max_position_embeddings = r.Int(json, "max_position_embeddings", DefaultMaxPositions(f.model_type));
+  f.max_position_embeddings =
+      r.Int(json, "max_position_embeddings", DefaultMaxPositions(f.model_type));
   f.head_dim = r.Int(json, "head_dim", 0);
   f.rms_norm_eps = r.Double(json, "rms_norm_eps", 1e-6);
   f.initializer_range = r.Double(json, "initializer_range", 0.02);
   f.tie_word_embeddings = r.Bool("tie_word_embeddings").value_or(false);
   f.rope_theta = r.Double(json, "rope_theta", 10000.0);  // transformers 4.x; 5.x's default_theta
-  r.ReadRope("rope_scaling", f);     // transformers 4.x
-  r.ReadRope("rope_parameters", f);  // transformers 5.x
+  r.ReadRope("rope_scaling", f);                         // transformers 4.x
+  r.ReadRope("rope_parameters", f);                      // transformers 5.x
   // Keys a family's HF config class does not read are ignored, as HF ignores them.
-  if (f.model_type == "llama" || f.model_type == "qwen3") f.attention_bias = r.Bool("attention_bias");
+  if (f.model_type == "llama" || f.model_type == "qwen3")
+    f.attention_bias = r.Bool("attention_bias");
   if (f.model_type == "llama") f.mlp_bias = r.Bool("mlp_bias");
   if (f.model_type != "llama") f.sliding_window = r.Int(json, "sliding_window", 0);
   if (f.model_type == "qwen2" || f.model_type == "qwen3") {
@@ -197,8 +207,9 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
       const nlohmann::json& type = (*types)[static_cast<size_t>(layer)];
       const std::string expected = c.LayerHasWindow(layer) ? "sliding_attention" : "full_attention";
       if (!type.is_string() || type.get<std::string>() != expected) {
-        r.Fail("layer_types[" + std::to_string(layer) + "] is " + DescribeJsonValue(type) + ", but sliding_window, " +
-               "use_sliding_window and max_window_layers give \"" + expected + "\"; only that pattern is supported");
+        r.Fail("layer_types[" + std::to_string(layer) + "] is " + DescribeJsonValue(type) +
+               ", but sliding_window, " + "use_sliding_window and max_window_layers give \"" +
+               expected + "\"; only that pattern is supported");
       }
     }
   }

@@ -59,9 +59,9 @@ TEST(ConfigFromFileTest, ReadsTransformers5Layout) {
 }
 
 nlohmann::json TinyJson() {
-  return {{"model_type", "qwen2"},       {"vocab_size", 512},       {"hidden_size", 64},
-          {"intermediate_size", 176},    {"num_hidden_layers", 2},  {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},    {"rope_theta", 10000.0},   {"tie_word_embeddings", true},
+  return {{"model_type", "qwen2"},         {"vocab_size", 512},      {"hidden_size", 64},
+          {"intermediate_size", 176},      {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},      {"rope_theta", 10000.0},  {"tie_word_embeddings", true},
           {"max_position_embeddings", 128}};
 }
 
@@ -84,7 +84,8 @@ TEST(ConfigFromJsonTest, RejectsBadShapesNamingTheField) {
   auto json = TinyJson();
   json["num_attention_heads"] = 5;
   json["num_key_value_heads"] = 1;
-  ExpectInvalid(json, "qwen2 config: hidden_size: (64) must be a multiple of num_attention_heads (5)");
+  ExpectInvalid(json,
+                "qwen2 config: hidden_size: (64) must be a multiple of num_attention_heads (5)");
   json = TinyJson();
   json["num_key_value_heads"] = 3;
   ExpectInvalid(json, "must divide num_attention_heads");
@@ -160,16 +161,17 @@ TEST(ConfigFromJsonTest, ReadsLlamaWithLlama3RopeScaling) {
   EXPECT_TRUE(b.qkv_bias && b.o_bias && b.mlp_bias);
   auto llama3_missing = LlamaJson();
   llama3_missing["rope_scaling"].erase("original_max_position_embeddings");
-  ExpectInvalid(llama3_missing, "llama config: rope_scaling.original_max_position_embeddings: must be positive");
+  ExpectInvalid(llama3_missing,
+                "llama config: rope_scaling.original_max_position_embeddings: must be positive");
 }
 
 TEST(ConfigFromJsonTest, ReadsTransformers5RopeParameters) {
   auto json = LlamaJson();
   json.erase("rope_scaling");
   json.erase("rope_theta");
-  json["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 10000.0}, {"factor", 8.0},
-                             {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                             {"original_max_position_embeddings", 256}};
+  json["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 10000.0},
+                             {"factor", 8.0},           {"low_freq_factor", 1.0},
+                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 256}};
   const DecoderConfig c = ConfigFromJson(json);
   EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
   EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
@@ -212,7 +214,9 @@ TEST(ConfigFromJsonTest, ReadsMistralAndQwen3Features) {
   qwen2["layer_types"] = {"sliding_attention", "sliding_attention"};
   EXPECT_NO_THROW(ConfigFromJson(qwen2));
   qwen2["layer_types"] = {"sliding_attention", "full_attention"};
-  ExpectInvalid(qwen2, "layer_types[1] is a string of 14 bytes, but sliding_window, use_sliding_window and max_window_layers give \"sliding_attention\"");
+  ExpectInvalid(qwen2,
+                "layer_types[1] is a string of 14 bytes, but sliding_window, use_sliding_window "
+                "and max_window_layers give \"sliding_attention\"");
 }
 
 // Every family checkpoint of testdata (made by transformers 5.17) reads back as what it is.

@@ -30,8 +30,7 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim,
   weight = register_parameter("weight", torch::empty({num_embeddings, dim}, options));
 }
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options)
-    : eps_(eps) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options) : eps_(eps) {
   weight = register_parameter("weight", torch::empty({dim}, options));
 }
 
@@ -61,9 +60,10 @@ torch::Tensor RotaryInverseFrequencies(const DecoderConfig& config, torch::Devic
   const double low_freq_wavelen = old_context_len / r.low_freq_factor;
   const double high_freq_wavelen = old_context_len / r.high_freq_factor;
   torch::Tensor wavelen = inv_freq.reciprocal() * (2 * M_PI);
-  torch::Tensor inv_freq_llama = torch::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
-  torch::Tensor smooth_factor =
-      (wavelen.reciprocal() * old_context_len - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  torch::Tensor inv_freq_llama =
+      torch::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+  torch::Tensor smooth_factor = (wavelen.reciprocal() * old_context_len - r.low_freq_factor) /
+                                (r.high_freq_factor - r.low_freq_factor);
   torch::Tensor smoothed_inv_freq =
       (1 - smooth_factor) * inv_freq_llama / r.factor + smooth_factor * inv_freq_llama;
   torch::Tensor is_medium_freq = torch::logical_not(wavelen < high_freq_wavelen) *
@@ -71,8 +71,8 @@ torch::Tensor RotaryInverseFrequencies(const DecoderConfig& config, torch::Devic
   return torch::where(is_medium_freq, smoothed_inv_freq, inv_freq_llama);
 }
 
-DecoderInputs MakeDecoderInputs(const DecoderConfig& config, int64_t seq_len, AttentionImpl attention,
-                                torch::Dtype dtype, torch::Device device) {
+DecoderInputs MakeDecoderInputs(const DecoderConfig& config, int64_t seq_len,
+                                AttentionImpl attention, torch::Dtype dtype, torch::Device device) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   // HF: freqs = positions x inv_freq in fp32, emb = cat(freqs, freqs).
   torch::Tensor inv_freq = RotaryInverseFrequencies(config, device);
@@ -99,10 +99,14 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const DecoderConfig& config, int64_t laye
       head_dim_(config.head_dim()),
       windowed_(config.LayerHasWindow(layer_index)) {
   const int64_t hidden = config.hidden_size;
-  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.qkv_bias, options));
-  k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.qkv_bias, options));
-  v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.qkv_bias, options));
-  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, config.o_bias, options));
+  q_proj =
+      register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.qkv_bias, options));
+  k_proj = register_module("k_proj",
+                           Linear(hidden, num_kv_heads_ * head_dim_, config.qkv_bias, options));
+  v_proj = register_module("v_proj",
+                           Linear(hidden, num_kv_heads_ * head_dim_, config.qkv_bias, options));
+  o_proj =
+      register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, config.o_bias, options));
   if (config.qk_norm) {
     q_norm = register_module("q_norm", RMSNorm(head_dim_, config.rms_norm_eps, options));
     k_norm = register_module("k_norm", RMSNorm(head_dim_, config.rms_norm_eps, options));
@@ -156,8 +160,8 @@ Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const DecoderConfig& config, int64_
                                              const torch::TensorOptions& options) {
   self_attn = register_module("self_attn", Qwen2Attention(config, layer_index, options));
   mlp = register_module("mlp", Qwen2MLP(config, options));
-  input_layernorm = register_module(
-      "input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps, options));
+  input_layernorm =
+      register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps, options));
   post_attention_layernorm = register_module(
       "post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps, options));
 }

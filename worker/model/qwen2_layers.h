@@ -38,7 +38,7 @@ class LinearImpl : public torch::nn::Module {
   }
 
   torch::Tensor weight;
-  torch::Tensor bias;  // undefined when constructed without bias
+  torch::Tensor bias;                      // undefined when constructed without bias
   std::shared_ptr<LinearAdapter> adapter;  // null: the plain projection
 };
 TORCH_MODULE(Linear);
@@ -80,15 +80,15 @@ struct DecoderInputs {
   torch::Tensor window_mask;  // undefined when no window applies
   AttentionImpl attention = AttentionImpl::kEager;
   KernelsImpl kernels = KernelsImpl::kAten;  // RMSNorm, rotary and SwiGLU
-  bool sdpa_native_gqa = false;  // see SdpaAttention
-  std::string* sdpa_backend = nullptr;  // when set, the sdpa layer records its fused backend
+  bool sdpa_native_gqa = false;              // see SdpaAttention
+  std::string* sdpa_backend = nullptr;       // when set, the sdpa layer records its fused backend
   // A layer draws random numbers (adapter dropout): a checkpointed layer's recomputation must
   // replay the generator state of its forward, as torch.utils.checkpoint's preserve_rng_state.
   bool preserve_rng_state = false;
 };
 
-DecoderInputs MakeDecoderInputs(const DecoderConfig& config, int64_t seq_len, AttentionImpl attention,
-                                torch::Dtype dtype, torch::Device device);
+DecoderInputs MakeDecoderInputs(const DecoderConfig& config, int64_t seq_len,
+                                AttentionImpl attention, torch::Dtype dtype, torch::Device device);
 
 // The inverse frequencies of the rotary embedding [head_dim / 2], fp32: HF's default
 // 1 / theta^(arange(0, d, 2) / d), or with rope_type llama3 transformers'
@@ -99,7 +99,8 @@ torch::Tensor RotaryInverseFrequencies(const DecoderConfig& config, torch::Devic
 // per-head q_norm/k_norm before the rotary embedding, the sliding window when the layer has one.
 class Qwen2AttentionImpl : public torch::nn::Module {
  public:
-  Qwen2AttentionImpl(const DecoderConfig& config, int64_t layer_index, const torch::TensorOptions& options);
+  Qwen2AttentionImpl(const DecoderConfig& config, int64_t layer_index,
+                     const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -123,7 +124,8 @@ TORCH_MODULE(Qwen2MLP);
 
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
-  Qwen2DecoderLayerImpl(const DecoderConfig& config, int64_t layer_index, const torch::TensorOptions& options);
+  Qwen2DecoderLayerImpl(const DecoderConfig& config, int64_t layer_index,
+                        const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const DecoderInputs& in);
 
   Qwen2Attention self_attn{nullptr};

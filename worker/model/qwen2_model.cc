@@ -31,13 +31,13 @@ Qwen2ModelImpl::Qwen2ModelImpl(const DecoderConfig& config, const ModelOptions& 
     decoder_layers_.push_back(Qwen2DecoderLayer(config_, i, tensor_options));
     layers->push_back(decoder_layers_.back());
   }
-  norm = register_module("norm", RMSNorm(config_.hidden_size, config_.rms_norm_eps,
-                                         tensor_options));
+  norm =
+      register_module("norm", RMSNorm(config_.hidden_size, config_.rms_norm_eps, tensor_options));
 }
 
 AttentionImpl Qwen2ModelImpl::EffectiveAttention() const {
   return options_.attention == AttentionImpl::kSdpa && SdpaAvailable() ? AttentionImpl::kSdpa
-                                                                      : AttentionImpl::kEager;
+                                                                       : AttentionImpl::kEager;
 }
 
 torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& input_ids) {

@@ -1,11 +1,12 @@
 // The Qwen2 causal language model (HF transformers' Qwen2ForCausalLM) as torch::nn modules.
 //
 // Parameter names (named_parameters()) are exactly HF's: "model.embed_tokens.weight",
-// "model.layers.<i>.self_attn.{q,k,v}_proj.{weight,bias}", "model.layers.<i>.self_attn.o_proj.weight",
-// "model.layers.<i>.mlp.{gate,up,down}_proj.weight", "model.layers.<i>.{input,post_attention}_layernorm.weight",
-// "model.norm.weight" and, only when the embeddings are untied, "lm_head.weight". The safetensors
-// loader and the optimizers rely on this. A tied model has one embedding parameter serving as
-// lm_head; its gradient gets both contributions.
+// "model.layers.<i>.self_attn.{q,k,v}_proj.{weight,bias}",
+// "model.layers.<i>.self_attn.o_proj.weight", "model.layers.<i>.mlp.{gate,up,down}_proj.weight",
+// "model.layers.<i>.{input,post_attention}_layernorm.weight", "model.norm.weight" and, only when
+// the embeddings are untied, "lm_head.weight". The safetensors loader and the optimizers rely on
+// this. A tied model has one embedding parameter serving as lm_head; its gradient gets both
+// contributions.
 //
 // The constructor allocates every parameter on options.device in options.dtype *uninitialized*
 // (like HF's meta-device loading) so that a 7B model never exists twice: call InitializeWeights

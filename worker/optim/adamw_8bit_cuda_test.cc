@@ -62,7 +62,8 @@ void Compare(const torch::Tensor& fused_param, const torch::Tensor& aten_param,
   torch::Tensor diff = (fused_param.to(torch::kDouble) - aten_param.to(torch::kDouble)).abs();
   // At the larger of the two values, or of the learning rate (an update's scale: a parameter near
   // 0 gets the update's rounding, not its own).
-  torch::Tensor larger = torch::max(fused_param.abs(), aten_param.abs()).to(torch::kDouble).clamp_min(kLr);
+  torch::Tensor larger =
+      torch::max(fused_param.abs(), aten_param.abs()).to(torch::kDouble).clamp_min(kLr);
   // bf16: one rounding of the same fp32 result; fp32: the ops' own roundings, a few ulps.
   const double steps = fused_param.scalar_type() == torch::kBFloat16 ? 1 : 4;
   c.params_outside_one_rounding +=
@@ -97,7 +98,8 @@ Comparison StepByStep(torch::ScalarType dtype, int steps) {
   std::vector<torch::Tensor> fused_params, aten_params;
   std::vector<size_t> indices;
   for (size_t i = 0; i < kSizes.size(); ++i) {
-    fused_params.push_back(torch::randn({kSizes[i]}, torch::TensorOptions().device(kCuda)).to(dtype));
+    fused_params.push_back(
+        torch::randn({kSizes[i]}, torch::TensorOptions().device(kCuda)).to(dtype));
     aten_params.push_back(fused_params.back().clone());
     indices.push_back(i);
   }
@@ -107,7 +109,8 @@ Comparison StepByStep(torch::ScalarType dtype, int steps) {
     for (size_t i = 0; i < kSizes.size(); ++i) {
       // Gradient scales over six decades, so the moments use the whole dynamic map.
       const double scale = std::pow(10.0, -static_cast<double>(i % 6));
-      grads.push_back((torch::randn({kSizes[i]}, torch::TensorOptions().device(kCuda)) * scale).to(dtype));
+      grads.push_back(
+          (torch::randn({kSizes[i]}, torch::TensorOptions().device(kCuda)) * scale).to(dtype));
       fused->EnsureState(i, fused_params[i], placement);
       aten->EnsureState(i, aten_params[i], placement);
       // The same input on both sides: the reference starts from the fused side's values.
@@ -138,12 +141,14 @@ TEST(FusedAdamW8bitTest, MatchesTheAtenRuleStepByStep) {
     EXPECT_EQ(c.codes_more_than_one_apart, 0) << what;
     // A code differs only where the two fp32 results straddle a midpoint: a few in a million. A
     // systematic error (an encoding off by one) would move most of them.
-    EXPECT_LE(c.codes_differing, c.codes / 1000) << what << ": " << c.codes_differing << " of " << c.codes;
+    EXPECT_LE(c.codes_differing, c.codes / 1000)
+        << what << ": " << c.codes_differing << " of " << c.codes;
     EXPECT_LE(c.worst_absmax_relative, 4e-6) << what;
     EXPECT_LE(c.worst_fp32_moment_relative, 4e-6) << what;
     std::printf("%s: %lld of %lld codes differ, absmax within %.2e, fp32 moments within %.2e\n",
-                what.c_str(), static_cast<long long>(c.codes_differing), static_cast<long long>(c.codes),
-                c.worst_absmax_relative, c.worst_fp32_moment_relative);
+                what.c_str(), static_cast<long long>(c.codes_differing),
+                static_cast<long long>(c.codes), c.worst_absmax_relative,
+                c.worst_fp32_moment_relative);
   }
 }
 

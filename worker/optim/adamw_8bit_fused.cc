@@ -28,10 +28,14 @@ static_assert(kQuantBlockSize == kernels::kAdamW8bitBlock,
 
 kernels::FloatKind KindOf(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kBFloat16: return kernels::FloatKind::kBFloat16;
-    case torch::kHalf: return kernels::FloatKind::kFloat16;
-    case torch::kFloat: return kernels::FloatKind::kFloat32;
-    default: throw std::invalid_argument("fused 8-bit AdamW: unsupported dtype");
+    case torch::kBFloat16:
+      return kernels::FloatKind::kBFloat16;
+    case torch::kHalf:
+      return kernels::FloatKind::kFloat16;
+    case torch::kFloat:
+      return kernels::FloatKind::kFloat32;
+    default:
+      throw std::invalid_argument("fused 8-bit AdamW: unsupported dtype");
   }
 }
 
@@ -40,7 +44,8 @@ kernels::FloatKind KindOf(const torch::Tensor& t) {
 torch::Tensor DeviceTable(const std::vector<kernels::AdamW8bitTensor>& table,
                           const torch::Device& device) {
   const int64_t bytes = static_cast<int64_t>(table.size() * sizeof(kernels::AdamW8bitTensor));
-  torch::Tensor host = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).pinned_memory(true));
+  torch::Tensor host =
+      torch::empty({bytes}, torch::TensorOptions().dtype(torch::kByte).pinned_memory(true));
   std::memcpy(host.data_ptr(), table.data(), static_cast<size_t>(bytes));
   return host.to(device, /*non_blocking=*/true);
 }
@@ -80,14 +85,14 @@ void FusedAdamW8bit(const std::vector<FusedAdamW8bitTensor>& tensors,
   const torch::Tensor device_table = DeviceTable(table, device);
   const AdamWFloatScalars s = FloatScalarsAt(hyper, step);
   // ATen's CUDA div_ by a scalar multiplies by the reciprocal, taken in double (PyTorch 2.x).
-  const float inv_sqrt_bias_correction2 = static_cast<float>(
-      1.0 / std::sqrt(1.0 - std::pow(hyper.beta2, static_cast<double>(step))));
-  const kernels::AdamWScalars scalars{s.decay, s.lerp_weight, s.beta2, s.one_minus_beta2,
-                                      inv_sqrt_bias_correction2, s.eps, s.neg_step_size};
-  const kernels::DynamicMaps maps{signed_map.values().data_ptr<float>(),
-                                  signed_map.midpoints().data_ptr<float>(),
-                                  unsigned_map.values().data_ptr<float>(),
-                                  unsigned_map.midpoints().data_ptr<float>()};
+  const float inv_sqrt_bias_correction2 =
+      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(hyper.beta2, static_cast<double>(step))));
+  const kernels::AdamWScalars scalars{
+      s.decay, s.lerp_weight,  s.beta2, s.one_minus_beta2, inv_sqrt_bias_correction2,
+      s.eps,   s.neg_step_size};
+  const kernels::DynamicMaps maps{
+      signed_map.values().data_ptr<float>(), signed_map.midpoints().data_ptr<float>(),
+      unsigned_map.values().data_ptr<float>(), unsigned_map.midpoints().data_ptr<float>()};
   kernels::LaunchAdamW8bit(static_cast<const kernels::AdamW8bitTensor*>(device_table.data_ptr()),
                            static_cast<int32_t>(table.size()), total_blocks, maps, scalars,
                            c10::cuda::getCurrentCUDAStream(device.index()).stream());

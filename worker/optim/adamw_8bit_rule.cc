@@ -59,7 +59,8 @@ class AdamW8bitRule final : public UpdateRule {
     torch::Tensor param32 = param_range.to(torch::kFloat);
     torch::Tensor grad32 = grad_range.to(torch::kFloat);
     if (!quantized_[index]) {
-      AdamWUpdate(hyper_, step, param32, grad32, s[0].narrow(0, begin, n), s[1].narrow(0, begin, n));
+      AdamWUpdate(hyper_, step, param32, grad32, s[0].narrow(0, begin, n),
+                  s[1].narrow(0, begin, n));
     } else {
       const int64_t first_block = begin / kQuantBlockSize;
       const int64_t blocks = NumQuantBlocks(n);

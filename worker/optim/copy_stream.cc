@@ -26,7 +26,8 @@ Event* EventOf(const StreamMarker& marker) { return static_cast<Event*>(marker.e
 
 CopyStream::CopyStream(const torch::Device& device) : device_(device) {
   if (device.is_cuda()) {
-    stream_ = std::make_shared<c10::cuda::CUDAStream>(c10::cuda::getStreamFromPool(false, device.index()));
+    stream_ = std::make_shared<c10::cuda::CUDAStream>(
+        c10::cuda::getStreamFromPool(false, device.index()));
   }
 }
 

@@ -10,7 +10,8 @@
 
 namespace vramlab::worker::optim_internal {
 
-DelayedUpdatePipeline::DelayedUpdatePipeline(UpdateRule& rule, const std::vector<torch::Tensor>& params,
+DelayedUpdatePipeline::DelayedUpdatePipeline(UpdateRule& rule,
+                                             const std::vector<torch::Tensor>& params,
                                              const StatePlacement& placement)
     : rule_(rule),
       params_(params),
@@ -45,8 +46,9 @@ DelayedUpdatePipeline::~DelayedUpdatePipeline() {
 void DelayedUpdatePipeline::Enqueue(size_t index, const torch::Tensor& grad, int64_t step) {
   torch::Tensor& buffer = host_grads_[index];
   if (!buffer.defined()) {
-    buffer = torch::empty({grad.numel()},
-                          torch::TensorOptions().dtype(grad.scalar_type()).pinned_memory(placement_.pinned));
+    buffer = torch::empty(
+        {grad.numel()},
+        torch::TensorOptions().dtype(grad.scalar_type()).pinned_memory(placement_.pinned));
   }
   queued_step_[index] = step;
   Item item{index, grad, copies_.MarkCompute()};
@@ -94,7 +96,8 @@ void DelayedUpdatePipeline::Publish(const std::vector<size_t>& indices) {
   StreamMarker after = publishes_.MarkCompute();
   for (size_t i : indices) {
     if (unpublished_[i]) {
-      last_publish_ = result_copied_[i] = publishes_.CopyAfter(after, params_[i].view({-1}), results_[i]);
+      last_publish_ = result_copied_[i] =
+          publishes_.CopyAfter(after, params_[i].view({-1}), results_[i]);
       after = StreamMarker();  // one stream: the later copies follow the first
       unpublished_[i] = 0;
     }
@@ -111,7 +114,8 @@ void DelayedUpdatePipeline::Start(const std::vector<size_t>& indices) {
     const torch::Tensor& param = params_[i];
     if (!results_[i].defined()) {
       results_[i] = torch::empty(
-          {param.numel()}, torch::TensorOptions().dtype(param.scalar_type()).pinned_memory(placement_.pinned));
+          {param.numel()},
+          torch::TensorOptions().dtype(param.scalar_type()).pinned_memory(placement_.pinned));
     }
     if (rule_.ReadsParam() && !host_current_[i]) {
       result_copied_[i] = copies_.CopyAfter(copies_.MarkCompute(), results_[i], param.view({-1}));
@@ -158,7 +162,8 @@ std::vector<DelayedUpdatePipeline::StepTimes> DelayedUpdatePipeline::Times() con
 }
 
 // Copies first (issuing one costs the host next to nothing and lets backward's gradients move
-// while the host computes), then the started update, one parameter at a time, largest first (Start).
+// while the host computes), then the started update, one parameter at a time, largest first
+// (Start).
 void DelayedUpdatePipeline::Run() {
   for (;;) {
     std::optional<Item> copy;
@@ -167,7 +172,8 @@ void DelayedUpdatePipeline::Run() {
       std::unique_lock<std::mutex> lock(mu_);
       busy_ = false;
       idle_.notify_all();
-      work_ready_.wait(lock, [this] { return stopping_ || !copy_queue_.empty() || !update_queue_.empty(); });
+      work_ready_.wait(
+          lock, [this] { return stopping_ || !copy_queue_.empty() || !update_queue_.empty(); });
       if (stopping_) return;
       busy_ = true;
       if (!copy_queue_.empty()) {
@@ -247,10 +253,12 @@ void DelayedUpdatePipeline::Compute(const Work& work) {
   const int64_t n = result.numel();
   for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
     const int64_t length = std::min(kStagingChunkElements, n - begin);
-    rule_.UpdateRange(index, work.step, begin, result.narrow(0, begin, length), grad.narrow(0, begin, length));
+    rule_.UpdateRange(index, work.step, begin, result.narrow(0, begin, length),
+                      grad.narrow(0, begin, length));
     if (begin + length < n) {
       arithmetic_seconds_ +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - arithmetic_start).count();
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - arithmetic_start)
+              .count();
       IssueReadyCopies();
       arithmetic_start = std::chrono::steady_clock::now();
     }

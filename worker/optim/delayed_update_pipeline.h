@@ -3,8 +3,8 @@
 // gradient is copied on the side stream into a pinned host buffer of its own parameter, so the
 // device gradients can be freed after Step() as usual. Step() t waits for update t-1 (the host
 // arithmetic on step t-1's gradients), publishes what is left of it to the device parameters and
-// starts update t, which runs on this pipeline's thread while the caller runs step t+1's forward and
-// backward. So step t+1's gradients are computed at the parameters after update t-1. Update t's
+// starts update t, which runs on this pipeline's thread while the caller runs step t+1's forward
+// and backward. So step t+1's gradients are computed at the parameters after update t-1. Update t's
 // new values of a parameter go to the device as soon as both its update is done and step t+1's
 // gradient of it is complete (from there on step t+1 no longer reads it: autograd runs a leaf's
 // AccumulateGrad after every node that used its value), on a second side stream, the other
@@ -122,22 +122,23 @@ class DelayedUpdatePipeline {
   const StatePlacement placement_;
   const CopyStream copies_;     // to the host: gradients, parameters
   const CopyStream publishes_;  // to the device: new parameter values
-  int host_threads_ = 1;  // set before the thread starts, constant after
+  int host_threads_ = 1;        // set before the thread starts, constant after
 
   mutable std::mutex mu_;
   std::condition_variable work_ready_, idle_;
-  std::deque<Item> copy_queue_;               // guarded by mu_: copies that may be issued now
-  std::vector<std::optional<Item>> held_;     // guarded by mu_: held_[i] waits for update of i
-  std::deque<Work> update_queue_;             // guarded by mu_: the started update's parameters
-  std::vector<char> updating_;                // guarded by mu_: i is in update_queue_ or computing
+  std::deque<Item> copy_queue_;            // guarded by mu_: copies that may be issued now
+  std::vector<std::optional<Item>> held_;  // guarded by mu_: held_[i] waits for update of i
+  std::deque<Work> update_queue_;          // guarded by mu_: the started update's parameters
+  std::vector<char> updating_;             // guarded by mu_: i is in update_queue_ or computing
   std::vector<std::pair<Item, StreamMarker>> in_flight_;  // guarded by mu_: issued copies
-  bool busy_ = false;         // guarded by mu_: the thread holds work taken from a queue
-  bool stopping_ = false;     // guarded by mu_
-  std::exception_ptr error_;  // guarded by mu_
-  std::vector<size_t> started_;     // guarded by mu_: the indices of the last Start()
-  std::vector<char> unpublished_;   // guarded by mu_: i's last update is done or running, not published
-  StreamMarker last_publish_;       // guarded by mu_: the last copy queued on publishes_
-  std::vector<StepTimes> times_;    // guarded by mu_
+  bool busy_ = false;            // guarded by mu_: the thread holds work taken from a queue
+  bool stopping_ = false;        // guarded by mu_
+  std::exception_ptr error_;     // guarded by mu_
+  std::vector<size_t> started_;  // guarded by mu_: the indices of the last Start()
+  std::vector<char>
+      unpublished_;            // guarded by mu_: i's last update is done or running, not published
+  StreamMarker last_publish_;  // guarded by mu_: the last copy queued on publishes_
+  std::vector<StepTimes> times_;  // guarded by mu_
   // Written by the thread only, summed over every update; read by WaitForUpdate() once the thread
   // is idle (ordered by mu_).
   double arithmetic_seconds_ = 0, copy_wait_seconds_ = 0;
@@ -149,8 +150,8 @@ class DelayedUpdatePipeline {
   std::vector<torch::Tensor> results_;     // flat, parameter dtype, host memory
   std::vector<int64_t> queued_step_;       // written by Enqueue, read by Start
   std::vector<StreamMarker> grad_copied_;  // the thread's: completion of the last gradient copy
-  // The last copy that reads or writes results_[i] (a publish, or the parameter's copy to the host):
-  // written by the caller (Start, Publish) and by the thread (IssueCopy), never at once: the
+  // The last copy that reads or writes results_[i] (a publish, or the parameter's copy to the
+  // host): written by the caller (Start, Publish) and by the thread (IssueCopy), never at once: the
   // thread writes i's only after update i is done, and the caller only while the thread is idle.
   std::vector<StreamMarker> result_copied_;
   // host_current_[i] (the caller's): results_[i] holds the value the device parameter will hold

@@ -22,7 +22,8 @@ constexpr int64_t kElementsPerTask = int64_t{1} << 18;
 template <typename Body>
 void ParallelRanges(int64_t n, const Body& body) {
   const int64_t tasks = std::max<int64_t>(1, (n + kElementsPerTask - 1) / kElementsPerTask);
-  const int workers = static_cast<int>(std::min<int64_t>(tasks, std::max(1, at::get_num_threads())));
+  const int workers =
+      static_cast<int>(std::min<int64_t>(tasks, std::max(1, at::get_num_threads())));
   RunOnHostThreads(workers, static_cast<int>(tasks), [&body, n](int t) {
     const int64_t begin = t * kElementsPerTask, end = std::min(n, begin + kElementsPerTask);
     body(begin, end);
@@ -55,7 +56,8 @@ void HostAdamW(const AdamWHyper& hyper, int64_t step, const torch::Tensor& param
                const torch::Tensor& grad, const torch::Tensor& exp_avg,
                const torch::Tensor& exp_avg_sq) {
   if (!HostAdamWSupported(param, grad, exp_avg, exp_avg_sq)) {
-    throw std::invalid_argument("HostAdamW needs contiguous CPU tensors of one dtype, float or bf16");
+    throw std::invalid_argument(
+        "HostAdamW needs contiguous CPU tensors of one dtype, float or bf16");
   }
   const AdamWFloatScalars c = FloatScalarsAt(hyper, step);
   if (param.scalar_type() == torch::kFloat) {

@@ -29,8 +29,12 @@ struct Bf16 {
     const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
     return (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : rounded;
   }
-  static float Load(const uint16_t* data, int64_t i) { return FromBits(static_cast<uint32_t>(data[i]) << 16); }
-  static void Store(uint16_t* data, int64_t i, float x) { data[i] = static_cast<uint16_t>(RoundedBits(x) >> 16); }
+  static float Load(const uint16_t* data, int64_t i) {
+    return FromBits(static_cast<uint32_t>(data[i]) << 16);
+  }
+  static void Store(uint16_t* data, int64_t i, float x) {
+    data[i] = static_cast<uint16_t>(RoundedBits(x) >> 16);
+  }
 };
 
 // The values one element holds after the step, in fp32: param before its store's rounding.
@@ -58,8 +62,9 @@ inline Element Step(const AdamWFloatScalars& c, float param, float grad, float a
 // stores it: for fp32 the ATen ops' update, for bf16 what a fused AdamW kernel computes (the
 // update in fp32 from upcast values, one rounding per stored tensor).
 template <typename S>
-inline void UpdateRange(const AdamWFloatScalars& c, typename S::Stored* p, const typename S::Stored* g,
-                        typename S::Stored* m, typename S::Stored* v, int64_t begin, int64_t end) {
+inline void UpdateRange(const AdamWFloatScalars& c, typename S::Stored* p,
+                        const typename S::Stored* g, typename S::Stored* m, typename S::Stored* v,
+                        int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const Element e = Step(c, S::Load(p, i), S::Load(g, i), S::Load(m, i), S::Load(v, i));
     S::Store(p, i, e.param);
@@ -72,9 +77,9 @@ inline void UpdateRange(const AdamWFloatScalars& c, typename S::Stored* p, const
 // Upcasting a gradient is exact and P::Store rounds as ATen's copy_ does, so this is the fp32
 // update followed by param.copy_(master), in one pass.
 template <typename P>
-inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master, const typename P::Stored* g,
-                              float* m, float* v, typename P::Stored* param, int64_t begin,
-                              int64_t end) {
+inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master,
+                              const typename P::Stored* g, float* m, float* v,
+                              typename P::Stored* param, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const Element e = Step(c, master[i], P::Load(g, i), m[i], v[i]);
     master[i] = e.param;
@@ -91,22 +96,22 @@ inline void UpdateMasterRange(const AdamWFloatScalars& c, float* master, const t
 // file is compiled with -ffp-contract=off: v4 has FMA, and a fused multiply-add rounds once
 // where the fp32 ATen ops round twice, so every clone must compute exactly what they compute.
 #define VRAMLAB_HOST_LOOP __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-VRAMLAB_HOST_LOOP void UpdateRangeFp32(const AdamWFloatScalars& c, float* p, const float* g, float* m,
-                                       float* v, int64_t begin, int64_t end) {
+VRAMLAB_HOST_LOOP void UpdateRangeFp32(const AdamWFloatScalars& c, float* p, const float* g,
+                                       float* m, float* v, int64_t begin, int64_t end) {
   UpdateRange<Fp32>(c, p, g, m, v, begin, end);
 }
 VRAMLAB_HOST_LOOP void UpdateRangeBf16(const AdamWFloatScalars& c, uint16_t* p, const uint16_t* g,
                                        uint16_t* m, uint16_t* v, int64_t begin, int64_t end) {
   UpdateRange<Bf16>(c, p, g, m, v, begin, end);
 }
-VRAMLAB_HOST_LOOP void UpdateMasterRangeFp32(const AdamWFloatScalars& c, float* master, const float* g,
-                                             float* m, float* v, float* param, int64_t begin,
-                                             int64_t end) {
+VRAMLAB_HOST_LOOP void UpdateMasterRangeFp32(const AdamWFloatScalars& c, float* master,
+                                             const float* g, float* m, float* v, float* param,
+                                             int64_t begin, int64_t end) {
   UpdateMasterRange<Fp32>(c, master, g, m, v, param, begin, end);
 }
-VRAMLAB_HOST_LOOP void UpdateMasterRangeBf16(const AdamWFloatScalars& c, float* master, const uint16_t* g,
-                                             float* m, float* v, uint16_t* param, int64_t begin,
-                                             int64_t end) {
+VRAMLAB_HOST_LOOP void UpdateMasterRangeBf16(const AdamWFloatScalars& c, float* master,
+                                             const uint16_t* g, float* m, float* v, uint16_t* param,
+                                             int64_t begin, int64_t end) {
   UpdateMasterRange<Bf16>(c, master, g, m, v, param, begin, end);
 }
 #undef VRAMLAB_HOST_LOOP

@@ -46,7 +46,8 @@ std::pair<double, double> Compare(int64_t n, torch::ScalarType dtype) {
 }
 
 TEST(HostAdamWTest, Fp32MatchesTheAtenOps) {
-  const auto [worst, identical] = Compare((int64_t{3} << 18) + 5, torch::kFloat);  // several threads
+  const auto [worst, identical] =
+      Compare((int64_t{3} << 18) + 5, torch::kFloat);  // several threads
   std::cout << "fp32: worst relative difference " << worst << ", identical " << identical << "\n";
   EXPECT_LT(worst, 1e-6);
 }
@@ -64,7 +65,8 @@ TEST(HostAdamWTest, Bf16IsTheFp32UpdateRoundedOncePerStep) {
   for (int64_t step = 1; step <= 3; ++step) {
     HostAdamW(Hyper(), step, bf16.p, bf16.g, bf16.m, bf16.v);
     HostAdamW(Hyper(), step, fp32.p, fp32.g, fp32.m, fp32.v);
-    for (torch::Tensor* t : {&fp32.p, &fp32.m, &fp32.v}) *t = t->to(torch::kBFloat16).to(torch::kFloat);
+    for (torch::Tensor* t : {&fp32.p, &fp32.m, &fp32.v})
+      *t = t->to(torch::kBFloat16).to(torch::kFloat);
     AdamWUpdate(Hyper(), step, aten_ops.p, aten_ops.g, aten_ops.m, aten_ops.v);
   }
   EXPECT_TRUE(torch::equal(bf16.p, fp32.p.to(torch::kBFloat16)));
@@ -74,8 +76,10 @@ TEST(HostAdamWTest, Bf16IsTheFp32UpdateRoundedOncePerStep) {
   // The bf16 ATen ops round after every op, so they land apart from it, within a few roundings.
   const double identical = bf16.p.eq(aten_ops.p).to(torch::kDouble).mean().item<double>();
   const double worst = ((bf16.p.to(torch::kDouble) - aten_ops.p.to(torch::kDouble)).abs().max() /
-                        aten_ops.p.to(torch::kDouble).abs().max()).item<double>();
-  std::cout << "bf16 against the bf16 ATen ops: identical " << identical << ", worst relative " << worst << "\n";
+                        aten_ops.p.to(torch::kDouble).abs().max())
+                           .item<double>();
+  std::cout << "bf16 against the bf16 ATen ops: identical " << identical << ", worst relative "
+            << worst << "\n";
   EXPECT_LT(worst, 4.0 / 128);
 }
 
@@ -115,7 +119,8 @@ TEST(HostAdamWTest, MasterFormIsTheFp32LoopThenARoundingCopy) {
     EXPECT_TRUE(torch::equal(a.v, b.v)) << dtype;
     EXPECT_TRUE(torch::equal(a.p, b.p)) << dtype;
     // The step moved every parameter, so equality above is not the untouched start.
-    EXPECT_FALSE(torch::equal(a.p, RandomMasterState((int64_t{3} << 18) + 7, dtype, 11).p)) << dtype;
+    EXPECT_FALSE(torch::equal(a.p, RandomMasterState((int64_t{3} << 18) + 7, dtype, 11).p))
+        << dtype;
   }
 }
 
@@ -137,8 +142,9 @@ TEST(HostAdamWTest, MasterFormNeedsFp32StateAndOneParameterDtype) {
   EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g.to(torch::kFloat), s.m, s.v, s.p));
   EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g, s.m.to(torch::kBFloat16), s.v, s.p));
   EXPECT_FALSE(HostAdamWMasterSupported(s.master, s.g, s.m, s.v, s.p.narrow(0, 0, 32)));
-  EXPECT_THROW(HostAdamWMaster(Hyper(), 1, s.master, s.g.to(torch::kHalf), s.m, s.v, s.p.to(torch::kHalf)),
-               std::invalid_argument);
+  EXPECT_THROW(
+      HostAdamWMaster(Hyper(), 1, s.master, s.g.to(torch::kHalf), s.m, s.v, s.p.to(torch::kHalf)),
+      std::invalid_argument);
 }
 
 TEST(HostAdamWTest, SupportsOnlyOneContiguousFloatOrBf16Layout) {

@@ -14,7 +14,8 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
     const torch::Tensor grad_host = grad_flat.to(param.device());
     for (int64_t begin = 0; begin < n; begin += kStagingChunkElements) {
       const int64_t len = std::min(kStagingChunkElements, n - begin);
-      UpdateHostRange(rule, index, step, begin, param_flat.narrow(0, begin, len), grad_host.narrow(0, begin, len));
+      UpdateHostRange(rule, index, step, begin, param_flat.narrow(0, begin, len),
+                      grad_host.narrow(0, begin, len));
     }
     return;
   }
@@ -24,7 +25,8 @@ void HostStepper::Update(UpdateRule& rule, size_t index, int64_t step, const tor
     const int64_t len = std::min(kStagingChunkElements, n - begin);
     torch::Tensor grad_host = StagingView(grad_staging_, grad.scalar_type(), len, /*pinned=*/true);
     grad_host.copy_(grad_flat.narrow(0, begin, len));
-    torch::Tensor param_host = StagingView(param_staging_, param.scalar_type(), len, /*pinned=*/true);
+    torch::Tensor param_host =
+        StagingView(param_staging_, param.scalar_type(), len, /*pinned=*/true);
     if (rule.ReadsParam()) param_host.copy_(param_flat.narrow(0, begin, len));
     UpdateHostRange(rule, index, step, begin, param_host, grad_host);
     param_flat.narrow(0, begin, len).copy_(param_host);

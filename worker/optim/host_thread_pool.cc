@@ -62,7 +62,7 @@ class HostThreadPool {
   std::mutex run_mu_;
   std::mutex mu_;
   std::condition_variable start_, finished_;
-  std::vector<std::thread> threads_;              // guarded by mu_; never joined (process lifetime)
+  std::vector<std::thread> threads_;  // guarded by mu_; never joined (process lifetime)
   const std::function<void(int)>* task_ = nullptr;  // guarded by mu_
   int tasks_ = 0, next_task_ = 0, unfinished_ = 0;  // guarded by mu_
   int pool_workers_ = 0;                            // guarded by mu_: pool threads of this run

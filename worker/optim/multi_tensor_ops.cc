@@ -31,8 +31,9 @@ void FusedAdamW(const std::vector<torch::Tensor>& params, const std::vector<torc
 #if defined(VRAMLAB_HAS_FUSED_ADAMW) && defined(VRAMLAB_WITH_CUDA)
   // The kernel only reads the step (torch.optim increments it beforehand), so one device scalar
   // can stand for every tensor; no per-parameter step tensors are kept as state.
-  torch::Tensor step_scalar = torch::full(
-      {}, static_cast<double>(step), torch::TensorOptions().dtype(torch::kFloat).device(params[0].device()));
+  torch::Tensor step_scalar =
+      torch::full({}, static_cast<double>(step),
+                  torch::TensorOptions().dtype(torch::kFloat).device(params[0].device()));
   std::vector<torch::Tensor> steps(params.size(), step_scalar);
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, hyper.lr,
                     hyper.beta1, hyper.beta2, hyper.weight_decay, hyper.eps, /*amsgrad=*/false,

@@ -84,7 +84,8 @@ void OffloadPipeline::Drain() {
 void OffloadPipeline::Publish(const std::vector<size_t>& indices) {
   for (size_t i : indices) {
     if (!published_[i]) {
-      last_publish_ = publish_done_[i] = publishes_.CopyAfter({}, params_[i].view({-1}), results_[i]);
+      last_publish_ = publish_done_[i] =
+          publishes_.CopyAfter({}, params_[i].view({-1}), results_[i]);
     }
     published_[i] = 0;
     host_current_[i] = 1;
@@ -171,13 +172,15 @@ void OffloadPipeline::IssueCopies(Chunk& chunk) {
   torch::Tensor result = ResultBuffer(index).narrow(0, chunk.begin, chunk.length);
   torch::Tensor grad_host = StagingView(grad_slots_[chunk.slot], chunk.item.grad.scalar_type(),
                                         chunk.length, placement_.pinned);
-  chunk.copied = copies_.CopyAfter(chunk.item.ready, grad_host,
-                                   chunk.item.grad.reshape({-1}).narrow(0, chunk.begin, chunk.length));
+  chunk.copied =
+      copies_.CopyAfter(chunk.item.ready, grad_host,
+                        chunk.item.grad.reshape({-1}).narrow(0, chunk.begin, chunk.length));
   if (rule_.ReadsParam() && !host_current_[index]) {
     // Same stream, so after the gradient's copy; the parameter is not written before this
     // update is done. The last publish of the parameter may still be reading results_.
     CopyStream::HostWait(publish_done_[index]);
-    chunk.copied = copies_.CopyAfter({}, result, param.view({-1}).narrow(0, chunk.begin, chunk.length));
+    chunk.copied =
+        copies_.CopyAfter({}, result, param.view({-1}).narrow(0, chunk.begin, chunk.length));
   }
 }
 
@@ -191,8 +194,8 @@ void OffloadPipeline::Compute(const Chunk& chunk) {
   if (chunk.begin == 0) CopyStream::HostWait(publish_done_[index]);
   const torch::Tensor grad_host = grad_slots_[chunk.slot].narrow(0, 0, chunk.length);
   torch::Tensor& result = ResultBuffer(index);
-  rule_.UpdateRange(index, chunk.item.step, chunk.begin, result.narrow(0, chunk.begin, chunk.length),
-                    grad_host);
+  rule_.UpdateRange(index, chunk.item.step, chunk.begin,
+                    result.narrow(0, chunk.begin, chunk.length), grad_host);
   arithmetic_seconds_ += SecondsSince(arithmetic_start);
   if (chunk.begin + chunk.length == params_[index].numel()) {
     // The whole parameter is updated, and the step no longer reads it after chunk.item.ready.
@@ -206,8 +209,9 @@ torch::Tensor& OffloadPipeline::ResultBuffer(size_t index) {
   torch::Tensor& buffer = results_[index];
   if (!buffer.defined()) {
     const torch::Tensor& param = params_[index];
-    buffer = torch::empty({param.numel()},
-                          torch::TensorOptions().dtype(param.scalar_type()).pinned_memory(placement_.pinned));
+    buffer = torch::empty(
+        {param.numel()},
+        torch::TensorOptions().dtype(param.scalar_type()).pinned_memory(placement_.pinned));
   }
   return buffer;
 }

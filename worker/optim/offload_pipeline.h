@@ -114,16 +114,17 @@ class OffloadPipeline {
 
   mutable std::mutex mu_;
   std::condition_variable work_ready_, idle_;
-  std::deque<Item> queue_;     // guarded by mu_
-  bool busy_ = false;          // guarded by mu_: the thread holds work taken from queue_
-  bool stopping_ = false;      // guarded by mu_
-  std::exception_ptr error_;   // guarded by mu_
+  std::deque<Item> queue_;        // guarded by mu_
+  bool busy_ = false;             // guarded by mu_: the thread holds work taken from queue_
+  bool stopping_ = false;         // guarded by mu_
+  std::exception_ptr error_;      // guarded by mu_
   int host_threads_ = 1;          // set before the thread starts, constant after
   std::vector<StepTimes> times_;  // guarded by mu_
   // Written by the thread only, summed over every chunk since construction; read by Drain()
   // once the thread is idle (ordered by mu_).
   double arithmetic_seconds_ = 0, copy_wait_seconds_ = 0;
-  double arithmetic_drained_ = 0, copy_wait_drained_ = 0;  // guarded by mu_: the sums at the last Drain()
+  double arithmetic_drained_ = 0,
+         copy_wait_drained_ = 0;  // guarded by mu_: the sums at the last Drain()
 
   // Owned by the thread between Enqueue and Drain, by the caller otherwise.
   std::vector<torch::Tensor> results_;  // results_[i]: new values of params_[i], host memory
@@ -132,9 +133,10 @@ class OffloadPipeline {
   // instead of copying it from the device: a rule that reads parameters (bf16 state) then moves
   // only the gradient to the host, not the gradient and the parameter.
   std::vector<char> host_current_;
-  // published_[i]: params_[i] was copied from results_[i] since the last Publish(); publish_done_[i]:
-  // where that copy completes (results_[i] may be written again once it is reached);
-  // last_publish_: the last copy queued on publishes_, which completes after all earlier ones.
+  // published_[i]: params_[i] was copied from results_[i] since the last Publish();
+  // publish_done_[i]: where that copy completes (results_[i] may be written again once it is
+  // reached); last_publish_: the last copy queued on publishes_, which completes after all earlier
+  // ones.
   std::vector<char> published_;
   std::vector<StreamMarker> publish_done_;
   StreamMarker last_publish_;

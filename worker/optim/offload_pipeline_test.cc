@@ -84,7 +84,8 @@ TEST(OffloadPipelineTest, MatchesTheSynchronousOffloadStepForEveryKind) {
 // A parameter of two staging chunks: its second chunk's copies are queued while the first is
 // updated (the chunk logic is the same for every kind).
 TEST(OffloadPipelineTest, MatchesTheSynchronousStepAcrossAChunkBoundary) {
-  NamedParams sync_params = optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 5);
+  NamedParams sync_params =
+      optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 5);
   NamedParams overlap_params = optim_testing::Clone(sync_params);
   auto sync = MakeOptimizer(sync_params, Offloaded(OptimizerKind::kAdamW));
   auto overlapped = Overlapped(overlap_params, Offloaded(OptimizerKind::kAdamW));
@@ -96,7 +97,8 @@ TEST(OffloadPipelineTest, MatchesTheSynchronousStepAcrossAChunkBoundary) {
 // The summary counts the steps the pipeline ran and says where their host time went; the
 // synchronous offload and a step before any has none.
 TEST(OffloadPipelineTest, HostStepSummaryCountsThePipelinesSteps) {
-  NamedParams params = optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 7);
+  NamedParams params =
+      optim_testing::SyntheticParams({kStagingChunkElements + 300, 3}, torch::kFloat, 7);
   auto overlapped = Overlapped(params, Offloaded(OptimizerKind::kAdamW));
   EXPECT_EQ(overlapped->HostStepSummary(), "");
   Train(params, *overlapped, 3, 1, /*announce=*/true);

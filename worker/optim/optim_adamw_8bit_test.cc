@@ -140,8 +140,8 @@ TEST(AdamW8bitTrainingTest, FiftyStepsTrackExactAdamWWithinTwoPercent) {
   EXPECT_LT(exact, 0.8 * first_exact) << "the run must actually train";
   EXPECT_NEAR(eight, exact, 0.02 * exact);
   std::cout << "tiny model, 50 steps: first loss " << first_exact << ", exact AdamW " << exact
-            << ", 8-bit AdamW " << eight << " (" << 100 * (eight - exact) / exact
-            << "%); state " << exact_bytes << " vs " << bytes_8bit << " bytes\n";
+            << ", 8-bit AdamW " << eight << " (" << 100 * (eight - exact) / exact << "%); state "
+            << exact_bytes << " vs " << bytes_8bit << " bytes\n";
   // Most of the tiny model sits in tensors of >= 4096 elements: well under half of fp32 state.
   EXPECT_LT(bytes_8bit * 2, exact_bytes);
 }

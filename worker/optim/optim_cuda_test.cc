@@ -109,7 +109,8 @@ TEST(CudaOptimizerTest, Bf16AdamWStaysWithinBf16RoundingOfTheCpuResult) {
 // value across a bf16 rounding boundary.
 TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
   // The gradients are made on the CPU (optim_testing::SetGradients) and copied to both.
-  NamedParams source = optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1);
+  NamedParams source =
+      optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1);
   NamedParams on_device = ToDevice(source, torch::kCUDA);
   NamedParams offloaded = ToDevice(source, torch::kCUDA);
   OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW);
@@ -147,8 +148,8 @@ TEST(CudaOptimizerTest, OffloadedBf16AdamWUpdatesAsTheOnDeviceFusedStep) {
 }
 
 TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
-  NamedParams params = ToDevice(optim_testing::SyntheticParams({1000, 3000}, torch::kBFloat16, 1),
-                                torch::kCUDA);
+  NamedParams params =
+      ToDevice(optim_testing::SyntheticParams({1000, 3000}, torch::kBFloat16, 1), torch::kCUDA);
   auto on_device = MakeOptimizer(params, optim_testing::Options(OptimizerKind::kAdamW));
   OptimizerOptions offload = optim_testing::Options(OptimizerKind::kAdamWFp32Master);
   offload.offload_to_cpu = true;
@@ -174,8 +175,9 @@ TEST(CudaOptimizerTest, StateBytesOnDeviceAndHost) {
 // and no write-back lands before backward's last read of the parameter.
 TEST(CudaOptimizerTest, OverlappedOffloadMatchesTheSynchronousOne) {
   for (OptimizerKind kind : optim_testing::AllKinds()) {
-    NamedParams sync_params = ToDevice(
-        optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1), torch::kCUDA);
+    NamedParams sync_params =
+        ToDevice(optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 1),
+                 torch::kCUDA);
     NamedParams overlap_params = ToDevice(sync_params, torch::kCUDA);
     OptimizerOptions options = optim_testing::Options(kind);
     options.offload_to_cpu = true;
@@ -224,8 +226,9 @@ TEST(CudaOptimizerTest, DelayedOffloadEqualsTheSynchronousStepFedTheLaggedGradie
     return grads;
   };
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kAdamWFp32Master}) {
-    const NamedParams initial = ToDevice(
-        optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 4), torch::kCUDA);
+    const NamedParams initial =
+        ToDevice(optim_testing::SyntheticParams({int64_t{17} << 20, 5000, 3}, torch::kBFloat16, 4),
+                 torch::kCUDA);
     OptimizerOptions options = optim_testing::Options(kind, /*lr=*/2e-2);
     options.offload_to_cpu = true;
     NamedParams reference = ToDevice(initial, torch::kCUDA);
@@ -233,7 +236,8 @@ TEST(CudaOptimizerTest, DelayedOffloadEqualsTheSynchronousStepFedTheLaggedGradie
     options.delayed_update = true;
     NamedParams params = ToDevice(initial, torch::kCUDA);
     auto delayed = MakeOptimizer(params, options);
-    NamedParams two_back = ToDevice(initial, torch::kCUDA), one_back = ToDevice(initial, torch::kCUDA);
+    NamedParams two_back = ToDevice(initial, torch::kCUDA),
+                one_back = ToDevice(initial, torch::kCUDA);
     for (int t = 1; t <= 4; ++t) {
       delayed->ExpectStepAfterNextBackward();
       loss_of(params, t).backward();
@@ -258,8 +262,8 @@ TEST(CudaOptimizerTest, DelayedOffloadEqualsTheSynchronousStepFedTheLaggedGradie
 // The hook runs on the autograd device thread; a parameter used twice is updated once with the
 // sum of both contributions.
 TEST(CudaOptimizerTest, InBackwardMatchesANormalStep) {
-  NamedParams normal = ToDevice(optim_testing::SyntheticParams({4096, 300}, torch::kFloat, 1),
-                                torch::kCUDA);
+  NamedParams normal =
+      ToDevice(optim_testing::SyntheticParams({4096, 300}, torch::kFloat, 1), torch::kCUDA);
   NamedParams hooked = ToDevice(normal, torch::kCUDA);
   OptimizerOptions options = optim_testing::Options(OptimizerKind::kAdamW);
   auto normal_optimizer = MakeOptimizer(normal, options);

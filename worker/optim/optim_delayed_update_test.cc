@@ -51,7 +51,8 @@ std::vector<torch::Tensor> GradientsAt(const NamedParams& at, int step) {
 
 double MaxDiff(const NamedParams& a, const NamedParams& b) {
   double diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, optim_testing::MaxAbsDiff(a[i].second, b[i].second));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, optim_testing::MaxAbsDiff(a[i].second, b[i].second));
   return diff;
 }
 
@@ -81,7 +82,8 @@ struct ReferenceAdamW {
 };
 
 // θ_0..θ_K by the formula at the top; `lag` 2 is the delayed update, 1 the undelayed one.
-std::vector<NamedParams> ReferenceTrajectory(const NamedParams& initial, const OptimizerOptions& options, int lag) {
+std::vector<NamedParams> ReferenceTrajectory(const NamedParams& initial,
+                                             const OptimizerOptions& options, int lag) {
   ReferenceAdamW adamw(options);
   std::vector<NamedParams> theta = {optim_testing::Clone(initial)};
   for (int t = 1; t <= kSteps; ++t) {
@@ -106,7 +108,8 @@ TEST(DelayedUpdateTest, AdamWAppliesEachGradientOneStepLateAndFinishAppliesTheLa
 
   NamedParams params = optim_testing::Clone(initial);
   auto optimizer = MakeOptimizer(params, options);
-  EXPECT_NE(optimizer->Describe().find("update delayed by one step"), std::string::npos) << optimizer->Describe();
+  EXPECT_NE(optimizer->Describe().find("update delayed by one step"), std::string::npos)
+      << optimizer->Describe();
   for (int t = 1; t <= kSteps; ++t) {
     optimizer->ExpectStepAfterNextBackward();
     Loss(params, t).backward();
@@ -128,7 +131,8 @@ TEST(DelayedUpdateTest, AdamWAppliesEachGradientOneStepLateAndFinishAppliesTheLa
 TEST(DelayedUpdateTest, EqualsTheSynchronousStepFedTheLaggedGradientsForEveryKind) {
   for (OptimizerKind kind : optim_testing::AllKinds()) {
     for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
-      const std::string what = OptimizerKindName(kind) + (dtype == torch::kFloat ? " fp32" : " bf16");
+      const std::string what =
+          OptimizerKindName(kind) + (dtype == torch::kFloat ? " fp32" : " bf16");
       const NamedParams initial = optim_testing::SyntheticParams({70000, 5000, 3}, dtype, 12);
       OptimizerOptions sync_options = Delayed(kind);
       sync_options.delayed_update = false;
@@ -136,7 +140,8 @@ TEST(DelayedUpdateTest, EqualsTheSynchronousStepFedTheLaggedGradientsForEveryKin
       auto sync = MakeOptimizer(reference, sync_options);
       NamedParams params = optim_testing::Clone(initial);
       auto delayed = MakeOptimizer(params, Delayed(kind));
-      NamedParams two_back = optim_testing::Clone(initial), one_back = optim_testing::Clone(initial);
+      NamedParams two_back = optim_testing::Clone(initial),
+                  one_back = optim_testing::Clone(initial);
       for (int t = 1; t <= kSteps; ++t) {
         for (int micro = 0; micro < 2; ++micro) {
           if (micro == 1) delayed->ExpectStepAfterNextBackward();
@@ -193,10 +198,12 @@ TEST(DelayedUpdateTest, HostStepSummaryCountsEveryUpdate) {
     optimizer->Step();
     optimizer->ZeroGrad();
   }
-  EXPECT_EQ(optimizer->HostStepSummary().rfind("host step, median of 1 steps after the first: ", 0), 0u)
+  EXPECT_EQ(optimizer->HostStepSummary().rfind("host step, median of 1 steps after the first: ", 0),
+            0u)
       << optimizer->HostStepSummary();
   optimizer->Finish();
-  EXPECT_EQ(optimizer->HostStepSummary().rfind("host step, median of 2 steps after the first: ", 0), 0u)
+  EXPECT_EQ(optimizer->HostStepSummary().rfind("host step, median of 2 steps after the first: ", 0),
+            0u)
       << optimizer->HostStepSummary();
 }
 
@@ -237,7 +244,8 @@ TEST(DelayedUpdateTest, NeedsOffloadAndRefusesInBackward) {
   const torch::Tensor after_step = params[0].second.detach().clone();
   optimizer->Finish();
   EXPECT_TRUE(torch::equal(params[0].second, after_step));
-  EXPECT_FALSE(torch::equal(params[0].second, optim_testing::SyntheticParams({8}, torch::kFloat, 16)[0].second));
+  EXPECT_FALSE(torch::equal(params[0].second,
+                            optim_testing::SyntheticParams({8}, torch::kFloat, 16)[0].second));
 }
 
 }  // namespace

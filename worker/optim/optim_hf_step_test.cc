@@ -63,8 +63,8 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
   }
   optimizer->Step();
 
-  const std::map<std::string, torch::Tensor> hf = ReadAllTensors(
-      testing::TestdataDir(checkpoint) + "/expected_after_adamw_step.safetensors");
+  const std::map<std::string, torch::Tensor> hf =
+      ReadAllTensors(testing::TestdataDir(checkpoint) + "/expected_after_adamw_step.safetensors");
   EXPECT_EQ(model->named_parameters().size(), hf.size());
   // The first AdamW update is lr * g / (|g| + eps): for |g| >= 100 eps it depends on g only
   // through its sign and a <= 1% term, and every such element must match within 1e-6. Below, it
@@ -90,8 +90,8 @@ TEST_P(HfAdamWStepTest, ParametersMatchTorchAdamWAfterOneStep) {
   }
   EXPECT_LE(loosely_bounded * 100, elements) << loosely_bounded << " of " << elements;
   std::printf("%s: %lld of %lld gradients below 100 eps, %lld elements off by more than 1e-6\n",
-              checkpoint.c_str(), static_cast<long long>(ill_conditioned), static_cast<long long>(elements),
-              static_cast<long long>(loosely_bounded));
+              checkpoint.c_str(), static_cast<long long>(ill_conditioned),
+              static_cast<long long>(elements), static_cast<long long>(loosely_bounded));
   RecordProperty("gradients_below_100_eps", std::to_string(ill_conditioned));
   if (variant.offload) {
     EXPECT_EQ(optimizer->DeviceStateBytes(), 0);
@@ -113,9 +113,9 @@ std::vector<Variant> Variants() {
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, HfAdamWStepTest,
-    ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied", "qwen2-tiny-sharded", "qwen2-tiny-window",
-                                         "llama-tiny", "llama-tiny-bias", "mistral-tiny", "qwen3-tiny",
-                                         "qwen3-tiny-window"),
+    ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied", "qwen2-tiny-sharded",
+                                         "qwen2-tiny-window", "llama-tiny", "llama-tiny-bias",
+                                         "mistral-tiny", "qwen3-tiny", "qwen3-tiny-window"),
                        ::testing::ValuesIn(Variants())),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
@@ -125,8 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Every kind gives the same parameters in backward as in a normal step, tied and untied, over two
 // steps (so bias corrections and state carried between steps are covered too).
-class InBackwardTest
-    : public ::testing::TestWithParam<std::tuple<std::string, OptimizerKind>> {};
+class InBackwardTest : public ::testing::TestWithParam<std::tuple<std::string, OptimizerKind>> {};
 
 TEST_P(InBackwardTest, SameParametersAsANormalStep) {
   const auto& [checkpoint, kind] = GetParam();
@@ -153,16 +152,15 @@ TEST_P(InBackwardTest, SameParametersAsANormalStep) {
   EXPECT_EQ(hooked_optimizer->DeviceStateBytes(), normal_optimizer->DeviceStateBytes());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kinds, InBackwardTest,
-    ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied"),
-                       ::testing::ValuesIn(optim_testing::AllKinds())),
-    [](const auto& info) {
-      std::string name =
-          std::get<0>(info.param) + "_" + OptimizerKindName(std::get<1>(info.param));
-      for (char& c : name) c = (c == '-') ? '_' : c;
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Kinds, InBackwardTest,
+                         ::testing::Combine(::testing::Values("qwen2-tiny", "qwen2-tiny-untied"),
+                                            ::testing::ValuesIn(optim_testing::AllKinds())),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) + "_" +
+                                              OptimizerKindName(std::get<1>(info.param));
+                           for (char& c : name) c = (c == '-') ? '_' : c;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace vramlab::worker

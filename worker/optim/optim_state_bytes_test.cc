@@ -78,18 +78,18 @@ TEST_P(StateBytesTest, ReportedAndMeasuredBytesMatchTheFormula) {
   EXPECT_EQ(optimizer->DeviceStateBytes() + optimizer->HostStateBytes(), expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, StateBytesTest,
-    ::testing::Combine(::testing::ValuesIn(optim_testing::AllKinds()),
-                       ::testing::Values(torch::kFloat, torch::kBFloat16),
-                       ::testing::Bool()),
-    [](const auto& info) {
-      std::string name = OptimizerKindName(std::get<0>(info.param)) + "_" +
-                         (std::get<1>(info.param) == torch::kFloat ? "fp32" : "bf16") +
-                         (std::get<2>(info.param) ? "_offload" : "");
-      for (char& c : name) c = c == '-' ? '_' : c;
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, StateBytesTest,
+                         ::testing::Combine(::testing::ValuesIn(optim_testing::AllKinds()),
+                                            ::testing::Values(torch::kFloat, torch::kBFloat16),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           std::string name =
+                               OptimizerKindName(std::get<0>(info.param)) + "_" +
+                               (std::get<1>(info.param) == torch::kFloat ? "fp32" : "bf16") +
+                               (std::get<2>(info.param) ? "_offload" : "");
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 // In-backward mode on a parameter set: after backward the gradients are gone, and what stays
 // allocated is exactly the parameters plus the state.

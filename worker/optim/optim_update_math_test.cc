@@ -40,8 +40,8 @@ struct Trajectory {
 
 // Parameters are N(0, scale^2); with `same_gradient` every step sees the gradient of step 1 (a
 // steady drift instead of a random walk).
-Trajectory RunAgainstReference(const OptimizerOptions& options, torch::ScalarType dtype,
-                               int steps, const std::vector<int64_t>& sizes, double scale = 1.0,
+Trajectory RunAgainstReference(const OptimizerOptions& options, torch::ScalarType dtype, int steps,
+                               const std::vector<int64_t>& sizes, double scale = 1.0,
                                bool same_gradient = false) {
   Trajectory out;
   for (const auto& [name, p] : SyntheticParams(sizes, torch::kFloat, /*seed=*/7)) {
@@ -84,8 +84,8 @@ TEST(UpdateMathTest, AdamWMatchesFloat64Reference) {
 
 TEST(UpdateMathTest, Fp32MasterMatchesFloat64Reference) {
   // fp32 parameters: the master is the parameter, so the fp32 error bound applies.
-  Trajectory fp32 = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master), torch::kFloat,
-                                        5, {1000, 70000, 3}, /*scale=*/0.1);
+  Trajectory fp32 = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master), torch::kFloat, 5,
+                                        {1000, 70000, 3}, /*scale=*/0.1);
   for (size_t i = 0; i < fp32.params.size(); ++i) {
     EXPECT_LE(MaxAbsDiff(fp32.params[i].second, fp32.reference[i]), 1e-6) << i;
   }
@@ -99,8 +99,8 @@ TEST(UpdateMathTest, Fp32MasterKeepsUpdatesThatBf16StateLoses) {
   const std::vector<int64_t> sizes = {4096};
   Trajectory master = RunAgainstReference(Options(OptimizerKind::kAdamWFp32Master, 2e-4),
                                           torch::kBFloat16, 100, sizes, 1.0, true);
-  Trajectory bf16 = RunAgainstReference(Options(OptimizerKind::kAdamW, 2e-4), torch::kBFloat16,
-                                        100, sizes, 1.0, true);
+  Trajectory bf16 = RunAgainstReference(Options(OptimizerKind::kAdamW, 2e-4), torch::kBFloat16, 100,
+                                        sizes, 1.0, true);
   const torch::Tensor reference = master.reference[0];
   const torch::Tensor master_error =
       (master.params[0].second.to(torch::kFloat64) - reference).abs();

@@ -57,10 +57,14 @@ Optimizer::~Optimizer() = default;
 
 std::string OptimizerKindName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kAdamW: return "adamw";
-    case OptimizerKind::kAdamWFp32Master: return "adamw-fp32-master";
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdamW8bit: return "adamw-8bit";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kAdamWFp32Master:
+      return "adamw-fp32-master";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdamW8bit:
+      return "adamw-8bit";
   }
   return "unknown";
 }
@@ -70,7 +74,8 @@ std::unique_ptr<Optimizer> MakeOptimizer(
     const OptimizerOptions& options) {
   ValidateOptions(options);
   std::vector<torch::Tensor> params = DistinctParameters(named_parameters);
-  std::unique_ptr<optim_internal::UpdateRule> rule = optim_internal::MakeRule(options, params.size());
+  std::unique_ptr<optim_internal::UpdateRule> rule =
+      optim_internal::MakeRule(options, params.size());
   return std::make_unique<optim_internal::RuleOptimizer>(std::move(params), std::move(rule),
                                                          options);
 }

@@ -35,8 +35,8 @@ RuleOptimizer::RuleOptimizer(std::vector<torch::Tensor> params, std::unique_ptr<
       placement_(PlacementFor(device_, options.offload_to_cpu)),
       steps_(params_.size(), 0) {
   if (options_.in_backward) {
-    grad_ready_hooks_ = std::make_unique<GradReadyHooks>(
-        params_, [this](size_t index) { OnGradReady(index); });
+    grad_ready_hooks_ =
+        std::make_unique<GradReadyHooks>(params_, [this](size_t index) { OnGradReady(index); });
   } else if (options_.delayed_update) {
     delayed_ = std::make_unique<DelayedUpdatePipeline>(*rule_, params_, placement_);
     queued_.assign(params_.size(), 0);
@@ -202,8 +202,8 @@ std::string RuleOptimizer::Describe() const {
     path = rule_->MultiTensorPath(device_);
     if (path.empty()) path = "per-chunk";
   }
-  std::string description = rule_->Name() + " " + path + " (" +
-                            rule_->StateDescription(params_[0].scalar_type()) + ")";
+  std::string description =
+      rule_->Name() + " " + path + " (" + rule_->StateDescription(params_[0].scalar_type()) + ")";
   if (options_.offload_to_cpu) {
     description += placement_.pinned ? ", state offloaded to pinned host memory"
                                      : ", state offloaded to host memory";
@@ -216,13 +216,15 @@ std::string RuleOptimizer::HostStepSummary() const {
   if (pipeline_ == nullptr && delayed_ == nullptr) return {};
   const std::vector<OffloadPipeline::StepTimes> steps =
       pipeline_ != nullptr ? pipeline_->Times() : delayed_->Times();
-  const int host_threads = pipeline_ != nullptr ? pipeline_->HostThreads() : delayed_->HostThreads();
+  const int host_threads =
+      pipeline_ != nullptr ? pipeline_->HostThreads() : delayed_->HostThreads();
   if (steps.empty()) return {};
   // The first step also allocates and first-touches the host state: reported on its own, and the
   // median of the rest is the steady state.
   auto median = [&](double OffloadPipeline::StepTimes::*field) {
     std::vector<double> values;
-    for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) values.push_back(steps[i].*field);
+    for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i)
+      values.push_back(steps[i].*field);
     std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
     return values[values.size() / 2];
   };
@@ -233,9 +235,9 @@ std::string RuleOptimizer::HostStepSummary() const {
                 "%.3f s waiting for gradient copies, %.3f s after backward ended; first step: "
                 "%.3f / %.3f / %.3f s",
                 steps.size() > 1 ? steps.size() - 1 : 0, median(&Times::arithmetic_seconds),
-                host_threads, median(&Times::copy_wait_seconds),
-                median(&Times::drain_wait_seconds), steps[0].arithmetic_seconds,
-                steps[0].copy_wait_seconds, steps[0].drain_wait_seconds);
+                host_threads, median(&Times::copy_wait_seconds), median(&Times::drain_wait_seconds),
+                steps[0].arithmetic_seconds, steps[0].copy_wait_seconds,
+                steps[0].drain_wait_seconds);
   return text;
 }
 

@@ -8,16 +8,22 @@ namespace vramlab::worker::optim_internal {
 
 std::string ShortDtypeName(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kBFloat16: return "bf16";
-    case torch::kHalf: return "fp16";
-    case torch::kFloat: return "fp32";
-    case torch::kDouble: return "fp64";
-    default: return c10::toString(dtype);
+    case torch::kBFloat16:
+      return "bf16";
+    case torch::kHalf:
+      return "fp16";
+    case torch::kFloat:
+      return "fp32";
+    case torch::kDouble:
+      return "fp64";
+    default:
+      return c10::toString(dtype);
   }
 }
 
 torch::Tensor StatePlacement::Zeros(int64_t numel, torch::ScalarType dtype) const {
-  return torch::zeros({numel}, torch::TensorOptions().dtype(dtype).device(device).pinned_memory(pinned));
+  return torch::zeros({numel},
+                      torch::TensorOptions().dtype(dtype).device(device).pinned_memory(pinned));
 }
 
 torch::Tensor StatePlacement::FlatCopy(const torch::Tensor& source, torch::ScalarType dtype) const {

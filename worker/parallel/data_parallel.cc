@@ -31,10 +31,11 @@ DataParallel::DataParallel(RankGroup* group, const ParallelSpec& parallel)
       full_shard_options_{parallel.reshard_after_forward, parallel.prefetch} {}
 
 std::string DataParallel::Describe() const {
-  std::string text =
-      ShardingName(sharding_) + " over " + std::to_string(world_size()) + " ranks (" + group_->backend_name() + ")";
+  std::string text = ShardingName(sharding_) + " over " + std::to_string(world_size()) +
+                     " ranks (" + group_->backend_name() + ")";
   if (sharding_ == Sharding::kShardFull) {
-    text += full_shard_options_.reshard_after_forward ? ", resharded after forward" : ", not resharded after forward";
+    text += full_shard_options_.reshard_after_forward ? ", resharded after forward"
+                                                      : ", not resharded after forward";
     text += full_shard_options_.prefetch ? ", prefetching the next unit" : ", no prefetch";
   }
   return text;
@@ -64,10 +65,12 @@ torch::Tensor DataParallel::LocalRows(const torch::Tensor& global_batch) const {
 }
 
 std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters, const OptimizerOptions& options) {
+    const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
+    const OptimizerOptions& options) {
   parameters_.clear();
   if (sharding_ == Sharding::kShardFull) {
-    if (!full_shard_) throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs AttachModel first");
+    if (!full_shard_)
+      throw std::logic_error("DataParallel: SHARD_FULL's optimizer needs AttachModel first");
     std::vector<std::pair<std::string, torch::Tensor>> shards = full_shard_->TrainableShards();
     if (shards.empty()) return std::make_unique<NoParametersOptimizer>();
     return MakeOptimizer(std::move(shards), options);
@@ -90,9 +93,11 @@ std::unique_ptr<Optimizer> DataParallel::MakeRankOptimizer(
   for (size_t i = 0; i < parameters_.size(); ++i) {
     if (owner_[i] == rank()) owned.emplace_back(names[i], parameters_[i]);
   }
-  if (model_ == nullptr) throw std::logic_error("DataParallel: the optimizer needs AttachModel first");
+  if (model_ == nullptr)
+    throw std::logic_error("DataParallel: the optimizer needs AttachModel first");
   gradient_reduction_.reset();  // one model's hooks at a time
-  gradient_reduction_ = std::make_unique<GradientReduction>(group_, *model_, parameters_, owner_, sharding_);
+  gradient_reduction_ =
+      std::make_unique<GradientReduction>(group_, *model_, parameters_, owner_, sharding_);
   if (owned.empty()) return std::make_unique<NoParametersOptimizer>();
   return MakeOptimizer(std::move(owned), options);
 }
@@ -118,7 +123,8 @@ void DataParallel::AfterStep() {
   if (sharding_ == Sharding::kShardNone || sharding_ == Sharding::kShardFull) return;
   torch::NoGradGuard no_grad;
   std::vector<RootedTensor> updated;
-  for (size_t i = 0; i < parameters_.size(); ++i) updated.emplace_back(parameters_[i].detach(), owner_[i]);
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    updated.emplace_back(parameters_[i].detach(), owner_[i]);
   group_->Broadcast(updated);
 }
 
@@ -127,8 +133,8 @@ void DataParallel::ZeroGrad() {
   for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> DataParallel::ParametersToSave(Qwen2ForCausalLMImpl& model,
-                                                                                  bool wanted) {
+std::vector<std::pair<std::string, torch::Tensor>> DataParallel::ParametersToSave(
+    Qwen2ForCausalLMImpl& model, bool wanted) {
   if (full_shard_) {
     const bool anyone_wants = group_->MeanOverRanks(wanted ? 1.0 : 0.0) > 0;
     if (!anyone_wants) return {};
@@ -138,7 +144,8 @@ std::vector<std::pair<std::string, torch::Tensor>> DataParallel::ParametersToSav
   }
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   if (!wanted) return tensors;
-  for (const auto& named : model.named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+  for (const auto& named : model.named_parameters())
+    tensors.emplace_back(named.key(), named.value().detach());
   return tensors;
 }
 

@@ -77,8 +77,9 @@ class DataParallel {
   // for SHARD_FULL the rank's shards of them. Remembers the parameters for the calls below and,
   // but for SHARD_FULL, hooks their collectives into the attached model's backward. Throws as
   // MakeOptimizer, and std::logic_error without AttachModel first.
-  std::unique_ptr<Optimizer> MakeRankOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
-                                               const OptimizerOptions& options);
+  std::unique_ptr<Optimizer> MakeRankOptimizer(
+      const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters,
+      const OptimizerOptions& options);
 
   // Before each micro-batch's forward; `last`: the step's last one.
   void BeginMicroBatch(bool last);
@@ -98,7 +99,8 @@ class DataParallel {
   // writes them. SHARD_FULL gathers them unit by unit into host copies when any rank wants them
   // (agreed through one all-reduce, so every rank must call this); otherwise the parameters
   // themselves (empty when not wanted).
-  std::vector<std::pair<std::string, torch::Tensor>> ParametersToSave(Qwen2ForCausalLMImpl& model, bool wanted);
+  std::vector<std::pair<std::string, torch::Tensor>> ParametersToSave(Qwen2ForCausalLMImpl& model,
+                                                                      bool wanted);
   // Forgets the model AttachModel was given (SHARD_FULL frees the shards it holds).
   void ReleaseModel();
 

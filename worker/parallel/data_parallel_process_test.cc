@@ -5,9 +5,9 @@
 // SHARD_FULL's variations).
 #include <chrono>
 #include <cstdio>
-#include <ostream>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,10 +32,12 @@ class DataParallelProcessTest : public ::testing::TestWithParam<const char*> {
     const std::string spec = reference_dir_->File("single.json");
     WriteFile(spec, Spec(kRanks * kRowsPerRank, ""));
     const std::string out = reference_dir_->File("single.jsonl");
-    const pid_t pid = StartWorker(spec, out, {"--save-parameters", reference_dir_->File("single.safetensors")});
+    const pid_t pid =
+        StartWorker(spec, out, {"--save-parameters", reference_dir_->File("single.safetensors")});
     reference_ = new FinishedWorker(WaitAll({pid}, {out}, std::chrono::seconds(300))[0]);
     reference_log_ = new std::string(ReadLog(out));
-    WriteInitialParameters(Spec(kRanks * kRowsPerRank, ""), reference_dir_->File("initial.safetensors"));
+    WriteInitialParameters(Spec(kRanks * kRowsPerRank, ""),
+                           reference_dir_->File("initial.safetensors"));
   }
 
   static void TearDownTestSuite() {
@@ -59,8 +61,9 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
   ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
 
   ScratchDir dir;
-  const std::vector<FinishedWorker> ranks =
-      RunRanks(dir, Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + GetParam() + R"("})"));
+  const std::vector<FinishedWorker> ranks = RunRanks(
+      dir,
+      Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + GetParam() + R"("})"));
   for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
@@ -75,13 +78,17 @@ TEST_P(DataParallelProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
   }
   // The training moved the parameters far beyond the tolerance, so matching them is more than
   // matching the initialization.
-  EXPECT_GT(LargestDifference(reference_dir_->File("initial.safetensors"), reference_dir_->File("single.safetensors")),
+  EXPECT_GT(LargestDifference(reference_dir_->File("initial.safetensors"),
+                              reference_dir_->File("single.safetensors")),
             1000 * kTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shardings, DataParallelProcessTest,
-                         ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_FULL"),
-                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         ::testing::Values("SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS",
+                                           "SHARD_FULL"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 // The gradients' collectives run inside backward, a layer at a time (gradient_reduction.h): a
 // checkpointed layer's recompute, a third micro-batch, an untied lm_head (a root gradient made
@@ -95,7 +102,8 @@ struct GradientReductionCase {
 
 void PrintTo(const GradientReductionCase& c, std::ostream* os) { *os << c.name; }
 
-constexpr char kUntiedModel[] = R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 48,
+constexpr char kUntiedModel[] =
+    R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 48,
     "numHiddenLayers": 3, "numAttentionHeads": 4, "numKeyValueHeads": 2, "maxPositionEmbeddings": 64,
     "ropeTheta": 10000, "rmsNormEps": 1e-6, "tieWordEmbeddings": false, "initializerRange": 0.02}, "initSeed": 5})";
 
@@ -107,7 +115,8 @@ TEST_P(GradientReductionProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch
   const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", c.shape));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
   const std::vector<FinishedWorker> ranks = RunRanks(
-      dir, Spec(kRowsPerRank, std::string(R"({"worldSize": 2, "sharding": ")") + c.sharding + R"("})", c.shape));
+      dir, Spec(kRowsPerRank,
+                std::string(R"({"worldSize": 2, "sharding": ")") + c.sharding + R"("})", c.shape));
   const double largest = ExpectRanksMatch(dir, ranks, reference, dir);
   std::printf("%s: largest parameter difference %.3g\n", c.name, largest);
 }
@@ -121,18 +130,22 @@ INSTANTIATE_TEST_SUITE_P(
                                             ShapeOf(3, 1, "", kUntiedModel)},
                       GradientReductionCase{"GradientsLora", "SHARD_GRADIENTS",
                                             ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})")}),
-    [](const ::testing::TestParamInfo<GradientReductionCase>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<GradientReductionCase>& info) {
+      return std::string(info.param.name);
+    });
 
 // LoRA: only the adapters train, so the ranks own, average and broadcast a subset of the
 // model's parameters.
 TEST(DataParallelAdapterTest, LoraRanksTrainAsOneProcessWithTheGlobalBatch) {
   const std::string lora = R"({"kind": "LORA", "rank": 4})";
   ScratchDir dir;
-  const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", WithAdapter(lora)));
+  const FinishedWorker reference =
+      RunSingle(dir, Spec(kRanks * kRowsPerRank, "", WithAdapter(lora)));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
 
-  const std::vector<FinishedWorker> ranks =
-      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER"})", WithAdapter(lora)));
+  const std::vector<FinishedWorker> ranks = RunRanks(
+      dir,
+      Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER"})", WithAdapter(lora)));
   for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
@@ -141,7 +154,8 @@ TEST(DataParallelAdapterTest, LoraRanksTrainAsOneProcessWithTheGlobalBatch) {
     for (size_t step = 0; step < losses.size(); ++step) {
       EXPECT_NEAR(losses[step], StepLosses(reference)[step], kTolerance) << "step " << step;
     }
-    EXPECT_LE(LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"), dir.File("single.safetensors")),
+    EXPECT_LE(LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"),
+                                dir.File("single.safetensors")),
               kTolerance);
   }
   // lora_B starts at zero (as PEFT's): trained, it is far from zero.
@@ -164,18 +178,21 @@ TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
   json.replace(json.find(R"("steps": 3)"), 10, R"("steps": 100000)");
   WriteFile(spec, json);
   const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  const pid_t survivor = StartWorker(spec, RankOutput(dir, 0), {"--rank", "0", "--rendezvous", rendezvous});
-  const pid_t victim = StartWorker(spec, RankOutput(dir, 1), {"--rank", "1", "--rendezvous", rendezvous});
+  const pid_t survivor =
+      StartWorker(spec, RankOutput(dir, 0), {"--rank", "0", "--rendezvous", rendezvous});
+  const pid_t victim =
+      StartWorker(spec, RankOutput(dir, 1), {"--rank", "1", "--rendezvous", rendezvous});
   // Killed once it has finished a step, i.e. mid-run.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   for (bool stepped = false; !stepped && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::ifstream in(RankOutput(dir, 1));
-    stepped = std::string(std::istreambuf_iterator<char>(in), {}).find(R"({"step":)") != std::string::npos;
+    stepped = std::string(std::istreambuf_iterator<char>(in), {}).find(R"({"step":)") !=
+              std::string::npos;
   }
   kill(victim, SIGKILL);
-  const std::vector<FinishedWorker> ranks =
-      WaitAll({survivor, victim}, {RankOutput(dir, 0), RankOutput(dir, 1)}, std::chrono::seconds(300));
+  const std::vector<FinishedWorker> ranks = WaitAll(
+      {survivor, victim}, {RankOutput(dir, 0), RankOutput(dir, 1)}, std::chrono::seconds(300));
   EXPECT_EQ(ranks[0].exit_code, kExitInternalError) << ReadLog(RankOutput(dir, 0));
   ASSERT_FALSE(ranks[0].events.empty());
   EXPECT_EQ(ranks[0].events.back()["error"]["kind"], "INTERNAL") << ranks[0].events.back();
@@ -187,7 +204,8 @@ TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
 TEST(DataParallelBfloat16Test, RanksEndWithIdenticalParameters) {
   ScratchDir dir;
   const std::vector<FinishedWorker> ranks =
-      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS"})", WithDtype("BFLOAT16")));
+      RunRanks(dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS"})",
+                         WithDtype("BFLOAT16")));
   for (int rank = 0; rank < kRanks; ++rank) {
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
   }

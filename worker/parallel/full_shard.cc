@@ -17,7 +17,8 @@ namespace {
 void MaterializeShardStorage(const torch::Tensor& parameter, int64_t nbytes) {
   c10::StorageImpl* storage = parameter.storage().unsafeGetStorageImpl();
   c10::Allocator* allocator = storage->allocator();
-  if (allocator == nullptr) throw std::logic_error("SHARD_FULL: a parameter's storage has no allocator");
+  if (allocator == nullptr)
+    throw std::logic_error("SHARD_FULL: a parameter's storage has no allocator");
   storage->set_data_ptr_noswap(allocator->allocate(static_cast<size_t>(nbytes)));
   storage->set_nbytes(static_cast<size_t>(nbytes));
 }
@@ -81,11 +82,13 @@ void FullShard::AddSharded(const std::string& name, const torch::Tensor& full, b
   layout::ShardLayout layout(full.sizes().vec(), group_->world_size());
   torch::Tensor shard = torch::zeros(layout.ChunkShape(), full.options().device(device_));
   const layout::RowRange owned = layout.OwnedRows(group_->rank());
-  if (owned.size() > 0) shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
+  if (owned.size() > 0)
+    shard.narrow(0, 0, owned.size()).copy_(AsRows(full).narrow(0, owned.begin, owned.size()));
   shard.set_requires_grad(full.requires_grad());
   if (full.device() != device_) MoveWithoutValues(full, device_);
   FreeShardStorage(full);
-  const int64_t gathered_bytes = layout.padded_elements() * static_cast<int64_t>(full.element_size());
+  const int64_t gathered_bytes =
+      layout.padded_elements() * static_cast<int64_t>(full.element_size());
   parameters_.push_back({name, full, shard, layout, gathered_bytes, buffer});
 }
 
@@ -260,7 +263,8 @@ std::vector<std::pair<std::string, torch::Tensor>> FullShard::GatherToHost() {
     Gather(unit);
     for (size_t index : unit.parameters) {
       if (parameters_[index].buffer) continue;
-      host[index] = parameters_[index].full.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+      host[index] =
+          parameters_[index].full.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     }
     if (!was_gathered) Reshard(unit);
   }

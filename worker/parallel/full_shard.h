@@ -74,11 +74,11 @@
 
 #include <torch/torch.h>
 
+#include "common/layout/shard_layout.h"
 #include "common/spec/spec_rules.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/model/unit_hooks.h"
 #include "worker/parallel/rank_group.h"
-#include "common/layout/shard_layout.h"
 
 namespace vramlab::worker {
 
@@ -100,7 +100,8 @@ class FullShard : public ForwardUnitHooks {
   // the shards alone when it was built on the host. `group` outlives this object; the model's
   // Qwen2Model is kept alive until it is destroyed, so it never calls a destroyed hook. Throws
   // std::invalid_argument for a parameter that is not contiguous at offset 0.
-  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options, const torch::Device& device);
+  FullShard(RankGroup* group, Qwen2ForCausalLMImpl& model, FullShardOptions options,
+            const torch::Device& device);
   // Waits for any collective still pending (an exception's unwinding), then removes itself from
   // the model's hooks.
   ~FullShard() override;
@@ -126,7 +127,8 @@ class FullShard : public ForwardUnitHooks {
   // Drops every shard's gradient.
   void ZeroGrad();
   // Every parameter's full value (not the NF4 buffers'), as a host tensor of its own, under its
-  // model name in model order; gathered unit by unit and resharded again. A collective: every rank calls it.
+  // model name in model order; gathered unit by unit and resharded again. A collective: every rank
+  // calls it.
   std::vector<std::pair<std::string, torch::Tensor>> GatherToHost();
 
   // The largest total of gathered full parameters and NF4 buffers alive at once (bytes of their
@@ -135,9 +137,9 @@ class FullShard : public ForwardUnitHooks {
   // The largest total of buffers held by reduce-scatters in flight at once (issued, not yet
   // waited for): each input, i.e. the full gradient handed over or, where its rows do not divide
   // by the world size (or a rank has no gradient), its zero-padded copy; and each received chunk
-  // that is added to an accumulating shard gradient (a later micro-batch's). The first micro-batch's
-  // chunks become the shard gradients and are not counted. The process group's own staging (Gloo's
-  // flat all-gather output, its float32 copies of bfloat16) is not included.
+  // that is added to an accumulating shard gradient (a later micro-batch's). The first
+  // micro-batch's chunks become the shard gradients and are not counted. The process group's own
+  // staging (Gloo's flat all-gather output, its float32 copies of bfloat16) is not included.
   int64_t peak_communication_bytes() const { return peak_communication_bytes_; }
 
   void BeforeRoot() override;
@@ -190,7 +192,7 @@ class FullShard : public ForwardUnitHooks {
   RankGroup* const group_;
   const std::shared_ptr<Qwen2ModelImpl> model_;
   const FullShardOptions options_;
-  const torch::Device device_;  // of the shards and the gathered parameters
+  const torch::Device device_;                // of the shards and the gathered parameters
   std::vector<ShardedParameter> parameters_;  // the parameters in model order, then the NF4 buffers
   std::vector<Unit> units_;                   // the layers in order, then the root
   std::unique_ptr<Reduction> reducing_;       // with prefetch: the last reduce-scatter issued

@@ -38,7 +38,8 @@ struct FullShardCase {
 
 // Vocabulary 301 and intermediate size 45 are odd: the embeddings, lm_head, gate_proj and
 // up_proj are padded by a row on rank 1.
-constexpr char kOddRowsModel[] = R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 45,
+constexpr char kOddRowsModel[] =
+    R"({"config": {"vocabSize": 301, "hiddenSize": 32, "intermediateSize": 45,
     "numHiddenLayers": 3, "numAttentionHeads": 4, "numKeyValueHeads": 2, "maxPositionEmbeddings": 64,
     "ropeTheta": 10000, "rmsNormEps": 1e-6, "tieWordEmbeddings": false, "initializerRange": 0.02}, "initSeed": 5})";
 
@@ -63,17 +64,20 @@ TEST_P(FullShardProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
   ScratchDir dir;
   const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", c.shape));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
-  const std::string parallel = std::string(R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": )") +
-                               (c.reshard_after_forward ? "true" : "false") + R"(, "prefetch": )" +
-                               (c.prefetch ? "true" : "false") + "}";
+  const std::string parallel =
+      std::string(R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": )") +
+      (c.reshard_after_forward ? "true" : "false") + R"(, "prefetch": )" +
+      (c.prefetch ? "true" : "false") + "}";
   const std::vector<FinishedWorker> ranks = RunRanks(dir, Spec(kRowsPerRank, parallel, c.shape));
   const double largest = ExpectRanksMatch(dir, ranks, reference, dir);
   std::printf("%s: largest parameter difference %.3g\n", c.name, largest);
 
   // Trained values, not the initialization, are compared.
   if (c.shape.adapter.empty()) {
-    WriteInitialParameters(Spec(kRanks * kRowsPerRank, "", c.shape), dir.File("initial.safetensors"));
-    EXPECT_GT(LargestDifference(dir.File("initial.safetensors"), dir.File("single.safetensors")), 1000 * kTolerance);
+    WriteInitialParameters(Spec(kRanks * kRowsPerRank, "", c.shape),
+                           dir.File("initial.safetensors"));
+    EXPECT_GT(LargestDifference(dir.File("initial.safetensors"), dir.File("single.safetensors")),
+              1000 * kTolerance);
   } else {
     EXPECT_GT(LargestLoraB(dir.File("single.safetensors")), 1000 * kTolerance);
   }
@@ -89,10 +93,12 @@ TEST_P(FullShardProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
     const nlohmann::json single = ReportAnatomy(reference);
     const nlohmann::json sharded = ReportAnatomy(ranks[rank]);
     EXPECT_EQ(2 * AnatomyBytes(sharded, "weightsBytes"), AnatomyBytes(single, "weightsBytes"));
-    EXPECT_EQ(2 * AnatomyBytes(sharded, "adapterWeightsBytes"), AnatomyBytes(single, "adapterWeightsBytes"));
+    EXPECT_EQ(2 * AnatomyBytes(sharded, "adapterWeightsBytes"),
+              AnatomyBytes(single, "adapterWeightsBytes"));
     EXPECT_EQ(2 * LedgerBytesAfterFirstStep(ranks[rank], "optimizerStateBytes"),
               LedgerBytesAfterFirstStep(reference, "optimizerStateBytes"));
-    const int64_t model_bytes = AnatomyBytes(single, "weightsBytes") + AnatomyBytes(single, "adapterWeightsBytes");
+    const int64_t model_bytes =
+        AnatomyBytes(single, "weightsBytes") + AnatomyBytes(single, "adapterWeightsBytes");
     const int64_t gathered = AnatomyBytes(sharded, "gatheredParametersBytes");
     if (c.reshard_after_forward && !c.prefetch) {
       EXPECT_GT(gathered, 0);
@@ -105,24 +111,27 @@ TEST_P(FullShardProcessTest, TwoRanksTrainAsOneProcessWithTheGlobalBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variations, FullShardProcessTest,
-    ::testing::Values(FullShardCase{"ReshardAfterForward", true, ShapeOf(2, 0)},
-                      FullShardCase{"CheckpointedLayers", true, ShapeOf(2, 1)},
-                      FullShardCase{"CheckpointedLayersKeptGathered", false, ShapeOf(2, 1)},
-                      FullShardCase{"ThreeMicroBatches", true, ShapeOf(3, 0)},
-                      FullShardCase{"ThreeMicroBatchesKeptGathered", false, ShapeOf(3, 0)},
-                      FullShardCase{"Lora", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})")},
-                      FullShardCase{"LoraCheckpointedKeptGathered", false,
-                                    ShapeOf(2, 1, R"({"kind": "LORA", "rank": 4})")},
-                      FullShardCase{"PaddedRows", true, ShapeOf(2, 0, "", kOddRowsModel)},
-                      FullShardCase{"PaddedRowsCheckpointed", true, ShapeOf(2, 1, "", kOddRowsModel)},
-                      FullShardCase{"ReshardAfterForwardNoPrefetch", true, ShapeOf(2, 0), false},
-                      FullShardCase{"CheckpointedLayersNoPrefetch", true, ShapeOf(2, 1), false},
-                      FullShardCase{"ThreeMicroBatchesKeptGatheredNoPrefetch", false, ShapeOf(3, 0), false},
-                      FullShardCase{"LoraNoPrefetch", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})"),
-                                    false},
-                      FullShardCase{"PaddedRowsCheckpointedNoPrefetch", true, ShapeOf(2, 1, "", kOddRowsModel),
-                                    false}),
-    [](const ::testing::TestParamInfo<FullShardCase>& info) { return std::string(info.param.name); });
+    ::testing::Values(
+        FullShardCase{"ReshardAfterForward", true, ShapeOf(2, 0)},
+        FullShardCase{"CheckpointedLayers", true, ShapeOf(2, 1)},
+        FullShardCase{"CheckpointedLayersKeptGathered", false, ShapeOf(2, 1)},
+        FullShardCase{"ThreeMicroBatches", true, ShapeOf(3, 0)},
+        FullShardCase{"ThreeMicroBatchesKeptGathered", false, ShapeOf(3, 0)},
+        FullShardCase{"Lora", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})")},
+        FullShardCase{"LoraCheckpointedKeptGathered", false,
+                      ShapeOf(2, 1, R"({"kind": "LORA", "rank": 4})")},
+        FullShardCase{"PaddedRows", true, ShapeOf(2, 0, "", kOddRowsModel)},
+        FullShardCase{"PaddedRowsCheckpointed", true, ShapeOf(2, 1, "", kOddRowsModel)},
+        FullShardCase{"ReshardAfterForwardNoPrefetch", true, ShapeOf(2, 0), false},
+        FullShardCase{"CheckpointedLayersNoPrefetch", true, ShapeOf(2, 1), false},
+        FullShardCase{"ThreeMicroBatchesKeptGatheredNoPrefetch", false, ShapeOf(3, 0), false},
+        FullShardCase{"LoraNoPrefetch", true, ShapeOf(2, 0, R"({"kind": "LORA", "rank": 4})"),
+                      false},
+        FullShardCase{"PaddedRowsCheckpointedNoPrefetch", true, ShapeOf(2, 1, "", kOddRowsModel),
+                      false}),
+    [](const ::testing::TestParamInfo<FullShardCase>& info) {
+      return std::string(info.param.name);
+    });
 
 // SHARD_FULL in BFLOAT16: Gloo gathers the bfloat16 shards as float16 bits and reduces gradients
 // through float32 copies. One bfloat16 process rounds differently (its micro-batch is twice as
@@ -134,10 +143,12 @@ TEST(FullShardBfloat16Test, TrainsAsOneProcessWithinBfloat16Rounding) {
   constexpr double kBfloat16LossTolerance = 3e-4;
   constexpr double kBfloat16ParameterTolerance = 5e-3;
   ScratchDir dir;
-  const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", WithDtype("BFLOAT16")));
+  const FinishedWorker reference =
+      RunSingle(dir, Spec(kRanks * kRowsPerRank, "", WithDtype("BFLOAT16")));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
   const std::vector<FinishedWorker> ranks = RunRanks(
-      dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": true})",
+      dir, Spec(kRowsPerRank,
+                R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": true})",
                 WithDtype("BFLOAT16")));
   for (int rank = 0; rank < kRanks; ++rank) {
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
@@ -149,14 +160,16 @@ TEST(FullShardBfloat16Test, TrainsAsOneProcessWithinBfloat16Rounding) {
   for (size_t step = 0; step < losses.size(); ++step) {
     largest_loss = std::max(largest_loss, std::abs(losses[step] - reference_losses[step]));
   }
-  const double largest_parameter = LargestDifference(dir.File("rank0.safetensors"), dir.File("single.safetensors"));
-  std::printf("bfloat16 SHARD_FULL: largest loss difference %.3g, parameter difference %.3g\n", largest_loss,
-              largest_parameter);
+  const double largest_parameter =
+      LargestDifference(dir.File("rank0.safetensors"), dir.File("single.safetensors"));
+  std::printf("bfloat16 SHARD_FULL: largest loss difference %.3g, parameter difference %.3g\n",
+              largest_loss, largest_parameter);
   EXPECT_LE(largest_loss, kBfloat16LossTolerance);
   EXPECT_LE(largest_parameter, kBfloat16ParameterTolerance);
   EXPECT_EQ(StepLosses(ranks[0]), StepLosses(ranks[1]));
   EXPECT_EQ(LargestDifference(dir.File("rank0.safetensors"), dir.File("rank1.safetensors")), 0);
-  EXPECT_EQ(SafetensorsFile::Open(dir.File("rank0.safetensors"))->entries().begin()->second.dtype, "BF16");
+  EXPECT_EQ(SafetensorsFile::Open(dir.File("rank0.safetensors"))->entries().begin()->second.dtype,
+            "BF16");
 }
 
 // SHARD_FULL with QLoRA (BFLOAT16 compute; QLoRA refuses FLOAT32): the NF4 codes, absmax codes and
@@ -185,7 +198,8 @@ std::vector<int64_t> TinyProjectionElements() {
   const int64_t mlp = hidden * tiny.intermediate_size;
   std::vector<int64_t> elements;
   for (int64_t layer = 0; layer < tiny.num_hidden_layers; ++layer) {
-    for (int64_t n : {hidden * hidden, kv * hidden, kv * hidden, hidden * hidden, mlp, mlp, mlp}) elements.push_back(n);
+    for (int64_t n : {hidden * hidden, kv * hidden, kv * hidden, hidden * hidden, mlp, mlp, mlp})
+      elements.push_back(n);
   }
   return elements;
 }
@@ -203,9 +217,10 @@ TEST_P(FullShardQloraTest, TwoRanksTrainAsOneProcessWithinBfloat16Rounding) {
   ScratchDir dir;
   const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", shape));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
-  const std::string parallel = std::string(R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": )") +
-                               (c.reshard_after_forward ? "true" : "false") + R"(, "prefetch": )" +
-                               (c.prefetch ? "true" : "false") + "}";
+  const std::string parallel =
+      std::string(R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": )") +
+      (c.reshard_after_forward ? "true" : "false") + R"(, "prefetch": )" +
+      (c.prefetch ? "true" : "false") + "}";
   const std::vector<FinishedWorker> ranks = RunRanks(dir, Spec(kRowsPerRank, parallel, shape));
   for (int rank = 0; rank < kRanks; ++rank) {
     ASSERT_EQ(ranks[rank].exit_code, kExitSucceeded) << ReadLog(RankOutput(dir, rank));
@@ -218,7 +233,8 @@ TEST_P(FullShardQloraTest, TwoRanksTrainAsOneProcessWithinBfloat16Rounding) {
   for (size_t step = 0; step < losses.size(); ++step) {
     largest_loss = std::max(largest_loss, std::abs(losses[step] - reference_losses[step]));
   }
-  const double largest_parameter = LargestDifference(dir.File("rank0.safetensors"), dir.File("single.safetensors"));
+  const double largest_parameter =
+      LargestDifference(dir.File("rank0.safetensors"), dir.File("single.safetensors"));
   std::printf("%s: largest loss difference %.3g, parameter difference %.3g\n", c.name, largest_loss,
               largest_parameter);
   EXPECT_LE(largest_loss, kLossTolerance);
@@ -243,7 +259,8 @@ TEST_P(FullShardQloraTest, TwoRanksTrainAsOneProcessWithinBfloat16Rounding) {
     constants += spec_rules::Nf4ConstantBytes(n);
     rank_codes += RankShare(code_bytes);
     rank_constants += RankShare(absmax_codes) + 4 * RankShare(scales);
-    padded_nf4 += kRanks * (RankShare(code_bytes) + RankShare(absmax_codes) + 4 * RankShare(scales));
+    padded_nf4 +=
+        kRanks * (RankShare(code_bytes) + RankShare(absmax_codes) + 4 * RankShare(scales));
   }
   const nlohmann::json single = ReportAnatomy(reference);
   const int64_t tables = AnatomyBytes(single, "quantizationConstantsBytes") - constants;
@@ -254,8 +271,10 @@ TEST_P(FullShardQloraTest, TwoRanksTrainAsOneProcessWithinBfloat16Rounding) {
     const nlohmann::json sharded = ReportAnatomy(ranks[rank]);
     EXPECT_EQ(AnatomyBytes(sharded, "quantizationConstantsBytes"), tables + rank_constants);
     EXPECT_EQ(AnatomyBytes(sharded, "weightsBytes"), dense_frozen / kRanks + rank_codes);
-    EXPECT_EQ(kRanks * AnatomyBytes(sharded, "adapterWeightsBytes"), AnatomyBytes(single, "adapterWeightsBytes"));
-    const int64_t all_gathered = dense_frozen + AnatomyBytes(single, "adapterWeightsBytes") + padded_nf4;
+    EXPECT_EQ(kRanks * AnatomyBytes(sharded, "adapterWeightsBytes"),
+              AnatomyBytes(single, "adapterWeightsBytes"));
+    const int64_t all_gathered =
+        dense_frozen + AnatomyBytes(single, "adapterWeightsBytes") + padded_nf4;
     const int64_t gathered = AnatomyBytes(sharded, "gatheredParametersBytes");
     if (c.reshard_after_forward && !c.prefetch) {
       EXPECT_GT(gathered, 0);
@@ -266,12 +285,12 @@ TEST_P(FullShardQloraTest, TwoRanksTrainAsOneProcessWithinBfloat16Rounding) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variations, FullShardQloraTest,
-                         ::testing::Values(QloraCase{"ReshardAfterForward", true, 0},
-                                           QloraCase{"KeptGathered", false, 0},
-                                           QloraCase{"CheckpointedLayers", true, 1},
-                                           QloraCase{"CheckpointedLayersNoPrefetch", true, 1, false}),
-                         [](const ::testing::TestParamInfo<QloraCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Variations, FullShardQloraTest,
+    ::testing::Values(QloraCase{"ReshardAfterForward", true, 0},
+                      QloraCase{"KeptGathered", false, 0}, QloraCase{"CheckpointedLayers", true, 1},
+                      QloraCase{"CheckpointedLayersNoPrefetch", true, 1, false}),
+    [](const ::testing::TestParamInfo<QloraCase>& info) { return std::string(info.param.name); });
 
 // Every optimizer kind steps the rank's shards. AdamW's update divides by the gradient's magnitude
 // (docs/PARALLEL.md: parameters differ by up to its learning rate where gradients are near zero),
@@ -300,7 +319,9 @@ TEST_P(FullShardOptimizerTest, StepsTheShardsAsOneProcessSteps) {
   const FinishedWorker reference = RunSingle(dir, Spec(kRanks * kRowsPerRank, "", shape));
   ASSERT_EQ(reference.exit_code, kExitSucceeded) << ReadLog(dir.File("single.jsonl"));
   const std::vector<FinishedWorker> ranks = RunRanks(
-      dir, Spec(kRowsPerRank, R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": true})", shape));
+      dir,
+      Spec(kRowsPerRank,
+           R"({"worldSize": 2, "sharding": "SHARD_FULL", "reshardAfterForward": true})", shape));
   const std::vector<double> reference_losses = StepLosses(reference);
   ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
   for (int rank = 0; rank < kRanks; ++rank) {
@@ -326,15 +347,21 @@ TEST_P(FullShardOptimizerTest, StepsTheShardsAsOneProcessSteps) {
 INSTANTIATE_TEST_SUITE_P(
     Kinds, FullShardOptimizerTest,
     ::testing::Values(
-        OptimizerCase{"AdamW", R"({"kind": "ADAMW", "learningRate": 0.001})", "FLOAT32", 4e-6, true},
-        OptimizerCase{"AdamWOffloaded", R"({"kind": "ADAMW", "learningRate": 0.001, "offloadToCpu": true})",
+        OptimizerCase{"AdamW", R"({"kind": "ADAMW", "learningRate": 0.001})", "FLOAT32", 4e-6,
+                      true},
+        OptimizerCase{"AdamWOffloaded",
+                      R"({"kind": "ADAMW", "learningRate": 0.001, "offloadToCpu": true})",
                       "FLOAT32", 4e-6, true},
-        OptimizerCase{"AdamWFp32Master", R"({"kind": "ADAMW_FP32_MASTER", "learningRate": 0.001})", "BFLOAT16",
-                      4e-4, true},
-        OptimizerCase{"AdamW8bit", R"({"kind": "ADAMW_8BIT", "learningRate": 0.001})", "FLOAT32", 5e-5, false},
-        OptimizerCase{"SgdOffloaded", R"({"kind": "SGD", "learningRate": 0.05, "offloadToCpu": true})", "FLOAT32",
+        OptimizerCase{"AdamWFp32Master", R"({"kind": "ADAMW_FP32_MASTER", "learningRate": 0.001})",
+                      "BFLOAT16", 4e-4, true},
+        OptimizerCase{"AdamW8bit", R"({"kind": "ADAMW_8BIT", "learningRate": 0.001})", "FLOAT32",
+                      5e-5, false},
+        OptimizerCase{"SgdOffloaded",
+                      R"({"kind": "SGD", "learningRate": 0.05, "offloadToCpu": true})", "FLOAT32",
                       kTolerance, true}),
-    [](const ::testing::TestParamInfo<OptimizerCase>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<OptimizerCase>& info) {
+      return std::string(info.param.name);
+    });
 
 }  // namespace
 }  // namespace vramlab::worker

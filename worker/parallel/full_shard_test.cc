@@ -69,13 +69,16 @@ class OneRankGroup : public RankGroup {
   std::unique_ptr<PendingCollective> StartReduceScatterSum(
       const std::vector<std::pair<torch::Tensor, torch::Tensor>>& full_and_chunk) override {
     ++reduce_scatters_;
-    log_.push_back("reduce#" + std::to_string(++issued_) + " (" + std::to_string(full_and_chunk.size()) + ")");
+    log_.push_back("reduce#" + std::to_string(++issued_) + " (" +
+                   std::to_string(full_and_chunk.size()) + ")");
     return std::make_unique<DeferredCopy>(full_and_chunk, /*into_full=*/false, issued_, &log_);
   }
   double MeanOverRanks(double value) override { return value; }
 
   // Names the unit whose parameters include `probe` (its storage tells whether it is gathered).
-  void Probe(const std::string& unit, const torch::Tensor& probe) { probes_.emplace_back(unit, probe); }
+  void Probe(const std::string& unit, const torch::Tensor& probe) {
+    probes_.emplace_back(unit, probe);
+  }
 
   int all_gathers_ = 0;      // calls, one per unit gathered
   int reduce_scatters_ = 0;  // calls, one per unit with trainable parameters reduced
@@ -84,9 +87,12 @@ class OneRankGroup : public RankGroup {
  private:
   class DeferredCopy : public PendingCollective {
    public:
-    DeferredCopy(std::vector<std::pair<torch::Tensor, torch::Tensor>> full_and_chunk, bool into_full, int number,
-                 std::vector<std::string>* log)
-        : full_and_chunk_(std::move(full_and_chunk)), into_full_(into_full), number_(number), log_(log) {}
+    DeferredCopy(std::vector<std::pair<torch::Tensor, torch::Tensor>> full_and_chunk,
+                 bool into_full, int number, std::vector<std::string>* log)
+        : full_and_chunk_(std::move(full_and_chunk)),
+          into_full_(into_full),
+          number_(number),
+          log_(log) {}
     void Wait() override {
       if (waited_) return;
       waited_ = true;
@@ -111,7 +117,8 @@ class OneRankGroup : public RankGroup {
 
   std::string UnitOf(const torch::Tensor& full) const {
     for (const auto& [unit, probe] : probes_) {
-      if (probe.storage().unsafeGetStorageImpl() == full.storage().unsafeGetStorageImpl()) return unit;
+      if (probe.storage().unsafeGetStorageImpl() == full.storage().unsafeGetStorageImpl())
+        return unit;
     }
     return "?";
   }
@@ -149,10 +156,13 @@ class FullShardTest : public ::testing::TestWithParam<Variant> {
     return testing::LoadCheckpoint("qwen2-tiny", options);
   }
 
-  FullShardOptions Options() const { return {GetParam().reshard_after_forward, GetParam().prefetch}; }
+  FullShardOptions Options() const {
+    return {GetParam().reshard_after_forward, GetParam().prefetch};
+  }
 
   torch::Tensor Ids() {
-    return torch::randint(0, 512, {2, 12}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCPU));
+    return torch::randint(0, 512, {2, 12},
+                          torch::TensorOptions().dtype(torch::kInt64).device(torch::kCPU));
   }
 };
 
@@ -174,7 +184,8 @@ TEST_P(FullShardTest, TrainsExactlyAsThePlainModelWhileFreeingTheUnits) {
   ProbeUnits(group, sharded);
   const auto& layers = sharded->model->decoder_layers();
   const int64_t layer_bytes = TrainableBytes(layers[0]->parameters());
-  const int64_t root_bytes = TrainableBytes(sharded->parameters()) - static_cast<int64_t>(layers.size()) * layer_bytes;
+  const int64_t root_bytes =
+      TrainableBytes(sharded->parameters()) - static_cast<int64_t>(layers.size()) * layer_bytes;
   FullShard shard(&group, *sharded, Options(), torch::kCPU);
 
   for (const auto& named : sharded->named_parameters()) {
@@ -190,10 +201,12 @@ TEST_P(FullShardTest, TrainsExactlyAsThePlainModelWhileFreeingTheUnits) {
     EXPECT_EQ(plain_loss.item<double>(), sharded_loss.item<double>());
     for (size_t i = 0; i < layers.size(); ++i) {
       for (const torch::Tensor& p : layers[i]->parameters()) {
-        EXPECT_EQ(Materialized(p), !GetParam().reshard_after_forward) << "layer " << i << " after forward";
+        EXPECT_EQ(Materialized(p), !GetParam().reshard_after_forward)
+            << "layer " << i << " after forward";
       }
     }
-    EXPECT_TRUE(Materialized(sharded->model->embed_tokens->weight)) << "the root stays gathered after forward";
+    EXPECT_TRUE(Materialized(sharded->model->embed_tokens->weight))
+        << "the root stays gathered after forward";
     plain_loss.backward();
     sharded_loss.backward();
     shard.FinishBackward(/*last=*/micro == 1);
@@ -228,15 +241,18 @@ TEST_P(FullShardTest, TrainsExactlyAsThePlainModelWhileFreeingTheUnits) {
   for (size_t k = 0; k < host.size(); ++k) {
     EXPECT_TRUE(torch::equal(host[k].second, shards[k].second)) << host[k].first;
   }
-  for (const auto& named : sharded->named_parameters()) EXPECT_FALSE(Materialized(named.value())) << named.key();
+  for (const auto& named : sharded->named_parameters())
+    EXPECT_FALSE(Materialized(named.value())) << named.key();
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, FullShardTest,
-                         ::testing::Values(Variant{true, 0, true}, Variant{false, 0, true}, Variant{true, 1, true},
-                                           Variant{false, 1, true}, Variant{true, 0, false}, Variant{false, 0, false},
+                         ::testing::Values(Variant{true, 0, true}, Variant{false, 0, true},
+                                           Variant{true, 1, true}, Variant{false, 1, true},
+                                           Variant{true, 0, false}, Variant{false, 0, false},
                                            Variant{true, 1, false}, Variant{false, 1, false}),
                          [](const ::testing::TestParamInfo<Variant>& info) {
-                           return std::string(info.param.reshard_after_forward ? "Reshard" : "KeepGathered") +
+                           return std::string(info.param.reshard_after_forward ? "Reshard"
+                                                                               : "KeepGathered") +
                                   (info.param.checkpoint_every_k_layers > 0 ? "Checkpointed" : "") +
                                   (info.param.prefetch ? "" : "NoPrefetch");
                          });
@@ -274,7 +290,8 @@ TEST_P(FullShardTest, QloraGathersTheNf4BuffersWithTheirLayerAndTrainsExactly) {
   EXPECT_EQ(plain_loss.item<double>(), sharded_loss.item<double>());
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const torch::Tensor& t : layer_nf4[i]) {
-      EXPECT_EQ(Materialized(t), !GetParam().reshard_after_forward) << "layer " << i << " after forward";
+      EXPECT_EQ(Materialized(t), !GetParam().reshard_after_forward)
+          << "layer " << i << " after forward";
     }
   }
   plain_loss.backward();
@@ -284,7 +301,8 @@ TEST_P(FullShardTest, QloraGathersTheNf4BuffersWithTheirLayerAndTrainsExactly) {
     for (const torch::Tensor& t : nf4) EXPECT_FALSE(Materialized(t)) << "freed after backward";
   }
   std::unordered_map<std::string, torch::Tensor> plain_grads;
-  for (const auto& named : TrainableParameters(*plain)) plain_grads[named.first] = named.second.grad();
+  for (const auto& named : TrainableParameters(*plain))
+    plain_grads[named.first] = named.second.grad();
   const auto shards = shard.TrainableShards();
   ASSERT_EQ(shards.size(), plain_grads.size());
   for (const auto& [name, s] : shards) {
@@ -312,17 +330,17 @@ TEST(FullShardOrderTest, PrefetchIssuesEachAllGatherOneUnitAheadAndOverlapsReduc
     const std::vector<std::string> with_prefetch = {
         // forward
         "gather#1 root [root]", "gather#2 L0 [root L0]", "wait#1",  // BeforeRoot
-        "wait#2", "gather#3 L1 [root L0 L1]",                        // BeforeLayer(0)
-        "wait#3",                                                    // BeforeLayer(1)
+        "wait#2", "gather#3 L1 [root L0 L1]",                       // BeforeLayer(0)
+        "wait#3",                                                   // BeforeLayer(1)
         // backward: layer 1 (the hook on its output), then layer 0 (the hook on layer 1's input)
-        "gather#4 L1 [root L1]", "wait#4", "gather#5 L0 [root L0 L1]",
-        "reduce#6 (12)", "wait#5",
-        "reduce#7 (12)", "wait#6",  // the hook on layer 0's input
+        "gather#4 L1 [root L1]", "wait#4", "gather#5 L0 [root L0 L1]", "reduce#6 (12)", "wait#5",
+        "reduce#7 (12)", "wait#6",            // the hook on layer 0's input
         "reduce#8 (2)", "wait#7", "wait#8"};  // FinishBackward: the root
     const std::vector<std::string> without = {
-        "gather#1 root [root]", "wait#1", "gather#2 L0 [root L0]", "wait#2", "gather#3 L1 [root L1]", "wait#3",
-        "gather#4 L1 [root L1]", "wait#4", "reduce#5 (12)", "wait#5", "gather#6 L0 [root L0]", "wait#6",
-        "reduce#7 (12)", "wait#7", "reduce#8 (2)", "wait#8"};
+        "gather#1 root [root]",  "wait#1", "gather#2 L0 [root L0]", "wait#2",
+        "gather#3 L1 [root L1]", "wait#3", "gather#4 L1 [root L1]", "wait#4",
+        "reduce#5 (12)",         "wait#5", "gather#6 L0 [root L0]", "wait#6",
+        "reduce#7 (12)",         "wait#7", "reduce#8 (2)",          "wait#8"};
     EXPECT_EQ(group.log_, prefetch ? with_prefetch : without);
   }
 }
@@ -335,8 +353,9 @@ TEST(FullShardOrderTest, PrefetchGathersTwoLayersAtOnce) {
   config.num_hidden_layers = 3;
   torch::manual_seed(3);
   const torch::Tensor ids = torch::randint(0, 512, {2, 12}, torch::kInt64);
-  for (const FullShardOptions options : {FullShardOptions{true, true}, FullShardOptions{true, false},
-                                         FullShardOptions{false, true}}) {
+  for (const FullShardOptions options :
+       {FullShardOptions{true, true}, FullShardOptions{true, false},
+        FullShardOptions{false, true}}) {
     SCOPED_TRACE(std::string(options.reshard_after_forward ? "reshard" : "kept") +
                  (options.prefetch ? ", prefetch" : ", no prefetch"));
     Qwen2ForCausalLM plain(config, ModelOptions{});
@@ -344,7 +363,8 @@ TEST(FullShardOrderTest, PrefetchGathersTwoLayersAtOnce) {
     InitializeWeights(*plain, 7, 0.02);
     InitializeWeights(*sharded, 7, 0.02);
     int64_t layer_bytes = 0, all_bytes = 0;
-    for (const torch::Tensor& p : sharded->model->decoder_layers()[0]->parameters()) layer_bytes += p.nbytes();
+    for (const torch::Tensor& p : sharded->model->decoder_layers()[0]->parameters())
+      layer_bytes += p.nbytes();
     for (const torch::Tensor& p : sharded->parameters()) all_bytes += p.nbytes();
     const int64_t root_bytes = all_bytes - 3 * layer_bytes;
     OneRankGroup group;

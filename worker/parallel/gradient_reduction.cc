@@ -17,9 +17,11 @@ GradientReduction::GradientReduction(RankGroup* group, Qwen2ForCausalLMImpl& mod
       parameters_(std::move(parameters)),
       owner_(std::move(owner)),
       sharding_(sharding) {
-  if (owner_.size() != parameters_.size()) throw std::invalid_argument("GradientReduction: one owner per parameter");
+  if (owner_.size() != parameters_.size())
+    throw std::invalid_argument("GradientReduction: one owner per parameter");
   std::unordered_map<const void*, size_t> index_of;  // TensorImpl -> parameters_ index
-  for (size_t i = 0; i < parameters_.size(); ++i) index_of[parameters_[i].unsafeGetTensorImpl()] = i;
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    index_of[parameters_[i].unsafeGetTensorImpl()] = i;
   for (std::vector<size_t>& indices : ModelUnits(*model_, index_of, parameters_.size())) {
     Unit unit;
     unit.parameters = std::move(indices);

@@ -51,8 +51,9 @@ class GradientReduction : public ForwardUnitHooks {
   // SHARD_NONE, SHARD_OPTIMIZER or SHARD_GRADIENTS. Installs itself as the model's unit hooks
   // (replacing none: the model must have none); `group` outlives this object, and the model's
   // Qwen2Model is kept alive until it is destroyed.
-  GradientReduction(RankGroup* group, Qwen2ForCausalLMImpl& model, std::vector<torch::Tensor> parameters,
-                    std::vector<int> owner, Sharding sharding);
+  GradientReduction(RankGroup* group, Qwen2ForCausalLMImpl& model,
+                    std::vector<torch::Tensor> parameters, std::vector<int> owner,
+                    Sharding sharding);
   // Waits for any collective still pending (an exception's unwinding), then removes itself from
   // the model's hooks.
   ~GradientReduction() override;

@@ -30,13 +30,19 @@ class MirroredPeerGroup : public RankGroup {
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   std::string backend_name() const override { return "mirrored peer"; }
-  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override { StartAllReduceSum(tensors)->Wait(); }
-  void ReduceSum(const std::vector<RootedTensor>& tensors) override { StartReduceSum(tensors)->Wait(); }
+  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+    StartAllReduceSum(tensors)->Wait();
+  }
+  void ReduceSum(const std::vector<RootedTensor>& tensors) override {
+    StartReduceSum(tensors)->Wait();
+  }
   void Broadcast(const std::vector<RootedTensor>&) override {}
-  std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+  std::unique_ptr<PendingCollective> StartAllReduceSum(
+      const std::vector<torch::Tensor>& tensors) override {
     return Issue("allreduce", tensors);
   }
-  std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>& tensors) override {
+  std::unique_ptr<PendingCollective> StartReduceSum(
+      const std::vector<RootedTensor>& tensors) override {
     std::vector<torch::Tensor> plain;
     for (const RootedTensor& rooted : tensors) plain.push_back(rooted.first);
     return Issue("reduce", plain);
@@ -51,7 +57,9 @@ class MirroredPeerGroup : public RankGroup {
   }
   double MeanOverRanks(double value) override { return value; }
 
-  void Probe(const std::string& unit, const torch::Tensor& parameter) { probes_.emplace_back(unit, parameter); }
+  void Probe(const std::string& unit, const torch::Tensor& parameter) {
+    probes_.emplace_back(unit, parameter);
+  }
 
   std::vector<std::string> log_;
 
@@ -75,7 +83,8 @@ class MirroredPeerGroup : public RankGroup {
     bool waited_ = false;
   };
 
-  std::unique_ptr<PendingCollective> Issue(const std::string& kind, const std::vector<torch::Tensor>& tensors) {
+  std::unique_ptr<PendingCollective> Issue(const std::string& kind,
+                                           const std::vector<torch::Tensor>& tensors) {
     std::string unit = "?", made;
     for (const auto& [name, probe] : probes_) {
       const torch::Tensor& grad = probe.grad();
@@ -86,8 +95,8 @@ class MirroredPeerGroup : public RankGroup {
       }
     }
     ++issued_;
-    log_.push_back(kind + "#" + std::to_string(issued_) + " " + unit + " (" + std::to_string(tensors.size()) +
-                   ") [" + made + "]");
+    log_.push_back(kind + "#" + std::to_string(issued_) + " " + unit + " (" +
+                   std::to_string(tensors.size()) + ") [" + made + "]");
     return std::make_unique<DoubledOnWait>(tensors, issued_, &log_);
   }
 
@@ -145,8 +154,12 @@ TEST(GradientReductionTest, AllReducesEachLayerInsideBackwardAsItsGradientsCompl
       reduction.Finish();
       if (!last) EXPECT_TRUE(group.log_.empty());
     }
-    const std::vector<std::string> expected = {"allreduce#1 L1 (12) [L0 L1 root]", "allreduce#2 L0 (12) [L0 L1 root]",
-                                               "wait#1", "allreduce#3 root (2) [L0 L1 root]", "wait#2", "wait#3"};
+    const std::vector<std::string> expected = {"allreduce#1 L1 (12) [L0 L1 root]",
+                                               "allreduce#2 L0 (12) [L0 L1 root]",
+                                               "wait#1",
+                                               "allreduce#3 root (2) [L0 L1 root]",
+                                               "wait#2",
+                                               "wait#3"};
     EXPECT_EQ(group.log_, expected);
     EXPECT_EQ(reduction.units_reduced_in_backward(), 2);
     EXPECT_EQ(reduction.units_reduced_after_backward(), 1);
@@ -154,7 +167,8 @@ TEST(GradientReductionTest, AllReducesEachLayerInsideBackwardAsItsGradientsCompl
     const auto plain_parameters = plain->named_parameters();
     size_t i = 0;
     for (const auto& named : synced->named_parameters()) {
-      EXPECT_TRUE(torch::equal(named.value().grad(), plain_parameters[named.key()].grad())) << named.key();
+      EXPECT_TRUE(torch::equal(named.value().grad(), plain_parameters[named.key()].grad()))
+          << named.key();
       ++i;
     }
     EXPECT_EQ(i, parameters.size());
@@ -182,7 +196,8 @@ TEST(GradientReductionTest, ShardGradientsReducesEveryMicroBatchAndKeepsOnlyOwne
     CausalLmLoss(synced, ids, ids, LossImpl::kFull, 0).backward();
     reduction.Finish();
     for (size_t i = 0; i < parameters.size(); ++i) {
-      EXPECT_EQ(parameters[i].grad().defined(), owner[i] == 0) << "parameter " << i << (last ? ", last" : "");
+      EXPECT_EQ(parameters[i].grad().defined(), owner[i] == 0)
+          << "parameter " << i << (last ? ", last" : "");
     }
   }
   ASSERT_EQ(group.log_.size(), 12u);
@@ -196,7 +211,8 @@ TEST(GradientReductionTest, ShardGradientsReducesEveryMicroBatchAndKeepsOnlyOwne
     return bytes;
   };
   const size_t per_layer = synced->model->decoder_layers()[0]->parameters().size();
-  const int64_t l0 = others_bytes(1, 1 + per_layer), l1 = others_bytes(1 + per_layer, 1 + 2 * per_layer);
+  const int64_t l0 = others_bytes(1, 1 + per_layer),
+                l1 = others_bytes(1 + per_layer, 1 + 2 * per_layer);
   const int64_t root = others_bytes(0, 1) + others_bytes(1 + 2 * per_layer, parameters.size());
   ASSERT_GT(l0, 0);
   EXPECT_EQ(reduction.peak_communication_bytes(), std::max(l0 + l1, l0 + root));

@@ -3,7 +3,8 @@
 namespace vramlab::worker {
 
 std::vector<std::vector<size_t>> ModelUnits(Qwen2ModelImpl& model,
-                                            const std::unordered_map<const void*, size_t>& index_of, size_t tracked) {
+                                            const std::unordered_map<const void*, size_t>& index_of,
+                                            size_t tracked) {
   std::vector<std::vector<size_t>> units;
   std::vector<bool> in_layer(tracked, false);
   for (const Qwen2DecoderLayer& layer : model.decoder_layers()) {

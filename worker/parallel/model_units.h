@@ -17,7 +17,8 @@ namespace vramlab::worker {
 // tracked parameters and buffers in the layer's order, each tensor in the first unit that has it;
 // the last unit holds every index no layer has, in increasing order.
 std::vector<std::vector<size_t>> ModelUnits(Qwen2ModelImpl& model,
-                                            const std::unordered_map<const void*, size_t>& index_of, size_t tracked);
+                                            const std::unordered_map<const void*, size_t>& index_of,
+                                            size_t tracked);
 
 }  // namespace vramlab::worker
 

@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "worker/model/loss.h"
 #include "worker/memory/cuda_ledger.h"
+#include "worker/model/loss.h"
 #include "worker/model/model_test_util.h"
 #include "worker/parallel/full_shard.h"
 #include "worker/parallel/gradient_reduction.h"
@@ -54,7 +54,8 @@ class NcclOneRankTest : public ::testing::Test {
     return testing::LoadCheckpoint("qwen2-tiny", options);
   }
   static torch::Tensor Ids() {
-    return torch::randint(0, 512, {2, 12}, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kCUDA);
+    return torch::randint(0, 512, {2, 12}, torch::TensorOptions().dtype(torch::kInt64))
+        .to(torch::kCUDA);
   }
 
   static RankGroup* group_;
@@ -105,8 +106,10 @@ TEST_F(NcclOneRankTest, FullShardOfAHostModelTrainsExactlyAsThePlainModel) {
   torch::cuda::synchronize();
   c10::cuda::CUDACachingAllocator::resetPeakStats(0);
   const int64_t before = CudaAllocatedBytes();
-  FullShard shard(group_, *sharded, {/*reshard_after_forward=*/true, /*prefetch=*/true}, torch::kCUDA);
-  EXPECT_EQ(CudaPeakAllocatedBytes() - before, CudaAllocatedBytes() - before) << "nothing but the shards";
+  FullShard shard(group_, *sharded, {/*reshard_after_forward=*/true, /*prefetch=*/true},
+                  torch::kCUDA);
+  EXPECT_EQ(CudaPeakAllocatedBytes() - before, CudaAllocatedBytes() - before)
+      << "nothing but the shards";
   EXPECT_GE(CudaAllocatedBytes() - before, model_bytes);
   for (const torch::Tensor& p : sharded->parameters()) {
     EXPECT_TRUE(p.is_cuda());
@@ -141,7 +144,8 @@ TEST_F(NcclOneRankTest, GradientReductionDuringBackwardKeepsThePlainGradients) {
     Qwen2ForCausalLM plain = CudaModel();
     Qwen2ForCausalLM synced = CudaModel();
     std::vector<torch::Tensor> parameters = synced->parameters();
-    GradientReduction reduction(group_, *synced, parameters, std::vector<int>(parameters.size(), 0), sharding);
+    GradientReduction reduction(group_, *synced, parameters, std::vector<int>(parameters.size(), 0),
+                                sharding);
     for (const bool last : {false, true}) {
       reduction.Begin(last);
       CausalLmLoss(plain, ids, ids, LossImpl::kFull, 0).backward();
@@ -151,7 +155,8 @@ TEST_F(NcclOneRankTest, GradientReductionDuringBackwardKeepsThePlainGradients) {
     EXPECT_EQ(reduction.units_reduced_in_backward(), sharding == Sharding::kShardNone ? 2 : 4);
     const auto plain_parameters = plain->named_parameters();
     for (const auto& named : synced->named_parameters()) {
-      EXPECT_TRUE(torch::equal(named.value().grad(), plain_parameters[named.key()].grad())) << named.key();
+      EXPECT_TRUE(torch::equal(named.value().grad(), plain_parameters[named.key()].grad()))
+          << named.key();
     }
   }
 }

@@ -16,7 +16,8 @@ namespace {
 
 std::string TinySpec(const std::string& parallel) {
   return R"({"model": {"preset": "tiny"}, "device": "CPU", "training": {"seqLen": 8, "dtype": "FLOAT32"},
-             "parallel": )" + parallel + "}";
+             "parallel": )" +
+         parallel + "}";
 }
 
 // The error event of a run that must be refused as an invalid spec.
@@ -39,18 +40,21 @@ nlohmann::json RefusedRun(const std::string& spec, const RankFlags& flags,
 TEST(RankFlagsTest, ParallelSpecWithoutRankNamesTheWorldSize) {
   const nlohmann::json error = RefusedRun(TinySpec(R"({"worldSize": 2})"), {});
   EXPECT_EQ(error["field"], "parallel.world_size");
-  EXPECT_NE(error["message"].get<std::string>().find("a parallel run's ranks are started with --rank and --rendezvous"),
+  EXPECT_NE(error["message"].get<std::string>().find(
+                "a parallel run's ranks are started with --rank and --rendezvous"),
             std::string::npos)
       << error;
 }
 
 TEST(RankFlagsTest, RankOutsideTheWorldOrWithoutRendezvousIsRefused) {
-  EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 2})"), {2, "127.0.0.1:1"})["field"], "parallel.world_size");
+  EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 2})"), {2, "127.0.0.1:1"})["field"],
+            "parallel.world_size");
   EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 2})"), {0, ""})["field"], "parallel.world_size");
 }
 
 TEST(RankFlagsTest, SingleProcessSpecTakesNoRank) {
-  EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 1})"), {0, "127.0.0.1:1"})["field"], "parallel.world_size");
+  EXPECT_EQ(RefusedRun(TinySpec(R"({"worldSize": 1})"), {0, "127.0.0.1:1"})["field"],
+            "parallel.world_size");
 }
 
 // A parallel sweep's ranks run one point each (the daemon's gangs): without --sweep-point the
@@ -62,13 +66,14 @@ TEST(RankFlagsTest, ParallelSweepNeedsItsPoint) {
   const nlohmann::json missing = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"});
   EXPECT_EQ(missing["field"], spec_rules::kSweepField);
   EXPECT_EQ(missing["message"], spec_rules::kParallelSweepNeedsPointMessage);
-  const nlohmann::json wrong = RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{1, 8});
+  const nlohmann::json wrong =
+      RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{1, 8});
   EXPECT_EQ(wrong["field"], spec_rules::kSweepField);
   EXPECT_EQ(wrong["message"], "--sweep-point 1:8 is not a point of this spec's sweep");
   EXPECT_EQ(RefusedRun(parallel_sweep, {0, "127.0.0.1:1"}, spec_rules::SweepPoint{2, 8})["field"],
             spec_rules::kSweepField);
-  const nlohmann::json no_sweep = RefusedRun(TinySpec(R"({"worldSize": 2})"), {0, "127.0.0.1:1"},
-                                             spec_rules::SweepPoint{0, 8});
+  const nlohmann::json no_sweep =
+      RefusedRun(TinySpec(R"({"worldSize": 2})"), {0, "127.0.0.1:1"}, spec_rules::SweepPoint{0, 8});
   EXPECT_EQ(no_sweep["message"], "--sweep-point 0:8 runs a point of a sweep; this spec has none");
 }
 

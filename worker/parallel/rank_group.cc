@@ -61,8 +61,9 @@ class C10dPending : public PendingCollective {
 template <typename Group>
 class C10dRankGroup : public RankGroup {
  public:
-  C10dRankGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group, int rank, int world_size,
-                std::string name, torch::Device device, bool float32_wire_for_bfloat16, bool flat_buffer_collectives)
+  C10dRankGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group, int rank,
+                int world_size, std::string name, torch::Device device,
+                bool float32_wire_for_bfloat16, bool flat_buffer_collectives)
       : store_(std::move(store)),
         group_(std::move(group)),
         rank_(rank),
@@ -76,15 +77,21 @@ class C10dRankGroup : public RankGroup {
   int world_size() const override { return world_size_; }
   std::string backend_name() const override { return name_; }
 
-  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override { LaunchAllReduce(tensors)->Wait(); }
+  void AllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+    LaunchAllReduce(tensors)->Wait();
+  }
 
-  void ReduceSum(const std::vector<RootedTensor>& tensors) override { StartReduceSum(tensors)->Wait(); }
+  void ReduceSum(const std::vector<RootedTensor>& tensors) override {
+    StartReduceSum(tensors)->Wait();
+  }
 
-  std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+  std::unique_ptr<PendingCollective> StartAllReduceSum(
+      const std::vector<torch::Tensor>& tensors) override {
     return LaunchAllReduce(tensors);
   }
 
-  std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>& tensors) override {
+  std::unique_ptr<PendingCollective> StartReduceSum(
+      const std::vector<RootedTensor>& tensors) override {
     return LaunchEach(tensors, [this](const RootedTensor& rooted, std::vector<at::Tensor>& wire) {
       c10d::ReduceOptions options;
       options.rootRank = rooted.second;
@@ -107,7 +114,8 @@ class C10dRankGroup : public RankGroup {
       if (flat_buffer_collectives_) {
         at::Tensor output = full.view({-1});
         at::Tensor input = chunk.view({-1});
-        pending->Add(group_->_allgather_base(output, input, c10d::AllgatherOptions{}), {full, chunk});
+        pending->Add(group_->_allgather_base(output, input, c10d::AllgatherOptions{}),
+                     {full, chunk});
         continue;
       }
       // Gloo: no bfloat16, but an all-gather only moves bytes, so a float16 view carries it.
@@ -118,7 +126,8 @@ class C10dRankGroup : public RankGroup {
       std::vector<at::Tensor> input{reinterpret ? flat_chunk.view(torch::kHalf) : flat_chunk};
       std::vector<std::vector<at::Tensor>> outputs(1);
       const int64_t chunk_elements = chunk.numel();
-      for (int r = 0; r < world_size_; ++r) outputs[0].push_back(wire_full.narrow(0, r * chunk_elements, chunk_elements));
+      for (int r = 0; r < world_size_; ++r)
+        outputs[0].push_back(wire_full.narrow(0, r * chunk_elements, chunk_elements));
       pending->Add(group_->allgather(outputs, input, c10d::AllgatherOptions{}), {full, chunk});
     }
     return pending;
@@ -131,7 +140,8 @@ class C10dRankGroup : public RankGroup {
       for (const auto& [full, chunk] : full_and_chunk) {
         at::Tensor output = chunk.view({-1});
         at::Tensor input = full.view({-1});
-        pending->Add(group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}), {full, chunk});
+        pending->Add(group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}),
+                     {full, chunk});
       }
       return pending;
     }
@@ -148,7 +158,8 @@ class C10dRankGroup : public RankGroup {
   }
 
   double MeanOverRanks(double value) override {
-    torch::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+    torch::Tensor t =
+        torch::full({1}, value, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
     AllReduceSum({t});
     return t.item<double>() / world_size_;
   }
@@ -217,24 +228,29 @@ RendezvousAddress ParseRendezvous(const std::string& text) {
   char* end = nullptr;
   const long port = std::strtol(port_text.c_str(), &end, 10);
   if (port_text.empty() || *end != '\0' || port < 1 || port > 65535) {
-    throw std::invalid_argument("--rendezvous " + text + ": the port must be a number in [1, 65535]");
+    throw std::invalid_argument("--rendezvous " + text +
+                                ": the port must be a number in [1, 65535]");
   }
   std::string host = text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [IPv6]
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);  // [IPv6]
   return {host, static_cast<uint16_t>(port)};
 }
 
 void CheckRankFlags(const ParallelSpec& parallel, const RankFlags& flags) {
   if (!ParallelActive(parallel)) {
     if (flags.given()) {
-      throw SpecError(kWorldSizeField, "--rank and --rendezvous start a rank of a parallel run; this spec's "
-                                       "world size is " + std::to_string(parallel.world_size));
+      throw SpecError(kWorldSizeField,
+                      "--rank and --rendezvous start a rank of a parallel run; this spec's "
+                      "world size is " +
+                          std::to_string(parallel.world_size));
     }
     return;
   }
   if (flags.rank < 0 || flags.rendezvous.empty()) {
-    throw SpecError(kWorldSizeField, "a parallel run's ranks are started with --rank and --rendezvous (world size " +
-                                         std::to_string(parallel.world_size) + ")");
+    throw SpecError(kWorldSizeField,
+                    "a parallel run's ranks are started with --rank and --rendezvous (world size " +
+                        std::to_string(parallel.world_size) + ")");
   }
   if (flags.rank >= parallel.world_size) {
     throw SpecError(kWorldSizeField, "--rank " + std::to_string(flags.rank) + " is not in [0, " +
@@ -247,14 +263,16 @@ std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_siz
   // Refused before the store, so that no rank waits for the others only to fail.
 #ifndef VRAMLAB_WITH_C10D_NCCL
   if (cuda) {
-    throw SpecError(kWorldSizeField, "this worker was built without c10d's NCCL process group; a parallel run on "
-                                     "CUDA needs it");
+    throw SpecError(kWorldSizeField,
+                    "this worker was built without c10d's NCCL process group; a parallel run on "
+                    "CUDA needs it");
   }
 #endif
 #ifndef VRAMLAB_WITH_C10D_GLOO
   if (!cuda) {
-    throw SpecError(kWorldSizeField, "this worker was built without c10d's Gloo process group (its headers, "
-                                     "gloo/*.h, were not found); a parallel run on the CPU needs it");
+    throw SpecError(kWorldSizeField,
+                    "this worker was built without c10d's Gloo process group (its headers, "
+                    "gloo/*.h, were not found); a parallel run on the CPU needs it");
   }
 #endif
   c10d::TCPStoreOptions options;
@@ -266,10 +284,10 @@ std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_siz
 #ifdef VRAMLAB_WITH_C10D_NCCL
   if (cuda) {
     // Each rank's device is its current CUDA device (the launcher gives each rank its own GPU).
-    auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, flags.rank, world_size,
-                                                             c10d::ProcessGroupNCCL::Options::create());
-    return std::make_unique<C10dRankGroup<c10d::ProcessGroupNCCL>>(store, group, flags.rank, world_size, "nccl",
-                                                                   torch::Device(torch::kCUDA), false, true);
+    auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        store, flags.rank, world_size, c10d::ProcessGroupNCCL::Options::create());
+    return std::make_unique<C10dRankGroup<c10d::ProcessGroupNCCL>>(
+        store, group, flags.rank, world_size, "nccl", torch::Device(torch::kCUDA), false, true);
   }
 #endif
 #ifdef VRAMLAB_WITH_C10D_GLOO
@@ -278,12 +296,14 @@ std::unique_ptr<RankGroup> RankGroup::Join(const RankFlags& flags, int world_siz
     // The ranks' own traffic goes over GLOO_SOCKET_IFNAME's interface where it is set, else over
     // the rendezvous host's address (right for every rank of a run on one host).
     const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
-    gloo_options->devices.push_back(interface != nullptr && *interface != '\0'
-                                        ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
-                                        : c10d::ProcessGroupGloo::createDeviceForHostname(address.host));
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, flags.rank, world_size, gloo_options);
-    return std::make_unique<C10dRankGroup<c10d::ProcessGroupGloo>>(store, group, flags.rank, world_size, "gloo",
-                                                                   torch::Device(torch::kCPU), true, false);
+    gloo_options->devices.push_back(
+        interface != nullptr && *interface != '\0'
+            ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+            : c10d::ProcessGroupGloo::createDeviceForHostname(address.host));
+    auto group =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, flags.rank, world_size, gloo_options);
+    return std::make_unique<C10dRankGroup<c10d::ProcessGroupGloo>>(
+        store, group, flags.rank, world_size, "gloo", torch::Device(torch::kCPU), true, false);
   }
 #endif
   throw std::logic_error("RankGroup::Join: no process group for this device");  // refused above

@@ -85,14 +85,17 @@ class RankGroup {
 
   // Each tensor becomes the element-wise sum of its copies on all ranks.
   virtual void AllReduceSum(const std::vector<torch::Tensor>& tensors) = 0;
-  // Each tensor becomes the sum of its copies on its root rank; other ranks' copies are unspecified.
+  // Each tensor becomes the sum of its copies on its root rank; other ranks' copies are
+  // unspecified.
   virtual void ReduceSum(const std::vector<RootedTensor>& tensors) = 0;
   // The two above, issued and not waited for: the results exist once the returned
   // PendingCollective's Wait() has returned (data parallel's gradients during backward,
   // gradient_reduction.h). In place; on Gloo a bfloat16 tensor travels as a float32 copy that
   // Wait() copies back.
-  virtual std::unique_ptr<PendingCollective> StartAllReduceSum(const std::vector<torch::Tensor>& tensors) = 0;
-  virtual std::unique_ptr<PendingCollective> StartReduceSum(const std::vector<RootedTensor>& tensors) = 0;
+  virtual std::unique_ptr<PendingCollective> StartAllReduceSum(
+      const std::vector<torch::Tensor>& tensors) = 0;
+  virtual std::unique_ptr<PendingCollective> StartReduceSum(
+      const std::vector<RootedTensor>& tensors) = 0;
   // Each tensor becomes its root rank's copy on every rank.
   virtual void Broadcast(const std::vector<RootedTensor>& tensors) = 0;
   // SHARD_FULL's collectives, over pairs of a padded full tensor and this rank's chunk of it:

@@ -110,8 +110,9 @@ class ParameterLoader {
     auto it = params_.find(name);
     if (it == params_.end()) {
       if (name == "lm_head.weight" && model_.config().tie_word_embeddings) {
-        throw LoadError(path + ": tensor \"lm_head.weight\" is unexpected: the config ties the "
-                               "embeddings (tie_word_embeddings=true)");
+        throw LoadError(path +
+                        ": tensor \"lm_head.weight\" is unexpected: the config ties the "
+                        "embeddings (tie_word_embeddings=true)");
       }
       throw LoadError(path + ": tensor \"" + name + "\" is unexpected: no such parameter");
     }

@@ -42,11 +42,12 @@ struct FileDescriptor {
 
 uint64_t NonNegativeInteger(const std::string& path, const std::string& tensor,
                             const nlohmann::json& value, const char* field) {
-  const bool ok = value.is_number_unsigned() ||
-                  (value.is_number_integer() && value.get<int64_t>() >= 0);
+  const bool ok =
+      value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0);
   if (!ok) {
-    FailTensor(path, tensor,
-               std::string(field) + " must hold non-negative integers, got " + DescribeJsonValue(value));
+    FailTensor(
+        path, tensor,
+        std::string(field) + " must hold non-negative integers, got " + DescribeJsonValue(value));
   }
   return value.get<uint64_t>();
 }
@@ -84,13 +85,15 @@ SafetensorsEntry ParseEntry(const std::string& path, const std::string& name,
       "data_offsets [" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]";
   if (entry.begin > entry.end) FailTensor(path, name, range + " are reversed");
   if (entry.end > data_size) {
-    FailTensor(path, name, range + " reach past the end of the data buffer (" +
-                               std::to_string(data_size) + " bytes; file truncated?)");
+    FailTensor(path, name,
+               range + " reach past the end of the data buffer (" + std::to_string(data_size) +
+                   " bytes; file truncated?)");
   }
   if (bytes != entry.end - entry.begin) {
-    FailTensor(path, name, range + " hold " + std::to_string(entry.end - entry.begin) +
-                               " bytes but dtype " + entry.dtype + " and shape " + DescribeJsonValue(*shape) +
-                               " need " + std::to_string(static_cast<uint64_t>(bytes)));
+    FailTensor(path, name,
+               range + " hold " + std::to_string(entry.end - entry.begin) + " bytes but dtype " +
+                   entry.dtype + " and shape " + DescribeJsonValue(*shape) + " need " +
+                   std::to_string(static_cast<uint64_t>(bytes)));
   }
   return entry;
 }
@@ -99,9 +102,9 @@ SafetensorsEntry ParseEntry(const std::string& path, const std::string& name,
 
 bool SafetensorsDtype(const std::string& name, torch::Dtype* dtype) {
   static const std::map<std::string, torch::Dtype> kDtypes = {
-      {"F64", torch::kFloat64}, {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
-      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64}, {"I32", torch::kInt32},
-      {"I16", torch::kInt16},   {"I8", torch::kInt8},     {"U8", torch::kUInt8},
+      {"F64", torch::kFloat64},   {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+      {"I16", torch::kInt16},     {"I8", torch::kInt8},     {"U8", torch::kUInt8},
       {"BOOL", torch::kBool},
   };
   auto it = kDtypes.find(name);
@@ -121,8 +124,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) 
   if (::fstat(file.fd, &st) != 0) Fail(path, std::string("cannot stat: ") + std::strerror(errno));
   const size_t size = static_cast<size_t>(st.st_size);
   if (size < kLengthPrefix) {
-    Fail(path, "truncated: " + std::to_string(size) +
-                   " bytes, shorter than the 8-byte header length");
+    Fail(path,
+         "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   }
   void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
   if (mapping == MAP_FAILED) Fail(path, std::string("cannot mmap: ") + std::strerror(errno));
@@ -137,9 +140,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) 
 SafetensorsFile::SafetensorsFile(std::string path, const uint8_t* data, size_t size)
     : path_(std::move(path)), mapping_(data), size_(size) {}
 
-SafetensorsFile::~SafetensorsFile() {
-  ::munmap(const_cast<uint8_t*>(mapping_), size_);
-}
+SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<uint8_t*>(mapping_), size_); }
 
 void SafetensorsFile::ParseHeader() {
   uint64_t header_length = 0;
@@ -186,9 +187,9 @@ void SafetensorsFile::ParseHeader() {
       FailTensor(path_, item->first, "data_offsets overlap those of \"" + *previous + "\"");
     }
     if (entry.begin > expected_begin) {
-      FailTensor(path_, item->first, "data_offsets leave a hole of " +
-                                         std::to_string(entry.begin - expected_begin) +
-                                         " bytes before it");
+      FailTensor(path_, item->first,
+                 "data_offsets leave a hole of " + std::to_string(entry.begin - expected_begin) +
+                     " bytes before it");
     }
     expected_begin = entry.end;
     previous = &item->first;

@@ -23,8 +23,8 @@
 namespace vramlab::worker {
 
 struct SafetensorsEntry {
-  std::string dtype;            // as written: "F32", "BF16", ...
-  torch::Dtype scalar_type;     // its torch equivalent
+  std::string dtype;         // as written: "F32", "BF16", ...
+  torch::Dtype scalar_type;  // its torch equivalent
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range inside the data buffer
 };

@@ -116,10 +116,9 @@ TEST_F(SafetensorsTest, RejectsBadJson) {
 }
 
 TEST_F(SafetensorsTest, RejectsUnknownDtype) {
-  ExpectOpenError(
-      WriteRaw("dtype.safetensors", R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})",
-               "x"),
-      {"\"w\"", "dtype \"Q7\""});
+  ExpectOpenError(WriteRaw("dtype.safetensors",
+                           R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", "x"),
+                  {"\"w\"", "dtype \"Q7\""});
 }
 
 TEST_F(SafetensorsTest, RejectsOffsetsPastTheData) {
@@ -227,8 +226,8 @@ TEST_F(LoaderTest, RejectsUnexpectedTensor) {
   auto weights = Weights(true);
   weights.emplace_back("model.layers.7.mlp.gate_proj.weight", torch::zeros({2, 2}));
   WriteSingle(weights);
-  ExpectLoadFails(true, {Path("model.safetensors"), "model.layers.7.mlp.gate_proj.weight",
-                         "unexpected"});
+  ExpectLoadFails(true,
+                  {Path("model.safetensors"), "model.layers.7.mlp.gate_proj.weight", "unexpected"});
 }
 
 TEST_F(LoaderTest, TiedModelRejectsLmHead) {

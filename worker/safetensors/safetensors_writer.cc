@@ -30,7 +30,8 @@ void WriteSafetensors(const std::string& path,
       throw LoadError(path + ": tensor \"" + name + "\": dtype has no safetensors name");
     }
     const uint64_t bytes = tensor.numel() * tensor.element_size();
-    header[name] = {{"dtype", dtype}, {"shape", tensor.sizes().vec()},
+    header[name] = {{"dtype", dtype},
+                    {"shape", tensor.sizes().vec()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }

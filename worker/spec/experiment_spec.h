@@ -1,7 +1,8 @@
 // The worker's view of vramlab.v1.ExperimentSpec: the plain structs generated from
 // proto/vramlab/v1/experiment.proto (schema/plain_proto.py), resolved by common/spec's
 // ResolveAndValidate. After ParseExperimentSpec() every "0 means X" default of the proto has been
-// applied, so the rest of the worker reads resolved values only (e.g. `training.seq_len` is never 0).
+// applied, so the rest of the worker reads resolved values only (e.g. `training.seq_len` is never
+// 0).
 #ifndef VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_
 #define VRAMLAB_WORKER_SPEC_EXPERIMENT_SPEC_H_
 
@@ -43,7 +44,9 @@ using spec_rules::SweepActive;
 class SpecError : public std::runtime_error {
  public:
   SpecError(std::string field, const std::string& reason)
-      : std::runtime_error(field.empty() ? reason : field + ": " + reason), field_(std::move(field)), reason_(reason) {}
+      : std::runtime_error(field.empty() ? reason : field + ": " + reason),
+        field_(std::move(field)),
+        reason_(reason) {}
   const std::string& field() const { return field_; }
   const std::string& reason() const { return reason_; }
 

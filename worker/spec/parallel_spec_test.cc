@@ -10,7 +10,8 @@ namespace vramlab::worker {
 namespace {
 
 ExperimentSpec ParseWithParallel(const std::string& parallel_json, const std::string& extra = "") {
-  return ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "parallel": )" + parallel_json + extra + "}");
+  return ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "parallel": )" + parallel_json +
+                             extra + "}");
 }
 
 // The SpecError that parsing throws; fails the test if it parses.
@@ -35,7 +36,8 @@ TEST(ParallelSpecTest, AbsentMeansOneProcessWithoutSharding) {
 }
 
 TEST(ParallelSpecTest, ReadsCamelCaseSnakeCaseAndEnumNumbers) {
-  const ExperimentSpec camel = ParseWithParallel(R"({"worldSize": 4, "sharding": "SHARD_GRADIENTS"})");
+  const ExperimentSpec camel =
+      ParseWithParallel(R"({"worldSize": 4, "sharding": "SHARD_GRADIENTS"})");
   EXPECT_EQ(camel.parallel.world_size, 4);
   EXPECT_EQ(camel.parallel.sharding, Sharding::kShardGradients);
   EXPECT_TRUE(ParallelActive(camel.parallel));
@@ -44,8 +46,10 @@ TEST(ParallelSpecTest, ReadsCamelCaseSnakeCaseAndEnumNumbers) {
   EXPECT_EQ(snake.parallel.world_size, 2);
   EXPECT_EQ(snake.parallel.sharding, Sharding::kShardFull);
   EXPECT_TRUE(snake.parallel.reshard_after_forward);
-  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 0})").parallel.world_size, 1) << "0 means one process";
-  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARDING_UNSPECIFIED"})").parallel.sharding,
+  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 0})").parallel.world_size, 1)
+      << "0 means one process";
+  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARDING_UNSPECIFIED"})")
+                .parallel.sharding,
             Sharding::kShardNone);
 }
 
@@ -53,56 +57,73 @@ TEST(ParallelSpecTest, RejectsWorldSizeOutOfRange) {
   for (const char* json : {R"({"worldSize": -1})", R"({"worldSize": 65})"}) {
     EXPECT_EQ(ParallelError(json).field(), "parallel.world_size") << json;
   }
-  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 64})").parallel.world_size, spec_rules::kWorldSize.max);
+  EXPECT_EQ(ParseWithParallel(R"({"worldSize": 64})").parallel.world_size,
+            spec_rules::kWorldSize.max);
 }
 
 TEST(ParallelSpecTest, ShardingNeedsTwoRanks) {
-  for (const char* json : {R"({"sharding": "SHARD_OPTIMIZER"})", R"({"worldSize": 1, "sharding": "SHARD_FULL"})"}) {
+  for (const char* json :
+       {R"({"sharding": "SHARD_OPTIMIZER"})", R"({"worldSize": 1, "sharding": "SHARD_FULL"})"}) {
     const SpecError e = ParallelError(json);
     EXPECT_EQ(e.field(), spec_rules::kShardingField) << json;
-    EXPECT_NE(std::string(e.what()).find(spec_rules::kShardingNeedsRanksMessage), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(spec_rules::kShardingNeedsRanksMessage), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(ParseWithParallel(R"({"worldSize": 1, "sharding": "SHARD_NONE"})").parallel.sharding,
             Sharding::kShardNone);
 }
 
 TEST(ParallelSpecTest, RejectsUnknownShardingAndFields) {
-  EXPECT_EQ(ParallelError(R"({"worldSize": 2, "sharding": "SHARD_EVERYTHING"})").field(), "parallel.sharding");
+  EXPECT_EQ(ParallelError(R"({"worldSize": 2, "sharding": "SHARD_EVERYTHING"})").field(),
+            "parallel.sharding");
   EXPECT_EQ(ParallelError(R"({"worldSize": 2, "ranks": 2})").field(), "parallel.ranks");
 }
 
 TEST(ParallelSpecTest, ReshardAfterForwardOnlyWithFullSharding) {
-  EXPECT_EQ(ParallelError(R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER", "reshardAfterForward": true})")
+  EXPECT_EQ(ParallelError(
+                R"({"worldSize": 2, "sharding": "SHARD_OPTIMIZER", "reshardAfterForward": true})")
                 .field(),
             "parallel.reshard_after_forward");
 }
 
 TEST(ParallelSpecTest, PrefetchOffOnlyWithFullSharding) {
-  EXPECT_FALSE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": false})").parallel.prefetch);
-  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": true})").parallel.prefetch);
+  EXPECT_FALSE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": false})")
+                   .parallel.prefetch);
+  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL", "prefetch": true})")
+                  .parallel.prefetch);
   EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_FULL"})").parallel.prefetch);
-  const SpecError e = ParallelError(R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS", "prefetch": false})");
+  const SpecError e =
+      ParallelError(R"({"worldSize": 2, "sharding": "SHARD_GRADIENTS", "prefetch": false})");
   EXPECT_EQ(e.field(), spec_rules::kPrefetchField);
-  EXPECT_NE(std::string(e.what()).find(spec_rules::kFullShardingOnlyMessage), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find(spec_rules::kFullShardingOnlyMessage), std::string::npos)
+      << e.what();
   // The default stated explicitly is no refusal.
-  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_NONE", "prefetch": true})").parallel.prefetch);
+  EXPECT_TRUE(ParseWithParallel(R"({"worldSize": 2, "sharding": "SHARD_NONE", "prefetch": true})")
+                  .parallel.prefetch);
 }
 
 TEST(ParallelSpecTest, RefusesWhatWouldLetRanksDiverge) {
   // A sweep parses: each point runs as its own gang, and a rank started without --sweep-point
   // refuses it with the launch flags (rank_flags_test).
-  EXPECT_TRUE(SweepActive(
-      ParseWithParallel(R"({"worldSize": 2})", R"(, "sweep": {"variable": "SEQ_LEN", "values": [8, 16]})").sweep));
-  EXPECT_EQ(ParallelError(R"({"worldSize": 2})", R"(, "training": {"optimizer": {"inBackward": true}})").field(),
-            "training.optimizer.in_backward");
-  EXPECT_EQ(ParallelError(R"({"worldSize": 2})",
-                          R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})")
-                .field(),
-            spec_rules::kDelayedUpdateField);
-  EXPECT_NO_THROW(ParseWithParallel(R"({"worldSize": 1})",
-                                    R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})"));
+  EXPECT_TRUE(
+      SweepActive(ParseWithParallel(R"({"worldSize": 2})",
+                                    R"(, "sweep": {"variable": "SEQ_LEN", "values": [8, 16]})")
+                      .sweep));
+  EXPECT_EQ(
+      ParallelError(R"({"worldSize": 2})", R"(, "training": {"optimizer": {"inBackward": true}})")
+          .field(),
+      "training.optimizer.in_backward");
+  EXPECT_EQ(
+      ParallelError(R"({"worldSize": 2})",
+                    R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})")
+          .field(),
+      spec_rules::kDelayedUpdateField);
+  EXPECT_NO_THROW(ParseWithParallel(
+      R"({"worldSize": 1})",
+      R"(, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}})"));
   // One process: both are as before.
-  EXPECT_NO_THROW(ParseWithParallel(R"({"worldSize": 1})", R"(, "training": {"optimizer": {"inBackward": true}})"));
+  EXPECT_NO_THROW(ParseWithParallel(R"({"worldSize": 1})",
+                                    R"(, "training": {"optimizer": {"inBackward": true}})"));
 }
 
 }  // namespace

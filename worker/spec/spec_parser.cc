@@ -32,14 +32,16 @@ ExperimentSpec ParseExperimentSpec(const std::string& json_text) {
 }
 
 void ResolveAgainstModel(ExperimentSpec& spec, const spec_rules::ModelWidths& model) {
-  if (std::optional<spec_rules::SpecProblem> problem = spec_rules::ResolveAgainstModel(spec, model)) {
+  if (std::optional<spec_rules::SpecProblem> problem =
+          spec_rules::ResolveAgainstModel(spec, model)) {
     throw SpecError(problem->field, problem->reason);
   }
 }
 
 void ValidateKernelsRunnable(const ExperimentSpec& spec, bool cuda_device) {
   if (spec.training.kernels != plain::KernelsImpl::kFused) return;
-  if (!cuda_device) throw SpecError(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
+  if (!cuda_device)
+    throw SpecError(spec_rules::kKernelsField, spec_rules::kFusedKernelsNeedCudaMessage);
 #ifndef VRAMLAB_WITH_FUSED_KERNELS
   throw SpecError(spec_rules::kKernelsField, spec_rules::kFusedKernelsNotBuiltMessage);
 #endif

@@ -58,7 +58,8 @@ TEST(SpecParserTest, AcceptsCamelCaseSnakeCaseStringsAndEnumNumbers) {
   EXPECT_EQ(camel.training.dtype, DType::kFloat32);
   EXPECT_EQ(camel.training.optimizer.kind, plain::OptimizerKind::kAdamwFp32Master);
   EXPECT_DOUBLE_EQ(camel.training.optimizer.learning_rate, 1e-3);
-  EXPECT_DOUBLE_EQ(camel.training.optimizer.weight_decay, 0.0) << "an explicit 0 must not become the default";
+  EXPECT_DOUBLE_EQ(camel.training.optimizer.weight_decay, 0.0)
+      << "an explicit 0 must not become the default";
   EXPECT_EQ(camel.training.attention, plain::AttentionImpl::kSdpa);
   EXPECT_EQ(camel.training.loss, plain::LossImpl::kChunked);
   EXPECT_EQ(camel.training.loss_chunk_tokens, 256);
@@ -132,13 +133,17 @@ TEST(SpecParserTest, ReadsModelFamilyFieldsAndAppliesTheFamilyRules) {
 
   const std::string shapes = R"("vocabSize": 512, "hiddenSize": 64, "intermediateSize": 176,
                                 "numHiddenLayers": 2, "numAttentionHeads": 4)";
-  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "phi3", )" + shapes + "}}}"), "model.config.model_type");
-  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "llama", "ropeScaling": {"ropeType": "yarn"}, )" +
-                       shapes + "}}}"),
-            "model.config.rope_scaling.rope_type");
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "phi3", )" + shapes + "}}}"),
+            "model.config.model_type");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"config": {"modelType": "llama", "ropeScaling": {"ropeType": "yarn"}, )" +
+          shapes + "}}}"),
+      "model.config.rope_scaling.rope_type");
   EXPECT_EQ(ErrorField(R"({"model": {"config": {"ropeScaling": {"rope": 1}, )" + shapes + "}}}"),
             "model.config.rope_scaling.rope");
-  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "mistral", "mlpBias": true, )" + shapes + "}}}"),
+  EXPECT_EQ(ErrorField(R"({"model": {"config": {"modelType": "mistral", "mlpBias": true, )" +
+                       shapes + "}}}"),
             "model.config.mlp_bias");
   EXPECT_EQ(ErrorField(R"({"model": {"config": {"numKeyValueHeads": 3, )" + shapes + "}}}"),
             "model.config.num_key_value_heads");
@@ -152,26 +157,35 @@ TEST(SpecParserTest, RejectsMalformedDocuments) {
 
 TEST(SpecParserTest, RejectsUnknownFieldsWithTheirPath) {
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "bogus": 1})"), "bogus");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLength": 1}})"), "training.seqLength");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLength": 1}})"),
+            "training.seqLength");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"lr": 1}}})"),
             "training.optimizer.lr");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny", "config": {"hidden": 3}}})"), "model.config.hidden");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny", "config": {"hidden": 3}}})"),
+            "model.config.hidden");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 8, "seq_len": 8}})"),
             "training.seq_len");
 }
 
 TEST(SpecParserTest, RejectsWrongTypesAndUnknownEnumValues) {
   EXPECT_EQ(ErrorField(R"({"model": {"preset": 5}})"), "model.preset");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1.5}})"), "training.seq_len");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": "12x"}})"), "training.seq_len");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 3000000000}})"), "training.seq_len");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": "FLOAT64"}})"), "training.dtype");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": 9}})"), "training.dtype");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1.5}})"),
+            "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": "12x"}})"),
+            "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 3000000000}})"),
+            "training.seq_len");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": "FLOAT64"}})"),
+            "training.dtype");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"dtype": 9}})"),
+            "training.dtype");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"recordHistory": "yes"}})"),
             "memory.record_history");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny", "initSeed": -1}})"), "model.init_seed");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, "x"]}})"),
-            "sweep.values[1]");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, "x"]}})"),
+      "sweep.values[1]");
 }
 
 TEST(SpecParserTest, RejectsOutOfRangeValues) {
@@ -179,27 +193,37 @@ TEST(SpecParserTest, RejectsOutOfRangeValues) {
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "gpt-5"}})"), "model.preset");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"microBatchSize": -1}})"),
             "training.micro_batch_size");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1}})"), "training.seq_len");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"beta1": 1.0}}})"),
-            "training.optimizer.beta1");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"learningRate": "NaN"}}})"),
-            "training.optimizer.learning_rate");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"weightDecay": -0.1}}})"),
-            "training.optimizer.weight_decay");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"deviceMemoryLimitBytes": "-5"}})"),
-            "memory.device_memory_limit_bytes");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"seqLen": 1}})"),
+            "training.seq_len");
+  EXPECT_EQ(
+      ErrorField(R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"beta1": 1.0}}})"),
+      "training.optimizer.beta1");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"learningRate": "NaN"}}})"),
+      "training.optimizer.learning_rate");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"weightDecay": -0.1}}})"),
+      "training.optimizer.weight_decay");
+  EXPECT_EQ(
+      ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"deviceMemoryLimitBytes": "-5"}})"),
+      "memory.device_memory_limit_bytes");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"sampleIntervalMs": 100000}})"),
             "memory.sample_interval_ms");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"maxSplitSizeMb": 8}}})"),
+  EXPECT_EQ(ErrorField(
+                R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"maxSplitSizeMb": 8}}})"),
             "memory.allocator.max_split_size_mb");
   EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"},
                            "memory": {"allocator": {"garbageCollectionThreshold": 1.5}}})"),
             "memory.allocator.garbage_collection_threshold");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"extra": "a b"}}})"),
-            "memory.allocator.extra");
-  EXPECT_EQ(ErrorField(R"({"model": {"config": {"vocabSize": 8, "hiddenSize": 10, "intermediateSize": 4,
+  EXPECT_EQ(
+      ErrorField(R"({"model": {"preset": "tiny"}, "memory": {"allocator": {"extra": "a b"}}})"),
+      "memory.allocator.extra");
+  EXPECT_EQ(
+      ErrorField(R"({"model": {"config": {"vocabSize": 8, "hiddenSize": 10, "intermediateSize": 4,
                                                 "numHiddenLayers": 1, "numAttentionHeads": 3}}})"),
-            "model.config.hidden_size");
+      "model.config.hidden_size");
 }
 
 // training.optimizer.delayed_update: offload only, not with in_backward; read from its JSON name.
@@ -207,11 +231,14 @@ TEST(SpecParserTest, DelayedUpdateNeedsOffloadAndNoInBackward) {
   const ExperimentSpec spec = ParseExperimentSpec(
       R"({"model": {"preset": "tiny"}, "training": {"optimizer": {"offloadToCpu": true, "delayedUpdate": true}}})");
   EXPECT_TRUE(spec.training.optimizer.delayed_update);
-  EXPECT_FALSE(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.optimizer.delayed_update);
-  for (const char* optimizer : {R"({"delayedUpdate": true})",
-                                R"({"delayedUpdate": true, "offloadToCpu": true, "inBackward": true})"}) {
+  EXPECT_FALSE(
+      ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.optimizer.delayed_update);
+  for (const char* optimizer :
+       {R"({"delayedUpdate": true})",
+        R"({"delayedUpdate": true, "offloadToCpu": true, "inBackward": true})"}) {
     const std::string json =
-        std::string(R"({"model": {"preset": "tiny"}, "training": {"optimizer": )") + optimizer + "}}";
+        std::string(R"({"model": {"preset": "tiny"}, "training": {"optimizer": )") + optimizer +
+        "}}";
     try {
       ParseExperimentSpec(json);
       ADD_FAILURE() << "accepted " << json;
@@ -234,36 +261,51 @@ TEST(SpecParserTest, RejectsContradictoryCombinations) {
     EXPECT_EQ(e.field(), "training.optimizer.in_backward");
     EXPECT_NE(std::string(e.what()).find("grad_accum_steps"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"values": [8, 16]}})"), "sweep.variable");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN"}})"), "sweep.values");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, 0]}})"),
-            "sweep.values[1]");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"values": [8, 16]}})"),
+            "sweep.variable");
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN"}})"),
+            "sweep.values");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "values": [8, 0]}})"),
+      "sweep.values[1]");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
                                                                   "searchMin": 64, "searchMax": 32}})"),
-            "sweep.search_max");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+      "sweep.search_max");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
                                                                   "searchMin": 65, "searchMax": 70,
                                                                   "searchGranularity": 64}})"),
-            "sweep.search_granularity");
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
+      "sweep.search_granularity");
+  EXPECT_EQ(
+      ErrorField(
+          R"({"model": {"preset": "tiny"}, "sweep": {"variable": "SEQ_LEN", "mode": "SEARCH_MAX",
                                                                   "values": [8], "searchMin": 8, "searchMax": 9}})"),
-            "sweep.values");
+      "sweep.values");
 }
 
 TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
-  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.kernels, plain::KernelsImpl::kAten);
-  const ExperimentSpec fused =
-      ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CUDA"})");
-  EXPECT_EQ(fused.training.kernels, plain::KernelsImpl::kFused);
-  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": 1}})").training.kernels,
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.kernels,
             plain::KernelsImpl::kAten);
-  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"kernels": "TRITON"}})"), "training.kernels");
+  const ExperimentSpec fused = ParseExperimentSpec(
+      R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CUDA"})");
+  EXPECT_EQ(fused.training.kernels, plain::KernelsImpl::kFused);
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": 1}})")
+                .training.kernels,
+            plain::KernelsImpl::kAten);
+  EXPECT_EQ(ErrorField(R"({"model": {"preset": "tiny"}, "training": {"kernels": "TRITON"}})"),
+            "training.kernels");
   try {
-    ParseExperimentSpec(R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CPU"})");
+    ParseExperimentSpec(
+        R"({"model": {"preset": "tiny"}, "training": {"kernels": "FUSED"}, "device": "CPU"})");
     FAIL() << "FUSED on the CPU must be rejected";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.field(), "training.kernels");
-    EXPECT_EQ(std::string(e.what()), std::string("training.kernels: ") + spec_rules::kFusedKernelsNeedCudaMessage);
+    EXPECT_EQ(std::string(e.what()),
+              std::string("training.kernels: ") + spec_rules::kFusedKernelsNeedCudaMessage);
   }
   // The device left unspecified resolves to the CPU where no CUDA device is found.
   try {
@@ -283,7 +325,8 @@ TEST(SpecParserTest, KernelsDefaultToAtenAndFusedNeedsCuda) {
     FAIL() << "a worker built without the kernels must reject FUSED";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.field(), "training.kernels");
-    EXPECT_EQ(std::string(e.what()), std::string("training.kernels: ") + spec_rules::kFusedKernelsNotBuiltMessage);
+    EXPECT_EQ(std::string(e.what()),
+              std::string("training.kernels: ") + spec_rules::kFusedKernelsNotBuiltMessage);
   }
 #endif
 }
@@ -299,28 +342,31 @@ TEST(SpecParserTest, ReadsAdaptersWithPeftDefaults) {
   EXPECT_DOUBLE_EQ(lora.training.adapter.dropout, 0);
   EXPECT_EQ(lora.training.adapter.dtype, DType::kFloat32);
   EXPECT_EQ(lora.training.adapter.target_modules,
-            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kKProj, AdapterTarget::kVProj,
-                                        AdapterTarget::kOProj, AdapterTarget::kGateProj, AdapterTarget::kUpProj,
+            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kKProj,
+                                        AdapterTarget::kVProj, AdapterTarget::kOProj,
+                                        AdapterTarget::kGateProj, AdapterTarget::kUpProj,
                                         AdapterTarget::kDownProj}));
   const ExperimentSpec some = ParseExperimentSpec(
       R"({"model": {"preset": "tiny"}, "training": {"adapter": {"kind": 2, "rank": 16, "alpha": 32,
           "targetModules": ["DOWN_PROJ", "Q_PROJ", 4, "Q_PROJ"], "dtype": "BFLOAT16"}}})");
   EXPECT_EQ(some.training.adapter.kind, AdapterKind::kQlora);
   EXPECT_EQ(some.training.adapter.target_modules,
-            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kOProj, AdapterTarget::kDownProj}));
+            (std::vector<AdapterTarget>{AdapterTarget::kQProj, AdapterTarget::kOProj,
+                                        AdapterTarget::kDownProj}));
   EXPECT_EQ(some.training.adapter.dtype, DType::kBfloat16);
 }
 
 TEST(SpecParserTest, RejectsBadAdaptersNamingTheField) {
   const auto adapter = [](const std::string& fields, const std::string& training = "") {
-    return R"({"model": {"preset": "tiny"}, "training": {)" + training + R"("adapter": {"kind": "LORA", )" +
-           fields + "}}}";
+    return R"({"model": {"preset": "tiny"}, "training": {)" + training +
+           R"("adapter": {"kind": "LORA", )" + fields + "}}}";
   };
   EXPECT_EQ(ErrorField(adapter(R"("rank": -4)")), "training.adapter.rank");
   EXPECT_EQ(ErrorField(adapter(R"("alpha": -1)")), "training.adapter.alpha");
   EXPECT_EQ(ErrorField(adapter(R"("dropout": 1.0)")), "training.adapter.dropout");
   EXPECT_EQ(ErrorField(adapter(R"("dropout": -0.1)")), "training.adapter.dropout");
-  EXPECT_EQ(ErrorField(adapter(R"("target_modules": ["Q_PROJ", "LM_HEAD"])")), "training.adapter.target_modules[1]");
+  EXPECT_EQ(ErrorField(adapter(R"("target_modules": ["Q_PROJ", "LM_HEAD"])")),
+            "training.adapter.target_modules[1]");
   EXPECT_EQ(ErrorField(adapter(R"("target_modules": [9])")), "training.adapter.target_modules[0]");
   EXPECT_EQ(ErrorField(adapter(R"("target_modules": ["ADAPTER_TARGET_UNSPECIFIED"])")),
             "training.adapter.target_modules[0]");
@@ -335,19 +381,23 @@ TEST(SpecParserTest, RejectsBadAdaptersNamingTheField) {
     ADD_FAILURE() << "rank 33 accepted for 64 -> 32 projections";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.field(), "training.adapter.rank");
-    EXPECT_STREQ(e.what(), "training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
-                           "wrapped layer), got 33");
+    EXPECT_STREQ(e.what(),
+                 "training.adapter.rank: must be at most 32 (min(in_features, out_features) of a "
+                 "wrapped layer), got 33");
   }
-  EXPECT_NO_THROW(ParseExperimentSpec(adapter(R"("rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"])")));
+  EXPECT_NO_THROW(
+      ParseExperimentSpec(adapter(R"("rank": 64, "target_modules": ["Q_PROJ", "O_PROJ"])")));
 }
 
 // A weights_dir's shapes come with its config.json: the rules that need them wait for the load.
 ExperimentSpec WithWeights(const std::string& training) {
-  return ParseExperimentSpec(R"({"model": {"weightsDir": "/models/tiny"}, "training": )" + training + "}");
+  return ParseExperimentSpec(R"({"model": {"weightsDir": "/models/tiny"}, "training": )" +
+                             training + "}");
 }
 
 TEST(SpecParserTest, TheLoadedModelsShapesBoundTheAdapterRank) {
-  ExperimentSpec too_big = WithWeights(R"({"dtype": "FLOAT32", "adapter": {"kind": "LORA", "rank": 33}})");
+  ExperimentSpec too_big =
+      WithWeights(R"({"dtype": "FLOAT32", "adapter": {"kind": "LORA", "rank": 33}})");
   try {
     ResolveAgainstModel(too_big, {512, 64, 176, 4, 2});
     ADD_FAILURE() << "rank 33 accepted for 64 -> 32 projections";
@@ -360,7 +410,8 @@ TEST(SpecParserTest, TheLoadedModelsShapesBoundTheAdapterRank) {
 }
 
 TEST(SpecParserTest, TokenBoundDefaultsToTheVocabularyWhenSmaller) {
-  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.data.token_id_bound, 512);
+  EXPECT_EQ(ParseExperimentSpec(R"({"model": {"preset": "tiny"}})").training.data.token_id_bound,
+            512);
   ExperimentSpec small = WithWeights("{}");
   ResolveAgainstModel(small, {512, 64, 176, 4, 2});
   EXPECT_EQ(small.training.data.token_id_bound, 512);

@@ -17,10 +17,13 @@ using testing::CapturedRun;
 using testing::RunCaptured;
 
 std::vector<double> Losses(int micro_batch, int accum, double learning_rate) {
-  const CapturedRun run = RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 11}, "device": "CPU",
-      "training": {"microBatchSize": )" + std::to_string(micro_batch) + R"(, "gradAccumSteps": )" +
-                                      std::to_string(accum) + R"(, "seqLen": 24, "steps": 3, "dtype": "FLOAT32",
-                   "optimizer": {"kind": "SGD", "learningRate": )" + std::to_string(learning_rate) + R"(},
+  const CapturedRun run =
+      RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 11}, "device": "CPU",
+      "training": {"microBatchSize": )" +
+                  std::to_string(micro_batch) + R"(, "gradAccumSteps": )" + std::to_string(accum) +
+                  R"(, "seqLen": 24, "steps": 3, "dtype": "FLOAT32",
+                   "optimizer": {"kind": "SGD", "learningRate": )" +
+                  std::to_string(learning_rate) + R"(},
                    "data": {"seed": 4}}})");
   EXPECT_EQ(run.exit_code, 0);
   std::vector<double> losses;

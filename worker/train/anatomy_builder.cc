@@ -8,7 +8,8 @@ void AnatomyBuilder::ObserveReading(const MemorySample& s) {
   if (s.reserved_bytes > max_reserved_.reserved_bytes) max_reserved_ = s;
   if (s.device_used_bytes > max_device_used_.device_used_bytes) max_device_used_ = s;
   if (s.has_free_block_fragmentation) {
-    worst_free_block_fragmentation_ = std::max(worst_free_block_fragmentation_, s.free_block_fragmentation_ratio);
+    worst_free_block_fragmentation_ =
+        std::max(worst_free_block_fragmentation_, s.free_block_fragmentation_ratio);
   }
 }
 
@@ -35,12 +36,13 @@ void AnatomyBuilder::OnPhase(const PhaseMeasurement& m) {
   ObserveReading(m.begin);
   ObserveReading(m.end);
   const int64_t growth = m.end.allocated_bytes - m.begin.allocated_bytes;
-  const int64_t above_ends =
-      std::max(m.window_peak_allocated, m.end.allocated_bytes) - std::max(m.begin.allocated_bytes, m.end.allocated_bytes);
+  const int64_t above_ends = std::max(m.window_peak_allocated, m.end.allocated_bytes) -
+                             std::max(m.begin.allocated_bytes, m.end.allocated_bytes);
   switch (m.position.phase) {
     case Phase::kLoad:
       if (!have_weights_) {
-        anatomy_.weights_bytes = growth - anatomy_.adapter_weights_bytes - anatomy_.quantization_constants_bytes;
+        anatomy_.weights_bytes =
+            growth - anatomy_.adapter_weights_bytes - anatomy_.quantization_constants_bytes;
       }
       have_weights_ = true;
       break;
@@ -51,12 +53,14 @@ void AnatomyBuilder::OnPhase(const PhaseMeasurement& m) {
     case Phase::kBackward: {
       if (!forward_begin_) break;
       const int64_t before = forward_begin_->allocated_bytes;
-      const int64_t peak = std::max({forward_peak_, m.window_peak_allocated, m.end.allocated_bytes});
+      const int64_t peak =
+          std::max({forward_peak_, m.window_peak_allocated, m.end.allocated_bytes});
       anatomy_.activations_bytes =
           std::max(anatomy_.activations_bytes, peak - std::max(before, m.end.allocated_bytes));
       if (!have_gradients_) {
         const int64_t persistent = m.end.allocated_bytes - before;
-        anatomy_.gradients_bytes = std::max<int64_t>(0, persistent - in_backward_state_.value_or(0));
+        anatomy_.gradients_bytes =
+            std::max<int64_t>(0, persistent - in_backward_state_.value_or(0));
         if (in_backward_state_) {
           anatomy_.optimizer_state_bytes = *in_backward_state_;
           have_optimizer_state_ = true;
@@ -85,7 +89,8 @@ MemoryAnatomy AnatomyBuilder::Build(const MemorySample& final_reading) {
   a.peak_device_used_bytes = max_device_used_.device_used_bytes;
   a.allocator_cache_bytes = max_reserved_.reserved_bytes - max_reserved_.allocated_bytes;
   a.fragmentation_ratio = max_reserved_.fragmentation_ratio;
-  a.cuda_context_bytes = std::max<int64_t>(0, max_device_used_.device_used_bytes - max_device_used_.reserved_bytes);
+  a.cuda_context_bytes =
+      std::max<int64_t>(0, max_device_used_.device_used_bytes - max_device_used_.reserved_bytes);
   a.free_block_fragmentation_ratio = worst_free_block_fragmentation_;
   if (ledger_ != nullptr) {
     ledger_->ClassifyPeakIfMoved();

@@ -15,11 +15,13 @@ using testing::Int64;
 using testing::kTinyParameters;
 using testing::RunCaptured;
 
-
 nlohmann::json AnatomyOf(const std::string& dtype, const std::string& optimizer) {
-  const CapturedRun run = RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",
-      "training": {"microBatchSize": 2, "seqLen": 32, "steps": 2, "dtype": ")" + dtype + R"(",
-                   "optimizer": {"kind": ")" + optimizer + R"("}}})");
+  const CapturedRun run =
+      RunCaptured(R"({"model": {"preset": "tiny", "initSeed": 3}, "device": "CPU",
+      "training": {"microBatchSize": 2, "seqLen": 32, "steps": 2, "dtype": ")" +
+                  dtype + R"(",
+                   "optimizer": {"kind": ")" +
+                  optimizer + R"("}}})");
   EXPECT_EQ(run.exit_code, 0);
   const auto reports = run.Of("report");
   EXPECT_EQ(reports.size(), 1u);
@@ -32,8 +34,8 @@ void ExpectCpuInvariants(const nlohmann::json& a) {
   EXPECT_EQ(Int64(a["cudaContextBytes"]), 0);
   EXPECT_EQ(Int64(a["peakReservedBytes"]), Int64(a["peakAllocatedBytes"]));
   EXPECT_GT(Int64(a["activationsBytes"]), 0);
-  EXPECT_GE(Int64(a["peakAllocatedBytes"]),
-            Int64(a["weightsBytes"]) + Int64(a["gradientsBytes"]) + Int64(a["optimizerStateBytes"]));
+  EXPECT_GE(Int64(a["peakAllocatedBytes"]), Int64(a["weightsBytes"]) + Int64(a["gradientsBytes"]) +
+                                                Int64(a["optimizerStateBytes"]));
 }
 
 TEST(AnatomyExactnessTest, Fp32AdamW) {
@@ -72,8 +74,10 @@ TEST(AnatomyExactnessTest, PhaseReadingsAddUp) {
       "training": {"seqLen": 16, "dtype": "FLOAT32"}})");
   ASSERT_EQ(run.exit_code, 0);
   const int64_t after_load = Int64(run.PhaseEnd("LOAD", 0, 0)["memory"]["allocatedBytes"]);
-  const int64_t after_step = Int64(run.PhaseEnd("OPTIMIZER_STEP", 0, 0)["memory"]["allocatedBytes"]);
-  const int64_t after_zero_grad = Int64(run.PhaseEnd("ZERO_GRAD", 0, 0)["memory"]["allocatedBytes"]);
+  const int64_t after_step =
+      Int64(run.PhaseEnd("OPTIMIZER_STEP", 0, 0)["memory"]["allocatedBytes"]);
+  const int64_t after_zero_grad =
+      Int64(run.PhaseEnd("ZERO_GRAD", 0, 0)["memory"]["allocatedBytes"]);
   const int64_t after_teardown = Int64(run.PhaseEnd("TEARDOWN", 0, 0)["memory"]["allocatedBytes"]);
   // After the step: weights + gradients + AdamW state; zero_grad (set_to_none) frees the gradients.
   EXPECT_EQ(after_step - after_load, kTinyParameters * 4 * 3);

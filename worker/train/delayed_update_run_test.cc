@@ -22,8 +22,10 @@ using testing::RunCaptured;
 std::string OffloadSpec(int steps, bool delayed) {
   return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",
       "training": {"microBatchSize": 2, "seqLen": 32, "dtype": "FLOAT32", "steps": )" +
-         std::to_string(steps) + R"(, "optimizer": {"kind": "ADAMW", "learningRate": 0.01, "offloadToCpu": true,
-      "delayedUpdate": )" + (delayed ? "true" : "false") + "}}}";
+         std::to_string(steps) +
+         R"(, "optimizer": {"kind": "ADAMW", "learningRate": 0.01, "offloadToCpu": true,
+      "delayedUpdate": )" +
+         (delayed ? "true" : "false") + "}}}";
 }
 
 // Runs whose parameters are saved under names in a fresh directory, and their comparison.
@@ -54,7 +56,8 @@ class DelayedUpdateRunTest : public ::testing::Test {
     double largest = 0;
     for (const auto& [name, entry] : a->entries()) {
       const torch::Tensor x = a->View(name), y = b->View(name);
-      largest = std::max(largest, (x.to(torch::kFloat64) - y.to(torch::kFloat64)).abs().max().item<double>());
+      largest = std::max(
+          largest, (x.to(torch::kFloat64) - y.to(torch::kFloat64)).abs().max().item<double>());
     }
     return largest;
   }
@@ -71,7 +74,8 @@ TEST_F(DelayedUpdateRunTest, OneStepSavesTheUpdateAndTheNoticeSaysItIsDelayed) {
   bool said = false;
   for (const auto& notice : delayed.Of("notice")) {
     const std::string message = notice["message"].get<std::string>();
-    if (message.rfind("optimizer: ", 0) == 0 && message.find("update delayed by one step") != std::string::npos) {
+    if (message.rfind("optimizer: ", 0) == 0 &&
+        message.find("update delayed by one step") != std::string::npos) {
       said = true;
     }
   }

@@ -28,13 +28,16 @@ class SweepRunner {
   // Every point, in the sweep's order.
   ExperimentResult Run() {
     spec_rules::SweepOrder order = SweepOrderOf(spec_.sweep);
-    while (std::optional<int32_t> value = order.Next()) order.Record(RunPoint(order.next_index(), *value).oom);
+    while (std::optional<int32_t> value = order.Next())
+      order.Record(RunPoint(order.next_index(), *value).oom);
     return Finish(order.ended_out_of_memory());
   }
 
   // Only `point`; its answer is out of memory when it ran out, whatever the sweep's mode (the
   // daemon applies the mode's rule over the points).
-  ExperimentResult RunOne(const spec_rules::SweepPoint& point) { return Finish(RunPoint(point.index, point.value).oom); }
+  ExperimentResult RunOne(const spec_rules::SweepPoint& point) {
+    return Finish(RunPoint(point.index, point.value).oom);
+  }
 
  private:
   ExperimentResult Finish(bool oom) {
@@ -98,26 +101,31 @@ class SweepRunner {
 
 spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep) {
   if (sweep.mode == SweepMode::kSearchMax) {
-    return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max, sweep.search_granularity);
+    return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max,
+                                             sweep.search_granularity);
   }
   return spec_rules::SweepOrder::List(sweep.values);
 }
 
-void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules::SweepPoint>& point) {
+void CheckSweepPoint(const ExperimentSpec& spec,
+                     const std::optional<spec_rules::SweepPoint>& point) {
   if (!point.has_value()) {
     if (ParallelActive(spec.parallel) && SweepActive(spec.sweep)) {
       throw SpecError(spec_rules::kSweepField, spec_rules::kParallelSweepNeedsPointMessage);
     }
     return;
   }
-  const std::string flag = std::string(spec_rules::kSweepPointFlag) + " " + spec_rules::FormatSweepPoint(*point);
-  if (!SweepActive(spec.sweep)) throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
+  const std::string flag =
+      std::string(spec_rules::kSweepPointFlag) + " " + spec_rules::FormatSweepPoint(*point);
+  if (!SweepActive(spec.sweep))
+    throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
   if (!SweepOrderOf(spec.sweep).MayRun(point->index, point->value)) {
     throw SpecError(spec_rules::kSweepField, flag + " is not a point of this spec's sweep");
   }
 }
 
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config, const WorkerContext& context,
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config,
+                               const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point) {
   if (point.has_value()) return SweepRunner(spec, config, context).RunOne(*point);
   if (SweepActive(spec.sweep)) return SweepRunner(spec, config, context).Run();

@@ -30,7 +30,8 @@ struct ExperimentResult {
 
 // `point`: run only that point of the spec's sweep (CheckSweepPoint has accepted it), with its
 // index as the events' sweep_index; its report is the sweep's report of that one point.
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config, const WorkerContext& context,
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& config,
+                               const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point = std::nullopt);
 
 // The spec's sweep (active) in the order its points run.
@@ -39,7 +40,8 @@ spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep);
 // --sweep-point against the spec, before any device is touched. Throws SpecError naming `sweep`:
 // a parallel spec with a sweep needs the flag (its points run as separate gangs of ranks); the
 // flag needs a sweep whose point INDEX may run at VALUE (SweepOrder::MayRun).
-void CheckSweepPoint(const ExperimentSpec& spec, const std::optional<spec_rules::SweepPoint>& point);
+void CheckSweepPoint(const ExperimentSpec& spec,
+                     const std::optional<spec_rules::SweepPoint>& point);
 
 }  // namespace vramlab::worker
 

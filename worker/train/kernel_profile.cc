@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -22,7 +22,9 @@ namespace vramlab::worker {
 namespace {
 namespace kineto_impl = torch::profiler::impl;
 
-kineto_impl::ProfilerConfig KinetoConfig() { return kineto_impl::ProfilerConfig(kineto_impl::ProfilerState::KINETO); }
+kineto_impl::ProfilerConfig KinetoConfig() {
+  return kineto_impl::ProfilerConfig(kineto_impl::ProfilerState::KINETO);
+}
 
 std::set<kineto_impl::ActivityType> Activities(bool cuda) {
   return {cuda ? kineto_impl::ActivityType::CUDA : kineto_impl::ActivityType::CPU};
@@ -55,7 +57,8 @@ bool KernelProfile::Start(bool cuda, std::string* why_not) {
   }
 }
 
-bool KernelProfile::Finish(const std::string& path, int32_t step, double step_seconds, std::string* why_not) {
+bool KernelProfile::Finish(const std::string& path, int32_t step, double step_seconds,
+                           std::string* why_not) {
   if (!running_) {
     *why_not = "the profiler was not started";
     return false;

@@ -6,8 +6,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 #include "worker/train/testing/captured_run.h"
 
@@ -49,7 +49,8 @@ TEST(KernelProfileTest, RecordsTheLastStepOrSaysWhyNot) {
   bool has_matmul = false;
   for (size_t i = 0; i < kernels.size(); ++i) {
     EXPECT_GT(kernels[i]["calls"].get<int64_t>(), 0);
-    if (i > 0) EXPECT_GE(kernels[i - 1]["totalNs"].get<uint64_t>(), kernels[i]["totalNs"].get<uint64_t>());
+    if (i > 0)
+      EXPECT_GE(kernels[i - 1]["totalNs"].get<uint64_t>(), kernels[i]["totalNs"].get<uint64_t>());
     const std::string name = kernels[i]["name"];
     has_matmul |= name == "aten::mm" || name == "aten::matmul" || name == "aten::linear";
   }
@@ -57,7 +58,8 @@ TEST(KernelProfileTest, RecordsTheLastStepOrSaysWhyNot) {
   EXPECT_NE(NoticesStartingWith(run, "kernel profile of step 1").find(path), std::string::npos);
 #else
   EXPECT_FALSE(in.good());
-  EXPECT_NE(NoticesStartingWith(run, "no kernel profile: the kernel profile needs LibTorch 2.x"), "");
+  EXPECT_NE(NoticesStartingWith(run, "no kernel profile: the kernel profile needs LibTorch 2.x"),
+            "");
 #endif
   std::remove(path.c_str());
 }

@@ -55,8 +55,10 @@ TEST(OneStepNoticeTest, TheSecondStepRunsWithTheStateAndPeaksHigherByIt) {
   // Gradients are dropped after each step, so the second forward starts with exactly the state
   // more than the first, and the second backward peaks that much higher.
   EXPECT_EQ(AllocatedAtForwardBegin(run, 1) - AllocatedAtForwardBegin(run, 0), state);
-  const int64_t first_step_peak = Int64(run.PhaseEnd("ZERO_GRAD", 0, 0)["memory"]["peakAllocatedBytes"]);
-  const int64_t second_step_peak = Int64(run.PhaseEnd("BACKWARD", 1, 0)["memory"]["peakAllocatedBytes"]);
+  const int64_t first_step_peak =
+      Int64(run.PhaseEnd("ZERO_GRAD", 0, 0)["memory"]["peakAllocatedBytes"]);
+  const int64_t second_step_peak =
+      Int64(run.PhaseEnd("BACKWARD", 1, 0)["memory"]["peakAllocatedBytes"]);
   EXPECT_EQ(second_step_peak - first_step_peak, state);
 }
 

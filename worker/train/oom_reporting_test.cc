@@ -16,9 +16,11 @@ using testing::RunCaptured;
 
 std::string Spec(int seq_len, int micro_batch, int64_t limit) {
   return R"({"model": {"preset": "tiny", "initSeed": 5}, "device": "CPU",
-      "training": {"microBatchSize": )" + std::to_string(micro_batch) + R"(, "seqLen": )" + std::to_string(seq_len) +
+      "training": {"microBatchSize": )" +
+         std::to_string(micro_batch) + R"(, "seqLen": )" + std::to_string(seq_len) +
          R"(, "dtype": "FLOAT32"},
-      "memory": {"deviceMemoryLimitBytes": ")" + std::to_string(limit) + R"("}})";
+      "memory": {"deviceMemoryLimitBytes": ")" +
+         std::to_string(limit) + R"("}})";
 }
 
 int64_t PeakAtEnd(const CapturedRun& run, const std::string& phase) {
@@ -26,7 +28,8 @@ int64_t PeakAtEnd(const CapturedRun& run, const std::string& phase) {
 }
 
 // Runs with a limit halfway between the peaks that bracket `phase` and checks the OOM report.
-void ExpectOomIn(const std::string& phase, const std::string& previous_phase, int seq_len, int micro_batch) {
+void ExpectOomIn(const std::string& phase, const std::string& previous_phase, int seq_len,
+                 int micro_batch) {
   const CapturedRun free_run = RunCaptured(Spec(seq_len, micro_batch, 0));
   ASSERT_EQ(free_run.exit_code, 0);
   const int64_t before = PeakAtEnd(free_run, previous_phase);
@@ -57,7 +60,8 @@ void ExpectOomIn(const std::string& phase, const std::string& previous_phase, in
   // The summary is the allocator's state at the refusal, the one its message states, not a
   // reading after the failed step's tensors were freed: allocated + free = the limit.
   const int64_t allocated = Int64(oom["memory"]["allocatedBytes"]);
-  EXPECT_NE(message.find(std::to_string(allocated) + " bytes allocated"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(allocated) + " bytes allocated"), std::string::npos)
+      << message;
   EXPECT_EQ(allocated + free, limit);
   EXPECT_EQ(Int64(oom["memory"]["reservedBytes"]), allocated);
   EXPECT_EQ(oom["memory"]["phase"], phase);
@@ -83,7 +87,8 @@ TEST(OomReportingTest, AtOptimizerStep) {
 }
 
 TEST(OomReportingTest, AtLoad) {
-  const CapturedRun run = RunCaptured(Spec(8, 1, 100000));  // less than the fp32 weights (502,016 bytes)
+  const CapturedRun run =
+      RunCaptured(Spec(8, 1, 100000));  // less than the fp32 weights (502,016 bytes)
   EXPECT_EQ(run.exit_code, 3);
   const auto ooms = run.Of("oom");
   ASSERT_EQ(ooms.size(), 1u);

@@ -23,12 +23,14 @@ using testing::Int64;
 using testing::RunCaptured;
 
 nlohmann::json RunOnGpu(const std::string& model, const std::string& training) {
-  const CapturedRun run = RunCaptured(R"({"model": )" + model + R"(, "device": "CUDA", "training": )" + training + "}");
+  const CapturedRun run =
+      RunCaptured(R"({"model": )" + model + R"(, "device": "CUDA", "training": )" + training + "}");
   EXPECT_EQ(run.exit_code, 0);
   const auto reports = run.Of("report");
   EXPECT_EQ(reports.size(), 1u);
   if (reports.empty()) return nlohmann::json();
-  std::cout << reports[0]["anatomy"].dump(2) << std::endl;  // printed, so that the run's anatomy is in the test log
+  std::cout << reports[0]["anatomy"].dump(2)
+            << std::endl;  // printed, so that the run's anatomy is in the test log
   return reports[0]["anatomy"];
 }
 
@@ -41,7 +43,8 @@ class PeakMomentCudaTest : public ::testing::Test {
 
 TEST_F(PeakMomentCudaTest, TinyFp32AdamWAddsUp) {
   const nlohmann::json anatomy =
-      RunOnGpu(R"({"preset": "tiny"})", R"({"microBatchSize": 4, "seqLen": 256, "steps": 2, "dtype": "FLOAT32"})");
+      RunOnGpu(R"({"preset": "tiny"})",
+               R"({"microBatchSize": 4, "seqLen": 256, "steps": 2, "dtype": "FLOAT32"})");
   ExpectPeakMomentsAddUp(anatomy, 0.001);
   // Weights are alive at every peak; blocks are rounded up to 512 bytes by the allocator.
   EXPECT_GE(Int64(anatomy["atPeakAllocated"]["categories"]["weightsBytes"]), 125504 * 4);
@@ -56,7 +59,9 @@ TEST_F(PeakMomentCudaTest, Qwen05bBf16AddsUp) {
   ExpectPeakMomentsAddUp(anatomy, 0.001);
   const auto& c = anatomy["atPeakAllocated"]["categories"];
   EXPECT_GT(Int64(c["weightsBytes"]), 0);
-  EXPECT_GT(Int64(c["activationsBytes"]) + Int64(c["gradientsBytes"]) + Int64(c["optimizerStateBytes"]), 0);
+  EXPECT_GT(
+      Int64(c["activationsBytes"]) + Int64(c["gradientsBytes"]) + Int64(c["optimizerStateBytes"]),
+      0);
 }
 
 }  // namespace

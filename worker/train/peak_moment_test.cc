@@ -21,7 +21,6 @@ using testing::Int64;
 using testing::kTinyParameters;
 using testing::RunCaptured;
 
-
 std::string SpecFile(const std::string& name) {
   std::ifstream in(std::string(VRAMLAB_SOURCE_DIR) + "/experiments/cpu/" + name);
   std::stringstream text;
@@ -57,7 +56,8 @@ TEST_P(SeedExperimentTest, CategoriesAtPeakAllocatedSumToItAndTheCacheIsReserved
 
 INSTANTIATE_TEST_SUITE_P(Cpu, SeedExperimentTest,
                          ::testing::Values("01-basic-sad-path.json", "02-basic-happy-path.json",
-                                           "10-switch-checkpointing.json", "13-switch-adamw-fp32-master.json",
+                                           "10-switch-checkpointing.json",
+                                           "13-switch-adamw-fp32-master.json",
                                            "16-switch-optimizer-in-backward.json"));
 
 TEST(PeakMomentTest, ReadingsCarryTheLiveCategoriesAsEachPhaseLeavesThem) {
@@ -73,12 +73,14 @@ TEST(PeakMomentTest, ReadingsCarryTheLiveCategoriesAsEachPhaseLeavesThem) {
   EXPECT_EQ(Int64(step["categories"]["optimizerStateBytes"]), kTinyParameters * 4 * 2);
   EXPECT_EQ(Int64(step["categories"]["activationsBytes"]), 0);  // backward freed them
   for (const nlohmann::json& reading : {load, forward, step}) {
-    EXPECT_EQ(CategorySum(reading["categories"]), Int64(reading["allocatedBytes"])) << reading.dump();
+    EXPECT_EQ(CategorySum(reading["categories"]), Int64(reading["allocatedBytes"]))
+        << reading.dump();
   }
   // From the second step the optimizer state is alive at the peak.
   const nlohmann::json anatomy = ReportAnatomy(run);
   ExpectPeakMomentsAddUp(anatomy, 0.0);
-  EXPECT_EQ(Int64(anatomy["atPeakAllocated"]["categories"]["optimizerStateBytes"]), kTinyParameters * 4 * 2);
+  EXPECT_EQ(Int64(anatomy["atPeakAllocated"]["categories"]["optimizerStateBytes"]),
+            kTinyParameters * 4 * 2);
 }
 
 TEST(PeakMomentTest, EverySweepPointHasItsOwnPeakMoment) {

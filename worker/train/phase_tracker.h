@@ -35,7 +35,10 @@ class PhaseTracker {
   // `observer` sees every completed phase (the anatomy is built from these); `closer`, when given,
   // runs first, so that the end reading already shows what it did (the ledger's attribution).
   PhaseTracker(MemoryMonitor* monitor, EventSink* sink, Observer observer, Closer closer = nullptr)
-      : monitor_(monitor), sink_(sink), observer_(std::move(observer)), closer_(std::move(closer)) {}
+      : monitor_(monitor),
+        sink_(sink),
+        observer_(std::move(observer)),
+        closer_(std::move(closer)) {}
 
   void Begin(Phase phase, int32_t step, int32_t micro_step);
   // Ends the phase opened by the last Begin().

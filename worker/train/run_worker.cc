@@ -32,7 +32,8 @@ namespace {
 
 std::unique_ptr<DeviceBackend> MakeBackend(DeviceKind device) {
   if (device == DeviceKind::kCuda) {
-    if (!CudaDeviceAvailable()) throw SpecError("device", "CUDA was asked for but no CUDA device is available");
+    if (!CudaDeviceAvailable())
+      throw SpecError("device", "CUDA was asked for but no CUDA device is available");
     return MakeCudaBackend();
   }
   if (device == DeviceKind::kUnspecified && CudaDeviceAvailable()) return MakeCudaBackend();
@@ -51,8 +52,9 @@ class Session {
     const DecoderConfig config = ResolveModelConfig(spec_.model);
     ResolveAgainstModel(spec_, {config.vocab_size, config.hidden_size, config.intermediate_size,
                                 config.num_attention_heads, config.num_key_value_heads});
-    ValidateKernelsRunnable(spec_, spec_.device == DeviceKind::kCuda ||
-                                       (spec_.device == DeviceKind::kUnspecified && CudaDeviceAvailable()));
+    ValidateKernelsRunnable(
+        spec_, spec_.device == DeviceKind::kCuda ||
+                   (spec_.device == DeviceKind::kUnspecified && CudaDeviceAvailable()));
     backend_ = MakeBackend(spec_.device);
     monitor_ = std::make_unique<MemoryMonitor>(backend_.get(), start_);
     EmitStarted(config);
@@ -60,7 +62,8 @@ class Session {
     JoinRanks();
     AttachLedger();
 
-    Sampler sampler(monitor_.get(), &sink_, std::chrono::milliseconds(spec_.memory.sample_interval_ms),
+    Sampler sampler(monitor_.get(), &sink_,
+                    std::chrono::milliseconds(spec_.memory.sample_interval_ms),
                     [this](const MemorySample& s) { anatomy_.OnSample(s); });
     Setup();
     sampler.Start();
@@ -90,8 +93,8 @@ class Session {
       report.sampler_overhead_ratio = sampler.overhead_ratio();
       sink_.Report(report);
     }
-    Log(std::string("finished: ") + (result.oom ? "out of memory" : "succeeded") + "; sampler: " +
-        sampler.CostSummary());
+    Log(std::string("finished: ") + (result.oom ? "out of memory" : "succeeded") +
+        "; sampler: " + sampler.CostSummary());
     return result.oom ? kExitOutOfMemory : kExitSucceeded;
   }
 
@@ -106,39 +109,45 @@ class Session {
     started.parameter_count = config.ParameterCount();
     started.pid = static_cast<int32_t>(getpid());
     sink_.Started(started);
-    Log("started on " + started.device_name + " with " + std::to_string(started.parameter_count) + " parameters");
+    Log("started on " + started.device_name + " with " + std::to_string(started.parameter_count) +
+        " parameters");
   }
 
   void EmitNotices() {
     if (spec_.training.attention == plain::AttentionImpl::kSdpa && !SdpaAvailable()) {
-      sink_.Notice(NoticeLevel::kWarning, std::string("sdpa is unavailable on LibTorch ") + TORCH_VERSION +
-                                              "; attention runs eager");
+      sink_.Notice(NoticeLevel::kWarning, std::string("sdpa is unavailable on LibTorch ") +
+                                              TORCH_VERSION + "; attention runs eager");
     }
     if (spec_.training.kernels == plain::KernelsImpl::kFused) {
       const TrainingSpec& t = spec_.training;
       sink_.Notice(NoticeLevel::kInfo,
-                   "training.kernels FUSED: RMSNorm, rotary, SwiGLU and linear + cross-entropy run vramlab's CUDA "
+                   "training.kernels FUSED: RMSNorm, rotary, SwiGLU and linear + cross-entropy run "
+                   "vramlab's CUDA "
                    "kernels (docs/KERNELS.md); the loss takes " +
-                       (t.loss == plain::LossImpl::kChunked ? std::to_string(t.loss_chunk_tokens) + " tokens a chunk"
-                                                     : std::string("all tokens of a micro-batch in one chunk")));
+                       (t.loss == plain::LossImpl::kChunked
+                            ? std::to_string(t.loss_chunk_tokens) + " tokens a chunk"
+                            : std::string("all tokens of a micro-batch in one chunk")));
     }
     const bool on_cpu = backend_->kind() == DeviceKind::kCpu;
     if (on_cpu && !spec_rules::AllocatorConfString(spec_.memory.allocator).empty()) {
-      sink_.Notice(NoticeLevel::kInfo, "memory.allocator configures the CUDA caching allocator; ignored on the CPU");
+      sink_.Notice(NoticeLevel::kInfo,
+                   "memory.allocator configures the CUDA caching allocator; ignored on the CPU");
     }
     // The lab report's scripts run one optimizer step: the state it creates (after backward, or
     // during it with in_backward) is never held whole through a forward and backward, as every
     // later step of training holds it. Every optimizer kind keeps state (SGD's momentum 0 means
     // 0.9); offload keeps it off the device.
     if (spec_.training.steps == 1 && !spec_.training.optimizer.offload_to_cpu) {
-      sink_.Notice(NoticeLevel::kInfo,
-                   "training.steps = 1: the optimizer state comes into being with the only update, so "
-                   "this run's forward and backward never hold all of it, as every later step of "
-                   "training does (steps >= 2 measures that peak)");
+      sink_.Notice(
+          NoticeLevel::kInfo,
+          "training.steps = 1: the optimizer state comes into being with the only update, so "
+          "this run's forward and backward never hold all of it, as every later step of "
+          "training does (steps >= 2 measures that peak)");
     }
     if (on_cpu && spec_.memory.device_memory_limit_bytes > 0) {
-      sink_.Notice(NoticeLevel::kInfo, "the counting CPU allocator enforces memory.device_memory_limit_bytes = " +
-                                           std::to_string(spec_.memory.device_memory_limit_bytes));
+      sink_.Notice(NoticeLevel::kInfo,
+                   "the counting CPU allocator enforces memory.device_memory_limit_bytes = " +
+                       std::to_string(spec_.memory.device_memory_limit_bytes));
     }
   }
 
@@ -149,12 +158,15 @@ class Session {
     const RankFlags& flags = hooks_.rank_flags;
     Log("rank " + std::to_string(flags.rank) + " of " + std::to_string(spec_.parallel.world_size) +
         ": joining at " + flags.rendezvous);
-    ranks_ = RankGroup::Join(flags, spec_.parallel.world_size, backend_->kind() == DeviceKind::kCuda);
+    ranks_ =
+        RankGroup::Join(flags, spec_.parallel.world_size, backend_->kind() == DeviceKind::kCuda);
     parallel_ = std::make_unique<DataParallel>(ranks_.get(), spec_.parallel);
-    sink_.Notice(NoticeLevel::kInfo, "rank " + std::to_string(flags.rank) + " of a parallel run: " +
-                                         parallel_->Describe() + ", " + std::to_string(spec_.training.micro_batch_size) +
-                                         " rows of each global micro-batch of " +
-                                         std::to_string(spec_.training.micro_batch_size * spec_.parallel.world_size));
+    sink_.Notice(NoticeLevel::kInfo,
+                 "rank " + std::to_string(flags.rank) +
+                     " of a parallel run: " + parallel_->Describe() + ", " +
+                     std::to_string(spec_.training.micro_batch_size) +
+                     " rows of each global micro-batch of " +
+                     std::to_string(spec_.training.micro_batch_size * spec_.parallel.world_size));
   }
 
   void Setup() {
@@ -211,7 +223,8 @@ class Session {
 
 // The event (which becomes the experiment's state_reason) carries the message without a C++
 // backtrace; the worker log keeps the whole text for whoever debugs it.
-int ReportError(EventSink& sink, ErrorKind kind, const std::string& message, const std::string& field, int code) {
+int ReportError(EventSink& sink, ErrorKind kind, const std::string& message,
+                const std::string& field, int code) {
   sink.Error(WorkerError{kind, FirstLinesOfError(message), field});
   const bool names_field = !field.empty() && message.compare(0, field.size(), field) != 0;
   Log("error: " + (names_field ? field + ": " : "") + message);
@@ -232,7 +245,8 @@ int RunWorker(const std::string& spec_text, EventSink& sink, const WorkerHooks& 
     // the two (the daemon's exit verdict) names the field once.
     return ReportError(sink, ErrorKind::kInvalidSpec, e.reason(), e.field(), kExitInvalidSpec);
   } catch (const LoadError& e) {
-    return ReportError(sink, ErrorKind::kLoadFailed, e.what(), "model.weights_dir", kExitLoadFailed);
+    return ReportError(sink, ErrorKind::kLoadFailed, e.what(), "model.weights_dir",
+                       kExitLoadFailed);
   } catch (const std::exception& e) {
     const std::string message = FirstLinesOfError(e.what());
     if (IsOutOfMemory(e)) {

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "worker/events/event_sink.h"
 #include "common/exit_codes.h"
 #include "common/spec/sweep_order.h"
+#include "worker/events/event_sink.h"
 #include "worker/parallel/rank_group.h"
 #include "worker/spec/experiment_spec.h"
 

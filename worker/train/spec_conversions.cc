@@ -9,21 +9,34 @@ namespace vramlab::worker {
 
 torch::Dtype ToTorchDtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return torch::kFloat32;
-    case DType::kFloat16: return torch::kFloat16;
-    default: return torch::kBFloat16;
+    case DType::kFloat32:
+      return torch::kFloat32;
+    case DType::kFloat16:
+      return torch::kFloat16;
+    default:
+      return torch::kBFloat16;
   }
 }
 
-LossImpl ToLossImpl(plain::LossImpl loss) { return loss == plain::LossImpl::kChunked ? LossImpl::kChunked : LossImpl::kFull; }
+LossImpl ToLossImpl(plain::LossImpl loss) {
+  return loss == plain::LossImpl::kChunked ? LossImpl::kChunked : LossImpl::kFull;
+}
 
 OptimizerOptions ToOptimizerOptions(const OptimizerSpec& o) {
   OptimizerOptions options;
   switch (o.kind) {
-    case plain::OptimizerKind::kAdamwFp32Master: options.kind = OptimizerKind::kAdamWFp32Master; break;
-    case plain::OptimizerKind::kSgd: options.kind = OptimizerKind::kSgd; break;
-    case plain::OptimizerKind::kAdamw8bit: options.kind = OptimizerKind::kAdamW8bit; break;
-    default: options.kind = OptimizerKind::kAdamW; break;
+    case plain::OptimizerKind::kAdamwFp32Master:
+      options.kind = OptimizerKind::kAdamWFp32Master;
+      break;
+    case plain::OptimizerKind::kSgd:
+      options.kind = OptimizerKind::kSgd;
+      break;
+    case plain::OptimizerKind::kAdamw8bit:
+      options.kind = OptimizerKind::kAdamW8bit;
+      break;
+    default:
+      options.kind = OptimizerKind::kAdamW;
+      break;
   }
   options.lr = o.learning_rate;
   options.beta1 = o.beta1;
@@ -39,9 +52,11 @@ OptimizerOptions ToOptimizerOptions(const OptimizerSpec& o) {
 
 ModelOptions ToModelOptions(const TrainingSpec& training, torch::Device device) {
   ModelOptions options;
-  options.attention = training.attention == plain::AttentionImpl::kSdpa ? AttentionImpl::kSdpa : AttentionImpl::kEager;
+  options.attention = training.attention == plain::AttentionImpl::kSdpa ? AttentionImpl::kSdpa
+                                                                        : AttentionImpl::kEager;
   options.checkpoint_every_k_layers = training.checkpoint_every_k_layers;
-  options.kernels = training.kernels == plain::KernelsImpl::kFused ? KernelsImpl::kFused : KernelsImpl::kAten;
+  options.kernels =
+      training.kernels == plain::KernelsImpl::kFused ? KernelsImpl::kFused : KernelsImpl::kAten;
   options.dtype = ToTorchDtype(training.dtype);
   options.device = device;
   return options;
@@ -84,7 +99,8 @@ DecoderConfig ResolveModelConfig(const ModelSpec& model) {
       }
     }
     if (model.preset.empty()) {
-      throw LoadError(config_json + " not found and no model.preset or model.config gives the shapes");
+      throw LoadError(config_json +
+                      " not found and no model.preset or model.config gives the shapes");
     }
   }
   try {

@@ -18,14 +18,16 @@ using testing::RunCaptured;
 std::string SweepSpec(const std::string& sweep, int64_t limit) {
   return R"({"model": {"preset": "tiny"}, "device": "CPU",
       "training": {"dtype": "FLOAT32", "optimizer": {"kind": "SGD"}},
-      "memory": {"deviceMemoryLimitBytes": ")" + std::to_string(limit) + R"("},
-      "sweep": )" + sweep + "}";
+      "memory": {"deviceMemoryLimitBytes": ")" +
+         std::to_string(limit) + R"("},
+      "sweep": )" +
+         sweep + "}";
 }
 
 // Peak of a single point at `seq_len`, measured without a limit.
 int64_t PeakAt(int seq_len) {
-  const CapturedRun run = RunCaptured(SweepSpec(R"({"variable": "SEQ_LEN", "values": [)" +
-                                                std::to_string(seq_len) + "]}", 0));
+  const CapturedRun run = RunCaptured(
+      SweepSpec(R"({"variable": "SEQ_LEN", "values": [)" + std::to_string(seq_len) + "]}", 0));
   EXPECT_EQ(run.exit_code, 0);
   return Int64(run.Of("report").at(0)["anatomy"]["peakAllocatedBytes"]);
 }
@@ -54,7 +56,8 @@ TEST(SweepTest, ListStopsAtTheFirstOom) {
 }
 
 TEST(SweepTest, EveryPointStartsFromTheSameAllocation) {
-  const CapturedRun run = RunCaptured(SweepSpec(R"({"variable": "MICRO_BATCH_SIZE", "values": [1, 4, 2]})", 0));
+  const CapturedRun run =
+      RunCaptured(SweepSpec(R"({"variable": "MICRO_BATCH_SIZE", "values": [1, 4, 2]})", 0));
   ASSERT_EQ(run.exit_code, 0);
   const auto points = run.Of("sweepPoint");
   ASSERT_EQ(points.size(), 3u);
@@ -62,13 +65,17 @@ TEST(SweepTest, EveryPointStartsFromTheSameAllocation) {
   for (int i = 1; i < 3; ++i) {
     EXPECT_EQ(points[i]["anatomy"]["weightsBytes"], points[0]["anatomy"]["weightsBytes"]);
     EXPECT_EQ(points[i]["anatomy"]["gradientsBytes"], points[0]["anatomy"]["gradientsBytes"]);
-    EXPECT_EQ(points[i]["anatomy"]["optimizerStateBytes"], points[0]["anatomy"]["optimizerStateBytes"]);
+    EXPECT_EQ(points[i]["anatomy"]["optimizerStateBytes"],
+              points[0]["anatomy"]["optimizerStateBytes"]);
   }
-  EXPECT_GT(Int64(points[1]["anatomy"]["activationsBytes"]), Int64(points[2]["anatomy"]["activationsBytes"]));
-  EXPECT_GT(Int64(points[2]["anatomy"]["activationsBytes"]), Int64(points[0]["anatomy"]["activationsBytes"]));
+  EXPECT_GT(Int64(points[1]["anatomy"]["activationsBytes"]),
+            Int64(points[2]["anatomy"]["activationsBytes"]));
+  EXPECT_GT(Int64(points[2]["anatomy"]["activationsBytes"]),
+            Int64(points[0]["anatomy"]["activationsBytes"]));
   const int64_t load_begin = Int64(run.PhaseEnd("LOAD", 0, 0, 0)["memory"]["allocatedBytes"]);
   for (int i = 1; i < 3; ++i) {
-    EXPECT_EQ(Int64(run.PhaseEnd("LOAD", 0, 0, i)["memory"]["allocatedBytes"]), load_begin) << "point " << i;
+    EXPECT_EQ(Int64(run.PhaseEnd("LOAD", 0, 0, i)["memory"]["allocatedBytes"]), load_begin)
+        << "point " << i;
   }
 }
 
@@ -99,8 +106,8 @@ TEST(SweepTest, OnePointRunsAloneWithItsIndex) {
   const int64_t limit = (PeakAt(64) + PeakAt(128)) / 2;
   WorkerHooks hooks;
   hooks.sweep_point = spec_rules::SweepPoint{2, 64};
-  const CapturedRun fits =
-      RunCaptured(SweepSpec(R"({"variable": "SEQ_LEN", "values": [16, 32, 64, 128]})", limit), hooks);
+  const CapturedRun fits = RunCaptured(
+      SweepSpec(R"({"variable": "SEQ_LEN", "values": [16, 32, 64, 128]})", limit), hooks);
   EXPECT_EQ(fits.exit_code, 0);
   ASSERT_EQ(fits.Of("sweepPoint").size(), 1u);
   EXPECT_EQ(fits.Of("sweepPoint")[0]["sweepIndex"], 2);
@@ -113,8 +120,9 @@ TEST(SweepTest, OnePointRunsAloneWithItsIndex) {
 
   hooks.sweep_point = spec_rules::SweepPoint{0, 256};
   const CapturedRun fails = RunCaptured(
-      SweepSpec(R"({"variable": "SEQ_LEN", "mode": "SEARCH_MAX", "searchMin": 16, "searchMax": 512, "searchGranularity": 16})",
-                limit),
+      SweepSpec(
+          R"({"variable": "SEQ_LEN", "mode": "SEARCH_MAX", "searchMin": 16, "searchMax": 512, "searchGranularity": 16})",
+          limit),
       hooks);
   EXPECT_EQ(fails.exit_code, 3);
   ASSERT_EQ(fails.Of("oom").size(), 1u);

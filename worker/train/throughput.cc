@@ -4,12 +4,13 @@
 
 namespace vramlab::worker {
 
-double TrainingFlopsPerToken(const DecoderConfig& config, int64_t seq_len, int64_t adapter_parameters) {
+double TrainingFlopsPerToken(const DecoderConfig& config, int64_t seq_len,
+                             int64_t adapter_parameters) {
   const double base_factor = adapter_parameters > 0 ? 4.0 : 6.0;
   return base_factor * static_cast<double>(config.ParameterCount()) +
          6.0 * static_cast<double>(adapter_parameters) +
-         12.0 * static_cast<double>(config.num_hidden_layers) * static_cast<double>(config.hidden_size) *
-             static_cast<double>(seq_len);
+         12.0 * static_cast<double>(config.num_hidden_layers) *
+             static_cast<double>(config.hidden_size) * static_cast<double>(seq_len);
 }
 
 double ModelFlopsUtilization(double tokens_per_second, double flops_per_token, double peak_flops) {
@@ -19,7 +20,8 @@ double ModelFlopsUtilization(double tokens_per_second, double flops_per_token, d
 double Median(std::vector<double> values) {
   if (values.empty()) return 0;
   const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle),
+                   values.end());
   return values[middle];
 }
 

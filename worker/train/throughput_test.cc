@@ -20,7 +20,8 @@ TEST(ThroughputTest, AdaptersLeaveTheFrozenBaseWithoutWeightGradients) {
   const double attention = 12.0 * config.num_hidden_layers * config.hidden_size * 512.0;
   // r = 16 on all seven projections of qwen2.5-1.5b: 16 * (in + out) per projection, 28 layers.
   const int64_t adapters = 18464768;
-  EXPECT_DOUBLE_EQ(TrainingFlopsPerToken(config, 512, adapters), 4.0 * n + 6.0 * adapters + attention);
+  EXPECT_DOUBLE_EQ(TrainingFlopsPerToken(config, 512, adapters),
+                   4.0 * n + 6.0 * adapters + attention);
   EXPECT_LT(TrainingFlopsPerToken(config, 512, adapters), TrainingFlopsPerToken(config, 512));
 }
 

@@ -61,7 +61,8 @@ torch::Tensor TokenSource::Next(int64_t batch, int64_t seq_len) {
   std::vector<torch::Tensor> rows;
   rows.reserve(static_cast<size_t>(batch));
   for (int64_t row = 0; row < batch; ++row) {
-    rows.push_back(at::randint(0, bound_, {1, seq_len}, generator_, torch::TensorOptions().dtype(torch::kInt64)));
+    rows.push_back(at::randint(0, bound_, {1, seq_len}, generator_,
+                               torch::TensorOptions().dtype(torch::kInt64)));
   }
   return torch::cat(rows, 0);
 }

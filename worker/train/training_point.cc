@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
-#include <stdexcept>
 #include <utility>
 
 #include <torch/cuda.h>
@@ -50,8 +50,11 @@ class PointRunner {
         shape_(shape),
         context_(context),
         tracker_(
-            context.monitor, context.sink, [this](const PhaseMeasurement& m) { context_.anatomy->OnPhase(m); },
-            [this](const LoopPosition& position, uint64_t ledger_mark) { AttributePhase(position, ledger_mark); }) {
+            context.monitor, context.sink,
+            [this](const PhaseMeasurement& m) { context_.anatomy->OnPhase(m); },
+            [this](const LoopPosition& position, uint64_t ledger_mark) {
+              AttributePhase(position, ledger_mark);
+            }) {
     tracker_.set_sweep_index(shape.sweep_index);
   }
 
@@ -72,9 +75,11 @@ class PointRunner {
     context_.backend->SettleLedger();
     if (context_.parallel != nullptr && context_.parallel->full_shard() != nullptr) {
       const FullShard& full = *context_.parallel->full_shard();
-      context_.anatomy->SetShardingBuffersBytes(full.peak_gathered_bytes(), full.peak_communication_bytes());
+      context_.anatomy->SetShardingBuffersBytes(full.peak_gathered_bytes(),
+                                                full.peak_communication_bytes());
     } else if (context_.parallel != nullptr && context_.parallel->gradient_reduction() != nullptr) {
-      context_.anatomy->SetShardingBuffersBytes(0, context_.parallel->gradient_reduction()->peak_communication_bytes());
+      context_.anatomy->SetShardingBuffersBytes(
+          0, context_.parallel->gradient_reduction()->peak_communication_bytes());
     }
     outcome_.anatomy = context_.anatomy->Build(context_.monitor->Read());
     Summarize();
@@ -90,7 +95,8 @@ class PointRunner {
     const bool qlora = spec_.training.adapter.kind == AdapterKind::kQlora;
     const torch::Device device = context_.backend->device();
     torch::Device build_device = qlora ? torch::Device(torch::kCPU) : device;
-    if (context_.parallel != nullptr) build_device = context_.parallel->BuildDevice(build_device, qlora);
+    if (context_.parallel != nullptr)
+      build_device = context_.parallel->BuildDevice(build_device, qlora);
     live.model = Qwen2ForCausalLM(config_, ToModelOptions(spec_.training, build_device));
     if (!spec_.model.weights_dir.empty()) {
       LoadSafetensorsDir(*live.model, spec_.model.weights_dir);
@@ -103,13 +109,15 @@ class PointRunner {
     try {
       // Only what trains: every parameter, or the adapters alone.
       const OptimizerOptions options = ToOptimizerOptions(spec_.training.optimizer);
-      live.optimizer = context_.parallel != nullptr
-                           ? context_.parallel->MakeRankOptimizer(TrainableParameters(*live.model), options)
-                           : MakeOptimizer(TrainableParameters(*live.model), options);
+      live.optimizer =
+          context_.parallel != nullptr
+              ? context_.parallel->MakeRankOptimizer(TrainableParameters(*live.model), options)
+              : MakeOptimizer(TrainableParameters(*live.model), options);
     } catch (const std::invalid_argument& e) {
       throw SpecError("training.optimizer", e.what());
     }
-    // Which implementation runs the step (e.g. the fused 8-bit kernel or the ATen ops), once per run.
+    // Which implementation runs the step (e.g. the fused 8-bit kernel or the ATen ops), once per
+    // run.
     if (shape_.sweep_index == 0) {
       context_.sink->Notice(NoticeLevel::kInfo, "optimizer: " + live.optimizer->Describe());
     }
@@ -141,7 +149,8 @@ class PointRunner {
     if (ledger == nullptr) return;
     std::unordered_map<uintptr_t, BlockCategory> known;
     BlockCategory survivors = BlockCategory::kTemporary;
-    const FullShard* full = context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
+    const FullShard* full =
+        context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
     switch (position.phase) {
       case Phase::kLoad:
         survivors = BlockCategory::kWeights;
@@ -153,7 +162,8 @@ class PointRunner {
         // without reshard_after_forward) are no activations; the ledger has no category of its
         // own for them, so they stay temporaries there (the anatomy counts them apart).
         if (full != nullptr) {
-          for (const torch::Tensor& p : full->GatheredParameters()) known[StorageAddress(p)] = BlockCategory::kTemporary;
+          for (const torch::Tensor& p : full->GatheredParameters())
+            known[StorageAddress(p)] = BlockCategory::kTemporary;
         }
         break;
       case Phase::kBackward:
@@ -164,7 +174,8 @@ class PointRunner {
         }
         if (full != nullptr) {
           for (const torch::Tensor& shard : full->Shards()) {
-            if (shard.grad().defined()) known[StorageAddress(shard.grad())] = BlockCategory::kGradients;
+            if (shard.grad().defined())
+              known[StorageAddress(shard.grad())] = BlockCategory::kGradients;
           }
         }
         // In-backward optimizers create their state lazily there and keep no gradients.
@@ -185,19 +196,22 @@ class PointRunner {
     for (const auto& named : TrainableParameters(*live_.model)) {
       known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
     }
-    const FullShard* full = context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
+    const FullShard* full =
+        context_.parallel != nullptr ? context_.parallel->full_shard() : nullptr;
     if (full != nullptr) {
       for (const auto& named : full->TrainableShards()) {
         known[StorageAddress(named.second)] = BlockCategory::kAdapterWeights;
       }
       // The model's NF4 buffers are freed: the rank holds their shards.
       for (const auto& named : full->BufferShards()) {
-        if (IsNf4ConstantBuffer(named.first)) known[StorageAddress(named.second)] = BlockCategory::kQuantizationConstants;
+        if (IsNf4ConstantBuffer(named.first))
+          known[StorageAddress(named.second)] = BlockCategory::kQuantizationConstants;
       }
       return;
     }
     for (const auto& buffer : live_.model->named_buffers()) {
-      if (IsNf4ConstantBuffer(buffer.key())) known[StorageAddress(buffer.value())] = BlockCategory::kQuantizationConstants;
+      if (IsNf4ConstantBuffer(buffer.key()))
+        known[StorageAddress(buffer.value())] = BlockCategory::kQuantizationConstants;
     }
   }
 
@@ -229,13 +243,17 @@ class PointRunner {
     adapter_parameters_ = adapters.trainable_parameters;
     // As PEFT's print_trainable_parameters(), once per run.
     if (shape_.sweep_index == 0) {
-      const double total = static_cast<double>(adapters.trainable_parameters + adapters.frozen_parameters);
+      const double total =
+          static_cast<double>(adapters.trainable_parameters + adapters.frozen_parameters);
       char percent[32];
-      std::snprintf(percent, sizeof(percent), "%.4f", 100.0 * adapters.trainable_parameters / total);
-      context_.sink->Notice(NoticeLevel::kInfo, "trainable params: " + std::to_string(adapters.trainable_parameters) +
-                                                    " || all params: " +
-                                                    std::to_string(adapters.trainable_parameters + adapters.frozen_parameters) +
-                                                    " || trainable%: " + percent);
+      std::snprintf(percent, sizeof(percent), "%.4f",
+                    100.0 * adapters.trainable_parameters / total);
+      context_.sink->Notice(
+          NoticeLevel::kInfo,
+          "trainable params: " + std::to_string(adapters.trainable_parameters) +
+              " || all params: " +
+              std::to_string(adapters.trainable_parameters + adapters.frozen_parameters) +
+              " || trainable%: " + percent);
     }
   }
 
@@ -243,8 +261,10 @@ class PointRunner {
     const TrainingSpec& t = spec_.training;
     const int32_t accum = t.grad_accum_steps;
     const LossImpl loss_impl = ToLossImpl(t.loss);
-    const double flops_per_token = TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_);
-    const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len * accum;
+    const double flops_per_token =
+        TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_);
+    const double tokens_per_step =
+        static_cast<double>(shape_.micro_batch_size) * shape_.seq_len * accum;
     TokenSource tokens = MakeTokenSource(t.data, config_.vocab_size);
     const torch::Device device = context_.backend->device();
 
@@ -267,7 +287,8 @@ class PointRunner {
         tracker_.Begin(Phase::kBackward, step, micro);
         // The last micro-batch's backward completes the gradients of this step's update. A
         // parallel run averages them after that backward, so the update must not start during it.
-        if (micro == accum - 1 && context_.parallel == nullptr) live.optimizer->ExpectStepAfterNextBackward();
+        if (micro == accum - 1 && context_.parallel == nullptr)
+          live.optimizer->ExpectStepAfterNextBackward();
         loss.backward();
         if (context_.parallel != nullptr) context_.parallel->AfterBackward(micro == accum - 1);
         loss_sum += loss.item<double>() * accum;
@@ -293,10 +314,13 @@ class PointRunner {
       StepResult result;
       result.step = step;
       result.sweep_index = shape_.sweep_index;
-      result.loss = context_.parallel != nullptr ? context_.parallel->MeanOverRanks(loss_sum / accum) : loss_sum / accum;
+      result.loss = context_.parallel != nullptr
+                        ? context_.parallel->MeanOverRanks(loss_sum / accum)
+                        : loss_sum / accum;
       result.step_time_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-      result.tokens_per_second = result.step_time_seconds > 0 ? tokens_per_step / result.step_time_seconds : 0;
+      result.tokens_per_second =
+          result.step_time_seconds > 0 ? tokens_per_step / result.step_time_seconds : 0;
       result.mfu = ModelFlopsUtilization(result.tokens_per_second, flops_per_token,
                                          context_.backend->peak_bf16_flops());
       const MemorySample now = context_.monitor->Read();
@@ -319,7 +343,8 @@ class PointRunner {
   // the micro-batch would draw them (token_source.h: rows come from one stream).
   torch::Tensor NextRows(TokenSource& tokens) {
     if (context_.parallel == nullptr) return tokens.Next(shape_.micro_batch_size, shape_.seq_len);
-    const int64_t global_rows = static_cast<int64_t>(shape_.micro_batch_size) * context_.parallel->world_size();
+    const int64_t global_rows =
+        static_cast<int64_t>(shape_.micro_batch_size) * context_.parallel->world_size();
     return context_.parallel->LocalRows(tokens.Next(global_rows, shape_.seq_len));
   }
 
@@ -332,7 +357,8 @@ class PointRunner {
     if (context_.parallel != nullptr) {
       tensors = context_.parallel->ParametersToSave(*live.model, wanted);
     } else if (wanted) {
-      for (const auto& named : live.model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+      for (const auto& named : live.model->named_parameters())
+        tensors.emplace_back(named.key(), named.value().detach());
     }
     if (!wanted) return;
     try {
@@ -354,9 +380,9 @@ class PointRunner {
   void FinishKernelProfile(KernelProfile* profile, int32_t step, double step_seconds) {
     std::string why_not;
     if (profile->Finish(context_.kernel_profile_path, step, step_seconds, &why_not)) {
-      context_.sink->Notice(NoticeLevel::kInfo, "kernel profile of step " + std::to_string(step) + " (timed " +
-                                                    "with the profiler on) written to " +
-                                                    context_.kernel_profile_path);
+      context_.sink->Notice(NoticeLevel::kInfo,
+                            "kernel profile of step " + std::to_string(step) + " (timed " +
+                                "with the profiler on) written to " + context_.kernel_profile_path);
     } else {
       context_.sink->Notice(NoticeLevel::kWarning, "no kernel profile: " + why_not);
     }
@@ -372,8 +398,9 @@ class PointRunner {
     if (difference > reported / 100 + 4096) {
       context_.sink->Notice(NoticeLevel::kWarning,
                             "optimizer state: the allocator grew by " + std::to_string(measured) +
-                                " bytes over the first step, the optimizer reports " + std::to_string(reported) +
-                                " device bytes (" + optimizer.Describe() + ")");
+                                " bytes over the first step, the optimizer reports " +
+                                std::to_string(reported) + " device bytes (" +
+                                optimizer.Describe() + ")");
     }
   }
 
@@ -383,8 +410,9 @@ class PointRunner {
     report.position = context_.monitor->position();
     report.message = FirstLinesOfError(e.what());
     const OomDetails details = context_.backend->LastOom();
-    report.requested_bytes = details.known && details.requested > 0 ? details.requested
-                                                                     : RequestedBytesFromMessage(report.message);
+    report.requested_bytes = details.known && details.requested > 0
+                                 ? details.requested
+                                 : RequestedBytesFromMessage(report.message);
     report.free_bytes = details.free;
     report.memory = context_.monitor->Read(/*free_blocks=*/true);
     if (details.known) {
@@ -412,10 +440,13 @@ class PointRunner {
     outcome_.median_step_time_seconds = Median(times);
     const double tokens_per_step = static_cast<double>(shape_.micro_batch_size) * shape_.seq_len *
                                    spec_.training.grad_accum_steps;
-    outcome_.tokens_per_second =
-        outcome_.median_step_time_seconds > 0 ? tokens_per_step / outcome_.median_step_time_seconds : 0;
-    outcome_.mfu = ModelFlopsUtilization(outcome_.tokens_per_second, TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_),
-                                         context_.backend->peak_bf16_flops());
+    outcome_.tokens_per_second = outcome_.median_step_time_seconds > 0
+                                     ? tokens_per_step / outcome_.median_step_time_seconds
+                                     : 0;
+    outcome_.mfu =
+        ModelFlopsUtilization(outcome_.tokens_per_second,
+                              TrainingFlopsPerToken(config_, shape_.seq_len, adapter_parameters_),
+                              context_.backend->peak_bf16_flops());
   }
 
   void Teardown(LiveModel& live) {
@@ -441,8 +472,8 @@ class PointRunner {
 
 }  // namespace
 
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
-                              const WorkerContext& context) {
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config,
+                              const PointShape& shape, const WorkerContext& context) {
   return PointRunner(spec, config, shape, context).Run();
 }
 

@@ -51,7 +51,7 @@ struct PointShape {
 
 struct PointOutcome {
   bool oom = false;
-  OomReport oom_report;  // when oom
+  OomReport oom_report;   // when oom
   MemoryAnatomy anatomy;  // of the part that ran
   std::vector<StepResult> steps;
   // Median of the steady steps (all but the first, the warm-up); 0 without one.
@@ -66,8 +66,8 @@ struct PointOutcome {
 };
 
 // Runs one point. `config` is the resolved model shape (ResolveModelConfig).
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
-                              const WorkerContext& context);
+PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config,
+                              const PointShape& shape, const WorkerContext& context);
 
 }  // namespace vramlab::worker
 

@@ -97,8 +97,9 @@ report false 1.0
     CreateAndStart(options_);
   }
 
-  absl::StatusOr<Experiment> Submit(int world_size, int time_limit_seconds, bool offload = false,
-                                    const std::optional<vramlab::v1::SweepSpec>& sweep = std::nullopt) {
+  absl::StatusOr<Experiment> Submit(
+      int world_size, int time_limit_seconds, bool offload = false,
+      const std::optional<vramlab::v1::SweepSpec>& sweep = std::nullopt) {
     vramlab::v1::SubmitExperimentRequest request;
     auto* spec = request.mutable_spec();
     spec->set_name("gang");

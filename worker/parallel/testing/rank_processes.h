@@ -25,8 +25,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "common/exit_codes.h"
 #include "tests/support/loopback_port.h"
@@ -67,7 +67,8 @@ struct FinishedWorker {
 
 // Starts the worker of this tree: --spec SPEC_FILE ARGS..., stdout to OUT_FILE, stderr to
 // OUT_FILE.log.
-inline pid_t StartWorker(const std::string& spec_file, const std::string& out_file, const std::vector<std::string>& args) {
+inline pid_t StartWorker(const std::string& spec_file, const std::string& out_file,
+                         const std::vector<std::string>& args) {
   const std::string binary = std::string(VRAMLAB_BIN_DIR) + "/vramlab-worker";
   const pid_t pid = fork();
   if (pid == 0) {
@@ -87,8 +88,9 @@ inline pid_t StartWorker(const std::string& spec_file, const std::string& out_fi
 
 // Waits for every pid; one still running after `limit` (ranks that wait on each other forever)
 // is killed and reported with exit code -1.
-inline std::vector<FinishedWorker> WaitAll(const std::vector<pid_t>& pids, const std::vector<std::string>& out_files,
-                                    std::chrono::seconds limit) {
+inline std::vector<FinishedWorker> WaitAll(const std::vector<pid_t>& pids,
+                                           const std::vector<std::string>& out_files,
+                                           std::chrono::seconds limit) {
   std::vector<FinishedWorker> finished(pids.size());
   std::vector<bool> done(pids.size(), false);
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -151,11 +153,13 @@ struct RunShape {
 // parameter in proportion to its gradient, so the rounding differences of averaged gradients stay
 // at their own size; AdamW divides by the gradient's magnitude and turns them, in elements whose
 // gradient is near zero, into parameter differences of up to the learning rate (docs/PARALLEL.md).
-inline std::string Spec(int micro_batch_size, const std::string& parallel, const RunShape& shape = {}) {
+inline std::string Spec(int micro_batch_size, const std::string& parallel,
+                        const RunShape& shape = {}) {
   return R"({"model": )" + shape.model + R"(, "device": "CPU",
              "training": {"microBatchSize": )" +
-         std::to_string(micro_batch_size) + R"(, "gradAccumSteps": )" + std::to_string(shape.grad_accum_steps) +
-         R"(, "seqLen": 16, "steps": )" + std::to_string(kSteps) + R"(, "dtype": ")" + shape.dtype +
+         std::to_string(micro_batch_size) + R"(, "gradAccumSteps": )" +
+         std::to_string(shape.grad_accum_steps) + R"(, "seqLen": 16, "steps": )" +
+         std::to_string(kSteps) + R"(, "dtype": ")" + shape.dtype +
          R"(", "checkpointEveryKLayers": )" + std::to_string(shape.checkpoint_every_k_layers) +
          R"(, "data": {"seed": 11}, "optimizer": )" + shape.optimizer +
          (shape.adapter.empty() ? "" : R"(, "adapter": )" + shape.adapter) + "}" +
@@ -165,8 +169,8 @@ inline std::string Spec(int micro_batch_size, const std::string& parallel, const
 // Two or more micro-batches a step, every k-th layer checkpointed (0: none), an adapter (the
 // spec's training.adapter object; empty: none) and a model (the spec's model object; empty: the
 // tiny preset).
-inline RunShape ShapeOf(int grad_accum_steps, int checkpoint_every_k_layers, const std::string& adapter = "",
-                        const std::string& model = "") {
+inline RunShape ShapeOf(int grad_accum_steps, int checkpoint_every_k_layers,
+                        const std::string& adapter = "", const std::string& model = "") {
   RunShape shape;
   shape.grad_accum_steps = grad_accum_steps;
   shape.checkpoint_every_k_layers = checkpoint_every_k_layers;
@@ -204,12 +208,15 @@ inline double LargestDifference(const std::string& a_path, const std::string& b_
     const torch::Tensor y = b->View(name);
     EXPECT_EQ(x.sizes(), y.sizes()) << name;
     if (x.numel() == 0 || x.sizes() != y.sizes()) continue;  // e.g. QLoRA's emptied base weights
-    largest = std::max(largest, (x.to(torch::kFloat64) - y.to(torch::kFloat64)).abs().max().item<double>());
+    largest = std::max(largest,
+                       (x.to(torch::kFloat64) - y.to(torch::kFloat64)).abs().max().item<double>());
   }
   return largest;
 }
 
-inline std::string RankOutput(const ScratchDir& dir, int rank) { return dir.File("rank" + std::to_string(rank) + ".jsonl"); }
+inline std::string RankOutput(const ScratchDir& dir, int rank) {
+  return dir.File("rank" + std::to_string(rank) + ".jsonl");
+}
 
 // The parameters as the worker initializes them before its first step.
 inline void WriteInitialParameters(const std::string& spec_json, const std::string& path) {
@@ -218,7 +225,8 @@ inline void WriteInitialParameters(const std::string& spec_json, const std::stri
   Qwen2ForCausalLM model(config, ToModelOptions(spec.training, torch::Device(torch::kCPU)));
   InitializeWeights(*model, spec.model.init_seed, config.initializer_range);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& named : model->named_parameters()) tensors.emplace_back(named.key(), named.value().detach());
+  for (const auto& named : model->named_parameters())
+    tensors.emplace_back(named.key(), named.value().detach());
   WriteSafetensors(path, tensors);
 }
 
@@ -232,9 +240,10 @@ inline std::vector<FinishedWorker> RunRanks(const ScratchDir& dir, const std::st
   std::vector<std::string> outs;
   for (int rank = 0; rank < kRanks; ++rank) {
     outs.push_back(RankOutput(dir, rank));
-    pids.push_back(StartWorker(spec, outs.back(),
-                               {"--rank", std::to_string(rank), "--rendezvous", rendezvous, "--save-parameters",
-                                dir.File("rank" + std::to_string(rank) + ".safetensors")}));
+    pids.push_back(StartWorker(
+        spec, outs.back(),
+        {"--rank", std::to_string(rank), "--rendezvous", rendezvous, "--save-parameters",
+         dir.File("rank" + std::to_string(rank) + ".safetensors")}));
   }
   return WaitAll(pids, outs, std::chrono::seconds(300));
 }
@@ -251,7 +260,7 @@ inline FinishedWorker RunSingle(const ScratchDir& dir, const std::string& spec_j
 // Every rank's losses and saved parameters against the single process's in `reference_dir`
 // (single.safetensors); returns the largest parameter difference over the ranks.
 inline double ExpectRanksMatch(const ScratchDir& dir, const std::vector<FinishedWorker>& ranks,
-                        const FinishedWorker& reference, const ScratchDir& reference_dir) {
+                               const FinishedWorker& reference, const ScratchDir& reference_dir) {
   const std::vector<double> reference_losses = StepLosses(reference);
   EXPECT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
   double largest = 0;
@@ -264,8 +273,9 @@ inline double ExpectRanksMatch(const ScratchDir& dir, const std::vector<Finished
     for (size_t step = 0; step < losses.size() && step < reference_losses.size(); ++step) {
       EXPECT_NEAR(losses[step], reference_losses[step], kTolerance) << "step " << step;
     }
-    const double difference = LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"),
-                                                reference_dir.File("single.safetensors"));
+    const double difference =
+        LargestDifference(dir.File("rank" + std::to_string(rank) + ".safetensors"),
+                          reference_dir.File("single.safetensors"));
     EXPECT_LE(difference, kTolerance);
     largest = std::max(largest, difference);
   }
@@ -289,7 +299,8 @@ inline int64_t LedgerBytesAfterFirstStep(const FinishedWorker& worker, const cha
   for (const auto& event : worker.events) {
     if (!event.contains("phase")) continue;
     const nlohmann::json& phase = event["phase"];
-    if (phase.value("phase", "") == "OPTIMIZER_STEP" && phase.value("edge", "") == "END" && phase.value("step", 0) == 0) {
+    if (phase.value("phase", "") == "OPTIMIZER_STEP" && phase.value("edge", "") == "END" &&
+        phase.value("step", 0) == 0) {
       return std::stoll(phase["memory"]["categories"][field].get<std::string>());
     }
   }

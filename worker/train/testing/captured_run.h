@@ -34,10 +34,11 @@ struct CapturedRun {
     return found;
   }
   // The payload of the END phase event of `phase` at (step, micro_step, sweep_index).
-  nlohmann::json PhaseEnd(const std::string& phase, int step, int micro_step, int sweep_index = 0) const {
+  nlohmann::json PhaseEnd(const std::string& phase, int step, int micro_step,
+                          int sweep_index = 0) const {
     for (const auto& p : Of("phase")) {
-      if (p["phase"] == phase && p["edge"] == "END" && p["step"] == step && p["microStep"] == micro_step &&
-          p["sweepIndex"] == sweep_index) {
+      if (p["phase"] == phase && p["edge"] == "END" && p["step"] == step &&
+          p["microStep"] == micro_step && p["sweepIndex"] == sweep_index) {
         return p;
       }
     }

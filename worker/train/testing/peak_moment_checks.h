@@ -14,13 +14,15 @@
 
 namespace vramlab::worker::testing {
 
-inline const char* const kCategoryKeys[] = {"weightsBytes",        "adapterWeightsBytes", "quantizationConstantsBytes",
-                                            "gradientsBytes",      "optimizerStateBytes", "activationsBytes",
-                                            "temporariesBytes"};
+inline const char* const kCategoryKeys[] = {
+    "weightsBytes",    "adapterWeightsBytes", "quantizationConstantsBytes",
+    "gradientsBytes",  "optimizerStateBytes", "activationsBytes",
+    "temporariesBytes"};
 
 inline int64_t CategorySum(const nlohmann::json& categories) {
   int64_t sum = 0;
-  for (const char* key : kCategoryKeys) sum += categories.contains(key) ? Int64(categories[key]) : 0;
+  for (const char* key : kCategoryKeys)
+    sum += categories.contains(key) ? Int64(categories[key]) : 0;
   return sum;
 }
 
@@ -41,7 +43,8 @@ inline void ExpectPeakMomentsAddUp(const nlohmann::json& anatomy, double toleran
     if (moment["categories"].contains(key)) EXPECT_GE(Int64(moment["categories"][key]), 0) << key;
   }
   const nlohmann::json& reserved = anatomy["atPeakReserved"];
-  EXPECT_EQ(Int64(reserved["allocatorCacheBytes"]), Int64(reserved["reservedBytes"]) - Int64(reserved["allocatedBytes"]));
+  EXPECT_EQ(Int64(reserved["allocatorCacheBytes"]),
+            Int64(reserved["reservedBytes"]) - Int64(reserved["allocatedBytes"]));
   const int64_t peak_reserved = Int64(anatomy["peakReservedBytes"]);
   EXPECT_LE(std::abs(static_cast<double>(Int64(reserved["reservedBytes"]) - peak_reserved)),
             tolerance * static_cast<double>(peak_reserved))
