@@ -1,7 +1,7 @@
 # What `cmake --install build --prefix P` lays out, and the packages `cpack` builds from it:
 #   P/bin/vramlabd, vramlab, vramlab-worker        (those this tree builds)
 #   P/lib/systemd/system/vramlabd.service
-#   P/share/doc/vramlab/                            README.md and docs/*.md
+#   P/share/doc/vramlab/                            README.md, docs/*.md and copyright
 #   P/share/vramlab/{grafana,prometheus}/           dashboards, provisioning, scrape config, alerts
 #   P/share/bash-completion/completions/vramlab, P/share/zsh/vendor-completions/_vramlab
 # On a GPU host the worker and the rest are two build trees (scripts/gpu-build.sh); each installs
@@ -64,7 +64,9 @@ if(VRAMLAB_BUILD_SERVER)
             PATTERN __pycache__ EXCLUDE)
   endif()
   file(GLOB doc_files ${CMAKE_SOURCE_DIR}/docs/*.md)
-  install(FILES ${CMAKE_SOURCE_DIR}/README.md ${doc_files} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+  # `copyright` is where Debian policy puts a package's copyright and license statement.
+  install(FILES ${CMAKE_SOURCE_DIR}/README.md ${doc_files} ${CMAKE_SOURCE_DIR}/cmake/debian/copyright
+          DESTINATION ${CMAKE_INSTALL_DOCDIR})
 endif()
 
 # cpack (in the build directory) writes vramlab_VERSION_ARCH.deb and vramlab-VERSION-Linux.tar.gz.

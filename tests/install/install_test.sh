@@ -68,11 +68,14 @@ dpkg-deb -c "$deb" > "$tmp/contents"
 for binary in "${binaries[@]}"; do
   check ".deb holds /usr/bin/$binary" grep -qE " \./usr/bin/$binary\$" "$tmp/contents"
 done
+check ".deb holds its copyright file" grep -qE " \./usr/share/doc/vramlab/copyright\$" "$tmp/contents"
 check ".deb holds the systemd unit" grep -qE " \./usr/lib/systemd/system/vramlabd.service\$" "$tmp/contents"
 dpkg-deb -x "$deb" "$tmp/deb-root"
 check ".deb unit runs /usr/bin/vramlabd" \
   grep -q '^ExecStart=/usr/bin/vramlabd ' "$tmp/deb-root/usr/lib/systemd/system/vramlabd.service"
 check ".deb control: package vramlab, postinst reloads systemd" \
   bash -c "dpkg-deb -f '$deb' Package | grep -qx vramlab && dpkg-deb -I '$deb' postinst | grep -q daemon-reload"
+check ".deb description says what the package holds beyond its summary" \
+  bash -c "dpkg-deb -f '$deb' Description | tail -n +2 | grep -q 'systemd unit'"
 
 checks_done "install"
