@@ -2,6 +2,7 @@
 """The rows of the GPU benchmark, as vramlab-worker specs and hf_reference.py arguments.
 
   specs.py list                 row names, one per line
+  specs.py list-families        the family rows' names (FAMILY_ROWS; bench/gpu/families.sh)
   specs.py spec ROW             the worker spec (canonical JSON of vramlab.v1.ExperimentSpec)
   specs.py hf ROW               hf_reference.py arguments (one shell word per line)
   specs.py hf-from ROW          the row whose HF run this row is compared with (itself unless
@@ -12,6 +13,8 @@ import sys
 
 GIB = 2**30
 LIMIT_24 = 24 * GIB
+LIMIT_48 = 48 * GIB
+LLAMA_SEQ, QWEN3_SEQ, QWEN3_OOM_SEQ, MISTRAL_LORA_SEQ, QWEN3_LORA_SEQ = 12288, 8192, 32768, 10240, 6144
 TORTURE = [512, 1024, 2048, 4096, 8192, 16384, 32768]
 LONG = [8192, 16384, 24576, 32768, 40960, 49152, 65536, 81920, 98304, 131072]
 
@@ -48,6 +51,33 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
     hf += list(hf_extra)
     return name, spec, hf, hf_from or name
 
+
+# One mid-size preset per family beside Qwen2.5 (bench/gpu/families.sh runs exactly these):
+# sdpa, checkpointing, bf16, 2 timed steps after one of warm-up, HF with fused AdamW as the
+# worker's. Full fine-tuning with bf16 AdamW holds 8 bytes a parameter (weights, gradients, two
+# moments) before any activation: Llama-3.2-3B 23.9 GiB and Qwen3-4B 30.0 GiB, so both run at
+# 48 GiB (24 GiB cannot hold them). Mistral-7B's 54.0 GiB fits neither limit: its full fine-tune
+# at 48 GiB is a row that runs out of memory in the first optimizer step (when AdamW's state is
+# allocated), and it trains as LoRA at 24 GiB. The sequence of each training row is a multiple of
+# 1,024 that the estimator (vramlab-estimate) predicts FITS, with its peak allocated at 79-85 %
+# of the limit: Llama 12,288 (37.88 GiB predicted), Qwen3 8,192 (38.02 GiB), Mistral LoRA 10,240
+# (20.52 GiB), Qwen3 LoRA 6,144 (19.50 GiB). Qwen3's -oom row runs 32,768 tokens, where the first
+# forward alone needs more than 48 GiB (the bf16 logits and the loss's two fp32 copies of them:
+# 46 GiB over the 7.5 GiB of weights).
+FAMILY_ROWS = [
+    row("family-llama3b-ckpt-48g", 1, 1, LLAMA_SEQ, "sdpa", LIMIT_48, 2, 1, ckpt=True, preset="llama-3.2-3b",
+        hf_extra=["--fused"]),
+    row("family-qwen3-4b-ckpt-48g", 1, 1, QWEN3_SEQ, "sdpa", LIMIT_48, 2, 1, ckpt=True, preset="qwen3-4b",
+        hf_extra=["--fused"]),
+    row("family-qwen3-4b-ckpt-48g-oom", 1, 1, QWEN3_OOM_SEQ, "sdpa", LIMIT_48, 2, 1, ckpt=True, preset="qwen3-4b",
+        hf_extra=["--fused"]),
+    row("family-mistral7b-ckpt-48g-oom", 1, 1, 1024, "sdpa", LIMIT_48, 2, 1, ckpt=True, preset="mistral-7b-v0.3",
+        hf_extra=["--fused"]),
+    row("family-mistral7b-lora-ckpt-24g", 1, 1, MISTRAL_LORA_SEQ, "sdpa", LIMIT_24, 2, 1, ckpt=True,
+        lora=(16, 32), preset="mistral-7b-v0.3", hf_extra=["--fused"]),
+    row("family-qwen3-4b-lora-24g", 1, 1, QWEN3_LORA_SEQ, "sdpa", LIMIT_24, 2, 1, ckpt=True, lora=(16, 32),
+        preset="qwen3-4b", hf_extra=["--fused"]),
+]
 
 ROWS = dict((r[0], r[1:]) for r in [
     row("basic-sad-mb4x1", 4, 1, 512, "eager", LIMIT_24, 3, 1),
@@ -96,15 +126,20 @@ ROWS = dict((r[0], r[1:]) for r in [
         preset="qwen2.5-7b"),
     row("lora-7b-mb2x2-s2048-sdpa-ckpt", 2, 2, 2048, "sdpa", 0, 3, 1, ckpt=True, lora=(16, 32),
         preset="qwen2.5-7b"),
-])
+] + FAMILY_ROWS)
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("list", "spec", "hf", "hf-from"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("list", "list-families", "spec", "hf", "hf-from"):
         sys.exit(__doc__)
     if sys.argv[1] == "list":
         print("\n".join(ROWS))
         return
+    if sys.argv[1] == "list-families":
+        print("\n".join(r[0] for r in FAMILY_ROWS))
+        return
+    if len(sys.argv) < 3 or sys.argv[2] not in ROWS:
+        sys.exit(f"unknown row {sys.argv[2] if len(sys.argv) > 2 else '(none)'}; specs.py list names them")
     spec, hf, hf_from = ROWS[sys.argv[2]]
     if sys.argv[1] == "hf-from":
         print(hf_from)

@@ -3,16 +3,24 @@
 
 Same definitions on both sides: peak allocated / reserved from the caching allocator (whole run),
 median step time over the steps after the warm-up, tokens/s from that median, MFU from
-6N + 12·L·h·s FLOPs per token over the measured bf16 matrix rate (gpu.json).
+6N + 12·L·q·s FLOPs per token over the measured bf16 matrix rate (gpu.json): N the parameters the
+worker reports, L the layers, q the query width (heads × head_dim; the hidden size for Qwen2.5).
 """
 import json
 import os
 import statistics
 import sys
 
-N_PARAMS = 1_543_714_304  # qwen2.5-1.5b
-LAYERS, HIDDEN = 28, 1536
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_reference import model_config_kwargs  # noqa: E402  (no torch needed)
+
 GIB = 2**30
+
+
+def layers_and_query_width(preset):
+    _, c = model_config_kwargs(preset, 0)
+    heads = c["num_attention_heads"]
+    return c["num_hidden_layers"], heads * c.get("head_dim", c["hidden_size"] // heads)
 
 
 def read_jsonl(path):
@@ -44,6 +52,7 @@ def ours(folder, row):
     anatomy = report.get("anatomy", {})
     points = [e["sweepPoint"] for e in events if "sweepPoint" in e]
     oom = next((e["oom"] for e in events if "oom" in e), None)
+    started = next((e["started"] for e in events if "started" in e), {})
     peak_alloc = max([num(anatomy.get("peakAllocatedBytes"))] +
                      [num(p.get("anatomy", {}).get("peakAllocatedBytes")) for p in points if not p.get("oom")])
     peak_res = max([num(anatomy.get("peakReservedBytes"))] +
@@ -53,6 +62,7 @@ def ours(folder, row):
     return dict(median=statistics.median(times) if times else None, peak_alloc=peak_alloc, peak_res=peak_res,
                 largest_fit=max(fits) if fits else None, first_oom=min(ooms) if ooms else None,
                 oom=oom is not None, backend=report.get("attentionBackend", ""), seq=spec["training"]["seqLen"],
+                n_params=int(started.get("parameterCount", 0)), preset=spec["model"]["preset"],
                 tokens=spec["training"]["microBatchSize"] * spec["training"]["gradAccumSteps"] *
                 spec["training"]["seqLen"])
 
@@ -101,7 +111,8 @@ def main():
             print(f"| {row} | largest seq that fits | {o['largest_fit']} | {h['largest_fit']} | |")
             print(f"| {row} | first OOM seq | {o['first_oom'] or 'none'} | {h['first_oom'] or 'none'} | |")
         else:
-            flops_per_token = 6 * N_PARAMS + 12 * LAYERS * HIDDEN * o["seq"]
+            layers, width = layers_and_query_width(o["preset"])
+            flops_per_token = 6 * o["n_params"] + 12 * layers * width * o["seq"]
             o_tps = o["tokens"] / o["median"] if o["median"] else None
             h_tps = o["tokens"] / h["median"] if h["median"] else None
             fmt = lambda t: f"{t:,.0f}" if t else ("OOM" if t is None else "—")
