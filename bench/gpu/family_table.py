@@ -110,7 +110,11 @@ def main():
         vs_hf = pct(o_peak, h_peak) if both_ran else None
         line = (f"| {row} | {setup_of(spec)} | {o_outcome} | {h_outcome} | {gib(o_peak)} / {gib(h_peak)} | "
                 f"{fmt_pct(vs_hf)} | {'yes' if same else 'NO'} |")
-        checks.append(f"{row}: same outcome as HF: {'met' if same else 'MISSED'}")
+        missing = [side for side, outcome in (("vramlab", o_outcome), ("HF", h_outcome)) if outcome == "no result"]
+        if missing:
+            checks.append(f"{row}: no result on {'either side' if len(missing) == 2 else missing[0]}")
+        else:
+            checks.append(f"{row}: same outcome as HF: {'met' if same else 'MISSED'}")
         if both_ran:
             ok = abs(vs_hf) <= PEAK_TOLERANCE
             checks.append(f"{row}: peak allocated within 0.5 % of HF's ({fmt_pct(vs_hf)}): "

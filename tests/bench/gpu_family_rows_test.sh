@@ -1,0 +1,111 @@
+#!/bin/bash
+# bench/gpu's family rows, checked without a GPU:
+# - bench/gpu/hf_reference.py builds each preset from the values of the C++ preset table
+#   (tests/bench/hf_config_check.py, against `vramlab presets --json`'s parameter counts);
+# - every row of `specs.py list-families` is a spec a real daemon accepts (`vramlab estimate`
+#   validates it as a submit does), predicted FITS at its limit, or DOES_NOT_FIT for an -oom row;
+# - its HF arguments parse and name the same preset, micro-batch, sequence and limit;
+# - bench/gpu/family_table.py lists every row with vramlab-estimate's prediction.
+set -euo pipefail
+src=${VRAMLAB_SOURCE_DIR:?}
+bin=${VRAMLAB_BIN_DIR:?}
+tmp=$(mktemp -d)
+daemon=""
+cleanup() {
+  if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+specs=$src/bench/gpu/specs.py
+hf=$src/bench/gpu/hf_reference.py
+
+"$bin/vramlab" presets --json >"$tmp/presets.json"
+python3 "$src/tests/bench/hf_config_check.py" "$src" "$tmp/presets.json" || fail "hf_reference.py's configurations"
+
+# An estimate starts no worker; the daemon only insists on an executable at its worker path.
+worker=$bin/vramlab-worker
+[ -x "$worker" ] || worker=$(type -P true)
+: >"$tmp/vramlabd.log"
+"$bin/vramlabd" --listen 127.0.0.1:0 --data-dir "$tmp/data" --device cpu --cpu-slots 1 \
+  --worker-path "$worker" 2>"$tmp/vramlabd.log" &
+daemon=$!
+addr=""
+for _ in $(seq 1 300); do
+  addr=$(sed -n 's/^vramlabd: listening grpc=\([^ ]*\).*/\1/p' "$tmp/vramlabd.log")
+  [ -n "$addr" ] && break
+  kill -0 "$daemon" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$tmp/vramlabd.log"; echo "FAILED: vramlabd did not start"; exit 1; }
+export VRAMLAB_ADDR=$addr
+
+mapfile -t rows < <(python3 "$specs" list-families)
+[ ${#rows[@]} -ge 5 ] || fail "specs.py list-families lists ${#rows[@]} rows"
+all_rows=$(python3 "$specs" list)
+mkdir "$tmp/run"
+for row in "${rows[@]}"; do
+  grep -qx -- "$row" <<<"$all_rows" || fail "$row: not among specs.py list's rows (run.sh would not know it)"
+  spec=$tmp/run/$row.spec.json
+  python3 "$specs" spec "$row" >"$spec"
+  if ! "$bin/vramlab" estimate --spec "$spec" --json >"$tmp/$row.estimate.json" 2>"$tmp/$row.estimate.err"; then
+    fail "$row: the daemon refused its spec: $(cat "$tmp/$row.estimate.err")"
+    continue
+  fi
+  mapfile -t hf_args < <(python3 "$specs" hf "$row")
+  if ! python3 "$hf" "${hf_args[@]}" --print-config >"$tmp/$row.hf-config.json" 2>"$tmp/$row.hf.err"; then
+    fail "$row: hf_reference.py refused its arguments: $(cat "$tmp/$row.hf.err")"
+    continue
+  fi
+  python3 - "$row" "$spec" "$tmp/$row.estimate.json" "$tmp/$row.hf-config.json" "$tmp/presets.json" \
+    "${hf_args[@]}" <<'PY' || failures=$((failures + 1))
+import json, sys
+row, spec_path, estimate_path, config_path, presets_path, *hf_args = sys.argv[1:]
+spec, estimate = json.load(open(spec_path)), json.load(open(estimate_path))
+config = json.load(open(config_path))
+families = {p["name"]: p["modelType"] for p in json.load(open(presets_path))["presets"]}
+args = dict(zip(hf_args, hf_args[1:]))
+t = spec["training"]
+problems = []
+want = {"--preset": spec["model"]["preset"], "--micro-batch": str(t["microBatchSize"]),
+        "--seq-len": str(t["seqLen"]), "--attention": t["attention"].lower(),
+        "--limit-gib": str(int(spec["memory"]["deviceMemoryLimitBytes"]) / 2**30),
+        "--steps": str(t["steps"] - 1), "--warmup": "1"}
+for flag, value in want.items():
+    if args.get(flag) != value:
+        problems.append(f"HF {flag} {args.get(flag)!r}, worker spec {value!r}")
+if ("--checkpointing" in hf_args) != (t.get("checkpointEveryKLayers", 0) == 1):
+    problems.append("checkpointing differs between the sides")
+if ("adapter" in t) != ("--lora-rank" in hf_args) or ("adapter" in t and args["--lora-rank"] != str(t["adapter"]["rank"])):
+    problems.append("LoRA differs between the sides")
+if "--fused" not in hf_args:
+    problems.append("HF runs without fused AdamW (the worker's)")
+if config["model_type"] != families[spec["model"]["preset"]]:
+    problems.append(f"HF model_type {config['model_type']}, preset family {families[spec['model']['preset']]}")
+verdict = estimate.get("verdict")
+expected = "DOES_NOT_FIT" if row.endswith("-oom") else "FITS"
+if verdict != expected:
+    problems.append(f"predicted {verdict} at the row's limit, the row expects {expected}")
+for p in problems:
+    print(f"FAILED: {row}: {p}")
+print(f"{'ok  ' if not problems else 'FAIL'} {row}: {spec['model']['preset']}, seq {t['seqLen']}, "
+      f"predicted {int(estimate['predictedPeakBytes']) / 2**30:.2f} GiB, {verdict}")
+sys.exit(1 if problems else 0)
+PY
+done
+
+# The table over a folder with the specs only: every row, no result on either side yet, and the
+# estimator's prediction equal to the daemon's.
+python3 "$src/bench/gpu/family_table.py" "$tmp/run" --estimator "$bin/vramlab-estimate" >"$tmp/table.md"
+cat "$tmp/table.md"
+for row in "${rows[@]}"; do
+  predicted=$(python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); print("%.2f" % (int(e["predictedPeakBytes"]) / 2**30))' \
+    "$tmp/$row.estimate.json")
+  grep -q "^| $row | .* | no result | no result | .* | $predicted, " "$tmp/table.md" ||
+    fail "$row: family_table.py has no row with 'no result' and the predicted $predicted GiB"
+  grep -qx -- "- $row: no result on either side" "$tmp/table.md" || fail "$row: no 'no result' check line"
+done
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
