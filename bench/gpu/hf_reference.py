@@ -65,7 +65,7 @@ def qwen3(hidden, inter, layers, heads, tied):
 # The other families: (model_type, AutoConfig.for_model keyword arguments), the published
 # config.json values that common/spec/model_presets.cc's table holds (meta-llama/Llama-3.2-1B,
 # -3.2-3B, -3.1-8B; mistralai/Mistral-7B-v0.3; Qwen/Qwen3-0.6B, -1.7B, -4B, -8B).
-# tests/bench/hf_reference_config_test.sh checks them against that table.
+# tests/bench/gpu_family_rows_test.sh checks them against that table (tests/bench/hf_config_check.py).
 FAMILY_PRESETS = {
     "llama-3.2-1b": llama(128256, 2048, 8192, 16, 32, 8, 64, 131072, True, llama3_rope(500000.0, 32.0)),
     "llama-3.2-3b": llama(128256, 3072, 8192, 28, 24, 8, 128, 131072, True, llama3_rope(500000.0, 32.0)),
