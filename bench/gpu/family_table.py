@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The family rows of the GPU benchmark (specs.py FAMILY_ROWS) against their two targets.
 
-  family_table.py OUTDIR [--estimator PATH]
+  family_table.py OUTDIR [--estimator PATH] [--rows ROW,...]
 
 OUTDIR is what bench/gpu/families.sh (run.sh) wrote: ROW.spec.json, ROW.ours.jsonl, ROW.hf.jsonl.
 One markdown row per family row that has a spec there:
@@ -79,17 +79,18 @@ def fmt_pct(x):
 def setup_of(spec):
     t = spec["training"]
     what = "LoRA r=%d" % t["adapter"]["rank"] if "adapter" in t else "full"
-    limit = int(spec["memory"]["deviceMemoryLimitBytes"]) / GIB
+    limit = int(spec["memory"].get("deviceMemoryLimitBytes", 0)) / GIB
     return (f"{spec['model']['preset']}, {what}, mb {t['microBatchSize']} × seq {t['seqLen']}, "
-            f"{limit:.0f} GiB")
+            + (f"{limit:.0f} GiB" if limit else "no limit"))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("--estimator", help="path of vramlab-estimate: adds the predicted peak per row")
+    parser.add_argument("--rows", help="comma-separated rows of specs.py instead of the family rows")
     args = parser.parse_args()
-    names = [r[0] for r in specs.FAMILY_ROWS]
+    names = args.rows.split(",") if args.rows else [r[0] for r in specs.FAMILY_ROWS]
     head = "| row | setup | vramlab | HF | peak allocated vramlab / HF (GiB) | vramlab vs HF | same outcome |"
     rule = "|---|---|---|---|---|---|---|"
     if args.estimator:
@@ -104,7 +105,8 @@ def main():
             continue
         spec = json.load(open(spec_path))
         o_outcome, o_peak = ours_outcome(args.folder, row)
-        h_outcome, h_peak = hf_outcome(args.folder, row)
+        # A row compared with another row's HF run (specs.py hf-from) reads that row's.
+        h_outcome, h_peak = hf_outcome(args.folder, specs.ROWS[row][2] if row in specs.ROWS else row)
         both_ran = o_outcome == "ok" and h_outcome == "ok"
         same = phase_of(o_outcome) == h_outcome and h_outcome != "no result"
         vs_hf = pct(o_peak, h_peak) if both_ran else None

@@ -5,7 +5,8 @@
 # - every row of `specs.py list-families` is a spec a real daemon accepts (`vramlab estimate`
 #   validates it as a submit does), predicted FITS at its limit, or DOES_NOT_FIT for an -oom row;
 # - its HF arguments parse and name the same preset, micro-batch, sequence and limit;
-# - bench/gpu/family_table.py lists every row with vramlab-estimate's prediction.
+# - bench/gpu/family_table.py lists every row with vramlab-estimate's prediction, and reads
+#   recorded H200 runs as table.py does.
 set -euo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 bin=${VRAMLAB_BIN_DIR:?}
@@ -106,6 +107,28 @@ for row in "${rows[@]}"; do
     fail "$row: family_table.py has no row with 'no result' and the predicted $predicted GiB"
   grep -qx -- "- $row: no result on either side" "$tmp/table.md" || fail "$row: no 'no result' check line"
 done
+
+# The table on recorded H200 runs (docs/results): peak allocated as table.py reads it from the
+# same files, both sides trained (LoRA against PEFT), and HF out of memory in backward where the
+# worker trained (its HF side is another row's run, specs.py hf-from).
+results=$src/docs/results/h200-2026-12-01
+row=lora-7b-s2048-sdpa-ckpt-24g
+read -r ours_gib hf_gib < <(python3 "$src/bench/gpu/table.py" "$results/lora" |
+  sed -n "s/^| $row | peak allocated | \([0-9.]*\) GiB | \([0-9.]*\) GiB | .*/\1 \2/p")
+[ -n "${ours_gib:-}" ] || fail "table.py has no peak allocated row for $row"
+recorded=$(python3 "$src/bench/gpu/family_table.py" "$results/lora" --rows "$row")
+echo "$recorded"
+grep -qF "| $row | qwen2.5-7b, LoRA r=16, mb 1 × seq 2048, 24 GiB | ok | ok | ${ours_gib:-?} / ${hf_gib:-?} | " <<<"$recorded" ||
+  fail "$row: family_table.py's row differs from table.py's peaks ${ours_gib:-?} / ${hf_gib:-?}"
+grep -qx -- "- $row: same outcome as HF: met" <<<"$recorded" || fail "$row: same outcome not met"
+grep -qE -- "^- $row: peak allocated within 0.5 % of HF's \([-+]0\.[0-9]{2} %\): met$" <<<"$recorded" ||
+  fail "$row: no 'within 0.5 %' check line"
+row=long-s16384-24g-fused
+recorded=$(python3 "$src/bench/gpu/family_table.py" "$results/longest-fused/s16384" --rows "$row")
+echo "$recorded"
+grep -qF "| $row | qwen2.5-1.5b, full, mb 1 × seq 16384, 24 GiB | ok | OOM in backward | " <<<"$recorded" ||
+  fail "$row: HF's out-of-memory error in backward not read"
+grep -qx -- "- $row: same outcome as HF: MISSED" <<<"$recorded" || fail "$row: a different outcome not reported as missed"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
