@@ -58,7 +58,7 @@ def row(name, mb, accum, seq, attention, limit, steps, warmup, sweep=None, ckpt=
 # moments) before any activation: Llama-3.2-3B 23.9 GiB and Qwen3-4B 30.0 GiB, so both run at
 # 48 GiB (24 GiB cannot hold them); Mistral-7B's 54.0 GiB fits neither limit, so it trains as
 # LoRA at 24 GiB. The sequence of each training row is a multiple of 1,024 that the estimator
-# (vramlab-estimate) predicts FITS, with its peak allocated at 79-85 % of the limit: Llama 12,288
+# (vramlab-estimate) predicts FITS, with its peak allocated at 79-86 % of the limit: Llama 12,288
 # (37.88 GiB predicted), Qwen3 8,192 (38.02 GiB), Mistral LoRA 10,240 (20.52 GiB), Qwen3 LoRA
 # 6,144 (19.50 GiB). Qwen3's -oom row runs 32,768 tokens, where the first forward alone needs
 # more than 48 GiB (the bf16 logits and the loss's two fp32 copies of them: 46 GiB beside the
