@@ -106,6 +106,7 @@ if $run_tests; then
   command -v chromium >/dev/null || missing+=(needs-chromium)
   command -v systemd-analyze >/dev/null || missing+=(needs-systemd)
   command -v zsh >/dev/null || missing+=(needs-zsh)
+  [ -r /usr/share/bash-completion/bash_completion ] || missing+=(needs-bash-completion)
   command -v sqlite3 >/dev/null || missing+=(needs-sqlite3)
   # The Python the tests run (/usr/bin/python3) with the system's grpcio and torch packages.
   /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(needs-python3-grpcio)
