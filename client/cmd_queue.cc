@@ -81,6 +81,12 @@ absl::StatusOr<std::vector<std::string>> CancelFilterIds(CommandEnv& env) {
   if (args.GetBool("mine") && args.Has("owner")) {
     return absl::InvalidArgumentError("--mine and --owner exclude each other");
   }
+  // Whose experiments is always said: an admin's bare '--state queued' would empty everyone's
+  // queue.
+  if (!args.GetBool("mine") && !args.Has("owner")) {
+    return absl::InvalidArgumentError(
+        "--state needs --mine or --owner USER: whose experiments to cancel");
+  }
   vramlab::v1::ListExperimentsRequest request;
   RETURN_IF_ERROR(AddStateFilter(args.GetAll("state"), request));
   for (int state : request.states()) {
@@ -128,7 +134,7 @@ void DeclareCancelFlags(FlagSet& flags) {
   flags.Bool("mine", "instead of IDs: every queued or running experiment of the caller")
       .Value("owner", "USER", "instead of IDs: every queued or running experiment of USER")
       .Value("state", "S,...",
-             "with --mine/--owner, or alone: only these states (queued, running; repeatable)")
+             "with --mine or --owner: only these states (queued, running; repeatable)")
       .Completes({"queued", "running"});
 }
 

@@ -123,6 +123,9 @@ TEST_F(CliQueueVerbsTest, CancelByFilterCancelsEveryMatchAndRefusesNoTarget) {
   CliResult typo = Run({"cancel", "--mine", "--state", "queud"});
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.err, HasSubstr("--state: unknown state \"queud\" (did you mean \"queued\"?)"));
+  CliResult unscoped = Run({"cancel", "--state", "queued"});
+  EXPECT_EQ(unscoped.exit_code, 2);
+  EXPECT_THAT(unscoped.err, HasSubstr("--state needs --mine or --owner USER"));
   CliResult stranger = Run({"cancel", "--owner", "nobody"});
   EXPECT_EQ(stranger.exit_code, 0) << Describe(stranger);
   EXPECT_THAT(stranger.err, HasSubstr("no experiment matches"));
