@@ -9,32 +9,17 @@
 #include "client/experiment_details.h"
 #include "client/experiment_list.h"
 #include "client/flag_values.h"
+#include "client/list_filter.h"
 #include "client/text_table.h"
 #include "common/status_macros.h"
 
 namespace vramlab::client {
-namespace {
 
 using vramlab::v1::Experiment;
 
-absl::Status AddStateFilter(absl::string_view text, vramlab::v1::ListExperimentsRequest& request) {
-  for (absl::string_view word : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    Experiment::State state;
-    if (!Experiment::State_Parse(absl::AsciiStrToUpper(absl::StripAsciiWhitespace(word)), &state) ||
-        state == Experiment::STATE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state: unknown state \"", word,
-                       "\" (queued, running, succeeded, oom, failed, cancelled, interrupted)"));
-    }
-    request.add_states(state);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 void DeclareListFlags(FlagSet& flags) {
-  flags.Value("state", "S,...", "only these states (queued,running,succeeded,oom,...)")
+  flags.Value("state", "S,...", "only these states (queued,running,succeeded,oom,...; repeatable)")
+      .Completes({"queued", "running", "succeeded", "oom", "failed", "cancelled", "interrupted"})
       .Value("owner", "USER", "only this owner's experiments")
       .Value("limit", "N", "at most N experiments (default 50; 0: all)");
 }
@@ -45,25 +30,14 @@ absl::StatusOr<int> RunList(CommandEnv& env) {
     return absl::InvalidArgumentError("vramlab ls takes no positional arguments");
   }
   vramlab::v1::ListExperimentsRequest request;
-  if (auto v = args.Get("state")) RETURN_IF_ERROR(AddStateFilter(*v, request));
+  RETURN_IF_ERROR(AddStateFilter(args.GetAll("state"), request));
   if (auto v = args.Get("owner")) request.set_owner(*v);
   int32_t limit = 50;
   if (auto v = args.Get("limit")) {
     ASSIGN_OR_RETURN(limit, ParseIntFlag("limit", *v, 0, INT32_MAX));
   }
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
-  vramlab::v1::ListExperimentsResponse all;
-  do {
-    const int remaining = limit == 0 ? 1000 : limit - all.experiments_size();
-    request.set_page_size(std::min(remaining, 1000));
-    ASSIGN_OR_RETURN(vramlab::v1::ListExperimentsResponse page, client->List(request));
-    for (auto& e : *page.mutable_experiments()) {
-      if (limit != 0 && all.experiments_size() >= limit) break;
-      *all.add_experiments() = std::move(e);
-    }
-    request.set_page_token(page.next_page_token());
-    all.set_next_page_token(page.next_page_token());
-  } while (!request.page_token().empty() && (limit == 0 || all.experiments_size() < limit));
+  ASSIGN_OR_RETURN(vramlab::v1::ListExperimentsResponse all, ListMatching(*client, request, limit));
   if (env.json()) {
     env.PrintJson(all);
     return kExitOk;

@@ -1,7 +1,8 @@
 // vramlab cancel / update / hold / release / delete: the verbs that manage queued and finished
-// experiments. Each takes one or more ids and makes one request per id: a line per id that
-// worked, a line on stderr naming each that did not, and the exit code of the first failure (0
-// when every one worked). With a single id a failure is reported as any command's error.
+// experiments. Each takes one or more ids (cancel: or a filter that lists them) and makes one
+// request per id: a line per id that worked, a line on stderr naming each that did not, and the
+// exit code of the first failure (0 when every one worked). With a single id a failure is
+// reported as any command's error.
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "client/describe.h"
 #include "client/exit_codes.h"
 #include "client/flag_values.h"
+#include "client/list_filter.h"
 #include "common/status_macros.h"
 
 namespace vramlab::client {
@@ -17,13 +19,12 @@ namespace {
 
 using vramlab::v1::Experiment;
 
-// Runs `verb` on every id of the command line. `report` prints what one success says.
+// Runs `verb` on every id in `ids`. `report` prints what one success says.
 template <typename Result>
-absl::StatusOr<int> ForEachId(
-    CommandEnv& env, const char* command,
+absl::StatusOr<int> ForEachIdOf(
+    CommandEnv& env, const char* command, const std::vector<std::string>& ids,
     const std::function<absl::StatusOr<Result>(DaemonClient&, const std::string&)>& verb,
     const std::function<void(const Result&)>& report) {
-  const std::vector<std::string>& ids = env.args().positionals();
   if (ids.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("vramlab ", command, " needs at least one experiment ID"));
@@ -59,11 +60,101 @@ absl::StatusOr<int> ForEachId(
   return exit_code;
 }
 
+// Runs `verb` on every id of the command line.
+template <typename Result>
+absl::StatusOr<int> ForEachId(
+    CommandEnv& env, const char* command,
+    const std::function<absl::StatusOr<Result>(DaemonClient&, const std::string&)>& verb,
+    const std::function<void(const Result&)>& report) {
+  return ForEachIdOf<Result>(env, command, env.args().positionals(), verb, report);
+}
+
+// The ids `cancel --mine/--owner/--state` names: every matching queued or running experiment,
+// the queued ones first (cancelling a running one frees its slot, and the next queued one would
+// start before its own cancellation arrived), oldest first within each.
+absl::StatusOr<std::vector<std::string>> CancelFilterIds(CommandEnv& env) {
+  const ParsedArgs& args = env.args();
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError(
+        "vramlab cancel takes experiment IDs or a filter (--mine, --owner, --state), not both");
+  }
+  if (args.GetBool("mine") && args.Has("owner")) {
+    return absl::InvalidArgumentError("--mine and --owner exclude each other");
+  }
+  // Whose experiments is always said: an admin's bare '--state queued' would empty everyone's
+  // queue.
+  if (!args.GetBool("mine") && !args.Has("owner")) {
+    return absl::InvalidArgumentError(
+        "--state needs --mine or --owner USER: whose experiments to cancel");
+  }
+  vramlab::v1::ListExperimentsRequest request;
+  RETURN_IF_ERROR(AddStateFilter(args.GetAll("state"), request));
+  for (int state : request.states()) {
+    if (state != Experiment::QUEUED && state != Experiment::RUNNING) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state: only queued and running experiments can be cancelled, not ",
+                       StateName(static_cast<Experiment::State>(state))));
+    }
+  }
+  if (request.states().empty()) {
+    request.add_states(Experiment::QUEUED);
+    request.add_states(Experiment::RUNNING);
+  }
+  ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
+  if (auto v = args.Get("owner")) {
+    if (v->empty()) return absl::InvalidArgumentError("--owner: must not be empty");
+    request.set_owner(*v);
+  }
+  if (args.GetBool("mine")) {
+    // The daemon names callers only through their experiments: without tokens every experiment
+    // is the local user's; with tokens the client cannot learn its own user name.
+    ASSIGN_OR_RETURN(vramlab::v1::ServerInfo info, client->GetServerInfo());
+    if (info.auth_enabled()) {
+      return absl::InvalidArgumentError(
+          "--mine: this daemon requires tokens and does not tell a client its user name; use "
+          "--owner USER");
+    }
+    request.set_owner("local");
+  }
+  ASSIGN_OR_RETURN(vramlab::v1::ListExperimentsResponse matching,
+                   ListMatching(*client, request, /*limit=*/0));
+  std::vector<std::string> queued, running;
+  // Newest first from the daemon: walked backwards, oldest first.
+  for (int i = matching.experiments_size() - 1; i >= 0; --i) {
+    const Experiment& e = matching.experiments(i);
+    (e.state() == Experiment::QUEUED ? queued : running).push_back(e.id());
+  }
+  queued.insert(queued.end(), running.begin(), running.end());
+  return queued;
+}
+
 }  // namespace
 
+void DeclareCancelFlags(FlagSet& flags) {
+  flags.Bool("mine", "instead of IDs: every queued or running experiment of the caller")
+      .Value("owner", "USER", "instead of IDs: every queued or running experiment of USER")
+      .Value("state", "S,...",
+             "with --mine or --owner: only these states (queued, running; repeatable)")
+      .Completes({"queued", "running"});
+}
+
 absl::StatusOr<int> RunCancel(CommandEnv& env) {
-  return ForEachId<Experiment>(
-      env, "cancel", [](DaemonClient& client, const std::string& id) { return client.Cancel(id); },
+  const ParsedArgs& args = env.args();
+  std::vector<std::string> ids = args.positionals();
+  if (args.GetBool("mine") || args.Has("owner") || args.Has("state")) {
+    ASSIGN_OR_RETURN(ids, CancelFilterIds(env));
+    if (ids.empty()) {
+      if (!env.json()) env.err() << "vramlab: cancel: no experiment matches\n";
+      return kExitOk;
+    }
+  } else if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        "vramlab cancel needs at least one experiment ID, or a filter (--mine, --owner, "
+        "--state)");
+  }
+  return ForEachIdOf<Experiment>(
+      env, "cancel", ids,
+      [](DaemonClient& client, const std::string& id) { return client.Cancel(id); },
       [&env](const Experiment& experiment) {
         env.out() << experiment.id() << " " << StateName(experiment.state());
         if (!IsFinalState(experiment.state())) env.out() << " (cancellation requested)";

@@ -1,6 +1,7 @@
 // vramlab logs / snapshot: streamed downloads.
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
@@ -54,8 +55,16 @@ absl::StatusOr<int> RunSnapshot(CommandEnv& env) {
   ASSIGN_OR_RETURN(DaemonClient * client, env.Client());
   // Buffered, then written atomically: a broken download never leaves a truncated pickle.
   std::string contents;
-  RETURN_IF_ERROR(client->DownloadSnapshot(
-      id, [&](absl::string_view data) { contents.append(data.data(), data.size()); }));
+  const absl::Status downloaded = client->DownloadSnapshot(
+      id, [&](absl::string_view data) { contents.append(data.data(), data.size()); });
+  if (absl::IsNotFound(downloaded) &&
+      absl::StrContains(downloaded.message(), "no allocator snapshot")) {
+    return absl::NotFoundError(absl::StrCat(
+        downloaded.message(),
+        ": only a run on a CUDA daemon submitted with --record-history records one (e.g. "
+        "'vramlab submit --record-history ...'); CPU runs never do"));
+  }
+  RETURN_IF_ERROR(downloaded);
   RETURN_IF_ERROR(WriteFileAtomically(*output, contents));
   if (*output == "-") return kExitOk;
   if (env.json()) {

@@ -6,7 +6,7 @@
 namespace vramlab::client {
 
 void DeclareWatchFlags(FlagSet& flags) {
-  flags.Bool("quiet", "print nothing until the end, then the outcome (like submit --wait)");
+  flags.Bool("quiet", "print nothing until the end, then only the outcome line");
 }
 
 absl::StatusOr<int> RunWatch(CommandEnv& env) {
@@ -15,7 +15,7 @@ absl::StatusOr<int> RunWatch(CommandEnv& env) {
   // Fetching first turns a mistyped id into NOT_FOUND before any view is drawn.
   ASSIGN_OR_RETURN(vramlab::v1::Experiment experiment, client->Get(id));
   return FollowAndShow(env, experiment,
-                       env.args().GetBool("quiet") ? FollowMode::kQuiet : FollowMode::kLive);
+                       env.args().GetBool("quiet") ? FollowMode::kOutcome : FollowMode::kLive);
 }
 
 }  // namespace vramlab::client

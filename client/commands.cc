@@ -20,8 +20,9 @@ const std::vector<Command>& AllCommands() {
       {"logs", "logs ID [--follow]",
        "Print the worker's log (stderr) of an experiment (--follow: until it ends).",
        DeclareLogsFlags, RunLogs},
-      {"cancel", "cancel ID...", "Cancel queued or running experiments.", DeclareNoFlags,
-       RunCancel},
+      {"cancel", "cancel [ID...] [--mine] [--owner USER] [--state S,...]",
+       "Cancel queued or running experiments, by ID or every one a filter matches.",
+       DeclareCancelFlags, RunCancel},
       {"update", "update ID... [--priority P] [--time-limit D] [--name NAME]",
        "Change the priority, time limit or name of queued experiments.", DeclareUpdateFlags,
        RunUpdate},
@@ -49,7 +50,8 @@ const std::vector<Command>& AllCommands() {
       {"completion", "completion bash|zsh",
        "Print a shell completion script (install: see 'vramlab help completion').", DeclareNoFlags,
        RunCompletion, /*local=*/true,
-       "Completes commands, flags, flag values (files, fixed choices) and experiment ids (from\n"
+       "Completes commands, flags, flag values (files, presets, fixed choices) and experiment ids "
+       "(from\n"
        "'vramlab ls' against the daemon the command line names). Install for bash:\n"
        "  vramlab completion bash > ~/.local/share/bash-completion/completions/vramlab\n"
        "or for zsh, into a directory of $fpath before compinit runs:\n"

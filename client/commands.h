@@ -59,6 +59,7 @@ absl::StatusOr<int> RunWatch(CommandEnv& env);
 void DeclareListFlags(FlagSet& flags);
 absl::StatusOr<int> RunList(CommandEnv& env);
 absl::StatusOr<int> RunShow(CommandEnv& env);
+void DeclareCancelFlags(FlagSet& flags);
 absl::StatusOr<int> RunCancel(CommandEnv& env);
 void DeclareUpdateFlags(FlagSet& flags);
 absl::StatusOr<int> RunUpdate(CommandEnv& env);

@@ -14,7 +14,7 @@ namespace vramlab::client {
 namespace {
 
 // What the positional arguments of a command complete to, read from its usage line: "ID" to
-// experiment ids, a bare "a|b" word to those words.
+// experiment ids ("ID...", "[ID...]" as well), a bare "a|b" word to those words.
 struct PositionalCompletion {
   bool ids = false;
   std::vector<std::string> choices;
@@ -24,7 +24,7 @@ PositionalCompletion CompletionOfPositionals(const Command& command) {
   PositionalCompletion result;
   std::vector<std::string> words = absl::StrSplit(command.usage, ' ', absl::SkipEmpty());
   for (size_t i = 1; i < words.size(); ++i) {
-    if (words[i] == "ID" || words[i] == "ID...") result.ids = true;
+    if (words[i] == "ID" || words[i] == "ID..." || words[i] == "[ID...]") result.ids = true;
     // "bash|zsh", but not the value of an optional flag ("[--format text|json]").
     if (absl::StrContains(words[i], '|') && !absl::StartsWith(words[i], "[") &&
         !absl::StartsWith(words[i - 1], "[")) {
@@ -301,7 +301,10 @@ std::string ZshScript() {
 
 ValueCompletion CompletionOfValue(const FlagSet::Flag& flag) {
   ValueCompletion value;
-  if (flag.value_name == "FILE") {
+  if (!flag.completions.empty()) {
+    value.kind = ValueCompletion::kChoices;
+    value.choices = flag.completions;
+  } else if (flag.value_name == "FILE") {
     value.kind = ValueCompletion::kFile;
   } else if (flag.value_name == "DIR") {
     value.kind = ValueCompletion::kDirectory;

@@ -19,8 +19,9 @@ struct ValueCompletion {
   std::vector<std::string> choices;  // kChoices only
 };
 
-// FILE values complete to files, DIR values to directories, and a flag whose help starts with
-// "a|b|c" to those words; other values (numbers, names, sizes) to nothing.
+// A flag declared with FlagSet::Completes() completes to those values; else FILE values complete
+// to files, DIR values to directories, and a flag whose help starts with "a|b|c" to those words;
+// other values (numbers, names, sizes) to nothing.
 ValueCompletion CompletionOfValue(const FlagSet::Flag& flag);
 
 // The completion script for `shell` ("bash" or "zsh"); INVALID_ARGUMENT naming the shells

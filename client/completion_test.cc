@@ -25,6 +25,11 @@ TEST(CompletionOfValueTest, FilesDirectoriesAndChoicesFromTheDeclaration) {
   EXPECT_EQ(CompletionOfValue({"checkpointing", "MODE", "none|all|every:K"}).kind,
             ValueCompletion::kNone);
   EXPECT_EQ(CompletionOfValue({"steps", "N", "optimizer steps"}).kind, ValueCompletion::kNone);
+  // Declared values win over the help text.
+  const ValueCompletion preset =
+      CompletionOfValue({"preset", "MODEL", "tiny, qwen2.5-0.5b", {"tiny", "qwen2.5-0.5b"}});
+  EXPECT_EQ(preset.kind, ValueCompletion::kChoices);
+  EXPECT_THAT(preset.choices, ElementsAre("tiny", "qwen2.5-0.5b"));
 }
 
 TEST(CompletionScriptTest, BashNamesEveryCommandAndFlag) {
@@ -40,6 +45,9 @@ TEST(CompletionScriptTest, BashNamesEveryCommandAndFlag) {
   }
   EXPECT_THAT(*script, HasSubstr("--dtype) COMPREPLY=($(compgen -W \"bf16 fp32 fp16\""));
   EXPECT_THAT(*script, HasSubstr("--output|-o|"));
+  // --preset completes to every preset of common/spec/model_presets.
+  EXPECT_THAT(*script, HasSubstr("--preset) COMPREPLY=($(compgen -W \"qwen2.5-0.5b "));
+  EXPECT_THAT(*script, HasSubstr(" tiny\" -- \"$cur\")); return ;;"));
 }
 
 TEST(CompletionScriptTest, ZshDescribesCommandsAndFlagValues) {
@@ -53,6 +61,7 @@ TEST(CompletionScriptTest, ZshDescribesCommandsAndFlagValues) {
   EXPECT_THAT(*script, HasSubstr("'--addr=[daemon address (env VRAMLAB_ADDR; default "
                                  "127.0.0.1:7433)]:HOST\\:PORT: '"));
   EXPECT_THAT(*script, HasSubstr("'*:experiment id:_vramlab_ids'"));  // compare ID ID...
+  EXPECT_THAT(*script, HasSubstr(":MODEL:(qwen2.5-0.5b "));
 }
 
 TEST(CompletionScriptTest, UnknownShellNamesTheKnownOnes) {

@@ -52,7 +52,9 @@ absl::Status DaemonClient::Convert(const grpc::Status& status) const {
   std::string message = status.error_message();
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
-      message = absl::StrCat("cannot reach vramlabd at ", options_.address, ": ", message);
+      message = absl::StrCat("cannot reach vramlabd at ", options_.address, ": ", message,
+                             " (is vramlabd running there? point the client at a daemon with "
+                             "--addr HOST:PORT or VRAMLAB_ADDR, or 'addr' in the config file)");
       break;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       message = absl::StrCat("no answer from vramlabd at ", options_.address, " within ",

@@ -128,14 +128,18 @@ std::string RenderSweepTable(const Experiment& e) {
   return out;
 }
 
-std::string RenderOutcome(const Experiment& e) {
+std::string RenderOutcomeLine(const Experiment& e) {
   std::string out = absl::StrCat(e.id(), " ", OutcomeSummary(e));
   if (e.start_time().seconds() > 0 && e.end_time().seconds() > 0) {
     absl::StrAppend(&out, " after ",
                     FormatSeconds(Seconds(e.end_time()) - Seconds(e.start_time())));
   }
-  absl::StrAppend(&out, "\n", OomDetail(e), AnatomySection(e), RenderRankSection(e),
-                  RenderSweepTable(e));
+  return absl::StrCat(out, "\n");
+}
+
+std::string RenderOutcome(const Experiment& e) {
+  std::string out = RenderOutcomeLine(e);
+  absl::StrAppend(&out, OomDetail(e), AnatomySection(e), RenderRankSection(e), RenderSweepTable(e));
   if (e.has_snapshot()) {
     absl::StrAppend(&out, "\nallocator snapshot: vramlab snapshot ", e.id(), " -o ", e.id(),
                     ".pickle\n");

@@ -11,6 +11,9 @@ namespace vramlab::client {
 // Identity, state, times, settings, outcome, anatomy (measured vs predicted), sweep points, OOM.
 std::string RenderExperimentDetails(const vramlab::v1::Experiment& experiment);
 
+// "exp-000042 SUCCEEDED after 12.0 s\n": the outcome alone (watch --quiet).
+std::string RenderOutcomeLine(const vramlab::v1::Experiment& experiment);
+
 // Outcome line plus the anatomy table (and sweep table, OOM detail): how a followed run ends.
 std::string RenderOutcome(const vramlab::v1::Experiment& experiment);
 

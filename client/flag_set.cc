@@ -16,6 +16,12 @@ std::optional<std::string> ParsedArgs::Get(absl::string_view name) const {
   return it->second;
 }
 
+std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
+  auto it = all_values_.find(std::string(name));
+  if (it == all_values_.end()) return {};
+  return it->second;
+}
+
 bool ParsedArgs::GetBool(absl::string_view name) const {
   auto value = Get(name);
   return value.has_value() && *value == "true";
@@ -25,17 +31,22 @@ FlagSet::FlagSet(std::string usage, std::string summary)
     : usage_(std::move(usage)), summary_(std::move(summary)) {}
 
 FlagSet& FlagSet::Value(std::string name, std::string value_name, std::string help) {
-  flags_.push_back({std::move(name), std::move(value_name), std::move(help)});
+  flags_.push_back({std::move(name), std::move(value_name), std::move(help), {}});
   return *this;
 }
 
 FlagSet& FlagSet::Bool(std::string name, std::string help) {
-  flags_.push_back({std::move(name), "", std::move(help)});
+  flags_.push_back({std::move(name), "", std::move(help), {}});
   return *this;
 }
 
 FlagSet& FlagSet::Alias(char short_name, std::string name) {
   aliases_[short_name] = std::move(name);
+  return *this;
+}
+
+FlagSet& FlagSet::Completes(std::vector<std::string> values) {
+  if (!flags_.empty()) flags_.back().completions = std::move(values);
   return *this;
 }
 
@@ -113,6 +124,7 @@ absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
       return absl::InvalidArgumentError(
           absl::StrCat("flag --", name, " needs a value (", flag->value_name, ")"));
     }
+    parsed.all_values_[name].push_back(parsed.values_[name]);
   }
   return i;
 }

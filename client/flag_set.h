@@ -20,6 +20,8 @@ class ParsedArgs {
   bool Has(absl::string_view name) const { return values_.count(std::string(name)) > 0; }
   // The last value given for `name`, if any.
   std::optional<std::string> Get(absl::string_view name) const;
+  // Every value given for `name`, in command-line order (a flag given more than once).
+  std::vector<std::string> GetAll(absl::string_view name) const;
   // A boolean flag: true when given as --name or --name=true.
   bool GetBool(absl::string_view name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
@@ -27,6 +29,7 @@ class ParsedArgs {
  private:
   friend class FlagSet;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positionals_;
 };
 
@@ -41,6 +44,9 @@ class FlagSet {
   FlagSet& Bool(std::string name, std::string help);
   // A one-letter alias such as -o for --output.
   FlagSet& Alias(char short_name, std::string name);
+  // The values the last declared value flag completes to in the shell (its own checks stay with
+  // the command that reads it).
+  FlagSet& Completes(std::vector<std::string> values);
 
   // Flags may come before, between or after positionals; "--" ends flag parsing. Unknown flags
   // (with the nearest known flag suggested), missing values and values given to boolean flags are
@@ -59,6 +65,7 @@ class FlagSet {
     std::string name;
     std::string value_name;  // empty for boolean flags
     std::string help;
+    std::vector<std::string> completions;  // set by Completes(); empty: derived from the help
   };
   // In declaration order.
   const std::vector<Flag>& flags() const { return flags_; }

@@ -24,6 +24,14 @@ TEST(FlagSetTest, ParsesValuesBoolsAndPositionalsInAnyOrder) {
   EXPECT_THAT(parsed->positionals(), ElementsAre("exp-1", "exp-2"));
 }
 
+TEST(FlagSetTest, KeepsEveryValueOfARepeatedFlag) {
+  auto parsed = TestFlags().Parse({"--output", "a", "--output=b", "-o", "c"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed->Get("output"), "c");
+  EXPECT_THAT(parsed->GetAll("output"), ElementsAre("a", "b", "c"));
+  EXPECT_TRUE(parsed->GetAll("wait").empty());
+}
+
 TEST(FlagSetTest, AcceptsEqualsFormAliasesAndDoubleDash) {
   auto parsed =
       TestFlags().Parse({"--output=x", "-o", "y", "--wait=false", "--", "--not-a-flag", "-"});

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/suggest.h"
 
 namespace vramlab::client {
 
@@ -64,8 +65,9 @@ absl::StatusOr<int> ParseChoiceFlag(absl::string_view flag, absl::string_view te
   for (size_t i = 0; i < choices.size(); ++i) {
     if (choices[i] == lowered) return static_cast<int>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--", flag, ": expected one of ", absl::StrJoin(choices, "|"), ", got \"", text, "\""));
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected one of ",
+                                                 absl::StrJoin(choices, "|"), ", got \"", text,
+                                                 "\"", DidYouMean(lowered, choices)));
 }
 
 }  // namespace vramlab::client

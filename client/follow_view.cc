@@ -58,18 +58,24 @@ absl::StatusOr<int> FollowAndShow(CommandEnv& env, const Experiment& experiment,
   WatchState state(experiment);
   TerminalFrame frame(env.out());
   const bool json = env.json();
-  const bool ansi = env.tty() && !json && mode == FollowMode::kLive;
+  const bool live = mode == FollowMode::kLive;
+  const bool ansi = env.tty() && !json && live;
   FollowOptions options;
   // The live view wants the memory history for its sparkline; --wait needs none of it.
-  options.skip_history_samples = mode == FollowMode::kQuiet;
+  options.skip_history_samples = !live;
   if (ansi) frame.Draw(state.RenderFrame(), true);
   auto final_experiment =
       FollowExperiment(*client, experiment.id(), options, [&](const ExperimentEvent& event) {
-        if (mode == FollowMode::kQuiet) return;
+        if (!live) return;
         if (json) {
           env.out() << MessageToJson(event, false);
           env.out().flush();
           return;
+        }
+        if (event.has_state_change() && event.state_change().state() == Experiment::QUEUED) {
+          // The estimate moves with the queue; a failed fetch keeps the last one.
+          absl::StatusOr<Experiment> now_queued = client->Get(experiment.id());
+          if (now_queued.ok()) state.SetStartEstimate(*now_queued);
         }
         std::optional<std::string> line = state.Apply(event);
         if (ansi) {
@@ -85,7 +91,10 @@ absl::StatusOr<int> FollowAndShow(CommandEnv& env, const Experiment& experiment,
     return final_experiment.status();
   }
   if (json) {
-    if (mode == FollowMode::kQuiet) env.PrintJson(*final_experiment);
+    if (!live) env.PrintJson(*final_experiment);
+  } else if (mode == FollowMode::kOutcome) {
+    env.out() << RenderOutcomeLine(*final_experiment);
+    env.out().flush();
   } else {
     if (ansi) frame.Draw(state.RenderFrame(), true);  // the last frame stays on screen
     env.out() << "\n" << RenderOutcome(*final_experiment);

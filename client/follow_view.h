@@ -10,13 +10,15 @@
 namespace vramlab::client {
 
 enum class FollowMode {
-  kLive,   // live view (ANSI on a terminal, plain lines otherwise)
-  kQuiet,  // nothing until the end, then the outcome
+  kLive,     // live view (ANSI on a terminal, plain lines otherwise)
+  kQuiet,    // nothing until the end, then the outcome and the anatomy (submit --wait)
+  kOutcome,  // nothing until the end, then only the outcome line (watch --quiet)
 };
 
-// Follows `experiment` to its end and prints its outcome and anatomy (or, with --json, the
-// events as JSON lines in kLive and the final Experiment in kQuiet). Returns the exit code of
-// the final state.
+// Follows `experiment` to its end and prints its outcome and anatomy (kOutcome: the outcome line
+// only; with --json, the events as JSON lines in kLive and the final Experiment otherwise). While
+// the experiment is queued the live view shows the daemon's start estimate, fetched again at each
+// change of queue position. Returns the exit code of the final state.
 absl::StatusOr<int> FollowAndShow(CommandEnv& env, const vramlab::v1::Experiment& experiment,
                                   FollowMode mode);
 

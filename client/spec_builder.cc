@@ -12,6 +12,7 @@
 #include "client/byte_size.h"
 #include "client/file_io.h"
 #include "client/flag_values.h"
+#include "client/suggest.h"
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
@@ -81,9 +82,24 @@ absl::Status ApplyCheckpointing(absl::string_view text, vramlab::v1::TrainingSpe
       absl::StrCat("--checkpointing: expected none, all or every:K, got \"", text, "\""));
 }
 
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const spec_rules::ModelPreset& preset : spec_rules::ModelPresets()) {
+    names.push_back(preset.name);
+  }
+  return names;
+}
+
 absl::Status ApplyModelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   auto& model = *spec.mutable_model();
-  if (auto v = args.Get("preset")) model.set_preset(*v);
+  if (auto v = args.Get("preset")) {
+    if (spec_rules::FindModelPreset(*v) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--preset: unknown model preset \"", *v, "\"",
+                                                     DidYouMean(*v, PresetNames()),
+                                                     "; 'vramlab presets' lists them all"));
+    }
+    model.set_preset(*v);
+  }
   if (auto v = args.Get("weights-dir")) model.set_weights_dir(*v);
   if (auto v = args.Get("init-seed")) {
     ASSIGN_OR_RETURN(int32_t seed, ParseIntFlag("init-seed", *v, 0, INT32_MAX));
@@ -327,6 +343,7 @@ void AddSpecFlags(FlagSet& flags) {
   flags.Value("spec", "FILE", "start from this spec (protobuf text or JSON; - for stdin)")
       .Value("name", "NAME", "label shown in lists and dashboards")
       .Value("preset", "MODEL", spec_rules::ModelPresetNames())
+      .Completes(PresetNames())
       .Value("weights-dir", "DIR", "HF snapshot directory on the daemon's host (else random init)")
       .Value("init-seed", "N", "seed of the random init")
       .Value("micro-batch", "N", "micro-batch size")

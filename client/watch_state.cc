@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/fit_verdict_text.h"
@@ -26,7 +27,25 @@ WatchState::WatchState(const Experiment& experiment)
       slot_(experiment.slot()),
       slots_(experiment.slots().begin(), experiment.slots().end()),
       world_size_(IsParallel(experiment) ? WorldSize(experiment) : 1),
-      reason_(experiment.state_reason()) {}
+      reason_(experiment.state_reason()) {
+  SetStartEstimate(experiment);
+}
+
+void WatchState::SetStartEstimate(const Experiment& experiment) {
+  start_estimate_.Clear();
+  start_estimate_.set_held(experiment.held());
+  if (experiment.has_estimated_start_time()) {
+    *start_estimate_.mutable_estimated_start_time() = experiment.estimated_start_time();
+  }
+  start_estimate_.set_start_estimate_basis(experiment.start_estimate_basis());
+}
+
+std::string WatchState::StartText() const {
+  if (start_estimate_.held()) return "held";
+  if (!start_estimate_.has_estimated_start_time()) return "";
+  const std::string when = StartEstimateText(start_estimate_, absl::Now());
+  return when == "now" ? "starts now" : absl::StrCat("starts ", when);
+}
 
 std::string WatchState::Prefix() const { return absl::StrCat(id_, " "); }
 
@@ -50,7 +69,9 @@ std::optional<std::string> WatchState::Apply(const ExperimentEvent& event) {
   reason_ = change.reason();
   std::string line = absl::StrCat(Prefix(), StateName(state_));
   if (state_ == Experiment::QUEUED && queue_position_ > 0) {
-    absl::StrAppend(&line, " (position ", queue_position_, " in queue)");
+    const std::string start = StartText();
+    absl::StrAppend(&line, " (position ", queue_position_, " in queue",
+                    start.empty() ? "" : absl::StrCat(", ", start), ")");
   } else if (state_ == Experiment::RUNNING) {
     absl::StrAppend(&line, " on ", SlotText());
   }
@@ -187,7 +208,17 @@ std::string WatchState::RenderFrame() const {
       absl::StrCat(id_, "  ", spec_.name().empty() ? "-" : spec_.name(), "  ", StateName(state_));
   if (state_ == Experiment::QUEUED) {
     if (queue_position_ > 0) absl::StrAppend(&out, "  position ", queue_position_, " in queue");
+    const std::string start = StartText();
+    if (!start.empty()) absl::StrAppend(&out, "  ", start);
     absl::StrAppend(&out, "\n  ", SpecSummary(spec_), "\n");
+    if (start_estimate_.has_estimated_start_time() && !start_estimate_.held()) {
+      absl::StrAppend(&out, "  start estimate by ",
+                      FormatTimestamp(start_estimate_.estimated_start_time()));
+      if (!start_estimate_.start_estimate_basis().empty()) {
+        absl::StrAppend(&out, ", ", start_estimate_.start_estimate_basis());
+      }
+      absl::StrAppend(&out, "\n");
+    }
     return out;
   }
   if (state_ == Experiment::RUNNING) absl::StrAppend(&out, "  ", SlotText());

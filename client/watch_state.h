@@ -31,6 +31,10 @@ class WatchState {
   // with its allocated bytes and peak.
   std::string RenderFrame() const;
 
+  // Takes the daemon's start estimate (estimated_start_time, start_estimate_basis, held) from
+  // `experiment`, shown while the experiment is queued. The constructor takes the first one.
+  void SetStartEstimate(const vramlab::v1::Experiment& experiment);
+
   vramlab::v1::Experiment::State state() const { return state_; }
   int64_t last_sequence() const { return last_sequence_; }
   const std::deque<int64_t>& recent_allocated() const { return recent_allocated_; }
@@ -46,6 +50,8 @@ class WatchState {
   // known.
   std::string SlotText() const;
   int TotalSteps() const;
+  // "starts in 3m00s" while queued with an estimate, "held" when held; "" without an estimate.
+  std::string StartText() const;
 
   std::string id_;
   vramlab::v1::ExperimentSpec spec_;
@@ -53,6 +59,8 @@ class WatchState {
       prediction_;  // the daemon's estimate at submit (per rank if parallel)
   vramlab::v1::Experiment::State state_;
   int32_t queue_position_ = 0;
+  // Only the start estimate's fields (estimated_start_time, start_estimate_basis, held).
+  vramlab::v1::Experiment start_estimate_;
   int32_t slot_ = 0;
   std::vector<int32_t> slots_;  // a parallel run's, rank r on slots_[r]; empty until known
   int world_size_ = 1;

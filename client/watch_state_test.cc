@@ -1,5 +1,6 @@
 #include "client/watch_state.h"
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +46,24 @@ TEST(WatchStateTest, QueuedViewShowsThePosition) {
   auto line = state.Apply(StateEvent(1, Experiment::QUEUED, 2));
   EXPECT_EQ(*line, "exp-000007 QUEUED (position 2 in queue)");
   EXPECT_EQ(state.last_sequence(), 1);
+}
+
+TEST(WatchStateTest, QueuedViewShowsTheStartEstimateOrHeld) {
+  Experiment queued = Queued();
+  queued.mutable_estimated_start_time()->set_seconds(absl::ToUnixSeconds(absl::Now()) + 250);
+  queued.set_start_estimate_basis("from the time limits of 1 running");
+  WatchState state(queued);
+  EXPECT_THAT(state.RenderFrame(), HasSubstr("position 3 in queue  starts in 4m"));
+  EXPECT_THAT(state.RenderFrame(), HasSubstr(", from the time limits of 1 running\n"));
+  auto line = state.Apply(StateEvent(1, Experiment::QUEUED, 2));
+  EXPECT_THAT(*line, ::testing::StartsWith("exp-000007 QUEUED (position 2 in queue, starts in 4m"));
+  queued.set_held(true);
+  state.SetStartEstimate(queued);
+  EXPECT_EQ(*state.Apply(StateEvent(2, Experiment::QUEUED, 2)),
+            "exp-000007 QUEUED (position 2 in queue, held)");
+  // Without an estimate, nothing is said about the start.
+  EXPECT_EQ(*WatchState(Queued()).Apply(StateEvent(3, Experiment::QUEUED, 1)),
+            "exp-000007 QUEUED (position 1 in queue)");
 }
 
 // A finished sweep point is printed with the prediction for the same value, where the

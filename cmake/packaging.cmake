@@ -3,7 +3,9 @@
 #   P/lib/systemd/system/vramlabd.service
 #   P/share/doc/vramlab/                            README.md, docs/*.md and copyright
 #   P/share/vramlab/{grafana,prometheus}/           dashboards, provisioning, scrape config, alerts
-#   P/share/bash-completion/completions/vramlab, P/share/zsh/vendor-completions/_vramlab
+#   P/share/bash-completion/completions/vramlab
+#   P/share/zsh/vendor-completions/_vramlab when P is /usr (Debian's place for packages),
+#   P/share/zsh/site-functions/_vramlab under any other prefix (/usr/local: where zsh looks)
 # On a GPU host the worker and the rest are two build trees (scripts/gpu-build.sh); each installs
 # what it built into the same prefix.
 
@@ -28,7 +30,18 @@ if(TARGET vramlab)
                     DEPENDS ${completion_dir}/vramlab ${completion_dir}/_vramlab)
   install(FILES ${completion_dir}/vramlab
           DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
-  install(FILES ${completion_dir}/_vramlab DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+  # zsh searches PREFIX/share/zsh/site-functions for its own prefix and /usr/local; Debian's zsh
+  # also /usr/share/zsh/vendor-completions, the packages' directory, which no zsh searches under
+  # /usr/local. The prefix is known only at install time (cmake --install --prefix, cpack).
+  install(CODE "
+    if(CMAKE_INSTALL_PREFIX MATCHES \"(^|/)usr/?$\")
+      set(zsh_dir vendor-completions)
+    else()
+      set(zsh_dir site-functions)
+    endif()
+    file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/zsh/\${zsh_dir}\"
+         TYPE FILE FILES \"${completion_dir}/_vramlab\")
+  ")
 endif()
 
 if(VRAMLAB_BUILD_SERVER)

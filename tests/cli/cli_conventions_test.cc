@@ -15,6 +15,7 @@
 namespace vramlab::cli_test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -60,9 +61,26 @@ TEST(CliConventionsTest, MistypedCommandsAndFlagsGetTheNearestName) {
   CliResult leading = RunCli({"--wait", "submit"});
   EXPECT_EQ(leading.exit_code, 2) << Describe(leading);
   EXPECT_THAT(leading.err, HasSubstr("only global flags are accepted"));
+  // Preset names and enum values are checked before anything is sent, --dry-run included.
+  CliResult preset = RunCli({"submit", "--preset", "tinny", "--dry-run"});
+  EXPECT_EQ(preset.exit_code, 2) << Describe(preset);
+  EXPECT_THAT(preset.err, HasSubstr("--preset: unknown model preset \"tinny\" (did you mean "
+                                    "\"tiny\"?)"));
+  CliResult dtype = RunCli({"estimate", "--preset", "tiny", "--dtype", "bf61"});
+  EXPECT_EQ(dtype.exit_code, 2) << Describe(dtype);
+  EXPECT_THAT(dtype.err, HasSubstr("--dtype: expected one of bf16|fp32|fp16, got \"bf61\" (did "
+                                   "you mean \"bf16\"?)"));
   CliResult far = RunCli({"frobnicate"});
   EXPECT_EQ(far.exit_code, 2);
   EXPECT_THAT(far.err, Not(HasSubstr("did you mean")));
+}
+
+TEST(CliConventionsTest, AnUnreachableDaemonSaysHowToPointTheClientAtOne) {
+  CliResult r = RunCli({"ls", "--addr", "127.0.0.1:1", "--timeout", "5s"});
+  EXPECT_EQ(r.exit_code, 6) << Describe(r);
+  EXPECT_THAT(r.err, StartsWith("vramlab: UNAVAILABLE: cannot reach vramlabd at 127.0.0.1:1: "));
+  EXPECT_THAT(r.err, HasSubstr("point the client at a daemon with --addr HOST:PORT or "
+                               "VRAMLAB_ADDR, or 'addr' in the config file"));
 }
 
 TEST(CliConventionsTest, VersionIsTextOrJsonAndNeedsNeitherDaemonNorConfig) {
@@ -171,6 +189,8 @@ TEST_F(CliConventionsDaemonTest, BashCompletionCompletesCommandsFlagsValuesAndId
   EXPECT_EQ(BashCompletions(path, "vramlab submit --dt"), "--dtype\n");
   EXPECT_EQ(BashCompletions(path, "vramlab submit --dtype "), "bf16\nfp32\nfp16\n");
   EXPECT_EQ(BashCompletions(path, "vramlab report x --format=s"), "svg\n");
+  EXPECT_THAT(BashCompletions(path, "vramlab submit --preset q"),
+              AllOf(HasSubstr("qwen2.5-7b\n"), HasSubstr("qwen3-8b\n"), Not(HasSubstr("tiny"))));
   EXPECT_EQ(BashCompletions(path, "vramlab completion "), "bash\nzsh\n");
   EXPECT_EQ(BashCompletions(path, "vramlab --ver"), "--version\n");
 

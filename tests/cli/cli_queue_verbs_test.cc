@@ -1,6 +1,7 @@
 // The queue verbs as a person types them: `vramlab cancel A B C` reporting each id and naming the
-// ones that failed, hold/release/update/delete, submit --after/--after-ok, the start estimate in
-// ls and show, and `logs --follow` printing a log as the worker writes it. A real daemon on one
+// ones that failed, `cancel --mine --state queued` by filter, hold/release/update/delete, submit
+// --after/--after-ok, the start estimate in ls, show and watch, `watch --quiet`, `snapshot` of a
+// run without one, and `logs --follow` printing a log as the worker writes it. A real daemon on one
 // CPU slot with a stand-in worker (tests/support/stand_in_worker.h).
 #include <filesystem>
 
@@ -102,6 +103,81 @@ TEST_F(CliQueueVerbsTest, CancelSeveralReportsEachAndNamesFailures) {
   CliResult none = Run({"cancel"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("vramlab cancel needs at least one experiment ID"));
+}
+
+TEST_F(CliQueueVerbsTest, CancelByFilterCancelsEveryMatchAndRefusesNoTarget) {
+  const std::string running = SubmitTiny("hang");
+  ASSERT_EQ(WaitRunning(running), "RUNNING");
+  const std::string queued_a = SubmitTiny("queued-a");
+  const std::string queued_b = SubmitTiny("queued-b");
+
+  CliResult neither = Run({"cancel"});
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_THAT(neither.err, HasSubstr("needs at least one experiment ID, or a filter (--mine"));
+  CliResult both = Run({"cancel", queued_a, "--mine"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("IDs or a filter (--mine, --owner, --state), not both"));
+  CliResult finished = Run({"cancel", "--mine", "--state", "succeeded"});
+  EXPECT_EQ(finished.exit_code, 2);
+  EXPECT_THAT(finished.err, HasSubstr("--state: only queued and running"));
+  CliResult typo = Run({"cancel", "--mine", "--state", "queud"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("--state: unknown state \"queud\" (did you mean \"queued\"?)"));
+  CliResult unscoped = Run({"cancel", "--state", "queued"});
+  EXPECT_EQ(unscoped.exit_code, 2);
+  EXPECT_THAT(unscoped.err, HasSubstr("--state needs --mine or --owner USER"));
+  CliResult stranger = Run({"cancel", "--owner", "nobody"});
+  EXPECT_EQ(stranger.exit_code, 0) << Describe(stranger);
+  EXPECT_THAT(stranger.err, HasSubstr("no experiment matches"));
+
+  // Only the queued ones: the running one keeps running. Oldest first, each reported.
+  CliResult queued = Run({"cancel", "--mine", "--state", "queued"});
+  EXPECT_EQ(queued.exit_code, 0) << Describe(queued);
+  EXPECT_EQ(queued.out, queued_a + " CANCELLED\n" + queued_b + " CANCELLED\n");
+  EXPECT_EQ(StateOf(running), "RUNNING");
+
+  // Repeated --state and a comma list mean the same; queued ones go before running ones.
+  const std::string queued_c = SubmitTiny("queued-c");
+  CliResult all =
+      Run({"cancel", "--owner", "local", "--state", "running", "--state", "queued,running"});
+  EXPECT_EQ(all.exit_code, 0) << Describe(all);
+  EXPECT_EQ(all.out, queued_c + " CANCELLED\n" + running + " RUNNING (cancellation requested)\n");
+  EXPECT_EQ(WaitEnded(running), "CANCELLED");
+}
+
+TEST_F(CliQueueVerbsTest, WatchShowsTheStartEstimateAndQuietOnlyTheOutcome) {
+  const std::string blocker = SubmitTiny("hang", {"--time-limit", "10m"});
+  ASSERT_EQ(WaitRunning(blocker), "RUNNING");
+  const std::string waiting = SubmitTiny("waiting");
+  // Not a terminal: one plain line per update, the first the queued state with the estimate.
+  const std::string out = TempPath("watch-queued.out");
+  CliResult started =
+      RunShell(absl::StrCat(CliCommand({"watch", waiting, "--addr=" + daemon_->address()}, {}),
+                            " > ", out, " 2>&1 & echo $!"));
+  ASSERT_EQ(started.exit_code, 0);
+  std::string seen;
+  for (int i = 0; i < 100 && !absl::StrContains(seen, "QUEUED"); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    seen = ReadWholeFile(out);
+  }
+  EXPECT_THAT(seen, HasSubstr(waiting + " QUEUED (position 1 in queue, starts in "));
+  ASSERT_EQ(Run({"cancel", blocker}).exit_code, 0);
+  EXPECT_EQ(WaitEnded(waiting), "SUCCEEDED");
+
+  // --quiet: the outcome line and nothing else (no anatomy table).
+  CliResult quiet = Run({"watch", waiting, "--quiet"});
+  EXPECT_EQ(quiet.exit_code, 0) << Describe(quiet);
+  ASSERT_EQ(quiet.OutLines().size(), 1u) << quiet.out;
+  EXPECT_THAT(quiet.out, ::testing::StartsWith(waiting + " SUCCEEDED"));
+  EXPECT_THAT(Run({"watch", blocker, "--quiet"}).exit_code, 4);
+  // Without --quiet the same end carries the anatomy.
+  EXPECT_THAT(Run({"watch", waiting}).out, HasSubstr("anatomy"));
+
+  // No allocator snapshot: the error says what records one.
+  CliResult snapshot = Run({"snapshot", waiting, "-o", TempPath("none.pickle")});
+  EXPECT_EQ(snapshot.exit_code, 6);
+  EXPECT_THAT(snapshot.err, HasSubstr("has no allocator snapshot: only a run on a CUDA daemon "
+                                      "submitted with --record-history records one"));
 }
 
 TEST_F(CliQueueVerbsTest, HoldUpdateReleaseAfterEstimateAndDelete) {

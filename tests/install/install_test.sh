@@ -54,7 +54,7 @@ check "systemd unit: the worker next to vramlabd" grep -q -- "--worker-path=$pre
 for file in share/doc/vramlab/README.md share/doc/vramlab/CLI.md share/doc/vramlab/DEPLOY.md \
             share/vramlab/grafana/dashboards/vramlab.json \
             share/vramlab/prometheus/rules/vramlab-alerts.yml \
-            share/bash-completion/completions/vramlab share/zsh/vendor-completions/_vramlab; do
+            share/bash-completion/completions/vramlab share/zsh/site-functions/_vramlab; do
   check "$file installed" test -s "$prefix/$file"
 done
 check "installed bash completion is the binary's own" \
@@ -69,6 +69,8 @@ for binary in "${binaries[@]}"; do
   check ".deb holds /usr/bin/$binary" grep -qE " \./usr/bin/$binary\$" "$tmp/contents"
 done
 check ".deb holds its copyright file" grep -qE " \./usr/share/doc/vramlab/copyright\$" "$tmp/contents"
+check ".deb holds zsh's completion in vendor-completions" \
+  grep -qE " \./usr/share/zsh/vendor-completions/_vramlab\$" "$tmp/contents"
 check ".deb holds the systemd unit" grep -qE " \./usr/lib/systemd/system/vramlabd.service\$" "$tmp/contents"
 dpkg-deb -x "$deb" "$tmp/deb-root"
 check ".deb unit runs /usr/bin/vramlabd" \
