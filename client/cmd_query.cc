@@ -21,6 +21,7 @@ void DeclareListFlags(FlagSet& flags) {
   flags.Value("state", "S,...", "only these states (queued,running,succeeded,oom,...; repeatable)")
       .Completes({"queued", "running", "succeeded", "oom", "failed", "cancelled", "interrupted"})
       .Value("owner", "USER", "only this owner's experiments")
+      .Bool("mine", "only the caller's own experiments (the user its token names)")
       .Value("limit", "N", "at most N experiments (default 50; 0: all)");
 }
 
@@ -32,6 +33,7 @@ absl::StatusOr<int> RunList(CommandEnv& env) {
   vramlab::v1::ListExperimentsRequest request;
   RETURN_IF_ERROR(AddStateFilter(args.GetAll("state"), request));
   if (auto v = args.Get("owner")) request.set_owner(*v);
+  if (args.GetBool("mine")) request.set_mine(true);
   int32_t limit = 50;
   if (auto v = args.Get("limit")) {
     ASSIGN_OR_RETURN(limit, ParseIntFlag("limit", *v, 0, INT32_MAX));

@@ -105,17 +105,8 @@ absl::StatusOr<std::vector<std::string>> CancelFilterIds(CommandEnv& env) {
     if (v->empty()) return absl::InvalidArgumentError("--owner: must not be empty");
     request.set_owner(*v);
   }
-  if (args.GetBool("mine")) {
-    // The daemon names callers only through their experiments: without tokens every experiment
-    // is the local user's; with tokens the client cannot learn its own user name.
-    ASSIGN_OR_RETURN(vramlab::v1::ServerInfo info, client->GetServerInfo());
-    if (info.auth_enabled()) {
-      return absl::InvalidArgumentError(
-          "--mine: this daemon requires tokens and does not tell a client its user name; use "
-          "--owner USER");
-    }
-    request.set_owner("local");
-  }
+  // The daemon knows whose token called; without tokens every caller is the local user.
+  if (args.GetBool("mine")) request.set_mine(true);
   ASSIGN_OR_RETURN(vramlab::v1::ListExperimentsResponse matching,
                    ListMatching(*client, request, /*limit=*/0));
   std::vector<std::string> queued, running;

@@ -107,7 +107,7 @@ grpc::Status VramlabServiceImpl::ListExperiments(grpc::ServerContext* context,
                                                  const vramlab::v1::ListExperimentsRequest* request,
                                                  vramlab::v1::ListExperimentsResponse* response) {
   VRAMLAB_AUTHENTICATE(context, caller);
-  return Reply(engine_->List(*request), response);
+  return Reply(engine_->List(*caller, *request), response);
 }
 
 grpc::Status VramlabServiceImpl::CancelExperiment(

@@ -172,7 +172,7 @@ absl::StatusOr<Experiment> Engine::Get(const std::string& id) {
 }
 
 absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
-    const vramlab::v1::ListExperimentsRequest& request) {
+    const Principal& caller, const vramlab::v1::ListExperimentsRequest& request) {
   if (request.page_size() < 0) return absl::InvalidArgumentError("page_size: must be >= 0");
   int page_size =
       request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
@@ -188,7 +188,10 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
   if (request.page_token().size() > kMaxPageTokenBytes) {
     return absl::InvalidArgumentError("page_token: not a token from a previous response");
   }
-  filter.owner = request.owner();
+  if (request.mine() && !request.owner().empty()) {
+    return absl::InvalidArgumentError("mine: not with owner; ask for one or the other");
+  }
+  filter.owner = request.mine() ? caller.user : request.owner();
   filter.limit = page_size + 1;
   for (int state : request.states()) {
     if (!Experiment::State_IsValid(state) || state == Experiment::STATE_UNSPECIFIED) {

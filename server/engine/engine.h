@@ -86,8 +86,9 @@ class Engine : public SupervisorListener {
   absl::StatusOr<vramlab::v1::Experiment> Submit(
       const Principal& caller, const vramlab::v1::SubmitExperimentRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Get(const std::string& id);
+  // request.mine lists the caller's own experiments.
   absl::StatusOr<vramlab::v1::ListExperimentsResponse> List(
-      const vramlab::v1::ListExperimentsRequest& request);
+      const Principal& caller, const vramlab::v1::ListExperimentsRequest& request);
   absl::StatusOr<vramlab::v1::Experiment> Cancel(const Principal& caller, const std::string& id);
   // Queue verbs on a QUEUED experiment (engine_queue_verbs.cc): the caller's own or, for an
   // admin, anyone's; FAILED_PRECONDITION when it is not queued.

@@ -145,5 +145,36 @@ TEST_F(CliAuthTest, OwnersCancelTheirOwnAndOwnerFilterWorks) {
   EXPECT_EQ(watched.exit_code, 4) << Describe(watched);
 }
 
+TEST_F(CliAuthTest, MineIsTheUserTheTokenNames) {
+  auto submit = [](const char* token, const char* name) {
+    CliResult r = Run({"submit", "--preset", "tiny", "--dtype", "fp32", "--seq-len", "64",
+                       "--steps", "10000", "--name", name},
+                      {{"VRAMLAB_TOKEN", token}});
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return r.OutLines().empty() ? std::string() : r.OutLines().at(0);
+  };
+  const std::string alices = submit(kAliceToken, "alices-mine");
+  const std::string bobs = submit(kBobToken, "bobs-mine");
+
+  CliResult alice_mine = Run({"ls", "--mine"}, {{"VRAMLAB_TOKEN", kAliceToken}});
+  EXPECT_EQ(alice_mine.exit_code, 0) << Describe(alice_mine);
+  EXPECT_THAT(alice_mine.out, HasSubstr(alices + "  alice"));
+  EXPECT_THAT(alice_mine.out, Not(HasSubstr(bobs)));
+
+  // Bob's --mine cancels Bob's alone, whatever Alice has queued or running.
+  CliResult bob_cancel = Run({"cancel", "--mine"}, {{"VRAMLAB_TOKEN", kBobToken}});
+  EXPECT_EQ(bob_cancel.exit_code, 0) << Describe(bob_cancel);
+  EXPECT_THAT(bob_cancel.out, HasSubstr(bobs + " "));
+  EXPECT_THAT(bob_cancel.out, Not(HasSubstr(alices)));
+  CliResult alice_still =
+      Run({"ls", "--mine", "--state", "queued,running"}, {{"VRAMLAB_TOKEN", kAliceToken}});
+  EXPECT_THAT(alice_still.out, HasSubstr(alices));
+
+  CliResult both = Run({"ls", "--mine", "--owner", "bob"}, {{"VRAMLAB_TOKEN", kAliceToken}});
+  EXPECT_EQ(both.exit_code, 6) << Describe(both);
+  EXPECT_THAT(both.err, HasSubstr("mine: not with owner"));
+  EXPECT_EQ(Run({"cancel", alices}, {{"VRAMLAB_TOKEN", kAliceToken}}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace vramlab::cli_test
