@@ -390,7 +390,10 @@ def generate_json(s, base, ns):
                  f"// number, enums by name or number) into `out`; `path` names the object in errors. A key that\n"
                  f"// names no field is an error. Throws schema::JsonFieldError.\n")
         h.append(f"void ReadJson(const nlohmann::json& json, const std::string& path, {n}* out);\n")
-        h.append(f"// Every scalar and repeated field; optional, oneof and message fields when has_x.\n")
+        h.append(f"// Every field without presence (scalars, enums, repeated, maps), zero or empty included, as\n"
+                 f"// protobuf's printer with always_print_fields_with_no_presence writes them; a field with\n"
+                 f"// presence (optional, oneof, message) when has_x, zero included. Keys are lowerCamelCase in\n"
+                 f"// nlohmann-json's object order (sorted), doubles in its shortest round-trip form.\n")
         h.append(f"nlohmann::json ToJson(const {n}& in);\n\n")
         names = ", ".join(f'"{f.name}"' for f in m.fields)
         c.append(f"void ReadJson(const nlohmann::json& json, const std::string& path, {n}* out) {{\n")

@@ -4,7 +4,7 @@
 //   proto -> protobuf JSON -> ReadJson -> ToProto       (the worker reading the daemon's spec),
 //   proto -> FromProto -> ToJson -> protobuf JSON parse (the daemon reading the worker's events).
 // A field the generator's parser missed, mistyped or misnamed loses its value on one of these
-// paths.
+// paths; an `optional` one set to zero, or left unset, must keep that presence on each.
 #include <string>
 
 #include <google/protobuf/descriptor.h>
@@ -24,15 +24,70 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// Sets every field of `message` to a value other than its default (`salt` varies them). In each
-// oneof, the member at position `oneof_choice` (modulo its size) is the one set.
-void Fill(Message* message, int salt, int oneof_choice, int depth = 0) {
+// What Fill does with the `optional` scalars (explicit presence outside a oneof).
+enum class Optionals {
+  kNonZero,  // set, to a value other than the default, as every other field
+  kZero,     // set, to the default value: present although zero
+  kUnset,    // left absent
+};
+
+// An `optional` scalar (proto3 `optional`: presence of its own, outside any real oneof).
+bool IsOptionalScalar(const FieldDescriptor* f) {
+  return f->has_presence() && !f->is_repeated() &&
+         f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE && f->real_containing_oneof() == nullptr;
+}
+
+// Sets `f` to its default value, which for an `optional` field makes it present.
+void SetZero(Message* message, const FieldDescriptor* f) {
+  const Reflection* r = message->GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      r->SetInt32(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      r->SetInt64(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      r->SetUInt32(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      r->SetUInt64(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      r->SetDouble(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      r->SetFloat(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      r->SetBool(message, f, false);
+      break;
+    case FieldDescriptor::CPPTYPE_STRING:
+      r->SetString(message, f, "");
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM:
+      r->SetEnumValue(message, f, 0);
+      break;
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
+  }
+}
+
+// Sets every field of `message` to a value other than its default (`salt` varies them), the
+// `optional` scalars as `optionals` says. In each oneof, the member at position `oneof_choice`
+// (modulo its size) is the one set.
+void Fill(Message* message, int salt, int oneof_choice, Optionals optionals = Optionals::kNonZero,
+          int depth = 0) {
   const google::protobuf::Descriptor* d = message->GetDescriptor();
   const Reflection* r = message->GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     if (const google::protobuf::OneofDescriptor* o = f->real_containing_oneof()) {
       if (o->field(oneof_choice % o->field_count()) != f) continue;
+    }
+    if (IsOptionalScalar(f) && optionals != Optionals::kNonZero) {
+      if (optionals == Optionals::kZero) SetZero(message, f);
+      continue;
     }
     const int v = salt + i + 1;
     for (int n = 0; n < (f->is_repeated() ? 2 : 1); ++n) {
@@ -77,7 +132,7 @@ void Fill(Message* message, int salt, int oneof_choice, int depth = 0) {
         case FieldDescriptor::CPPTYPE_MESSAGE:
           if (depth < 6) {
             Fill(f->is_repeated() ? r->AddMessage(message, f) : r->MutableMessage(message, f),
-                 salt + 100 * (i + 1), oneof_choice, depth + 1);
+                 salt + 100 * (i + 1), oneof_choice, optionals, depth + 1);
           }
           break;
       }
@@ -95,9 +150,9 @@ std::string Json(const Proto& proto) {
 }
 
 template <typename Proto>
-void ExpectEveryPathKeepsEveryField(int oneof_choice) {
+void ExpectEveryPathKeepsEveryField(int oneof_choice, Optionals optionals = Optionals::kNonZero) {
   Proto original;
-  Fill(&original, 7 * oneof_choice, oneof_choice);
+  Fill(&original, 7 * oneof_choice, oneof_choice, optionals);
   SCOPED_TRACE(original.ShortDebugString());
 
   Proto converted;
@@ -127,6 +182,18 @@ TEST(SchemaRoundTripTest, WorkerEventKeepsEveryFieldOfEveryPayload) {
   const int payloads = vramlab::v1::WorkerEvent::descriptor()->oneof_decl(0)->field_count();
   for (int choice = 0; choice < payloads; ++choice)
     ExpectEveryPathKeepsEveryField<vramlab::v1::WorkerEvent>(choice);
+}
+
+// An `optional` field's presence is what it says (memory.proto: a sample's allocator snapshot,
+// WorkerEvent.rank): a present zero and an absent field each survive every path as they were.
+TEST(SchemaRoundTripTest, OptionalFieldsKeepTheirPresence) {
+  const int payloads = vramlab::v1::WorkerEvent::descriptor()->oneof_decl(0)->field_count();
+  for (Optionals optionals : {Optionals::kZero, Optionals::kUnset}) {
+    SCOPED_TRACE(optionals == Optionals::kZero ? "present zeros" : "absent");
+    ExpectEveryPathKeepsEveryField<vramlab::v1::ExperimentSpec>(0, optionals);
+    for (int choice = 0; choice < payloads; ++choice)
+      ExpectEveryPathKeepsEveryField<vramlab::v1::WorkerEvent>(choice, optionals);
+  }
 }
 
 TEST(SchemaRoundTripTest, ReadJsonNamesTheFieldOfABadValue) {

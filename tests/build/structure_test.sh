@@ -2,8 +2,8 @@
 # The three programs are peers: they meet only through proto/, the worker's JSON events and
 # common/. No source of one includes another's: client/ nothing of server/ or worker/, server/
 # nothing of client/ or worker/, worker/ nothing of server/, client/ or proto/; common/ none of them.
-# And the proto is the only schema: nothing copies a proto enum's names by hand, and the estimator
-# predicts from common/, never from the worker's code.
+# And the proto is the only schema: nothing copies a proto enum's names by hand, the worker's events
+# are written by generated code, and the estimator predicts from common/, never from the worker's code.
 set -uo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 cd "$src"
@@ -39,5 +39,19 @@ check "$(grep -rnE '"(DTYPE|OPTIMIZER_KIND|ATTENTION_IMPL|LOSS_IMPL|KERNELS_IMPL
     common server worker client schema --include='*.cc' --include='*.h' | grep -v '_test\.cc:' || true)" \
   "a hand-written copy of a proto enum table (generate it: schema/plain_proto.py)" \
   "no hand-written proto enum table outside the generated code"
+# The worker's events are written by the JSON writer generated from memory.proto
+# (worker/events/event_sink.cc), never by hand: no source of the worker spells a multi-word field
+# of memory.proto in its JSON form ("allocatedBytes"), and none in worker/events writes a key
+# into a literal ("\"phase\":"). Tests, which read the lines back, may.
+event_keys=$(sed -nE 's/^[[:space:]]*(optional |repeated )?[A-Za-z0-9_.]+ ([a-z0-9]+(_[a-z0-9]+)+) = [0-9]+;.*/\2/p' \
+    proto/vramlab/v1/memory.proto | sort -u |
+  awk -F_ '{k = $1; for (i = 2; i <= NF; i++) k = k toupper(substr($i, 1, 1)) substr($i, 2); print k}' |
+  paste -sd'|')
+[ -n "$event_keys" ] || { echo "FAIL no field names read from proto/vramlab/v1/memory.proto"; exit 1; }
+check "$( (grep -rnE "\"($event_keys)\"" worker --include='*.cc' --include='*.h';
+           grep -rnE '\\"[A-Za-z]+\\"[[:space:]]*:' worker/events --include='*.cc' --include='*.h') |
+          grep -vE '(_test\.cc|/testing/[^:]*):' || true)" \
+  "a hand-written writer of the worker's event JSON (write plain::WorkerEvent through event_sink)" \
+  "the worker's event JSON is written by the generated writer only"
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -72,6 +72,29 @@ void ExpectPhasesNest(const RunningWorker& run) {
   EXPECT_EQ(open, vramlab::v1::PHASE_UNSPECIFIED);
 }
 
+// The presence the daemon parses out of the worker's lines (memory.proto's `optional` fields):
+// the allocator-snapshot fields of a sample all three or none, and always on a phase boundary's
+// reading; no rank (the daemon stamps it); without sharding no gathered or communication buffers.
+void ExpectPresenceAsDocumented(const RunningWorker& run) {
+  for (const WorkerEvent& e : run.events) {
+    EXPECT_FALSE(e.has_rank());
+    const vramlab::v1::MemorySample* sample = e.has_sample()  ? &e.sample()
+                                              : e.has_phase() ? &e.phase().memory()
+                                                              : nullptr;
+    if (sample != nullptr) {
+      const bool snapshot = sample->has_has_free_block_fragmentation();
+      EXPECT_EQ(sample->has_free_block_fragmentation_ratio(), snapshot);
+      EXPECT_EQ(sample->has_largest_free_block_bytes(), snapshot);
+      EXPECT_EQ(sample->has_free_block_fragmentation(), snapshot);
+      if (e.has_phase()) EXPECT_TRUE(snapshot);
+    }
+    if (e.has_report()) {
+      EXPECT_FALSE(e.report().anatomy().has_gathered_parameters_bytes());
+      EXPECT_FALSE(e.report().anatomy().has_communication_buffers_bytes());
+    }
+  }
+}
+
 constexpr char kTinyCpu[] = R"("model": {"preset": "tiny", "initSeed": 1}, "device": "CPU")";
 
 TEST(WorkerEventsContractTest, SuccessfulRunTellsTheWholeStory) {
@@ -91,6 +114,7 @@ TEST(WorkerEventsContractTest, SuccessfulRunTellsTheWholeStory) {
   EXPECT_EQ(Count(run, WorkerEvent::kStep), 2);
   EXPECT_GT(Count(run, WorkerEvent::kSample), 0);
   ExpectPhasesNest(run);
+  ExpectPresenceAsDocumented(run);
 
   // Phases in loop order: SETUP, LOAD, then per step (FORWARD, BACKWARD) x 2, OPTIMIZER_STEP,
   // ZERO_GRAD, and TEARDOWN at the end.

@@ -4,32 +4,92 @@
 
 #include <unistd.h>
 
-#include "worker/events/event_json.h"
+#include <nlohmann/json.hpp>
+
+#include "schema/vramlab_v1.plain_json.h"
 
 namespace vramlab::worker {
+namespace {
 
-void EventSink::Started(const WorkerStarted& started) { Emit("started", ToJson(started)); }
-void EventSink::PhaseChange(const PhaseEvent& event) { Emit("phase", ToJson(event)); }
+// The line of `event`: the generated writer's object (keys in nlohmann's sorted order), dumped
+// compact. Allocator messages may carry bytes that are not UTF-8; JSON must be, so they are
+// replaced.
+std::string LineOf(const WorkerEvent& event) {
+  return plain::ToJson(event).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+void EventSink::Started(const WorkerStarted& started) {
+  WorkerEvent event;
+  event.started = started;
+  event.has_started = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::PhaseChange(const PhaseEvent& phase) {
+  WorkerEvent event;
+  event.phase = phase;
+  event.phase.has_memory = true;
+  event.has_phase = true;
+  Emit(event, /*is_sample=*/false);
+}
+
 void EventSink::Sample(const MemorySample& sample) {
-  nlohmann::json event = nlohmann::json::object();
-  event["sample"] = ToJson(sample);
-  Append(event.dump(), /*is_sample=*/true);
+  WorkerEvent event;
+  event.sample = sample;
+  event.has_sample = true;
+  Emit(event, /*is_sample=*/true);
 }
-void EventSink::Step(const StepResult& step) { Emit("step", ToJson(step)); }
-void EventSink::Oom(const OomReport& oom) { Emit("oom", ToJson(oom)); }
-void EventSink::SweepPoint(const SweepPointResult& point) { Emit("sweepPoint", ToJson(point)); }
-void EventSink::Report(const FinalReport& report) { Emit("report", ToJson(report)); }
-void EventSink::Notice(NoticeLevel level, const std::string& message) {
-  Emit("notice", NoticeJson(level, message));
-}
-void EventSink::Error(const WorkerError& error) { Emit("error", ToJson(error)); }
 
-void EventSink::Emit(const char* payload_key, const nlohmann::json& body) {
-  nlohmann::json event = nlohmann::json::object();
-  event[payload_key] = body;
-  // Allocator messages may carry bytes that are not UTF-8; JSON must be, so they are replaced.
-  Append(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), /*is_sample=*/false);
+void EventSink::Step(const StepResult& step) {
+  WorkerEvent event;
+  event.step = step;
+  event.has_step = true;
+  Emit(event, /*is_sample=*/false);
 }
+
+void EventSink::Oom(const OomReport& oom) {
+  WorkerEvent event;
+  event.oom = oom;
+  event.oom.has_memory = true;
+  event.has_oom = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::SweepPoint(const SweepPointResult& point) {
+  WorkerEvent event;
+  event.sweep_point = point;
+  event.sweep_point.has_anatomy = true;
+  event.has_sweep_point = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::Report(const FinalReport& report) {
+  WorkerEvent event;
+  event.report = report;
+  event.report.has_anatomy = true;
+  for (SweepPointResult& point : event.report.sweep_points) point.has_anatomy = true;
+  event.has_report = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::Notice(NoticeLevel level, const std::string& message) {
+  WorkerEvent event;
+  event.notice.level = level;
+  event.notice.message = message;
+  event.has_notice = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::Error(const WorkerError& error) {
+  WorkerEvent event;
+  event.error = error;
+  event.has_error = true;
+  Emit(event, /*is_sample=*/false);
+}
+
+void EventSink::Emit(const WorkerEvent& event, bool is_sample) { Append(LineOf(event), is_sample); }
 
 void EventSink::WriteRawLine(const std::string& line) { Append(line, /*is_sample=*/false); }
 

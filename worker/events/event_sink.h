@@ -1,4 +1,11 @@
-// Writes WorkerEvent JSON lines to a file descriptor (stdout or the daemon's --events-fd).
+// Writes WorkerEvent JSON lines to a file descriptor (stdout or the daemon's --events-fd): each
+// event is a plain::WorkerEvent written by the JSON writer generated from memory.proto
+// (schema/plain_proto.py), so every key is a field of the proto the daemon parses it into.
+//
+// The stream's presence rules, which the sink applies whatever its caller set: a phase event and
+// an OOM report always carry their memory reading, a sweep point and a final report (and each of
+// its sweep points) their anatomy, and the worker never writes WorkerEvent.rank (the daemon
+// stamps it).
 //
 // Thread-safety: every method may be called from any thread (the training loop and the sampler
 // thread both write); a mutex keeps lines whole and in order.
@@ -17,8 +24,6 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "worker/events/worker_events.h"
 
@@ -45,8 +50,6 @@ class EventSink {
   void Notice(NoticeLevel level, const std::string& message);
   void Error(const WorkerError& error);
 
-  // {"<payload_key>": body} as one line.
-  void Emit(const char* payload_key, const nlohmann::json& body);
   // Writes `line` and a newline verbatim (fault injection writes malformed lines through this).
   void WriteRawLine(const std::string& line);
   // Writes the batched samples now.
@@ -58,6 +61,8 @@ class EventSink {
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
 
  private:
+  // `event` (built by the methods above, so never stamped with a rank) as one line.
+  void Emit(const WorkerEvent& event, bool is_sample);
   // Appends `line` + newline to what goes out; writes unless it is a sample that may wait.
   void Append(const std::string& line, bool is_sample);
   void WriteAll(const std::string& data);

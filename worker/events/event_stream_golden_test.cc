@@ -1,9 +1,10 @@
 // The worker's event stream, byte for byte: every payload kind, and every field a writer sets only
 // in some runs (free-block fragmentation, categories, gathered parameters, the peak moments),
-// written through a real EventSink and compared with testdata/event_stream.golden.jsonl. The daemon
-// parses these lines with protobuf's JsonStringToMessage, so any change in them is a change of the
-// worker's contract: a new field changes the golden file (VRAMLAB_WRITE_GOLDEN=FILE writes the
-// stream this build produces), and nothing else may.
+// written through a real EventSink (the generated plain::WorkerEvent JSON writer) and compared with
+// testdata/event_stream.golden.jsonl. The daemon parses these lines with protobuf's
+// JsonStringToMessage, so any change in them is a change of the worker's contract: a new field
+// changes the golden file (VRAMLAB_WRITE_GOLDEN=FILE writes the stream this build produces), and
+// nothing else may.
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,11 +37,9 @@ MemorySample Sample(int64_t base, bool detailed) {
   s.device_used_bytes = base * 3000;
   s.device_total_bytes = int64_t{150} << 30;
   s.fragmentation_ratio = 0.125;
-  s.position = {Phase::kBackward, static_cast<int32_t>(base), 1, 2};
+  Stamp({Phase::kBackward, static_cast<int32_t>(base), 1, 2}, &s);
   if (detailed) {
-    s.has_free_block_fragmentation = true;
-    s.free_block_fragmentation_ratio = 0.5;
-    s.largest_free_block_bytes = base * 7;
+    SetFreeBlockFragmentation(0.5, base * 7, &s);
     s.has_categories = true;
     s.categories = {base * 1, base * 2, base * 3, base * 4, base * 5, base * 6, base * 7};
   }
@@ -65,11 +64,29 @@ MemoryAnatomy Anatomy(bool parallel) {
   a.quantization_constants_bytes = 12;
   if (parallel) {
     a.gathered_parameters_bytes = int64_t{1} << 40;
+    a.has_gathered_parameters_bytes = true;
     a.communication_buffers_bytes = 14;
-    a.at_peak_allocated = {true, 15, {1, 2, 3, 4, 5, 6, 7}, {Phase::kForward, 1, 0, 0}};
-    a.at_peak_reserved = {true, 17, 16, {Phase::kOptimizerStep, 2, 0, 1}};
+    a.has_communication_buffers_bytes = true;
+    a.has_at_peak_allocated = true;
+    a.at_peak_allocated.allocated_bytes = 15;
+    a.at_peak_allocated.categories = {1, 2, 3, 4, 5, 6, 7};
+    a.at_peak_allocated.has_categories = true;
+    Stamp({Phase::kForward, 1, 0, 0}, &a.at_peak_allocated);
+    a.has_at_peak_reserved = true;
+    a.at_peak_reserved.reserved_bytes = 17;
+    a.at_peak_reserved.allocated_bytes = 16;
+    a.at_peak_reserved.allocator_cache_bytes = 17 - 16;
+    Stamp({Phase::kOptimizerStep, 2, 0, 1}, &a.at_peak_reserved);
   }
   return a;
+}
+
+PhaseEvent PhaseAt(PhaseEdge edge, const LoopPosition& position, const MemorySample& memory) {
+  PhaseEvent e;
+  Stamp(position, &e);
+  e.edge = edge;
+  e.memory = memory;
+  return e;
 }
 
 void WriteEveryEvent(EventSink& sink) {
@@ -78,21 +95,35 @@ void WriteEveryEvent(EventSink& sink) {
   sink.Notice(NoticeLevel::kInfo, "attention: sdpa \"flash\"\n");
   sink.Notice(NoticeLevel::kWarning,
               "caf\xc3\xa9 \xff");  // invalid UTF-8 is replaced, never dropped
-  sink.PhaseChange({Phase::kLoad, PhaseEdge::kBegin, {Phase::kLoad, 0, 0, 0}, Sample(1, false)});
+  sink.PhaseChange(PhaseAt(PhaseEdge::kBegin, {Phase::kLoad, 0, 0, 0}, Sample(1, false)));
   sink.Sample(Sample(2, false));
   sink.Sample(Sample(3, true));
-  sink.PhaseChange(
-      {Phase::kZeroGrad, PhaseEdge::kEnd, {Phase::kZeroGrad, 3, 1, 0}, Sample(4, true)});
+  sink.PhaseChange(PhaseAt(PhaseEdge::kEnd, {Phase::kZeroGrad, 3, 1, 0}, Sample(4, true)));
   sink.Step({1, 0, 10.5, 0.125, 4096.0, 0.0, 5000, 6000});
   sink.Step({2, 1, std::numeric_limits<double>::infinity(),
              -std::numeric_limits<double>::infinity(), 1e-300, 0.5, 7000, 8000});
-  sink.Oom({{Phase::kForward, 2, 0, 1},
-            int64_t{1} << 33,
-            123,
-            "CUDA out of memory. Tried to allocate 8.00 GiB",
-            Sample(5, true)});
-  SweepPointResult fitted{0, 512, false, Anatomy(false), 0.5, 1024.0, 9.75, 0.25, "sdpa"};
-  SweepPointResult oom{1, 1024, true, Anatomy(true), 0, 0, 0, 0, ""};
+  OomReport oom_report;
+  Stamp({Phase::kForward, 2, 0, 1}, &oom_report);
+  oom_report.requested_bytes = int64_t{1} << 33;
+  oom_report.free_bytes = 123;
+  oom_report.message = "CUDA out of memory. Tried to allocate 8.00 GiB";
+  oom_report.memory = Sample(5, true);
+  sink.Oom(oom_report);
+  SweepPointResult fitted;
+  fitted.sweep_index = 0;
+  fitted.value = 512;
+  fitted.oom = false;
+  fitted.anatomy = Anatomy(false);
+  fitted.step_time_seconds = 0.5;
+  fitted.tokens_per_second = 1024.0;
+  fitted.final_loss = 9.75;
+  fitted.mfu = 0.25;
+  fitted.attention_backend = "sdpa";
+  SweepPointResult oom;
+  oom.sweep_index = 1;
+  oom.value = 1024;
+  oom.oom = true;
+  oom.anatomy = Anatomy(true);
   fitted.steady_steps = 4;
   fitted.warmup_steps = 1;
   fitted.warmup_step_time_seconds = 3.25;

@@ -1,24 +1,39 @@
-// The worker's side of vramlab.v1.WorkerEvent (proto/vramlab/v1/memory.proto), as plain structs.
-// Field names and meanings are the proto's; event_json.h turns them into canonical JSON.
+// The worker's events are vramlab.v1.WorkerEvent (proto/vramlab/v1/memory.proto) as the plain
+// structs generated from it (schema/plain_proto.py): the types below are those structs, and
+// event_sink.h writes them with the generated canonical-JSON writer. No field list is kept here.
+//
+// What the worker adds is LoopPosition, the loop's place that it stamps on samples, phase events,
+// OOM reports and peak moments (each proto message repeats phase/step/micro_step/sweep_index).
 #ifndef VRAMLAB_WORKER_EVENTS_WORKER_EVENTS_H_
 #define VRAMLAB_WORKER_EVENTS_WORKER_EVENTS_H_
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "schema/vramlab_v1.plain.h"
 
 namespace vramlab::worker {
 
-// The proto's enums, generated (schema/plain_proto.py): the JSON writer names them from there.
 using Phase = plain::Phase;
 using PhaseEdge = plain::PhaseEdge;
 using DeviceKind = plain::DeviceKind;
 using ErrorKind = plain::WorkerError_Kind;
 using NoticeLevel = plain::Notice_Level;
 
-// Where the training loop is; stamped on samples, phase events and OOM reports.
+using CategoryBytes = plain::CategoryBytes;
+using MemorySample = plain::MemorySample;
+using PhaseEvent = plain::PhaseEvent;
+using StepResult = plain::StepResult;
+using PeakAllocatedMoment = plain::PeakAllocatedMoment;
+using PeakReservedMoment = plain::PeakReservedMoment;
+using MemoryAnatomy = plain::MemoryAnatomy;
+using OomReport = plain::OomReport;
+using SweepPointResult = plain::SweepPointResult;
+using FinalReport = plain::FinalReport;
+using WorkerStarted = plain::WorkerStarted;
+using WorkerError = plain::WorkerError;
+using WorkerEvent = plain::WorkerEvent;
+
+// Where the training loop is.
 struct LoopPosition {
   Phase phase = Phase::kUnspecified;
   int32_t step = 0;
@@ -26,154 +41,38 @@ struct LoopPosition {
   int32_t sweep_index = 0;
 };
 
-// Live bytes by category (proto CategoryBytes); see worker/memory/allocation_ledger.h.
-struct CategoryBytes {
-  int64_t weights_bytes = 0;
-  int64_t adapter_weights_bytes = 0;
-  int64_t quantization_constants_bytes = 0;
-  int64_t gradients_bytes = 0;
-  int64_t optimizer_state_bytes = 0;
-  int64_t activations_bytes = 0;
-  int64_t temporaries_bytes = 0;
-};
+// Writes `position` into a message's phase, step, micro_step and sweep_index.
+template <typename Message>
+void Stamp(const LoopPosition& position, Message* message) {
+  message->phase = position.phase;
+  message->step = position.step;
+  message->micro_step = position.micro_step;
+  message->sweep_index = position.sweep_index;
+}
 
-struct MemorySample {
-  double time_seconds = 0;
-  int64_t allocated_bytes = 0;
-  int64_t reserved_bytes = 0;
-  int64_t active_bytes = 0;
-  int64_t inactive_split_bytes = 0;
-  int64_t requested_bytes = 0;
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-  int64_t alloc_retries = 0;
-  int64_t oom_count = 0;
-  int64_t device_used_bytes = 0;
-  int64_t device_total_bytes = 0;
-  double fragmentation_ratio = 0;
-  double free_block_fragmentation_ratio = 0;
-  bool has_free_block_fragmentation = false;
-  int64_t largest_free_block_bytes = 0;
-  LoopPosition position;
-  // Live bytes by category as attributed so far (only where the allocator reports to a ledger).
-  bool has_categories = false;
-  CategoryBytes categories;
-};
+// The position a message was stamped with.
+template <typename Message>
+LoopPosition PositionOf(const Message& message) {
+  return LoopPosition{message.phase, message.step, message.micro_step, message.sweep_index};
+}
 
-struct PhaseEvent {
-  Phase phase = Phase::kUnspecified;
-  PhaseEdge edge = PhaseEdge::kUnspecified;
-  LoopPosition position;  // phase mirrors `phase`
-  MemorySample memory;
-};
+// Sets the sample's allocator-snapshot fields, all three present together (memory.proto).
+inline void SetFreeBlockFragmentation(double ratio, int64_t largest_free_block_bytes,
+                                      MemorySample* sample) {
+  sample->free_block_fragmentation_ratio = ratio;
+  sample->has_free_block_fragmentation_ratio = true;
+  sample->has_free_block_fragmentation = true;
+  sample->has_has_free_block_fragmentation = true;
+  sample->largest_free_block_bytes = largest_free_block_bytes;
+  sample->has_largest_free_block_bytes = true;
+}
 
-struct StepResult {
-  int32_t step = 0;
-  int32_t sweep_index = 0;
-  double loss = 0;
-  double step_time_seconds = 0;
-  double tokens_per_second = 0;
-  double mfu = 0;
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-};
-
-// The moment allocated memory peaked: what was alive then; categories sum to allocated_bytes.
-struct PeakAllocatedMoment {
-  bool known = false;
-  int64_t allocated_bytes = 0;
-  CategoryBytes categories;
-  LoopPosition position;
-};
-
-// The moment reserved memory peaked, with allocated read at the same moment.
-struct PeakReservedMoment {
-  bool known = false;
-  int64_t reserved_bytes = 0;
-  int64_t allocated_bytes = 0;
-  LoopPosition position;
-};
-
-// Fields as in proto/vramlab/v1/memory.proto's MemoryAnatomy.
-struct MemoryAnatomy {
-  int64_t weights_bytes = 0;
-  int64_t gradients_bytes = 0;
-  int64_t optimizer_state_bytes = 0;
-  int64_t activations_bytes = 0;
-  int64_t temporary_buffers_bytes = 0;
-  int64_t allocator_cache_bytes = 0;
-  int64_t cuda_context_bytes = 0;
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-  int64_t peak_device_used_bytes = 0;
-  double fragmentation_ratio = 0;
-  double free_block_fragmentation_ratio = 0;
-  int64_t adapter_weights_bytes = 0;
-  int64_t quantization_constants_bytes = 0;
-  // SHARD_FULL: the largest total of all-gathered full parameters alive at once, and of the
-  // staging buffers of its collectives (worker/parallel/full_shard.h); 0 otherwise.
-  int64_t gathered_parameters_bytes = 0;
-  int64_t communication_buffers_bytes = 0;
-  PeakAllocatedMoment at_peak_allocated;
-  PeakReservedMoment at_peak_reserved;
-};
-
-struct OomReport {
-  LoopPosition position;
-  int64_t requested_bytes = 0;
-  int64_t free_bytes = 0;
-  std::string message;
-  MemorySample memory;
-};
-
-struct SweepPointResult {
-  int32_t sweep_index = 0;
-  int32_t value = 0;
-  bool oom = false;
-  MemoryAnatomy anatomy;
-  double step_time_seconds = 0;
-  double tokens_per_second = 0;
-  double final_loss = 0;
-  double mfu = 0;
-  std::string attention_backend;
-  int32_t steady_steps = 0;
-  int32_t warmup_steps = 0;
-  double warmup_step_time_seconds = 0;
-};
-
-struct FinalReport {
-  MemoryAnatomy anatomy;
-  std::vector<SweepPointResult> sweep_points;
-  int32_t largest_fitting_value = 0;
-  int64_t parameter_count = 0;
-  std::string attention_backend;
-  std::string device_name;
-  bool snapshot_written = false;
-  double sampler_overhead_ratio = 0;
-  double median_step_time_seconds = 0;
-  double tokens_per_second = 0;
-  double mfu = 0;
-  double final_loss = 0;
-  int32_t steady_steps = 0;
-  int32_t warmup_steps = 0;
-  double warmup_step_time_seconds = 0;
-};
-
-struct WorkerStarted {
-  std::string worker_version;
-  std::string torch_version;
-  DeviceKind device = DeviceKind::kUnspecified;
-  std::string device_name;
-  int64_t device_total_bytes = 0;
-  int64_t parameter_count = 0;
-  int32_t pid = 0;
-};
-
-struct WorkerError {
-  ErrorKind kind = ErrorKind::kUnspecified;
-  std::string message;
-  std::string field;
-};
+// The name protobuf's JSON gives `phase` ("FORWARD"); the 0 value's name for a number no
+// enumerator has.
+inline const char* PhaseName(Phase phase) {
+  const char* name = plain::EnumName(phase);
+  return name != nullptr ? name : plain::EnumName(Phase::kUnspecified);
+}
 
 }  // namespace vramlab::worker
 

@@ -39,7 +39,9 @@ void AllocationLedger::Reset() {
   freed_since_peak_.clear();
   peak_moved_ = false;
   classified_ = PeakAllocatedMoment{};
+  classified_known_ = false;
   reserved_peak_ = PeakReservedMoment{};
+  reserved_peak_known_ = false;
 }
 
 void AllocationLedger::ObserveLocked(int64_t allocated, int64_t reserved) {
@@ -47,10 +49,11 @@ void AllocationLedger::ObserveLocked(int64_t allocated, int64_t reserved) {
   reserved_ = reserved;
   if (reserved > reserved_peak_.reserved_bytes ||
       (reserved == reserved_peak_.reserved_bytes && allocated > reserved_peak_.allocated_bytes)) {
-    reserved_peak_.known = true;
+    reserved_peak_known_ = true;
     reserved_peak_.reserved_bytes = reserved;
     reserved_peak_.allocated_bytes = allocated;
-    reserved_peak_.position = position_;
+    reserved_peak_.allocator_cache_bytes = reserved - allocated;
+    Stamp(position_, &reserved_peak_);
   }
 }
 
@@ -108,7 +111,9 @@ void AllocationLedger::StartPoint() {
   freed_since_peak_.clear();
   peak_moved_ = true;
   classified_ = PeakAllocatedMoment{};
+  classified_known_ = false;
   reserved_peak_ = PeakReservedMoment{};
+  reserved_peak_known_ = false;
   ObserveLocked(allocated_, reserved_);
 }
 
@@ -160,10 +165,11 @@ bool AllocationLedger::ClassifyPeakIfMoved() {
     seen += block.bytes;
   }
   Of(bytes, BlockCategory::kTemporary) += peak_allocated_ - seen;
-  classified_.known = true;
+  classified_known_ = true;
   classified_.allocated_bytes = peak_allocated_;
   classified_.categories = ToCategoryBytes(bytes);
-  classified_.position = peak_position_;
+  classified_.has_categories = true;
+  Stamp(peak_position_, &classified_);
   return true;
 }
 
@@ -175,6 +181,14 @@ PeakAllocatedMoment AllocationLedger::allocated_peak() {
 PeakReservedMoment AllocationLedger::reserved_peak() {
   std::lock_guard<std::mutex> lock(mu_);
   return reserved_peak_;
+}
+
+void AllocationLedger::FillPeakMoments(MemoryAnatomy* anatomy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  anatomy->at_peak_allocated = classified_;
+  anatomy->has_at_peak_allocated = classified_known_;
+  anatomy->at_peak_reserved = reserved_peak_;
+  anatomy->has_at_peak_reserved = reserved_peak_known_;
 }
 
 }  // namespace vramlab::worker

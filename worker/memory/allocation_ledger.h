@@ -90,9 +90,12 @@ class AllocationLedger {
   // their present category and keeps the result; true when it did. Call after Attribute() for the
   // phase that just ended, so that the phase's survivors have their category.
   bool ClassifyPeakIfMoved();
-  // The last classification (known == false before one).
+  // The last classification (all zero before one).
   PeakAllocatedMoment allocated_peak();
   PeakReservedMoment reserved_peak();
+  // Sets the anatomy's at_peak_allocated and at_peak_reserved to the moments above, each present
+  // once known (a classification since the point started; any reading).
+  void FillPeakMoments(MemoryAnatomy* anatomy);
 
  private:
   struct Block {
@@ -118,8 +121,10 @@ class AllocationLedger {
   std::vector<Block> freed_since_peak_;  // alive at the peak, freed since
   bool peak_moved_ = false;
   PeakAllocatedMoment classified_;
+  bool classified_known_ = false;
 
   PeakReservedMoment reserved_peak_;  // guarded by mu_
+  bool reserved_peak_known_ = false;  // guarded by mu_
 };
 
 // The process's ledger. An allocator hook may outlive any one owner (a CUDA trace tracker cannot

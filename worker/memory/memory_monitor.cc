@@ -74,7 +74,7 @@ DeviceUsage MemoryMonitor::DriverView(bool refresh, int64_t reserved_now, int64_
 MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
   using Clock = std::chrono::steady_clock;
   MemorySample s;
-  s.position = position();
+  Stamp(position(), &s);
   const Clock::time_point before_stats = Clock::now();
   const AllocatorStats stats = backend_->Stats();
   int64_t driver_ns = 0;
@@ -115,12 +115,11 @@ MemorySample MemoryMonitor::Read(bool free_blocks, ReadCost* cost) {
   }
   if (free_blocks) {
     const FreeBlocks blocks = backend_->ReadFreeBlocks();
-    s.has_free_block_fragmentation = true;
-    s.largest_free_block_bytes = blocks.largest_free_block;
-    s.free_block_fragmentation_ratio =
-        blocks.free_inside_reserved > 0 ? 1.0 - static_cast<double>(blocks.largest_free_block) /
-                                                    static_cast<double>(blocks.free_inside_reserved)
-                                        : 0.0;
+    SetFreeBlockFragmentation(blocks.free_inside_reserved > 0
+                                  ? 1.0 - static_cast<double>(blocks.largest_free_block) /
+                                              static_cast<double>(blocks.free_inside_reserved)
+                                  : 0.0,
+                              blocks.largest_free_block, &s);
   }
   return s;
 }

@@ -94,8 +94,7 @@ MemoryAnatomy AnatomyBuilder::Build(const MemorySample& final_reading) {
   a.free_block_fragmentation_ratio = worst_free_block_fragmentation_;
   if (ledger_ != nullptr) {
     ledger_->ClassifyPeakIfMoved();
-    a.at_peak_allocated = ledger_->allocated_peak();
-    a.at_peak_reserved = ledger_->reserved_peak();
+    ledger_->FillPeakMoments(&a);
   }
   return a;
 }

@@ -74,8 +74,11 @@ class AnatomyBuilder {
   // buffers alive at once (FullShard's own counts).
   void SetShardingBuffersBytes(int64_t gathered_parameters, int64_t communication_buffers) {
     std::lock_guard<std::mutex> lock(mu_);
+    // Present only where the run held such buffers (memory.proto).
     anatomy_.gathered_parameters_bytes = gathered_parameters;
+    anatomy_.has_gathered_parameters_bytes = gathered_parameters > 0;
     anatomy_.communication_buffers_bytes = communication_buffers;
+    anatomy_.has_communication_buffers_bytes = communication_buffers > 0;
   }
 
   // Final anatomy; `final_reading` carries the point's overall peaks.

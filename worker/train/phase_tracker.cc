@@ -1,13 +1,25 @@
 #include "worker/train/phase_tracker.h"
 
 namespace vramlab::worker {
+namespace {
+
+PhaseEvent PhaseEventAt(PhaseEdge edge, const LoopPosition& position, const MemorySample& reading) {
+  PhaseEvent event;
+  Stamp(position, &event);
+  event.edge = edge;
+  event.memory = reading;
+  event.has_memory = true;
+  return event;
+}
+
+}  // namespace
 
 void PhaseTracker::Begin(Phase phase, int32_t step, int32_t micro_step) {
   open_ = PhaseMeasurement{};
   open_.position = LoopPosition{phase, step, micro_step, sweep_index_};
   monitor_->SetPosition(open_.position);
   open_.begin = monitor_->Read(/*free_blocks=*/true);
-  sink_->PhaseChange(PhaseEvent{phase, PhaseEdge::kBegin, open_.position, open_.begin});
+  sink_->PhaseChange(PhaseEventAt(PhaseEdge::kBegin, open_.position, open_.begin));
   if (monitor_->ledger() != nullptr) {
     monitor_->backend()->SettleLedger();
     open_.ledger_mark = monitor_->ledger()->Mark();
@@ -24,7 +36,7 @@ PhaseMeasurement PhaseTracker::End() {
   open_.window_peak_reserved = window.peak_reserved;
   open_.end = monitor_->Read(/*free_blocks=*/true);
   open_.seconds = open_.end.time_seconds - open_.begin.time_seconds;
-  sink_->PhaseChange(PhaseEvent{open_.position.phase, PhaseEdge::kEnd, open_.position, open_.end});
+  sink_->PhaseChange(PhaseEventAt(PhaseEdge::kEnd, open_.position, open_.end));
   if (observer_) observer_(open_);
   return open_;
 }

@@ -407,7 +407,7 @@ class PointRunner {
   void RecordOom(const std::exception& e) {
     OomReport& report = outcome_.oom_report;
     outcome_.oom = true;
-    report.position = context_.monitor->position();
+    Stamp(context_.monitor->position(), &report);
     report.message = FirstLinesOfError(e.what());
     const OomDetails details = context_.backend->LastOom();
     report.requested_bytes = details.known && details.requested > 0
@@ -415,6 +415,7 @@ class PointRunner {
                                  : RequestedBytesFromMessage(report.message);
     report.free_bytes = details.free;
     report.memory = context_.monitor->Read(/*free_blocks=*/true);
+    report.has_memory = true;
     if (details.known) {
       // The summary shows the allocator as it was when it refused, not after the unwinding.
       report.memory.allocated_bytes = details.allocated_at_failure;
