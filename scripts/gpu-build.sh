@@ -106,11 +106,8 @@ if $run_tests; then
   command -v chromium >/dev/null || missing+=(needs-chromium)
   command -v systemd-analyze >/dev/null || missing+=(needs-systemd)
   command -v zsh >/dev/null || missing+=(needs-zsh)
-<<<<<<< HEAD
   command -v clang-format-14 >/dev/null || missing+=(needs-clang-format-14)
-=======
   [ -r /usr/share/bash-completion/bash_completion ] || missing+=(needs-bash-completion)
->>>>>>> cli11
   command -v sqlite3 >/dev/null || missing+=(needs-sqlite3)
   # The Python the tests run (/usr/bin/python3) with the system's grpcio and torch packages.
   /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(needs-python3-grpcio)
