@@ -67,13 +67,6 @@ inline void SetFreeBlockFragmentation(double ratio, int64_t largest_free_block_b
   sample->has_largest_free_block_bytes = true;
 }
 
-// The name protobuf's JSON gives `phase` ("FORWARD"); the 0 value's name for a number no
-// enumerator has.
-inline const char* PhaseName(Phase phase) {
-  const char* name = plain::EnumName(phase);
-  return name != nullptr ? name : plain::EnumName(Phase::kUnspecified);
-}
-
 }  // namespace vramlab::worker
 
 #endif  // VRAMLAB_WORKER_EVENTS_WORKER_EVENTS_H_
