@@ -30,7 +30,7 @@ struct RopeScaling {
 
 // A model config as given (a spec's model.config, a preset or an HF config.json): 0, "" or
 // nullopt mean "not given". The shapes shared with Qwen2 (vocab ... initializer_range) are
-// range-checked by the caller with spec_rules.h's rules; ResolveDecoderConfig checks the rest.
+// range-checked by the caller with spec_ranges.h's rules; ResolveDecoderConfig checks the rest.
 struct ModelConfigFields {
   std::string model_type;  // "": qwen2
   int64_t vocab_size = 0;

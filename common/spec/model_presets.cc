@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 
 namespace vramlab::spec_rules {
 namespace {

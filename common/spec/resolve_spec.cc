@@ -4,8 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/adapter_rules.h"
+#include "common/spec/allocator_conf.h"
+#include "common/spec/device_rules.h"
 #include "common/spec/model_family.h"
 #include "common/spec/model_presets.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
 
 namespace vramlab::spec_rules {
 namespace {

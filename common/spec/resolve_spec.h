@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/spec/model_family.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "schema/vramlab_v1.plain.h"
 
 namespace vramlab::spec_rules {

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "common/spec/adapter_rules.h"
+#include "common/spec/device_rules.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
+
 namespace vramlab::spec_rules {
 namespace {
 

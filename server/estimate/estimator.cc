@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "common/status_macros.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/estimate_notes.h"

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spec/resolve_spec.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/optimizer_rules.h"
 #include "common/status_macros.h"
 #include "schema/vramlab_v1.plain_proto.h"
 

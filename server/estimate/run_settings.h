@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
 #include "schema/vramlab_v1.plain.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"

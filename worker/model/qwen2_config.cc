@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "common/spec/model_presets.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "worker/util/host_files.h"
 #include "worker/util/json_value_text.h"
 
@@ -83,7 +83,7 @@ class ConfigReader {
   std::string prefix_;
 };
 
-// The spec's rule for the same field (common/spec/spec_rules.h), applied to a config.json too:
+// The spec's rule for the same field (common/spec/spec_ranges.h), applied to a config.json too:
 // "qwen2 config: vocab_size must be between 1 and 1048576, got 1000000000000".
 void RequireInRange(int64_t value, const spec_rules::IntRule& rule, const std::string& prefix) {
   if (!rule.Accepts(value)) {

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "common/spec/adapter_rules.h"
 #include "worker/safetensors/load_error.h"
 #include "worker/util/file_paths.h"
 
