@@ -18,6 +18,7 @@
 #include "client/follow_view.h"
 #include "client/parallel_estimate_text.h"
 #include "client/spec_builder.h"
+#include "common/protobuf/blank_message.h"
 #include "common/status_macros.h"
 
 namespace vramlab::client {
@@ -28,21 +29,6 @@ std::string NewRequestId() {
   std::random_device device;
   std::mt19937_64 generator((static_cast<uint64_t>(device()) << 32) ^ device());
   return absl::StrFormat("%016x%016x", generator(), generator());
-}
-
-// True when no field of `message` is set other than sub-messages that are themselves blank (a
-// spec's "training": {"optimizer": {}} says nothing).
-bool IsBlank(const google::protobuf::Message& message) {
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  message.GetReflection()->ListFields(message, &fields);
-  for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->is_repeated() ||
-        field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
-        !IsBlank(message.GetReflection()->GetMessage(message, field))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // --command: the positionals become spec.command.argv; the model and training fields, when any

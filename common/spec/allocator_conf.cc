@@ -23,4 +23,10 @@ std::string AllocatorConfString(const plain::AllocatorConfig& settings) {
   return conf.str();
 }
 
+bool IsAllocatorExtraChar(char c) {
+  const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  return alnum || c == '_' || c == ':' || c == ',' || c == '.' || c == '-' || c == '[' ||
+         c == ']' || c == '>';
+}
+
 }  // namespace vramlab::spec_rules

@@ -18,39 +18,39 @@ FieldError Error(std::string field, std::string message) {
 std::string Quoted(const std::string& text) { return "\"" + text + "\""; }
 
 // The bias flags a family's config may give, and what they default to.
-FieldError ResolveBiases(const ModelConfigFields& in, DecoderConfig* out) {
+FieldError ResolveBiases(const plain::ModelConfig& in, DecoderConfig* out) {
   const std::string& type = out->model_type;
   if (type == "qwen2") {
     // Qwen2Attention: q/k/v always with bias, o_proj and the MLP never.
-    if (in.attention_bias.has_value() && !*in.attention_bias) {
+    if (in.has_attention_bias && !in.attention_bias) {
       return Error("attention_bias",
                    "qwen2's q/k/v projections always have a bias; leave it unset");
     }
     out->qkv_bias = true;
     out->o_bias = false;
   } else if (type == "mistral") {
-    if (in.attention_bias.value_or(false)) {
+    if ((in.has_attention_bias && in.attention_bias)) {
       return Error("attention_bias",
                    "mistral's projections have no bias; only llama and qwen3 set it");
     }
     out->qkv_bias = out->o_bias = false;
   } else {  // llama, qwen3: attention_bias covers q, k, v and o
-    out->qkv_bias = out->o_bias = in.attention_bias.value_or(false);
+    out->qkv_bias = out->o_bias = (in.has_attention_bias && in.attention_bias);
   }
-  if (type != "llama" && in.mlp_bias.value_or(false)) {
+  if (type != "llama" && (in.has_mlp_bias && in.mlp_bias)) {
     return Error("mlp_bias", type + "'s MLP has no bias; only llama sets it");
   }
-  out->mlp_bias = type == "llama" && in.mlp_bias.value_or(false);
+  out->mlp_bias = type == "llama" && (in.has_mlp_bias && in.mlp_bias);
   return {};
 }
 
-FieldError ResolveRope(const ModelConfigFields& in, DecoderConfig* out) {
-  const RopeScaling& r = in.rope_scaling;
+FieldError ResolveRope(const plain::ModelConfig& in, DecoderConfig* out) {
+  const plain::RopeScaling& r = in.rope_scaling;
   if (r.rope_type.empty() || r.rope_type == "default") {
     out->rope_scaling = RopeScaling{};
     return {};
   }
-  if (!r.IsLlama3()) {
+  if (r.rope_type != "llama3") {
     return Error("rope_scaling.rope_type",
                  "unsupported rope_type " + Quoted(r.rope_type) + "; supported: default, llama3");
   }
@@ -69,19 +69,19 @@ FieldError ResolveRope(const ModelConfigFields& in, DecoderConfig* out) {
     return Error("rope_scaling.original_max_position_embeddings",
                  "must be positive for rope_type llama3");
   }
-  out->rope_scaling = r;
+  out->rope_scaling = RopeScaling{r};
   return {};
 }
 
-FieldError ResolveWindow(const ModelConfigFields& in, DecoderConfig* out) {
+FieldError ResolveWindow(const plain::ModelConfig& in, DecoderConfig* out) {
   if (in.sliding_window < 0 || in.sliding_window > kMaxSlidingWindow) {
     return Error("sliding_window", "must be between 0 (none) and " +
                                        std::to_string(kMaxSlidingWindow) + ", got " +
                                        std::to_string(in.sliding_window));
   }
-  if (in.max_window_layers.has_value() && *in.max_window_layers < 0) {
+  if (in.has_max_window_layers && in.max_window_layers < 0) {
     return Error("max_window_layers",
-                 "must not be negative, got " + std::to_string(*in.max_window_layers));
+                 "must not be negative, got " + std::to_string(in.max_window_layers));
   }
   const std::string& type = out->model_type;
   out->sliding_window = 0;
@@ -94,7 +94,7 @@ FieldError ResolveWindow(const ModelConfigFields& in, DecoderConfig* out) {
     return {};
   }
   if (type == "mistral") {
-    if (in.use_sliding_window || in.max_window_layers.has_value()) {
+    if (in.use_sliding_window || in.has_max_window_layers) {
       return Error(
           in.use_sliding_window ? "use_sliding_window" : "max_window_layers",
           "applies to qwen2 and qwen3; mistral windows every layer when sliding_window is set");
@@ -108,12 +108,13 @@ FieldError ResolveWindow(const ModelConfigFields& in, DecoderConfig* out) {
       return Error("sliding_window", "use_sliding_window needs a sliding_window of at least 1");
     }
     out->sliding_window = in.sliding_window;
-    out->first_window_layer = in.max_window_layers.value_or(kDefaultMaxWindowLayers);
+    out->first_window_layer =
+        in.has_max_window_layers ? int64_t{in.max_window_layers} : kDefaultMaxWindowLayers;
   }
   return {};
 }
 
-FieldError ResolveHeads(const ModelConfigFields& in, DecoderConfig* out) {
+FieldError ResolveHeads(const plain::ModelConfig& in, DecoderConfig* out) {
   const int64_t heads = in.num_attention_heads;
   const int64_t kv_heads = in.num_key_value_heads == 0 ? heads : in.num_key_value_heads;
   if (heads <= 0) return Error("num_attention_heads", "must be positive");
@@ -171,7 +172,7 @@ bool IsSupportedModelType(const std::string& model_type) {
   return false;
 }
 
-FieldError ResolveDecoderConfig(const ModelConfigFields& in, DecoderConfig* out) {
+FieldError ResolveDecoderConfig(const plain::ModelConfig& in, DecoderConfig* out) {
   DecoderConfig c;
   c.model_type = in.model_type.empty() ? "qwen2" : in.model_type;
   if (!IsSupportedModelType(c.model_type)) {

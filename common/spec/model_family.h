@@ -13,44 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "schema/vramlab_v1.plain.h"
+
 namespace vramlab::spec_rules {
 
-// HF's rope_scaling / rope_parameters beyond rope_theta. rope_type "" or "default" is the plain
-// rotary embedding (the other fields unused); "llama3" scales the inverse frequencies as
-// transformers' _compute_llama3_parameters (Llama 3.1 / 3.2).
-struct RopeScaling {
-  std::string rope_type;
-  double factor = 0;
-  double low_freq_factor = 0;
-  double high_freq_factor = 0;
-  int64_t original_max_position_embeddings = 0;
-
+// HF's rope_scaling / rope_parameters beyond rope_theta: the generated plain::RopeScaling, with
+// its one question. rope_type "" or "default" is the plain rotary embedding (the other fields
+// unused); "llama3" scales the inverse frequencies as transformers' _compute_llama3_parameters
+// (Llama 3.1 / 3.2).
+struct RopeScaling : plain::RopeScaling {
   bool IsLlama3() const { return rope_type == "llama3"; }
-};
-
-// A model config as given (a spec's model.config, a preset or an HF config.json): 0, "" or
-// nullopt mean "not given". The shapes shared with Qwen2 (vocab ... initializer_range) are
-// range-checked by the caller with spec_rules.h's rules; ResolveDecoderConfig checks the rest.
-struct ModelConfigFields {
-  std::string model_type;  // "": qwen2
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
-  int64_t num_hidden_layers = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;  // 0: num_attention_heads
-  int64_t max_position_embeddings = 0;
-  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
-  double rope_theta = 0;
-  double rms_norm_eps = 0;
-  double initializer_range = 0;
-  bool tie_word_embeddings = false;
-  std::optional<bool> attention_bias;  // llama, qwen3 (default false); qwen2 always q/k/v bias
-  std::optional<bool> mlp_bias;        // llama (default false)
-  RopeScaling rope_scaling;
-  int64_t sliding_window = 0;                // 0: none
-  bool use_sliding_window = false;           // qwen2, qwen3: sliding_window applies only with this
-  std::optional<int64_t> max_window_layers;  // qwen2, qwen3: first windowed layer (default 28)
 };
 
 // A decoder with every family difference resolved into a feature.
@@ -110,8 +82,11 @@ std::string SupportedModelTypes();
 bool IsSupportedModelType(const std::string& model_type);
 
 // Applies the family's defaults to `in` and checks the family's rules; on success fills `out`
-// (the shared shapes copied as given) and returns an ok FieldError.
-FieldError ResolveDecoderConfig(const ModelConfigFields& in, DecoderConfig* out);
+// (the shared shapes copied as given) and returns an ok FieldError. `in` is a model config as
+// given (a spec's model.config, a preset or an HF config.json, in the generated plain struct of
+// proto ModelConfig): 0, "" or an unset has_* mean "not given". The shapes shared with Qwen2
+// (vocab ... initializer_range) are range-checked by the caller with spec_ranges.h's rules.
+FieldError ResolveDecoderConfig(const plain::ModelConfig& in, DecoderConfig* out);
 
 // One parameter tensor of the decoder, named as in HF's *ForCausalLM state dict.
 struct ParameterTensorInfo {

@@ -7,8 +7,8 @@
 namespace vramlab::spec_rules {
 namespace {
 
-ModelConfigFields Tiny(const std::string& model_type) {
-  ModelConfigFields f;
+plain::ModelConfig Tiny(const std::string& model_type) {
+  plain::ModelConfig f;
   f.model_type = model_type;
   f.vocab_size = 512;
   f.hidden_size = 64;
@@ -23,14 +23,14 @@ ModelConfigFields Tiny(const std::string& model_type) {
   return f;
 }
 
-DecoderConfig Resolve(const ModelConfigFields& f) {
+DecoderConfig Resolve(const plain::ModelConfig& f) {
   DecoderConfig c;
   const FieldError e = ResolveDecoderConfig(f, &c);
   EXPECT_TRUE(e.ok()) << e.field << ": " << e.message;
   return c;
 }
 
-FieldError ErrorOf(const ModelConfigFields& f) {
+FieldError ErrorOf(const plain::ModelConfig& f) {
   DecoderConfig c;
   return ResolveDecoderConfig(f, &c);
 }
@@ -56,28 +56,35 @@ TEST(ModelFamilyTest, FamilyDefaults) {
 }
 
 TEST(ModelFamilyTest, BiasFlagsPerFamily) {
-  ModelConfigFields llama = Tiny("llama");
+  plain::ModelConfig llama = Tiny("llama");
   llama.attention_bias = true;
+  llama.has_attention_bias = true;
   llama.mlp_bias = true;
+  llama.has_mlp_bias = true;
   const DecoderConfig c = Resolve(llama);
   EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
 
-  ModelConfigFields qwen2 = Tiny("qwen2");
+  plain::ModelConfig qwen2 = Tiny("qwen2");
   qwen2.attention_bias = false;
+  qwen2.has_attention_bias = true;
   EXPECT_EQ(ErrorOf(qwen2).field, "attention_bias");
-  ModelConfigFields mistral = Tiny("mistral");
+  plain::ModelConfig mistral = Tiny("mistral");
   mistral.attention_bias = true;
+  mistral.has_attention_bias = true;
   EXPECT_EQ(ErrorOf(mistral).field, "attention_bias");
-  ModelConfigFields qwen3 = Tiny("qwen3");
+  plain::ModelConfig qwen3 = Tiny("qwen3");
   qwen3.mlp_bias = true;
+  qwen3.has_mlp_bias = true;
   EXPECT_EQ(ErrorOf(qwen3).field, "mlp_bias");
   qwen3.mlp_bias = false;
+  qwen3.has_mlp_bias = true;
   qwen3.attention_bias = true;
+  qwen3.has_attention_bias = true;
   EXPECT_TRUE(Resolve(qwen3).o_bias);
 }
 
 TEST(ModelFamilyTest, HeadCountsMustDivide) {
-  ModelConfigFields f = Tiny("llama");
+  plain::ModelConfig f = Tiny("llama");
   f.num_key_value_heads = 3;
   EXPECT_EQ(ErrorOf(f).field, "num_key_value_heads");
   EXPECT_EQ(ErrorOf(f).message, "(3) must divide num_attention_heads (4)");
@@ -95,7 +102,7 @@ TEST(ModelFamilyTest, HeadCountsMustDivide) {
 }
 
 TEST(ModelFamilyTest, ExplicitHeadDim) {
-  ModelConfigFields f = Tiny("qwen3");
+  plain::ModelConfig f = Tiny("qwen3");
   f.head_dim = 32;
   const DecoderConfig c = Resolve(f);
   EXPECT_EQ(c.head_dim(), 32);
@@ -106,7 +113,7 @@ TEST(ModelFamilyTest, ExplicitHeadDim) {
 }
 
 TEST(ModelFamilyTest, RopeTypes) {
-  ModelConfigFields f = Tiny("llama");
+  plain::ModelConfig f = Tiny("llama");
   f.rope_scaling.rope_type = "yarn";
   FieldError e = ErrorOf(f);
   EXPECT_EQ(e.field, "rope_scaling.rope_type");
@@ -124,7 +131,7 @@ TEST(ModelFamilyTest, RopeTypes) {
 }
 
 TEST(ModelFamilyTest, SlidingWindowPerFamily) {
-  ModelConfigFields mistral = Tiny("mistral");
+  plain::ModelConfig mistral = Tiny("mistral");
   mistral.sliding_window = 8;
   DecoderConfig c = Resolve(mistral);
   EXPECT_TRUE(c.LayerHasWindow(0) && c.LayerHasWindow(1));
@@ -134,29 +141,30 @@ TEST(ModelFamilyTest, SlidingWindowPerFamily) {
   mistral.use_sliding_window = true;
   EXPECT_EQ(ErrorOf(mistral).field, "use_sliding_window");
 
-  ModelConfigFields qwen3 = Tiny("qwen3");
+  plain::ModelConfig qwen3 = Tiny("qwen3");
   qwen3.sliding_window = 8;  // without use_sliding_window HF ignores it
   EXPECT_EQ(Resolve(qwen3).sliding_window, 0);
   qwen3.use_sliding_window = true;
   qwen3.max_window_layers = 1;
+  qwen3.has_max_window_layers = true;
   c = Resolve(qwen3);
   EXPECT_FALSE(c.LayerHasWindow(0));
   EXPECT_TRUE(c.LayerHasWindow(1));
-  qwen3.max_window_layers.reset();  // HF's default 28: no layer of 2 is windowed
+  qwen3.has_max_window_layers = false;  // HF's default 28: no layer of 2 is windowed
   EXPECT_FALSE(Resolve(qwen3).WindowActive(16));
   qwen3.sliding_window = 0;
   EXPECT_EQ(ErrorOf(qwen3).field, "sliding_window");
 
-  ModelConfigFields llama = Tiny("llama");
+  plain::ModelConfig llama = Tiny("llama");
   llama.sliding_window = 8;
   EXPECT_EQ(ErrorOf(llama).field, "sliding_window");
-  ModelConfigFields negative = Tiny("mistral");
+  plain::ModelConfig negative = Tiny("mistral");
   negative.sliding_window = -1;
   EXPECT_EQ(ErrorOf(negative).field, "sliding_window");
 }
 
 TEST(ModelFamilyTest, ParameterTensorsFollowHfNamesAndOrder) {
-  ModelConfigFields f = Tiny("qwen3");
+  plain::ModelConfig f = Tiny("qwen3");
   f.head_dim = 32;
   f.tie_word_embeddings = true;
   const std::vector<ParameterTensorInfo> layer = DecoderLayerTensors(Resolve(f));
@@ -172,9 +180,11 @@ TEST(ModelFamilyTest, ParameterTensorsFollowHfNamesAndOrder) {
   EXPECT_EQ(layer[3].shape, (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(layer[4].shape, (std::vector<int64_t>{32}));
 
-  ModelConfigFields llama = Tiny("llama");
+  plain::ModelConfig llama = Tiny("llama");
   llama.attention_bias = true;
+  llama.has_attention_bias = true;
   llama.mlp_bias = true;
+  llama.has_mlp_bias = true;
   llama.tie_word_embeddings = false;
   const DecoderConfig c = Resolve(llama);
   EXPECT_EQ(DecoderLayerTensors(c).size(), 16u);  // 7 weights, 7 biases, 2 norms
@@ -186,7 +196,7 @@ TEST(ModelFamilyTest, ParameterTensorsFollowHfNamesAndOrder) {
   for (const ParameterTensorInfo& t : all) sum += t.elements();
   EXPECT_EQ(sum, DecoderParameterCount(c));
   // The Qwen2 tiny model of testdata/qwen2-tiny: 125,504 (tied), as HF counts it.
-  ModelConfigFields qwen2 = Tiny("qwen2");
+  plain::ModelConfig qwen2 = Tiny("qwen2");
   qwen2.tie_word_embeddings = true;
   EXPECT_EQ(DecoderParameterCount(Resolve(qwen2)), 125504);
 }

@@ -2,13 +2,13 @@
 
 #include <stdexcept>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 
 namespace vramlab::spec_rules {
 namespace {
 
 // Llama 3.1 / 3.2's rope_scaling (config.json: rope_type llama3, low 1, high 4, original 8192).
-RopeScaling Llama3Rope(double factor) { return {"llama3", factor, 1.0, 4.0, 8192}; }
+RopeScaling Llama3Rope(double factor) { return {{"llama3", factor, 1.0, 4.0, 8192}}; }
 
 }  // namespace
 
@@ -71,7 +71,7 @@ std::string ModelPresetNames() {
 }
 
 DecoderConfig PresetDecoderConfig(const ModelPreset& p) {
-  ModelConfigFields f;
+  plain::ModelConfig f;
   f.model_type = p.model_type;
   f.vocab_size = p.vocab_size;
   f.hidden_size = p.hidden_size;

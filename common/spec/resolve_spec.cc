@@ -4,8 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "common/spec/adapter_rules.h"
+#include "common/spec/allocator_conf.h"
+#include "common/spec/device_rules.h"
 #include "common/spec/model_family.h"
 #include "common/spec/model_presets.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
 
 namespace vramlab::spec_rules {
 namespace {
@@ -71,7 +76,7 @@ Problem ResolveModel(plain::ModelSpec& model) {
   VRAMLAB_RETURN_IF_PROBLEM(Check(kNumKeyValueHeads, c.num_key_value_heads, c.num_attention_heads));
   // The family's rules (model_type, head counts, head_dim, biases, rope type, window).
   DecoderConfig decoder;
-  const FieldError family = ResolveDecoderConfig(ModelConfigFieldsOf(c), &decoder);
+  const FieldError family = ResolveDecoderConfig(c, &decoder);
   VRAMLAB_RETURN_IF_PROBLEM(Require(family.ok(), p + family.field, family.message));
   DefaultIfZero(c.max_position_embeddings, kDefaultMaxPositionEmbeddings);
   DefaultIfZero(c.rope_theta, kDefaultRopeTheta);
@@ -245,9 +250,6 @@ Problem ResolveSweep(plain::SweepSpec& s, const ResolveContext& context) {
                  "no multiple of the granularity lies in [search_min, search_max]");
 }
 
-// A parallel run's ranks stay in step: each collective waits for every rank, so anything that
-// consumes a gradient before it is averaged (an in-backward update, a delayed host step) is
-// refused.
 Problem ResolveParallel(plain::ParallelSpec& p, const plain::OptimizerSpec& optimizer) {
   VRAMLAB_RETURN_IF_PROBLEM(Check(kWorldSize, p.world_size));
   VRAMLAB_RETURN_IF_PROBLEM(CheckEnum(kShardingField, p.sharding));
@@ -262,10 +264,7 @@ Problem ResolveParallel(plain::ParallelSpec& p, const plain::OptimizerSpec& opti
   VRAMLAB_RETURN_IF_PROBLEM(
       Require(p.prefetch == kDefaultPrefetch || p.sharding == plain::Sharding::kShardFull,
               kPrefetchField, kFullShardingOnlyMessage));
-  if (!ParallelActive(p)) return std::nullopt;
-  VRAMLAB_RETURN_IF_PROBLEM(
-      Require(!optimizer.in_backward, kInBackwardField, kInBackwardParallelMessage));
-  return Require(!optimizer.delayed_update, kDelayedUpdateField, kDelayedUpdateParallelMessage);
+  return CheckRanksInStep(p.world_size, optimizer.in_backward, optimizer.delayed_update);
 }
 
 Problem ResolveDevice(ExperimentSpec& spec, const ResolveContext& context) {
@@ -287,30 +286,11 @@ Problem ResolveDevice(ExperimentSpec& spec, const ResolveContext& context) {
 
 }  // namespace
 
-ModelConfigFields ModelConfigFieldsOf(const plain::ModelConfig& c) {
-  ModelConfigFields f;
-  f.model_type = c.model_type;
-  f.vocab_size = c.vocab_size;
-  f.hidden_size = c.hidden_size;
-  f.intermediate_size = c.intermediate_size;
-  f.num_hidden_layers = c.num_hidden_layers;
-  f.num_attention_heads = c.num_attention_heads;
-  f.num_key_value_heads = c.num_key_value_heads;
-  f.max_position_embeddings = c.max_position_embeddings;
-  f.head_dim = c.head_dim;
-  f.rope_theta = c.rope_theta;
-  f.rms_norm_eps = c.rms_norm_eps;
-  f.initializer_range = c.initializer_range;
-  f.tie_word_embeddings = c.tie_word_embeddings;
-  if (c.has_attention_bias) f.attention_bias = c.attention_bias;
-  if (c.has_mlp_bias) f.mlp_bias = c.mlp_bias;
-  f.rope_scaling = {c.rope_scaling.rope_type, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
-                    c.rope_scaling.high_freq_factor,
-                    c.rope_scaling.original_max_position_embeddings};
-  f.sliding_window = c.sliding_window;
-  f.use_sliding_window = c.use_sliding_window;
-  if (c.has_max_window_layers) f.max_window_layers = c.max_window_layers;
-  return f;
+std::optional<SpecProblem> CheckRanksInStep(int64_t world_size, bool in_backward,
+                                            bool delayed_update) {
+  if (world_size < 2) return std::nullopt;
+  VRAMLAB_RETURN_IF_PROBLEM(Require(!in_backward, kInBackwardField, kInBackwardParallelMessage));
+  return Require(!delayed_update, kDelayedUpdateField, kDelayedUpdateParallelMessage);
 }
 
 std::optional<SpecProblem> ResolveAndValidate(ExperimentSpec& spec, const ResolveContext& context) {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/spec/model_family.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "schema/vramlab_v1.plain.h"
 
 namespace vramlab::spec_rules {
@@ -69,8 +69,12 @@ std::optional<ModelWidths> KnownModelWidths(const plain::ExperimentSpec& spec);
 std::optional<SpecProblem> ResolveAgainstModel(plain::ExperimentSpec& spec,
                                                const ModelWidths& model);
 
-// model.config as the family rules' input (common/spec/model_family.h), every field as given.
-ModelConfigFields ModelConfigFieldsOf(const plain::ModelConfig& config);
+// A parallel run's ranks stay in step: each collective waits for every rank, so with world_size
+// >= 2 nothing may consume a gradient before the ranks average it (training.optimizer.in_backward,
+// then training.optimizer.delayed_update). ResolveAndValidate applies it to the spec's own world
+// size; the estimator's world-size search to each size it tries.
+std::optional<SpecProblem> CheckRanksInStep(int64_t world_size, bool in_backward,
+                                            bool delayed_update);
 
 // A resolved spec's predicates, named once.
 inline bool AdapterEnabled(const plain::AdapterSpec& a) {

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "common/spec/adapter_rules.h"
+#include "common/spec/device_rules.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
+
 namespace vramlab::spec_rules {
 namespace {
 
@@ -101,6 +106,26 @@ TEST(ResolveSpecTest, TheModelsShapesBoundTheAdapterRankAndTokenIds) {
   const auto later = ResolveAgainstModel(weights, widths);
   ASSERT_TRUE(later);
   EXPECT_EQ(later->field, "training.adapter.rank");
+}
+
+// The ranks-in-step rule is one function: a parallel spec is refused by it naming the field once,
+// and the estimator's world-size search asks the same function of each size.
+TEST(ResolveSpecTest, ParallelRanksRefuseWhatConsumesAGradientBeforeTheAverage) {
+  EXPECT_FALSE(CheckRanksInStep(1, true, true));
+  const auto in_backward = CheckRanksInStep(2, true, false);
+  ASSERT_TRUE(in_backward);
+  EXPECT_EQ(in_backward->Text(), std::string(kInBackwardField) + ": " + kInBackwardParallelMessage);
+  const auto delayed = CheckRanksInStep(4, false, true);
+  ASSERT_TRUE(delayed);
+  EXPECT_EQ(delayed->field, kDelayedUpdateField);
+  EXPECT_FALSE(CheckRanksInStep(64, false, false));
+
+  plain::ExperimentSpec spec = Tiny();
+  spec.parallel.world_size = 2;
+  spec.training.optimizer.in_backward = true;
+  const auto refused = ResolveAndValidate(spec, {});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->Text(), in_backward->Text());
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-#include "common/spec/spec_rules.h"
+#include "common/spec/allocator_conf.h"
+#include "common/spec/spec_ranges.h"
 
 #include <cmath>
 #include <limits>

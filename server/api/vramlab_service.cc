@@ -4,15 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/bounded_text.h"
 
 namespace vramlab::server {
 namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;
 constexpr absl::Duration kWatchPoll = absl::Milliseconds(250);
-// A status message travels in the call's trailers, whose size gRPC bounds (8 KiB by default,
-// with the other trailers): a longer one would turn the answer into a transport error.
-constexpr size_t kMaxStatusMessageBytes = 1024;
 
 // Streams a file in chunks from byte `*offset`, which it advances; NOT_FOUND if it does not
 // exist.
@@ -58,14 +56,7 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  std::string message(status.message());
-  if (message.size() > kMaxStatusMessageBytes) {
-    // Cut at a character boundary, so that the message stays valid UTF-8.
-    size_t cut = kMaxStatusMessageBytes;
-    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
-    message.resize(cut);
-    message += " ... (cut)";
-  }
+  std::string message = BoundedText(status.message(), kMaxStatusMessageBytes);
   if (message.empty()) message = absl::StatusCodeToString(status.code());
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }

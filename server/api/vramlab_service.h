@@ -68,7 +68,8 @@ class VramlabServiceImpl final : public vramlab::v1::VramlabService::Service {
   Metrics* const metrics_;
 };
 
-// absl::Status to grpc::Status, code and message preserved.
+// absl::Status to grpc::Status, the code preserved and the message bounded (BoundedText to
+// kMaxStatusMessageBytes): every refusal an RPC answers passes here.
 grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace vramlab::server

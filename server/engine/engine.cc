@@ -89,7 +89,7 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
       return absl::NotFoundError(absl::StrCat("after_id: ", dependency.status().message()));
     }
     RETURN_IF_ERROR(dependency.status());
-    if (request.after_ok() && !active_.contains(request.after_id()) &&
+    if (request.after_ok() && !unfinished_.contains(request.after_id()) &&
         dependency->state() != Experiment::SUCCEEDED) {
       return absl::FailedPreconditionError(absl::StrCat(
           "after_id: ", request.after_id(), " already ended ",
@@ -133,15 +133,15 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   ++next_seq_;
   hub_.Open(experiment.id(), 0);
   queue_.Push({experiment.id(), caller.user, experiment.spec().priority()});
-  Active& active = active_[experiment.id()];
-  active.seq = seq;
-  active.experiment = experiment;
+  Unfinished& unfinished = unfinished_[experiment.id()];
+  unfinished.seq = seq;
+  unfinished.experiment = experiment;
   PublishState(WithPositionLocked(experiment));
   ScheduleLocked();
   PublishQueuePositionsLocked();
   UpdateQueueMetricsLocked();
-  return WithPositionLocked(active_.count(experiment.id()) ? active_[experiment.id()].experiment
-                                                           : experiment);
+  return WithPositionLocked(
+      unfinished_.count(experiment.id()) ? unfinished_[experiment.id()].experiment : experiment);
 }
 
 Experiment Engine::WithPositionLocked(Experiment experiment) const {
@@ -153,8 +153,8 @@ Experiment Engine::WithPositionLocked(Experiment experiment) const {
 absl::StatusOr<Experiment> Engine::GetLocked(const std::string& id) {
   auto held = unstored_.find(id);
   if (held != unstored_.end()) return WithStorageLocked(held->second.experiment);
-  auto it = active_.find(id);
-  if (it != active_.end()) {
+  auto it = unfinished_.find(id);
+  if (it != unfinished_.end()) {
     Experiment experiment = WithPositionLocked(it->second.experiment);
     if (experiment.state() == Experiment::QUEUED) {
       ApplyStartEstimate(StartEstimatesLocked(), experiment);
@@ -213,10 +213,10 @@ absl::StatusOr<vramlab::v1::ListExperimentsResponse> Engine::List(
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < page_size; ++i) {
     const std::string& id = rows[i].experiment.id();
     auto held = unstored_.find(id);
-    auto it = active_.find(id);
-    const Experiment& latest = held != unstored_.end() ? held->second.experiment
-                               : it != active_.end()   ? it->second.experiment
-                                                       : rows[i].experiment;
+    auto it = unfinished_.find(id);
+    const Experiment& latest = held != unstored_.end()   ? held->second.experiment
+                               : it != unfinished_.end() ? it->second.experiment
+                                                         : rows[i].experiment;
     Experiment shown = WithPositionLocked(latest);
     if (shown.state() == Experiment::QUEUED) {
       if (!estimates.has_value()) estimates = StartEstimatesLocked();
@@ -237,8 +237,8 @@ absl::StatusOr<Experiment> Engine::Cancel(const Principal& caller, const std::st
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
   RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
-  auto it = active_.find(id);
-  if (it == active_.end()) {
+  auto it = unfinished_.find(id);
+  if (it == unfinished_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "experiment ", id, " already ended (", Experiment::State_Name(experiment.state()), ")"));
   }
@@ -303,10 +303,11 @@ vramlab::v1::ServerInfo Engine::Info() {
     gpu->set_total_memory_bytes(slot.total_memory_bytes);
   }
   int running = 0;
-  for (const auto& [id, active] : active_) {
-    if (active.slots.empty()) continue;
+  for (const auto& [id, unfinished] : unfinished_) {
+    if (unfinished.slots.empty()) continue;
     ++running;
-    for (int position : active.slots) info.mutable_gpus(position)->set_running_experiment_id(id);
+    for (int position : unfinished.slots)
+      info.mutable_gpus(position)->set_running_experiment_id(id);
   }
   info.set_queue_depth(queue_.size());
   info.set_running(running);

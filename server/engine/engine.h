@@ -2,17 +2,17 @@
 // experiments. The gRPC service is a thin front end over it.
 //
 // Invariants (all under mu_):
-//  - every QUEUED or RUNNING experiment is in active_, has an open event channel, and its state
+//  - every QUEUED or RUNNING experiment is in unfinished_, has an open event channel, and its state
 //    is committed to the store before any caller or watcher can observe it;
 //  - a QUEUED experiment is in queue_ (a held one, or one whose after_id has not ended, too: it
 //    keeps its place, and PlanGangStarts is not offered it); a RUNNING one holds exactly its world
-//    size of slots (max(1, spec.parallel.world_size)), rank r on Active::slots[r], and no slot is
-//    held by two; free_slots_ holds every other slot;
+//    size of slots (max(1, spec.parallel.world_size)), rank r on Unfinished::slots[r], and no slot
+//    is held by two; free_slots_ holds every other slot;
 //  - a RUNNING sweep run one gang per point (parallel_sweep.h: a parallel sweep, or a one-process
-//    sweep launched with Active::resumed, as a world of one) holds its slots from its first
+//    sweep launched with Unfinished::resumed, as a world of one) holds its slots from its first
 //    point's gang to its end: the next point's gang is launched on them in the same step that
 //    records the last one's end, so nothing else can take them in between;
-//  - a queued sweep's Active::resumed are the first points of its order, every one ended before
+//  - a queued sweep's Unfinished::resumed are the first points of its order, every one ended before
 //    the restart and at least one left to run after them; each launch takes them into its sweep
 //    before its first gang starts (sweep_resume.h); a one-process sweep runs one gang per point
 //    exactly when they are not empty;
@@ -123,7 +123,8 @@ class Engine : public SupervisorListener {
   void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) override;
 
  private:
-  struct Active {
+  // An experiment that has not ended: QUEUED or RUNNING (unfinished_ holds every one).
+  struct Unfinished {
     int64_t seq = 0;
     vramlab::v1::Experiment experiment;
     // Positions in options_.slots while RUNNING, rank r on slots[r]; empty otherwise.
@@ -168,17 +169,18 @@ class Engine : public SupervisorListener {
   void ResolveRecoveredDependenciesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether PlanGangStarts may be offered the queued experiment: not held, and its after_id (if
   // any) has ended.
-  bool StartableLocked(const Active& active) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StartableLocked(const Unfinished& unfinished) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `id` ended in `state` (not to be requeued): its queued dependents with after_ok end
   // CANCELLED unless it SUCCEEDED, and theirs in turn.
   void ResolveDependentsLocked(const std::string& id, vramlab::v1::Experiment::State state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The queued experiment `id` for a queue verb: checks the caller and that it is queued.
-  absl::StatusOr<Active*> QueuedForVerbLocked(const Principal& caller, const std::string& id,
-                                              const char* verb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Unfinished*> QueuedForVerbLocked(const Principal& caller, const std::string& id,
+                                                  const char* verb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `updated` as the queued experiment's new record and shows it; the queue is not
   // touched. RESOURCE_EXHAUSTED (nothing changed) when the store cannot write.
-  absl::Status ReplaceQueuedLocked(Active& active, vramlab::v1::Experiment updated,
+  absl::Status ReplaceQueuedLocked(Unfinished& unfinished, vramlab::v1::Experiment updated,
                                    const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes an ended experiment's record and events, then its files; `reason` labels the
   // deletion metric ("request", "retention_age", "retention_size"). Returns its files' bytes.
@@ -196,45 +198,47 @@ class Engine : public SupervisorListener {
   // How long an experiment can hold its slots once started: its time limit and the time it
   // takes to be stopped after it.
   absl::Duration MaxRunDuration(const vramlab::v1::ExperimentSpec& spec) const;
-  // Marks the experiment RUNNING on active.slots (stored first) and starts its workers, one per
+  // Marks the experiment RUNNING on unfinished.slots (stored first) and starts its workers, one per
   // rank (a parallel sweep: its first point's). False, with nothing changed, when the store
   // refused the change.
-  bool LaunchLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts one gang of the experiment's workers, rank r on active.slots[r]: the whole run, or the
-  // next point of a sweep run one gang per point (--sweep-point). `rendezvous_port`: rank 0's
+  bool LaunchLocked(Unfinished& unfinished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts one gang of the experiment's workers, rank r on unfinished.slots[r]: the whole run, or
+  // the next point of a sweep run one gang per point (--sweep-point). `rendezvous_port`: rank 0's
   // store, 0 for one process.
-  void SpawnGangLocked(Active& active, int rendezvous_port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SpawnGangLocked(Unfinished& unfinished, int rendezvous_port)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A sweep point's gang ended with `verdict`: a point that ran (SUCCEEDED or OOM) is recorded
   // in the results; then either the next point's gang is started (nullopt) or the verdict the
   // experiment ends with is returned (parallel_sweep.h's rule; a cancel between points ends it).
-  std::optional<ExitVerdict> EndSweepPointLocked(Active& active, const ExitVerdict& verdict)
+  std::optional<ExitVerdict> EndSweepPointLocked(Unfinished& unfinished, const ExitVerdict& verdict)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Experiment.ranks from active.ranks: the ranks that have ended, in rank order.
-  static void ShowEndedRanks(Active& active);
+  // Experiment.ranks from unfinished.ranks: the ranks that have ended, in rank order.
+  static void RecordEndedRanks(Unfinished& unfinished);
   // A sweep's results so far: the experiment's report and each rank's, merged over the points
   // ended (parallel_sweep.h), and the ranks that have ended (none in a world of one).
-  static void ShowSweepResults(Active& active);
+  static void RecordSweepResults(Unfinished& unfinished);
   // At recovery, the points of a sweep about to be queued that ended before the restart,
   // read from its stored events (sweep_resume.h), and in `*note` what the requeue's state_reason
   // says of them: how many are taken, or why every point runs again (events that cannot be read
   // take none); empty when none ended.
   SweepResumePlan ResumeSweepLocked(const vramlab::v1::Experiment& experiment, std::string* note)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes active.resumed into the fresh active.sweep as if their gangs had just ended: the
+  // Takes unfinished.resumed into the fresh unfinished.sweep as if their gangs had just ended: the
   // results, the latest out-of-memory answer, and each rank's end as its worker's after reporting
-  // the last point taken. Precondition: active.ranks holds every rank of a parallel sweep (none
-  // of a one-process one), active.sweep has no point.
-  static void TakeResumedPoints(Active& active);
+  // the last point taken. Precondition: unfinished.ranks holds every rank of a parallel sweep (none
+  // of a one-process one), unfinished.sweep has no point.
+  static void TakeResumedPoints(Unfinished& unfinished);
   // A queued sweep whose every point ended before the restart: ends it with the sweep's answer,
   // as the last point's worker's end would have (no worker runs).
-  void EndResumedSweepLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndResumedSweepLocked(Unfinished& unfinished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The experiment ends with `verdict` (its exit status, deciding rank and that rank's answer):
   // stored and published by FinishLocked, kept and retried if the store cannot write it.
   void EndExperimentLocked(const std::string& id, const ExitVerdict& verdict)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Final state of an active experiment: store, event, metrics, slot; erases it from active_.
-  // When the store refuses it: with `keep_if_unstored` the final state is kept in unstored_ and
-  // retried (the change already happened); without, nothing changes and the error is returned.
+  // Final state of an unfinished experiment: store, event, metrics, slot; erases it from
+  // unfinished_. When the store refuses it: with `keep_if_unstored` the final state is kept in
+  // unstored_ and retried (the change already happened); without, nothing changes and the error is
+  // returned.
   absl::Status FinishLocked(const std::string& id, vramlab::v1::Experiment::State state,
                             const std::string& reason, bool requeue_pending, bool keep_if_unstored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -287,7 +291,7 @@ class Engine : public SupervisorListener {
   const google::protobuf::Timestamp start_time_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Unfinished> unfinished_ ABSL_GUARDED_BY(mu_);
   FairQueue queue_ ABSL_GUARDED_BY(mu_);
   std::set<int> free_slots_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;

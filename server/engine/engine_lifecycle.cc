@@ -117,11 +117,11 @@ absl::Status Engine::Recover() {
     if ((requeue || was_queued) && HasSweep(experiment.spec())) {
       resume = ResumeSweepLocked(experiment, &resume_note);
       if (resume->sweep_over && !resume->taken.empty()) {
-        Active& active = active_[experiment.id()];
-        active.seq = row.seq;
-        active.experiment = experiment;
-        active.resumed = std::move(resume->taken);
-        EndResumedSweepLocked(active);
+        Unfinished& unfinished = unfinished_[experiment.id()];
+        unfinished.seq = row.seq;
+        unfinished.experiment = experiment;
+        unfinished.resumed = std::move(resume->taken);
+        EndResumedSweepLocked(unfinished);
         continue;
       }
     }
@@ -167,12 +167,12 @@ absl::Status Engine::Recover() {
       continue;
     }
     queue_.Push({experiment.id(), experiment.owner(), experiment.spec().priority()});
-    Active& active = active_[experiment.id()];
-    active.seq = row.seq;
-    active.experiment = experiment;
+    Unfinished& unfinished = unfinished_[experiment.id()];
+    unfinished.seq = row.seq;
+    unfinished.experiment = experiment;
     if (resume.has_value()) {
-      active.resumed = std::move(resume->taken);
-      active.resume_note = resume_note;
+      unfinished.resumed = std::move(resume->taken);
+      unfinished.resume_note = resume_note;
     }
     if (requeue_pending) PublishState(experiment);
   }
@@ -197,8 +197,8 @@ void Engine::PublishState(const Experiment& experiment) {
 void Engine::PublishQueuePositionsLocked() {
   if (hub_.watchers() == 0) return;
   for (const auto& [id, position] : queue_.Positions()) {
-    auto it = active_.find(id);
-    if (it == active_.end() || it->second.published_position == position) continue;
+    auto it = unfinished_.find(id);
+    if (it == unfinished_.end() || it->second.published_position == position) continue;
     auto channel = hub_.Find(id);
     // Only watched experiments get position events: a queue of a thousand would otherwise write
     // a thousand events per change.
@@ -225,15 +225,15 @@ void Engine::ScheduleLocked() {
   if (!accepting_ || !store_error_.empty() || free_slots_.empty() || queue_.empty()) return;
   const absl::Time now = absl::Now();
   std::vector<GangPlanRunning> running;
-  for (const auto& [id, active] : active_) {
-    if (!active.slots.empty()) {
-      running.push_back({static_cast<int>(active.slots.size()), active.end_bound});
+  for (const auto& [id, unfinished] : unfinished_) {
+    if (!unfinished.slots.empty()) {
+      running.push_back({static_cast<int>(unfinished.slots.size()), unfinished.end_bound});
     }
   }
   std::vector<GangPlanCandidate> candidates;
   for (const std::string& id : queue_.Order()) {
-    if (!StartableLocked(active_[id])) continue;
-    const vramlab::v1::ExperimentSpec& spec = active_[id].experiment.spec();
+    if (!StartableLocked(unfinished_[id])) continue;
+    const vramlab::v1::ExperimentSpec& spec = unfinished_[id].experiment.spec();
     candidates.push_back({id, WorldSizeOf(spec), MaxRunDuration(spec)});
   }
   GangPlanResult plan =
@@ -241,8 +241,8 @@ void Engine::ScheduleLocked() {
                      running, candidates, now);
   bool started = false;
   for (const std::string& id : plan.start) {
-    Active& active = active_[id];
-    const Experiment& experiment = active.experiment;
+    Unfinished& unfinished = unfinished_[id];
+    const Experiment& experiment = unfinished.experiment;
     FairQueue::Entry entry{id, experiment.owner(), experiment.spec().priority()};
     // The next in turn is popped (its owner's turn passes); a backfilled one leaves its line.
     if (queue_.Position(id) == 1) {
@@ -253,14 +253,14 @@ void Engine::ScheduleLocked() {
     started = true;
     const int world_size = WorldSizeOf(experiment.spec());
     for (int r = 0; r < world_size; ++r) {
-      active.slots.push_back(*free_slots_.begin());
+      unfinished.slots.push_back(*free_slots_.begin());
       free_slots_.erase(free_slots_.begin());
     }
-    active.end_bound = now + MaxRunDuration(experiment.spec());
-    if (!LaunchLocked(active)) {
+    unfinished.end_bound = now + MaxRunDuration(experiment.spec());
+    if (!LaunchLocked(unfinished)) {
       // Still QUEUED, at the back of its owner's line; launched once the store writes again.
-      free_slots_.insert(active.slots.begin(), active.slots.end());
-      active.slots.clear();
+      free_slots_.insert(unfinished.slots.begin(), unfinished.slots.end());
+      unfinished.slots.clear();
       queue_.Push(std::move(entry));
       break;
     }
@@ -268,28 +268,29 @@ void Engine::ScheduleLocked() {
   if (started) UpdateQueueMetricsLocked();
 }
 
-bool Engine::LaunchLocked(Active& active) {
-  const int world_size = static_cast<int>(active.slots.size());
+bool Engine::LaunchLocked(Unfinished& unfinished) {
+  const int world_size = static_cast<int>(unfinished.slots.size());
   int rendezvous_port = 0;
   if (world_size >= 2) {
     absl::StatusOr<int> port = PickFreeLoopbackPort();
     if (!port.ok()) {
       std::fprintf(stderr, "vramlabd: %s not started: no rendezvous port (%s)\n",
-                   active.experiment.id().c_str(), std::string(port.status().message()).c_str());
+                   unfinished.experiment.id().c_str(),
+                   std::string(port.status().message()).c_str());
       return false;
     }
     rendezvous_port = *port;
   }
-  const Slot& slot = options_.slots[active.slots[0]];
+  const Slot& slot = options_.slots[unfinished.slots[0]];
   // The worker's files first: a disk that cannot take its spec keeps the experiment QUEUED
   // (and stops launches until it can), rather than failing a run that never started.
-  ExperimentFiles files(options_.data_dir, active.experiment.id());
+  ExperimentFiles files(options_.data_dir, unfinished.experiment.id());
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   absl::Status prepared = files.CreateDir();
   if (prepared.ok()) {
     auto converted =
-        google::protobuf::util::MessageToJsonString(active.experiment.spec(), &json, print);
+        google::protobuf::util::MessageToJsonString(unfinished.experiment.spec(), &json, print);
     prepared = converted.ok() ? files.WriteSpec(json)
                               : absl::InternalError(std::string(converted.message()));
   }
@@ -297,52 +298,52 @@ bool Engine::LaunchLocked(Active& active) {
     NoteStoreFailureLocked(prepared);
     return false;
   }
-  Experiment running = active.experiment;
+  Experiment running = unfinished.experiment;
   running.set_state(Experiment::RUNNING);
   running.set_slot(slot.index);
   running.clear_slots();
   running.clear_ranks();
   running.clear_deciding_rank();
-  active.ranks.clear();
-  active.step_seconds.clear();
-  active.rank_ended.assign(world_size, false);
+  unfinished.ranks.clear();
+  unfinished.step_seconds.clear();
+  unfinished.rank_ended.assign(world_size, false);
   if (world_size >= 2) {
     for (int r = 0; r < world_size; ++r) {
-      const int index = options_.slots[active.slots[r]].index;
+      const int index = options_.slots[unfinished.slots[r]].index;
       running.add_slots(index);
       vramlab::v1::RankResult rank;
       rank.set_rank(r);
       rank.set_slot(index);
-      active.ranks.push_back(rank);
+      unfinished.ranks.push_back(rank);
     }
   }
   running.set_queue_position(0);
-  running.set_state_reason(active.resume_note);
+  running.set_state_reason(unfinished.resume_note);
   *running.mutable_start_time() = NowTimestamp();
   if (!PersistLocked(running).ok()) return false;
-  Experiment& experiment = active.experiment;
+  Experiment& experiment = unfinished.experiment;
   experiment = std::move(running);
   PublishState(experiment);
-  for (int position : active.slots) {
+  for (int position : unfinished.slots) {
     metrics_->OnExperimentStarted(options_.slots[position].index, experiment);
   }
-  active.sweep.reset();
+  unfinished.sweep.reset();
   // One gang per point: a parallel sweep, and a one-process sweep that resumes with points taken
   // (a world of one).
-  if (IsParallelSweep(experiment.spec()) || !active.resumed.empty()) {
-    active.sweep.emplace(experiment.spec().sweep(), world_size);
-    active.sweep_deadline = std::chrono::steady_clock::now() +
-                            std::chrono::seconds(experiment.spec().time_limit_seconds());
+  if (IsParallelSweep(experiment.spec()) || !unfinished.resumed.empty()) {
+    unfinished.sweep.emplace(experiment.spec().sweep(), world_size);
+    unfinished.sweep_deadline = std::chrono::steady_clock::now() +
+                                std::chrono::seconds(experiment.spec().time_limit_seconds());
     // Recovery ended a sweep its stored points finish: a point is left to run.
-    TakeResumedPoints(active);
+    TakeResumedPoints(unfinished);
   }
-  SpawnGangLocked(active, rendezvous_port);
+  SpawnGangLocked(unfinished, rendezvous_port);
   return true;
 }
 
-void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
-  const Experiment& experiment = active.experiment;
-  const int world_size = static_cast<int>(active.slots.size());
+void Engine::SpawnGangLocked(Unfinished& unfinished, int rendezvous_port) {
+  const Experiment& experiment = unfinished.experiment;
+  const int world_size = static_cast<int>(unfinished.slots.size());
   ExperimentFiles files(options_.data_dir, experiment.id());
   LaunchRequest request;
   request.experiment_id = experiment.id();
@@ -352,10 +353,10 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
   // between submit and run): an empty list confines it to nothing.
   std::vector<std::string> args = {"--spec", files.spec_path(), "--events-fd",
                                    std::to_string(kWorkerEventsFd), "--confine-host-paths"};
-  if (active.sweep.has_value()) {
-    const spec_rules::SweepPoint point = *active.sweep->Next();
+  if (unfinished.sweep.has_value()) {
+    const spec_rules::SweepPoint point = *unfinished.sweep->Next();
     args.insert(args.end(), {spec_rules::kSweepPointFlag, spec_rules::FormatSweepPoint(point)});
-    request.deadline = active.sweep_deadline;
+    request.deadline = unfinished.sweep_deadline;
     std::error_code error;
     const std::uintmax_t logged = std::filesystem::file_size(request.log_path, error);
     request.log_bytes_written = error ? 0 : static_cast<int64_t>(logged);
@@ -385,7 +386,7 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
   if (IsCommand(experiment.spec())) {
     request.command = true;
     std::vector<std::string> env = common_env;
-    const Slot& slot = options_.slots[active.slots[0]];
+    const Slot& slot = options_.slots[unfinished.slots[0]];
     env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
     env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
                                WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
@@ -410,7 +411,7 @@ void Engine::SpawnGangLocked(Active& active, int rendezvous_port) {
     }
     // Each rank sees its own GPU, as device 0.
     std::vector<std::string> env = common_env;
-    const Slot& slot = options_.slots[active.slots[r]];
+    const Slot& slot = options_.slots[unfinished.slots[r]];
     env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
     // The most host memory the worker lets itself use (it sets its own limit from this): on a CPU
     // slot that slot's usable share of the host's RAM. 0 when the host's RAM is unknown.

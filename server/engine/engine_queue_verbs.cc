@@ -1,7 +1,7 @@
 // The Engine's verbs on queued experiments: update, hold, release, and the dependencies of
 // experiments submitted with after_id.
 #include "absl/strings/str_cat.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "common/status_macros.h"
 #include "server/auth/authenticator.h"
 #include "server/engine/engine.h"
@@ -12,17 +12,17 @@ namespace vramlab::server {
 
 using vramlab::v1::Experiment;
 
-bool Engine::StartableLocked(const Active& active) const {
-  if (active.experiment.held()) return false;
-  const std::string& after = active.experiment.after_id();
-  return after.empty() || !active_.contains(after);
+bool Engine::StartableLocked(const Unfinished& unfinished) const {
+  if (unfinished.experiment.held()) return false;
+  const std::string& after = unfinished.experiment.after_id();
+  return after.empty() || !unfinished_.contains(after);
 }
 
 void Engine::ResolveDependentsLocked(const std::string& id, Experiment::State state) {
   if (state == Experiment::SUCCEEDED) return;
   std::vector<std::string> dependents;
-  for (const auto& [other, active] : active_) {
-    const Experiment& experiment = active.experiment;
+  for (const auto& [other, unfinished] : unfinished_) {
+    const Experiment& experiment = unfinished.experiment;
     if (experiment.state() == Experiment::QUEUED && experiment.after_ok() &&
         experiment.after_id() == id) {
       dependents.push_back(other);
@@ -44,10 +44,10 @@ void Engine::ResolveDependentsLocked(const std::string& id, Experiment::State st
 
 void Engine::ResolveRecoveredDependenciesLocked() {
   std::vector<std::pair<std::string, Experiment::State>> ended;
-  for (const auto& [id, active] : active_) {
-    const Experiment& experiment = active.experiment;
+  for (const auto& [id, unfinished] : unfinished_) {
+    const Experiment& experiment = unfinished.experiment;
     if (experiment.state() != Experiment::QUEUED || !experiment.after_ok() ||
-        active_.contains(experiment.after_id())) {
+        unfinished_.contains(experiment.after_id())) {
       continue;
     }
     auto dependency = GetLocked(experiment.after_id());
@@ -58,14 +58,14 @@ void Engine::ResolveRecoveredDependenciesLocked() {
   for (const auto& [dependency, state] : ended) ResolveDependentsLocked(dependency, state);
 }
 
-absl::StatusOr<Engine::Active*> Engine::QueuedForVerbLocked(const Principal& caller,
-                                                            const std::string& id,
-                                                            const char* verb) {
+absl::StatusOr<Engine::Unfinished*> Engine::QueuedForVerbLocked(const Principal& caller,
+                                                                const std::string& id,
+                                                                const char* verb) {
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
   RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
-  auto it = active_.find(id);
-  if (it == active_.end() || experiment.state() != Experiment::QUEUED) {
+  auto it = unfinished_.find(id);
+  if (it == unfinished_.end() || experiment.state() != Experiment::QUEUED) {
     return absl::FailedPreconditionError(absl::StrCat("experiment ", id, " is ",
                                                       Experiment::State_Name(experiment.state()),
                                                       ": only a queued experiment can be ", verb));
@@ -73,11 +73,12 @@ absl::StatusOr<Engine::Active*> Engine::QueuedForVerbLocked(const Principal& cal
   return &it->second;
 }
 
-absl::Status Engine::ReplaceQueuedLocked(Active& active, Experiment updated, const char* what) {
+absl::Status Engine::ReplaceQueuedLocked(Unfinished& unfinished, Experiment updated,
+                                         const char* what) {
   if (absl::Status stored = PersistLocked(updated); !stored.ok()) {
     return StoreUnwritableError(what, store_error_);
   }
-  active.experiment = std::move(updated);
+  unfinished.experiment = std::move(updated);
   return absl::OkStatus();
 }
 
@@ -105,8 +106,8 @@ absl::StatusOr<Experiment> Engine::Update(const Principal& caller,
         "nothing to update: set priority, time_limit_seconds or name");
   }
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Active * active, QueuedForVerbLocked(caller, request.id(), "updated"));
-  Experiment updated = active->experiment;
+  ASSIGN_OR_RETURN(Unfinished * unfinished, QueuedForVerbLocked(caller, request.id(), "updated"));
+  Experiment updated = unfinished->experiment;
   const vramlab::v1::Priority old_priority = FairQueue::Normalize(updated.spec().priority());
   if (request.priority() != vramlab::v1::PRIORITY_UNSPECIFIED) {
     updated.mutable_spec()->set_priority(request.priority());
@@ -115,8 +116,8 @@ absl::StatusOr<Experiment> Engine::Update(const Principal& caller,
     updated.mutable_spec()->set_time_limit_seconds(request.time_limit_seconds());
   }
   if (!request.name().empty()) updated.mutable_spec()->set_name(request.name());
-  RETURN_IF_ERROR(ReplaceQueuedLocked(*active, std::move(updated), "not updated"));
-  const Experiment& experiment = active->experiment;
+  RETURN_IF_ERROR(ReplaceQueuedLocked(*unfinished, std::move(updated), "not updated"));
+  const Experiment& experiment = unfinished->experiment;
   if (FairQueue::Normalize(experiment.spec().priority()) != old_priority) {
     // To the back of its owner's line at the new priority.
     queue_.Remove(experiment.id());
@@ -133,11 +134,11 @@ absl::StatusOr<Experiment> Engine::Update(const Principal& caller,
 absl::StatusOr<Experiment> Engine::Hold(const Principal& caller, const std::string& id) {
   RETURN_IF_ERROR(CheckExperimentId(id));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Active * active, QueuedForVerbLocked(caller, id, "held"));
-  if (!active->experiment.held()) {
-    Experiment updated = active->experiment;
+  ASSIGN_OR_RETURN(Unfinished * unfinished, QueuedForVerbLocked(caller, id, "held"));
+  if (!unfinished->experiment.held()) {
+    Experiment updated = unfinished->experiment;
     updated.set_held(true);
-    RETURN_IF_ERROR(ReplaceQueuedLocked(*active, std::move(updated), "not held"));
+    RETURN_IF_ERROR(ReplaceQueuedLocked(*unfinished, std::move(updated), "not held"));
     // What ran behind it may now start.
     ScheduleLocked();
     PublishQueuePositionsLocked();
@@ -148,11 +149,11 @@ absl::StatusOr<Experiment> Engine::Hold(const Principal& caller, const std::stri
 absl::StatusOr<Experiment> Engine::Release(const Principal& caller, const std::string& id) {
   RETURN_IF_ERROR(CheckExperimentId(id));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Active * active, QueuedForVerbLocked(caller, id, "released"));
-  if (active->experiment.held()) {
-    Experiment updated = active->experiment;
+  ASSIGN_OR_RETURN(Unfinished * unfinished, QueuedForVerbLocked(caller, id, "released"));
+  if (unfinished->experiment.held()) {
+    Experiment updated = unfinished->experiment;
     updated.set_held(false);
-    RETURN_IF_ERROR(ReplaceQueuedLocked(*active, std::move(updated), "not released"));
+    RETURN_IF_ERROR(ReplaceQueuedLocked(*unfinished, std::move(updated), "not released"));
     ScheduleLocked();
     PublishQueuePositionsLocked();
     UpdateQueueMetricsLocked();

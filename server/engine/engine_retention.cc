@@ -48,7 +48,7 @@ absl::StatusOr<vramlab::v1::DeleteExperimentResponse> Engine::Delete(const Princ
     if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
     ASSIGN_OR_RETURN(Experiment experiment, GetLocked(id));
     RETURN_IF_ERROR(CheckMayModify(caller, experiment.owner()));
-    if (active_.contains(id)) {
+    if (unfinished_.contains(id)) {
       return absl::FailedPreconditionError(
           absl::StrCat("experiment ", id, " is ", Experiment::State_Name(experiment.state()),
                        ": cancel it first (vramlab cancel ", id, "), then delete it"));
@@ -72,7 +72,7 @@ absl::StatusOr<int64_t> Engine::DeleteEnded(const std::string& id, const std::st
   {
     absl::MutexLock lock(&mu_);
     // Checked again under the lock that orders it with every state change.
-    if (active_.contains(id) || unstored_.contains(id)) {
+    if (unfinished_.contains(id) || unstored_.contains(id)) {
       return absl::FailedPreconditionError(absl::StrCat("experiment ", id, " has not ended"));
     }
     RETURN_IF_ERROR(store_->DeleteExperiment(id));

@@ -22,23 +22,24 @@ double SteadyStepSeconds(const std::vector<double>& steps) {
 absl::flat_hash_map<std::string, StartEstimate> Engine::StartEstimatesLocked() const {
   const absl::Time now = absl::Now();
   std::vector<StartEstimateRunning> running;
-  for (const auto& [id, active] : active_) {
-    if (active.slots.empty()) continue;
-    StartEstimateRunning r{id, static_cast<int>(active.slots.size()), active.end_bound, false};
-    const int total_steps = std::max(1, active.experiment.spec().training().steps());
-    if (!active.step_seconds.empty()) {
-      const int left = std::max(0, total_steps - static_cast<int>(active.step_seconds.size()));
+  for (const auto& [id, unfinished] : unfinished_) {
+    if (unfinished.slots.empty()) continue;
+    StartEstimateRunning r{id, static_cast<int>(unfinished.slots.size()), unfinished.end_bound,
+                           false};
+    const int total_steps = std::max(1, unfinished.experiment.spec().training().steps());
+    if (!unfinished.step_seconds.empty()) {
+      const int left = std::max(0, total_steps - static_cast<int>(unfinished.step_seconds.size()));
       const absl::Time measured =
-          now + absl::Seconds(left * SteadyStepSeconds(active.step_seconds));
+          now + absl::Seconds(left * SteadyStepSeconds(unfinished.step_seconds));
       // Never later than the time limit lets it run.
-      if (measured < active.end_bound) r = {id, r.slots, measured, true};
+      if (measured < unfinished.end_bound) r = {id, r.slots, measured, true};
     }
     running.push_back(std::move(r));
   }
   std::vector<StartEstimateQueued> queue;
   for (const std::string& id : queue_.Order()) {
-    auto it = active_.find(id);
-    if (it == active_.end()) continue;
+    auto it = unfinished_.find(id);
+    if (it == unfinished_.end()) continue;
     const Experiment& experiment = it->second.experiment;
     queue.push_back({id, std::max(1, experiment.spec().parallel().world_size()),
                      MaxRunDuration(experiment.spec()), experiment.held(), experiment.after_id()});

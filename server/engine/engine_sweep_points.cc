@@ -12,22 +12,23 @@ namespace vramlab::server {
 
 using vramlab::v1::Experiment;
 
-void Engine::ShowSweepResults(Active& active) {
-  const ParallelSweep& sweep = *active.sweep;
+void Engine::RecordSweepResults(Unfinished& unfinished) {
+  const ParallelSweep& sweep = *unfinished.sweep;
   if (std::optional<vramlab::v1::FinalReport> report = sweep.ExperimentReport()) {
-    *active.experiment.mutable_report() = *std::move(report);
+    *unfinished.experiment.mutable_report() = *std::move(report);
   }
-  for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
+  for (int r = 0; r < static_cast<int>(unfinished.ranks.size()); ++r) {
     if (std::optional<vramlab::v1::FinalReport> report = sweep.RankReport(r)) {
-      *active.ranks[r].mutable_report() = *std::move(report);
+      *unfinished.ranks[r].mutable_report() = *std::move(report);
     }
   }
-  ShowEndedRanks(active);
+  RecordEndedRanks(unfinished);
 }
 
-std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const ExitVerdict& verdict) {
-  ParallelSweep& sweep = *active.sweep;
-  Experiment& experiment = active.experiment;
+std::optional<ExitVerdict> Engine::EndSweepPointLocked(Unfinished& unfinished,
+                                                       const ExitVerdict& verdict) {
+  ParallelSweep& sweep = *unfinished.sweep;
+  Experiment& experiment = unfinished.experiment;
   const spec_rules::SweepPoint point = *sweep.Next();
   std::fprintf(stderr, "vramlabd: %s point %d ended %s%s%s\n", experiment.id().c_str(), point.index,
                Experiment::State_Name(verdict.state).c_str(), verdict.reason.empty() ? "" : ": ",
@@ -37,12 +38,12 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
 
   const bool out_of_memory = verdict.state == Experiment::OOM;
   sweep.EndPoint(out_of_memory, verdict.deciding_rank);
-  ShowSweepResults(active);
+  RecordSweepResults(unfinished);
   // As a one-process sweep's: the latest out-of-memory answer (of the rank that decided it).
   if (out_of_memory && verdict.deciding_rank.has_value() && *verdict.deciding_rank >= 0 &&
-      *verdict.deciding_rank < static_cast<int>(active.ranks.size()) &&
-      active.ranks[*verdict.deciding_rank].has_oom()) {
-    *experiment.mutable_oom() = active.ranks[*verdict.deciding_rank].oom();
+      *verdict.deciding_rank < static_cast<int>(unfinished.ranks.size()) &&
+      unfinished.ranks[*verdict.deciding_rank].has_oom()) {
+    *experiment.mutable_oom() = unfinished.ranks[*verdict.deciding_rank].oom();
   }
 
   const std::optional<spec_rules::SweepPoint> next = sweep.Next();
@@ -52,13 +53,13 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
     succeeded.state = Experiment::SUCCEEDED;
     return succeeded;
   }
-  if (active.cancel_requested) {
+  if (unfinished.cancel_requested) {
     WorkerRunFacts facts;
     facts.cancelled = true;
     return ClassifyExit(facts);
   }
   int rendezvous_port = 0;  // a world of one has no rendezvous
-  if (active.slots.size() >= 2) {
+  if (unfinished.slots.size() >= 2) {
     absl::StatusOr<int> port = PickFreeLoopbackPort();
     if (!port.ok()) {
       ExitVerdict failed;
@@ -69,7 +70,7 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Active& active, const Exi
     }
     rendezvous_port = *port;
   }
-  SpawnGangLocked(active, rendezvous_port);
+  SpawnGangLocked(unfinished, rendezvous_port);
   return std::nullopt;
 }
 

@@ -65,53 +65,53 @@ SweepResumePlan Engine::ResumeSweepLocked(const Experiment& experiment, std::str
   return *std::move(plan);
 }
 
-void Engine::TakeResumedPoints(Active& active) {
-  if (active.resumed.empty()) return;
-  TakeStoredPoints(active.resumed, *active.sweep);
+void Engine::TakeResumedPoints(Unfinished& unfinished) {
+  if (unfinished.resumed.empty()) return;
+  TakeStoredPoints(unfinished.resumed, *unfinished.sweep);
   // Each rank's latest out-of-memory answer, and the experiment's the latest point's that ran
   // out (its deciding rank's), as the points' ends keep them.
-  for (const StoredSweepPoint& stored : active.resumed) {
-    for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
-      if (stored.ooms[r].has_value()) *active.ranks[r].mutable_oom() = *stored.ooms[r];
+  for (const StoredSweepPoint& stored : unfinished.resumed) {
+    for (int r = 0; r < static_cast<int>(unfinished.ranks.size()); ++r) {
+      if (stored.ooms[r].has_value()) *unfinished.ranks[r].mutable_oom() = *stored.ooms[r];
     }
     if (stored.deciding_rank.has_value() && stored.ooms[*stored.deciding_rank].has_value()) {
-      *active.experiment.mutable_oom() = *stored.ooms[*stored.deciding_rank];
+      *unfinished.experiment.mutable_oom() = *stored.ooms[*stored.deciding_rank];
     }
   }
   // Every rank reported every point taken: each has ended a gang, the last one as its worker ends
   // after reporting. (A world of one has no ranks: its worker's end is the experiment's.)
-  const StoredSweepPoint& last = active.resumed.back();
-  for (int r = 0; r < static_cast<int>(active.ranks.size()); ++r) {
+  const StoredSweepPoint& last = unfinished.resumed.back();
+  for (int r = 0; r < static_cast<int>(unfinished.ranks.size()); ++r) {
     const bool out_of_memory = last.reports[r].sweep_points(0).oom();
     const ExitVerdict end = ExitAfterReport(out_of_memory, last.ooms[r].has_value());
-    active.ranks[r].set_worker_exit_status(end.exit_status);
-    active.ranks[r].set_state_reason(end.state == Experiment::SUCCEEDED ? "" : end.reason);
-    active.rank_ended[r] = true;
+    unfinished.ranks[r].set_worker_exit_status(end.exit_status);
+    unfinished.ranks[r].set_state_reason(end.state == Experiment::SUCCEEDED ? "" : end.reason);
+    unfinished.rank_ended[r] = true;
   }
-  ShowSweepResults(active);
-  active.experiment.set_resumed_sweep_points(static_cast<int>(active.resumed.size()));
+  RecordSweepResults(unfinished);
+  unfinished.experiment.set_resumed_sweep_points(static_cast<int>(unfinished.resumed.size()));
 }
 
-void Engine::EndResumedSweepLocked(Active& active) {
-  Experiment& experiment = active.experiment;
+void Engine::EndResumedSweepLocked(Unfinished& unfinished) {
+  Experiment& experiment = unfinished.experiment;
   const int world_size = SweepWorldSize(experiment.spec());
   const bool parallel = IsParallelSweep(experiment.spec());
   // A parallel sweep's ranks on the slots of the run the restart interrupted; a one-process
   // sweep has none.
-  active.ranks.clear();
+  unfinished.ranks.clear();
   for (int r = 0; parallel && r < world_size; ++r) {
     vramlab::v1::RankResult rank;
     rank.set_rank(r);
     if (r < experiment.slots_size()) rank.set_slot(experiment.slots(r));
-    active.ranks.push_back(rank);
+    unfinished.ranks.push_back(rank);
   }
-  active.rank_ended.assign(active.ranks.size(), false);
-  active.sweep.emplace(experiment.spec().sweep(), world_size);
-  TakeResumedPoints(active);
+  unfinished.rank_ended.assign(unfinished.ranks.size(), false);
+  unfinished.sweep.emplace(experiment.spec().sweep(), world_size);
+  TakeResumedPoints(unfinished);
   ExitVerdict verdict;
   verdict.state = Experiment::SUCCEEDED;  // every LIST point fit, or the search has its answer
-  const StoredSweepPoint& last = active.resumed.back();
-  if (active.sweep->ended_out_of_memory() && last.deciding_rank.has_value()) {
+  const StoredSweepPoint& last = unfinished.resumed.back();
+  if (unfinished.sweep->ended_out_of_memory() && last.deciding_rank.has_value()) {
     // A LIST that stopped at its last point taken, as that point's worker ends it: a one-process
     // sweep's worker exits out of memory after its report; a gang is ended by its deciding rank.
     const int deciding = *last.deciding_rank;
@@ -121,7 +121,7 @@ void Engine::EndResumedSweepLocked(Active& active) {
       verdict.deciding_rank = deciding;
     }
   }
-  const std::string note = ResumedPointsNote(static_cast<int>(active.resumed.size()));
+  const std::string note = ResumedPointsNote(static_cast<int>(unfinished.resumed.size()));
   std::fprintf(stderr, "vramlabd: %s: every sweep point had ended before the restart (%s)\n",
                experiment.id().c_str(), note.c_str());
   EndExperimentLocked(experiment.id(), verdict);

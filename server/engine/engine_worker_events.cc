@@ -15,8 +15,8 @@ void Engine::OnWorkerStarted(const std::string& experiment_id, int rank, int pid
   bool parallel = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = active_.find(experiment_id);
-    parallel = it != active_.end() && it->second.slots.size() >= 2;
+    auto it = unfinished_.find(experiment_id);
+    parallel = it != unfinished_.end() && it->second.slots.size() >= 2;
   }
   if (parallel) {
     std::fprintf(stderr, "vramlabd: %s rank %d started (worker pid %d)\n", experiment_id.c_str(),
@@ -28,13 +28,13 @@ void Engine::OnWorkerStarted(const std::string& experiment_id, int rank, int pid
 
 void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) {
   absl::MutexLock lock(&mu_);
-  auto it = active_.find(experiment_id);
-  if (it == active_.end() || it->second.slots.empty()) return;
-  Active& active = it->second;
+  auto it = unfinished_.find(experiment_id);
+  if (it == unfinished_.end() || it->second.slots.empty()) return;
+  Unfinished& unfinished = it->second;
   const int rank = event.rank();
-  if (rank < 0 || rank >= static_cast<int>(active.slots.size())) return;
-  const bool parallel = active.slots.size() >= 2;
-  int gpu = options_.slots[active.slots[rank]].index;
+  if (rank < 0 || rank >= static_cast<int>(unfinished.slots.size())) return;
+  const bool parallel = unfinished.slots.size() >= 2;
+  int gpu = options_.slots[unfinished.slots[rank]].index;
   switch (event.payload_case()) {
     case vramlab::v1::WorkerEvent::kSample:
       metrics_->OnSample(gpu, event.sample());
@@ -44,28 +44,28 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
       break;
     case vramlab::v1::WorkerEvent::kStep:
       metrics_->OnStepResult(gpu, event.step());
-      if (rank == 0 && !parallel && !active.sweep.has_value() &&
-          !HasSweep(active.experiment.spec())) {
-        active.step_seconds.push_back(event.step().step_time_seconds());
+      if (rank == 0 && !parallel && !unfinished.sweep.has_value() &&
+          !HasSweep(unfinished.experiment.spec())) {
+        unfinished.step_seconds.push_back(event.step().step_time_seconds());
       }
       break;
     case vramlab::v1::WorkerEvent::kOom:
       // A parallel run's OOM is the deciding rank's, set when the run ends.
       if (parallel) {
-        *active.ranks[rank].mutable_oom() = event.oom();
+        *unfinished.ranks[rank].mutable_oom() = event.oom();
       } else {
-        *active.experiment.mutable_oom() = event.oom();
+        *unfinished.experiment.mutable_oom() = event.oom();
       }
       break;
     case vramlab::v1::WorkerEvent::kReport:
-      if (active.sweep.has_value()) {
+      if (unfinished.sweep.has_value()) {
         // One point's report: merged into the rank's and the experiment's as the point ends.
-        active.sweep->OnReport(rank, event.report());
+        unfinished.sweep->OnReport(rank, event.report());
         break;
       }
-      if (parallel) *active.ranks[rank].mutable_report() = event.report();
+      if (parallel) *unfinished.ranks[rank].mutable_report() = event.report();
       // The experiment's report is rank 0's (every rank's loss is the global batch's).
-      if (rank == 0) *active.experiment.mutable_report() = event.report();
+      if (rank == 0) *unfinished.experiment.mutable_report() = event.report();
       break;
     default:
       break;
@@ -77,31 +77,31 @@ void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::Worker
 
 void Engine::OnRankExited(const std::string& experiment_id, const RankEnd& end) {
   absl::MutexLock lock(&mu_);
-  auto it = active_.find(experiment_id);
-  if (it == active_.end()) return;
-  Active& active = it->second;
-  if (end.rank < 0 || end.rank >= static_cast<int>(active.ranks.size())) return;
+  auto it = unfinished_.find(experiment_id);
+  if (it == unfinished_.end()) return;
+  Unfinished& unfinished = it->second;
+  if (end.rank < 0 || end.rank >= static_cast<int>(unfinished.ranks.size())) return;
   std::fprintf(stderr, "vramlabd: %s rank %d ended %s%s%s\n", experiment_id.c_str(), end.rank,
                Experiment::State_Name(end.verdict.state).c_str(),
                end.state_reason.empty() ? "" : ": ", end.state_reason.c_str());
-  vramlab::v1::RankResult& rank = active.ranks[end.rank];
+  vramlab::v1::RankResult& rank = unfinished.ranks[end.rank];
   rank.set_worker_exit_status(end.verdict.exit_status);
   rank.set_state_reason(end.state_reason);
-  active.rank_ended[end.rank] = true;
-  ShowEndedRanks(active);
+  unfinished.rank_ended[end.rank] = true;
+  RecordEndedRanks(unfinished);
 }
 
-void Engine::ShowEndedRanks(Active& active) {
-  active.experiment.clear_ranks();
-  for (size_t r = 0; r < active.ranks.size(); ++r) {
-    if (active.rank_ended[r]) *active.experiment.add_ranks() = active.ranks[r];
+void Engine::RecordEndedRanks(Unfinished& unfinished) {
+  unfinished.experiment.clear_ranks();
+  for (size_t r = 0; r < unfinished.ranks.size(); ++r) {
+    if (unfinished.rank_ended[r]) *unfinished.experiment.add_ranks() = unfinished.ranks[r];
   }
 }
 
 void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict& gang_verdict) {
   absl::MutexLock lock(&mu_);
-  auto it = active_.find(experiment_id);
-  if (it == active_.end()) return;
+  auto it = unfinished_.find(experiment_id);
+  if (it == unfinished_.end()) return;
   ExitVerdict verdict = gang_verdict;
   if (it->second.sweep.has_value()) {
     std::optional<ExitVerdict> ended = EndSweepPointLocked(it->second, gang_verdict);
@@ -114,8 +114,8 @@ void Engine::OnWorkerExited(const std::string& experiment_id, const ExitVerdict&
 }
 
 void Engine::EndExperimentLocked(const std::string& experiment_id, const ExitVerdict& verdict) {
-  auto it = active_.find(experiment_id);
-  if (it == active_.end()) return;
+  auto it = unfinished_.find(experiment_id);
+  if (it == unfinished_.end()) return;
   Experiment& experiment = it->second.experiment;
   experiment.set_worker_exit_status(verdict.exit_status);
   if (verdict.deciding_rank.has_value()) {
@@ -139,10 +139,10 @@ void Engine::EndExperimentLocked(const std::string& experiment_id, const ExitVer
 absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state,
                                   const std::string& reason, bool requeue_pending,
                                   bool keep_if_unstored) {
-  auto it = active_.find(id);
-  if (it == active_.end()) return absl::OkStatus();
-  Active& active = it->second;
-  Experiment final_state = active.experiment;
+  auto it = unfinished_.find(id);
+  if (it == unfinished_.end()) return absl::OkStatus();
+  Unfinished& unfinished = it->second;
+  Experiment final_state = unfinished.experiment;
   final_state.set_state(state);
   final_state.set_state_reason(reason);
   final_state.set_queue_position(0);
@@ -161,11 +161,11 @@ absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state
   PublishState(final_state);
   hub_.Close(id);
   std::vector<int> gpus;
-  for (int position : active.slots) gpus.push_back(options_.slots[position].index);
+  for (int position : unfinished.slots) gpus.push_back(options_.slots[position].index);
   metrics_->OnExperimentFinishedOnSlots(gpus.empty() ? std::vector<int>{-1} : gpus, final_state);
-  free_slots_.insert(active.slots.begin(), active.slots.end());
+  free_slots_.insert(unfinished.slots.begin(), unfinished.slots.end());
   const std::string ended_id = id;  // `id` may be the erased entry's
-  active_.erase(it);
+  unfinished_.erase(it);
   if (!requeue_pending) ResolveDependentsLocked(ended_id, state);
   return absl::OkStatus();
 }

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "common/status_macros.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/estimate_notes.h"
@@ -128,8 +128,8 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
 
 // Smallest world size in [1, kWorldSize.max] whose rank is FITS, 0 if none. A rank's memory never
 // grows with the world size (shards only shrink; the buffers do not depend on it), so the first
-// fitting size is the answer. Sizes the worker would refuse to run (CheckRanksRunnable: with
-// optimizer-in-backward every size from 2) are skipped.
+// fitting size is the answer. Sizes the rulebook refuses (CheckRanksRunnable: with an in-backward
+// or delayed update every size from 2) are skipped.
 int32_t SmallestFittingWorldSize(const RunSettings& run, estimate::ParallelSettings parallel,
                                  AllocatorKind allocator, int64_t limit) {
   for (int64_t n = 1; n <= spec_rules::kWorldSize.max; ++n) {

@@ -22,8 +22,8 @@ absl::StatusOr<ModelShape> FromConfig(const vramlab::v1::ModelConfig& c) {
     }
   }
   spec_rules::DecoderConfig decoder;
-  const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(
-      spec_rules::ModelConfigFieldsOf(plain::FromProto(c)), &decoder);
+  const spec_rules::FieldError error =
+      spec_rules::ResolveDecoderConfig(plain::FromProto(c), &decoder);
   if (!error.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.config.", error.field, ": ", error.message));

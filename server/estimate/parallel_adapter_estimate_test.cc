@@ -11,7 +11,6 @@
 
 #include "common/layout/parameter_partition.h"
 #include "common/spec/model_presets.h"
-#include "common/spec/spec_rules.h"
 #include "gtest/gtest.h"
 #include "server/estimate/estimator.h"
 #include "server/estimate/parallel_buffers.h"

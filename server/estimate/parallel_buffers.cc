@@ -9,7 +9,6 @@
 #include "common/layout/parameter_partition.h"
 #include "common/layout/shard_layout.h"
 #include "common/spec/adapter_sizes.h"
-#include "common/spec/spec_rules.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/model_shape.h"
 

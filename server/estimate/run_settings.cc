@@ -5,17 +5,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spec/resolve_spec.h"
-#include "common/spec/spec_rules.h"
 #include "common/status_macros.h"
 #include "schema/vramlab_v1.plain_proto.h"
 
 namespace vramlab::server::estimate {
 
 absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& parallel) {
-  if (!parallel.parallel()) return absl::OkStatus();
-  if (run.in_backward) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(spec_rules::kInBackwardField, ": ", spec_rules::kInBackwardParallelMessage));
+  if (std::optional<spec_rules::SpecProblem> problem =
+          spec_rules::CheckRanksInStep(parallel.world_size, run.in_backward, run.delayed_update)) {
+    return absl::InvalidArgumentError(problem->Text());
   }
   return absl::OkStatus();
 }
@@ -48,6 +46,7 @@ absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec,
   r.sgd_weight_decay = t.optimizer.weight_decay != 0.0;
   r.offload_to_cpu = t.optimizer.offload_to_cpu;
   r.in_backward = t.optimizer.in_backward;
+  r.delayed_update = t.optimizer.delayed_update;
   r.eager_attention = t.attention == plain::AttentionImpl::kEager;
   r.chunked_loss = t.loss == plain::LossImpl::kChunked;
   r.fused_kernels = t.kernels == plain::KernelsImpl::kFused;

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
 #include "schema/vramlab_v1.plain.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
@@ -62,6 +62,8 @@ struct RunSettings {
   vramlab::v1::OptimizerKind optimizer = vramlab::v1::ADAMW;
   bool offload_to_cpu = false;
   bool in_backward = false;
+  // The offloaded host step runs one optimizer step late (training.optimizer.delayed_update).
+  bool delayed_update = false;
   // Whether the update adds weight_decay * param to the gradient (SGD; default 0.01).
   bool sgd_weight_decay = true;
   int64_t checkpoint_every_k = 0;  // 0: none
@@ -84,9 +86,9 @@ absl::StatusOr<RunSettings> ResolveRunSettings(const vramlab::v1::ExperimentSpec
 absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec,
                                        const plain::ExperimentSpec& resolved);
 
-// OK unless the worker refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
-// words: optimizer-in-backward under any sharding (training.optimizer.in_backward: it would apply
-// a gradient before the ranks average it). The world-size search skips the sizes this refuses.
+// OK unless the rulebook refuses to run `run` over `parallel`'s ranks (world size >= 2), in its
+// words: spec_rules::CheckRanksInStep (an in-backward or delayed update would consume a gradient
+// before the ranks average it). The world-size search skips the sizes this refuses.
 absl::Status CheckRanksRunnable(const RunSettings& run, const ParallelSettings& parallel);
 
 }  // namespace vramlab::server::estimate

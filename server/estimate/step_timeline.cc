@@ -247,7 +247,7 @@ StepPeaks WalkTrainingStep(const RunSettings& run, const ParameterState& params)
   }
   peaks.load = params.weights + params.load_temporaries;
   if (!run.in_backward) {
-    // Token ids and the loss are out of scope by then (worker/train/training_point.cc).
+    // Token ids and the loss are out of scope by then (worker/train/fixed_shape_run.cc).
     peaks.optimizer_step = params.weights + params.all_gradients + params.optimizer_state +
                            params.step_temporaries + BlasWorkspaces(run);
   }

@@ -1,4 +1,4 @@
-// Walks one training step the way the worker runs it (worker/train/training_point.cc: forward
+// Walks one training step the way the worker runs it (worker/train/fixed_shape_run.cc: forward
 // layer by layer and the loss, backward layer by layer, the optimizer step) and records the most
 // memory live in each phase, from the per-layer and per-parameter sizes. For a rank of a parallel
 // run the parameter sizes are its shards, and its gathered parameters and communication buffer

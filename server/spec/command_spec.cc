@@ -6,13 +6,11 @@
 #include <fstream>
 #include <map>
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/message.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/protobuf/blank_message.h"
 #include "server/spec/display_text.h"
 #include "server/spec/validate_spec.h"
 
@@ -35,21 +33,6 @@ bool IsEnvName(absl::string_view name) {
   if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
   for (char c : name) {
     if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// True when no field of `message` is set other than sub-messages that are themselves blank (a
-// spec's "training": {"optimizer": {}} says nothing).
-bool IsBlank(const google::protobuf::Message& message) {
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  message.GetReflection()->ListFields(message, &fields);
-  for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->is_repeated() ||
-        field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
-        !IsBlank(message.GetReflection()->GetMessage(message, field))) {
       return false;
     }
   }

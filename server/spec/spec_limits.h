@@ -4,12 +4,12 @@
 
 #include <cstdint>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "vramlab/v1/memory.pb.h"
 
 namespace vramlab::server {
 
-// The operator's narrowing of common/spec/spec_rules.h: each limit here is at most that rule's
+// The operator's narrowing of common/spec/spec_ranges.h: each limit here is at most that rule's
 // maximum (a larger one is cut to it).
 struct SpecLimits {
   int32_t max_seq_len = 131072;

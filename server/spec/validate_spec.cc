@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec/resolve_spec.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "common/status_macros.h"
 #include "schema/vramlab_v1.plain_proto.h"
 #include "server/spec/command_spec.h"

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
+
 namespace vramlab::server {
 namespace {
 

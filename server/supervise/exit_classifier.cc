@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/bounded_text.h"
 
 namespace vramlab::server {
 
@@ -11,12 +12,14 @@ using vramlab::v1::Experiment;
 
 namespace {
 
+// ": FIELD: MESSAGE" of the worker's error event, bounded: it becomes the state_reason that every
+// listing repeats, and a worker's message may be as long as an event line (1 MiB).
 std::string ErrorDetail(const std::optional<vramlab::v1::WorkerError>& error) {
   if (!error.has_value()) return "";
   std::string detail = error->field().empty()
                            ? error->message()
                            : absl::StrCat(error->field(), ": ", error->message());
-  return detail.empty() ? "" : absl::StrCat(": ", detail);
+  return detail.empty() ? "" : absl::StrCat(": ", BoundedText(detail, kMaxStateReasonBytes));
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 # The three programs are peers: they meet only through proto/, the worker's JSON events and
 # common/. No source of one includes another's: client/ nothing of server/ or worker/, server/
 # nothing of client/ or worker/, worker/ nothing of server/, client/ or proto/; common/ none of them.
-# And the proto is the only schema: nothing copies a proto enum's names by hand, the worker's events
-# are written by generated code, and the estimator predicts from common/, never from the worker's code.
+# And the proto is the only schema: nothing copies a proto enum's names or a message's field list by
+# hand, the worker's events are written by generated code, and the estimator predicts from common/,
+# never from the worker's code.
 set -uo pipefail
 src=${VRAMLAB_SOURCE_DIR:?}
 cd "$src"
@@ -53,5 +54,25 @@ check "$( (grep -rnE "\"($event_keys)\"" worker --include='*.cc' --include='*.h'
           grep -vE '(_test\.cc|/testing/[^:]*):' || true)" \
   "a hand-written writer of the worker's event JSON (write plain::WorkerEvent through event_sink)" \
   "the worker's event JSON is written by the generated writer only"
+# Nor a proto message's field list: a struct whose members are a message's fields is a hand-written
+# copy of what schema/plain_proto.py generates (tests/build/proto_field_copies.py). One
+# copy is known and is let through by its file, struct and message: the estimator's ParallelSettings
+# (to be replaced by the resolved plain::ParallelSpec it is filled from).
+known_copies='^server/estimate/run_settings\.h:[0-9]+: struct ParallelSettings copies message ParallelSpec '
+# The checker itself, on a copy it must find.
+probe=$(mktemp -d)
+mkdir -p "$probe/proto" "$probe/common"
+printf 'message Shape {\n  int32 rows = 1;\n  int32 cols = 2;\n  string name = 3;\n}\n' > "$probe/proto/p.proto"
+printf 'struct Copied {\n  int rows = 0;\n  int cols = 0;\n  std::string name;\n};\n' > "$probe/common/c.h"
+check "$({ /usr/bin/python3 tests/build/proto_field_copies.py "$probe" || true; } | grep -q 'struct Copied copies message Shape (3 of 3' || echo 'missed common/c.h')" \
+  "proto_field_copies.py misses a copy" "proto_field_copies.py finds a copy"
+rm -rf "$probe"
+check "$({ /usr/bin/python3 tests/build/proto_field_copies.py "$src" || true; } | grep -vE "$known_copies" || true)" \
+  "a hand-written copy of a proto message's fields (use the generated plain struct: schema/plain_proto.py)" \
+  "no hand-written copy of a proto message's fields outside the generated code"
+# The estimator predicts from common/ (the rulebook, common/layout), never from the worker's code:
+# not one of its files names a worker/ header, even in a comment's #include.
+check "$(grep -rnE '#include [<"]worker/' server/estimate || true)" \
+  "server/estimate includes a worker header" "server/estimate includes no worker header"
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

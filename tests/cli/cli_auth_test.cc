@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cli/cli_runner.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::cli_test {
@@ -29,11 +30,12 @@ class CliAuthTest : public ::testing::Test {
     std::ofstream(tokens) << kAliceToken << " alice user\n" << kBobToken << " bob user\n";
     chmod(tokens.c_str(), 0600);
     // A self-signed certificate for 127.0.0.1: the CLI trusts it through --ca-cert.
-    const std::string openssl =
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-        *dir_ + "/key.pem -out " + *dir_ + "/cert.pem 2>/dev/null";
-    ASSERT_EQ(std::system(openssl.c_str()), 0);
+    const vramlab::testing::ChildResult openssl = vramlab::testing::RunChild(
+        {.argv = {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                  "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                  "-keyout", *dir_ + "/key.pem", "-out", *dir_ + "/cert.pem"},
+         .stderr_file = "/dev/null"});
+    ASSERT_EQ(openssl.exit_code, 0) << openssl.Describe();
     auto daemon = vramlab::testing::DaemonHarness::Start(
         {.extra_flags = {"--auth-tokens=" + tokens, "--tls-cert=" + *dir_ + "/cert.pem",
                          "--tls-key=" + *dir_ + "/key.pem"},

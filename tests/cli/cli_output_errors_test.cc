@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cli/cli_runner.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::cli_test {
@@ -67,14 +68,10 @@ class CliOutputErrorsTest : public ::testing::Test {
 
   // Runs vramlab with stdout on /dev/full; stderr is captured.
   static CliResult RunWithFullStdout(const std::vector<std::string>& args) {
-    static int counter = 0;
-    const std::string err = TempPath(absl::StrCat("full-stdout-", ++counter, ".err"));
-    const int status = std::system(
-        absl::StrCat(CliCommand(Args(args), {}), " > /dev/full 2> ", err, " < /dev/null").c_str());
-    CliResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.err = ReadWholeFile(err);
-    return result;
+    std::vector<std::string> argv = {CliBinary()};
+    for (const std::string& arg : Args(args)) argv.push_back(arg);
+    return ToCliResult(vramlab::testing::RunChild(
+        {.argv = argv, .env = CliEnvironment({}), .stdout_file = "/dev/full"}));
   }
 
   static vramlab::testing::DaemonHarness* daemon_;

@@ -11,24 +11,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cli/report_runs.h"
+#include "tests/support/child_process.h"
 
 namespace vramlab::cli_test {
 namespace {
 
-// The page's DOM after its scripts ran, or "" when Chromium fails.
+// The page's DOM after its scripts ran, or "" when Chromium fails (or takes over 120 s).
 std::string DumpDom(const std::string& page, const std::string& profile) {
-  const std::string command =
-      "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-      "--disable-background-networking --disable-component-update --disable-sync --user-data-dir=" +
-      ShellQuote(profile) + " --virtual-time-budget=5000 --dump-dom " +
-      ShellQuote("file://" + page) + " 2>/dev/null";
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  return pclose(pipe) == 0 ? output : "";
+  const vramlab::testing::ChildResult ended = vramlab::testing::RunChild(
+      {.argv = {"chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--user-data-dir=" + profile, "--virtual-time-budget=5000",
+                "--dump-dom", "file://" + page},
+       .stderr_file = "/dev/null"},
+      std::chrono::seconds(120));
+  return ended.exit_code == 0 ? ended.out : "";
 }
 
 struct Measured {

@@ -13,6 +13,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 #include "tests/cli/cli_runner.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::cli_test {
@@ -21,20 +22,15 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// Output of a shell command (stdout), or "" when it fails.
-std::string Capture(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  return pclose(pipe) == 0 ? output : "";
+// Output of a command (stdout; stderr discarded), or "" when it fails.
+std::string Capture(const std::vector<std::string>& argv) {
+  const vramlab::testing::ChildResult ended =
+      vramlab::testing::RunChild({.argv = argv, .stderr_file = "/dev/null"});
+  return ended.exit_code == 0 ? ended.out : "";
 }
 
 std::string XPath(const std::string& file, const std::string& expression) {
-  return std::string(absl::StripAsciiWhitespace(Capture(
-      "xmllint --xpath " + ShellQuote(expression) + " " + ShellQuote(file) + " 2>/dev/null")));
+  return std::string(absl::StripAsciiWhitespace(Capture({"xmllint", "--xpath", expression, file})));
 }
 
 class CliReportTest : public ::testing::Test {
@@ -97,7 +93,8 @@ TEST_F(CliReportTest, SvgIsWellFormedXmlWithTheExpectedSeries) {
   CliResult r = Report("svg", svg);
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("wrote svg report of " + *id_));
-  ASSERT_EQ(std::system(("xmllint --noout " + ShellQuote(svg)).c_str()), 0) << ReadWholeFile(svg);
+  ASSERT_EQ(vramlab::testing::RunChild({.argv = {"xmllint", "--noout", svg}}).exit_code, 0)
+      << ReadWholeFile(svg);
 
   const auto node = [](const std::string& name, const std::string& predicate) {
     return "//*[local-name()='" + name + "' and " + predicate + "]";
@@ -175,16 +172,17 @@ TEST_F(CliReportTest, HtmlRendersInHeadlessChromiumToANonBlankScreenshot) {
   }
   const std::string png = TempPath("report.png");
   const std::string profile = TempPath("chromium-profile");
-  const std::string chromium =
-      "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-      "--disable-background-networking --disable-component-update --disable-sync "
-      "--user-data-dir=" +
-      ShellQuote(profile) + " --screenshot=" + ShellQuote(png) + " --window-size=1200,900 " +
-      ShellQuote("file://" + html) + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(chromium.c_str()), 0);
-  const std::string counted = Capture(
-      "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/count_png_colors.py") +
-      " " + ShellQuote(png));
+  const vramlab::testing::ChildResult chromium = vramlab::testing::RunChild(
+      {.argv = {"chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--user-data-dir=" + profile, "--screenshot=" + png,
+                "--window-size=1200,900", "file://" + html},
+       .stdout_file = "/dev/null",
+       .stderr_with_stdout = true},
+      std::chrono::seconds(120));
+  ASSERT_EQ(chromium.exit_code, 0) << chromium.Describe();
+  const std::string counted =
+      Capture({"python3", std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/count_png_colors.py", png});
   std::vector<std::string> fields = absl::StrSplit(absl::StripAsciiWhitespace(counted), ' ');
   ASSERT_EQ(fields.size(), 3u) << counted;
   int colors = 0, width = 0, height = 0;

@@ -1,9 +1,9 @@
 // Runs the real `vramlab` binary the way a person or script would, capturing its exit code,
-// stdout and stderr. Header-only: tests/ compiles only *_test.cc and support/*.cc.
+// stdout and stderr (tests/support/child_process.h). Header-only: tests/ compiles only *_test.cc
+// and support/*.cc.
 #ifndef VRAMLAB_TESTS_CLI_CLI_RUNNER_H_
 #define VRAMLAB_TESTS_CLI_CLI_RUNNER_H_
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::cli_test {
@@ -52,50 +53,59 @@ inline std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/cli-", getpid(), "-", name);
 }
 
-// The shell command running `vramlab args...` with `env` added to a clean environment (no
-// VRAMLAB_* from the caller; HOME and XDG_CONFIG_HOME point at an empty directory unless `env`
-// sets them).
-inline std::string CliCommand(const std::vector<std::string>& args,
-                              const std::map<std::string, std::string>& env) {
+// The environment `vramlab` runs in: `env` added to a clean one (no VRAMLAB_* from the caller;
+// HOME and XDG_CONFIG_HOME point at an empty directory unless `env` sets them).
+inline std::map<std::string, std::string> CliEnvironment(
+    const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> environment = {
       {"PATH", "/usr/bin:/bin"},
       {"HOME", TempPath("empty-home")},
       {"XDG_CONFIG_HOME", TempPath("empty-home/.config")},
   };
   for (const auto& [key, value] : env) environment[key] = value;
+  return environment;
+}
+
+inline std::string CliBinary() { return vramlab::testing::DaemonHarness::BinDir() + "/vramlab"; }
+
+// The shell command running `vramlab args...` in CliEnvironment(env).
+inline std::string CliCommand(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env) {
   std::string command = "env -i";
-  for (const auto& [key, value] : environment)
+  for (const auto& [key, value] : CliEnvironment(env))
     absl::StrAppend(&command, " ", key, "=", ShellQuote(value));
-  absl::StrAppend(&command, " ",
-                  ShellQuote(vramlab::testing::DaemonHarness::BinDir() + "/vramlab"));
+  absl::StrAppend(&command, " ", ShellQuote(CliBinary()));
   for (const auto& arg : args) absl::StrAppend(&command, " ", ShellQuote(arg));
   return command;
 }
 
-// Runs `shell_command` with stdout and stderr captured.
-inline CliResult RunShell(const std::string& shell_command) {
-  static int counter = 0;
-  const std::string stem = TempPath(absl::StrCat("run", ++counter));
-  const std::string command =
-      absl::StrCat(shell_command, " > ", stem, ".out 2> ", stem, ".err < /dev/null");
-  const int status = std::system(command.c_str());
+// A finished child as a CliResult; a signal shows as 128 + its number, as a shell reports it.
+inline CliResult ToCliResult(const vramlab::testing::ChildResult& ended) {
   CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = ReadWholeFile(stem + ".out");
-  result.err = ReadWholeFile(stem + ".err");
+  result.exit_code = ended.signal != 0 ? 128 + ended.signal : ended.exit_code;
+  result.out = ended.out;
+  result.err = ended.err;
   return result;
+}
+
+// Runs `shell_command` with /bin/sh, stdout and stderr captured.
+inline CliResult RunShell(const std::string& shell_command) {
+  return ToCliResult(vramlab::testing::RunChild({.argv = {"/bin/sh", "-c", shell_command}}));
 }
 
 inline CliResult RunCli(const std::vector<std::string>& args,
                         const std::map<std::string, std::string>& env = {}) {
-  return RunShell(CliCommand(args, env));
+  std::vector<std::string> argv = {CliBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ToCliResult(vramlab::testing::RunChild({.argv = argv, .env = CliEnvironment(env)}));
 }
 
 // Runs vramlab with stdout on a pseudo-terminal (util-linux `script`), as a person at a
 // terminal sees it; stderr is merged into `out` there.
 inline CliResult RunCliInTerminal(const std::vector<std::string>& args,
                                   const std::map<std::string, std::string>& env = {}) {
-  return RunShell("script -qefc " + ShellQuote(CliCommand(args, env)) + " /dev/null");
+  return ToCliResult(vramlab::testing::RunChild(
+      {.argv = {"script", "-qefc", CliCommand(args, env), "/dev/null"}}));
 }
 
 // Parses `json` into `message` with unknown fields rejected: the CLI's --json output must be

@@ -23,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::testing {
@@ -70,7 +71,8 @@ class DaemonCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (access(kPython, X_OK) != 0 ||
-        system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+        RunChild({.argv = {kPython, "-c", "import torch"}, .stderr_file = "/dev/null"}).exit_code !=
+            0) {
       FAIL() << "python3-torch is required (scripts/install-deps.sh installs it)";
     }
     char tmpl[] = "/tmp/command-test-XXXXXX";
@@ -346,16 +348,12 @@ TEST_F(DaemonCommandTest, DaemonRefusesRootAsTheCommandUser) {
            {"--allow-commands --command-user=root", "commands never run as root"},
            {"--allow-commands", "--allow-commands needs --command-user"},
            {"--command-user=nobody", "--command-user has no effect without --allow-commands"}}) {
-    const std::string command = DaemonHarness::BinDir() +
-                                "/vramlabd --device=cpu --data-dir=" + data +
-                                " --listen=127.0.0.1:0 " + flags + " 2>&1";
-    FILE* out = popen(command.c_str(), "r");
-    ASSERT_NE(out, nullptr);
-    std::string text;
-    char buffer[512];
-    while (fgets(buffer, sizeof(buffer), out) != nullptr) text += buffer;
-    int status = pclose(out);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << flags << ": " << text;
+    std::vector<std::string> argv = {DaemonHarness::BinDir() + "/vramlabd", "--device=cpu",
+                                     "--data-dir=" + data, "--listen=127.0.0.1:0"};
+    for (absl::string_view flag : absl::StrSplit(flags, ' ')) argv.emplace_back(flag);
+    const ChildResult ended = RunChild({.argv = argv, .stderr_with_stdout = true});
+    const std::string& text = ended.out;
+    EXPECT_EQ(ended.exit_code, 2) << flags << ": " << text;
     EXPECT_THAT(text, HasSubstr(expected)) << flags;
   }
 }

@@ -1,8 +1,9 @@
-// One set of spec rules (common/spec/spec_rules.h), and every consumer applies it the same way:
-// for each range rule, values just outside it are refused by the real daemon (its validation,
-// through EstimateMemory, which runs nothing) and by the real worker (exit code 2), both naming
-// the field with the same message. The estimator and the CLI read their defaults from the same
-// header; the daemon and the worker are where a value is accepted or refused.
+// One set of spec rules (common/spec/spec_ranges.h and the rules across fields beside it), and
+// every consumer applies it the same way: for each range rule, values just outside it are refused
+// by the real daemon (its validation, through EstimateMemory, which runs nothing) and by the real
+// worker (exit code 2), both naming the field with the same message. The estimator and the CLI
+// read their defaults from the same header; the daemon and the worker are where a value is
+// accepted or refused.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -14,7 +15,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/device_rules.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "common/spec/sweep_order.h"
 #include "tests/contract/worker_process.h"
 #include "tests/support/daemon_harness.h"

@@ -3,10 +3,6 @@
 #ifndef VRAMLAB_TESTS_CONTRACT_WORKER_PROCESS_H_
 #define VRAMLAB_TESTS_CONTRACT_WORKER_PROCESS_H_
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/support/child_process.h"
 
 namespace vramlab::testing {
 
@@ -29,7 +27,7 @@ inline std::string WorkerBinary() {
   return std::string(dir != nullptr ? dir : VRAMLAB_BIN_DIR) + "/vramlab-worker";
 }
 
-// `kill_when` is asked after every read (and every 200 ms) with the output so far; true sends
+// `kill_when` is asked after every read (and every 50 ms) with the output so far; true sends
 // SIGKILL. Stderr goes to /dev/null.
 // `extra_args` follow "--spec FILE" on the worker's command line.
 inline WorkerProcess RunWorkerProcess(
@@ -45,43 +43,15 @@ inline WorkerProcess RunWorkerProcess(
   }
   close(spec_fd);
 
-  int out[2];
-  if (pipe(out) != 0) throw std::runtime_error("pipe failed");
-  const std::string binary = WorkerBinary();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    const int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDERR_FILENO);
-    std::vector<const char*> argv = {binary.c_str(), "--spec", spec_path};
-    for (const std::string& arg : extra_args) argv.push_back(arg.c_str());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
-  }
-  close(out[1]);
-  WorkerProcess result;
-  char buffer[1 << 16];
-  for (;;) {
-    pollfd fd{out[0], POLLIN, 0};
-    const int ready = poll(&fd, 1, 200);
-    if (ready > 0) {
-      const ssize_t n = read(out[0], buffer, sizeof(buffer));
-      if (n <= 0) break;
-      result.output.append(buffer, static_cast<size_t>(n));
-    }
-    if (!result.killed_by_test && kill_when && kill_when(result.output)) {
-      kill(pid, SIGKILL);
-      result.killed_by_test = true;
-    }
-  }
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  std::vector<std::string> argv = {WorkerBinary(), "--spec", spec_path};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  ChildProcess child({.argv = argv, .stderr_file = "/dev/null"});
+  const ChildResult ended = child.Wait(ChildProcess::kNoLimit, kill_when);
   unlink(spec_path);
-  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  WorkerProcess result;
+  result.output = ended.out;
+  result.killed_by_test = ended.killed;
+  result.exit_status = ended.signal != 0 ? -ended.signal : ended.exit_code;
   return result;
 }
 

@@ -6,12 +6,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/metrics/exposition_text.h"
 #include "tests/metrics/prometheus_process.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::testing {
@@ -20,6 +23,17 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using vramlab::v1::Experiment;
+
+// Makes a self-signed certificate for `subject` with openssl (key without a passphrase); its exit
+// code.
+int MakeCertificate(const std::string& subject, const std::vector<std::string>& extra,
+                    const std::string& key, const std::string& cert) {
+  std::vector<std::string> argv = {"openssl", "req",   "-x509", "-newkey", "rsa:2048",
+                                   "-nodes",  "-days", "1",     "-subj",   subject};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"-keyout", key, "-out", cert});
+  return RunChild({.argv = argv, .stdout_file = "/dev/null", .stderr_with_stdout = true}).exit_code;
+}
 
 constexpr char kAlice[] = "alice-secret-token-00000001";
 constexpr char kBob[] = "bob-secret-token-0000000002";
@@ -138,11 +152,8 @@ TEST_F(DaemonAuthTest, RepeatedFailuresFromOneAddressAreThrottledAndCounted) {
 
 TEST_F(DaemonAuthTest, RefusesATlsKeyOthersCanRead) {
   const std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
-  const std::string command =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x "
-      "-keyout " +
-      key + " -out " + cert + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
+  ASSERT_EQ(MakeCertificate("/CN=x", {}, key, cert), 0)
+      << "openssl is needed to make a test certificate";
   ASSERT_EQ(chmod(key.c_str(), 0640), 0);
   auto daemon =
       DaemonHarness::Start({.extra_flags = {"--worker-path=/bin/true", "--tls-cert=" + cert,
@@ -163,11 +174,10 @@ TEST_F(DaemonAuthTest, RefusesNonLoopbackWithoutTokens) {
 
 TEST_F(DaemonAuthTest, ServesTlsWithCertificateAndKey) {
   std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
-  std::string command =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
-      key + " -out " + cert + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
+  ASSERT_EQ(MakeCertificate("/CN=localhost",
+                            {"-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"}, key, cert),
+            0)
+      << "openssl is needed to make a test certificate";
   ASSERT_EQ(chmod(key.c_str(), 0600), 0);
   auto daemon = DaemonHarness::Start(
       {.extra_flags = {"--tls-cert=" + cert, "--tls-key=" + key, "--auth-tokens=" + tokens_}});

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::testing {
@@ -119,10 +120,11 @@ TEST(DaemonDataDirTest, RemovingTheLockFileDoesNotLetASecondDaemonOpenTheStore) 
 // state; the others are listed whole, and a Get of the damaged one says DATA_LOSS naming it.
 TEST(DaemonDataDirTest, ADamagedRecordDoesNotHideTheOthersFromTheListing) {
   std::unique_ptr<DaemonHarness> daemon = StoppedDaemonWithHistory(3);
-  const std::string command =
-      "sqlite3 '" + Db(*daemon) +
-      "' \"UPDATE experiments SET experiment = x'ffffffff0f' WHERE seq = 2\"";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const ChildResult updated =
+      RunChild({.argv = {"sqlite3", Db(*daemon),
+                         "UPDATE experiments SET experiment = x'ffffffff0f' WHERE seq = 2"},
+                .stderr_with_stdout = true});
+  ASSERT_EQ(updated.exit_code, 0) << updated.Describe() << ": " << updated.out;
   ASSERT_TRUE(daemon->Restart().ok()) << daemon->ReadLog();
   auto stub = daemon->NewStub();
   grpc::ClientContext context;

@@ -5,7 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "tests/support/daemon_harness.h"
 
 namespace vramlab::testing {

@@ -5,7 +5,6 @@
 //
 // Both sides are the real binaries: vramlab-worker (runs the spec, prints WorkerEvent JSON lines)
 // and vramlab-estimate (prints the MemoryEstimate JSON).
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -22,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/child_process.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
 
@@ -67,17 +67,11 @@ ProcessOutput RunWithSpec(const std::string& binary, const std::string& spec_jso
   EXPECT_GE(fd, 0);
   EXPECT_EQ(write(fd, spec_json.data(), spec_json.size()), static_cast<ssize_t>(spec_json.size()));
   close(fd);
-  const std::string command = absl::StrCat("'", binary, "' --spec '", path, "' 2>/dev/null");
+  const vramlab::testing::ChildResult ended =
+      vramlab::testing::RunChild({.argv = {binary, "--spec", path}, .stderr_file = "/dev/null"});
   ProcessOutput out;
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr) << command;
-  if (pipe != nullptr) {
-    char buffer[1 << 16];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.stdout_text.append(buffer, n);
-    const int status = pclose(pipe);
-    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+  out.stdout_text = ended.out;
+  out.exit_code = ended.exit_code;
   unlink(path);
   return out;
 }

@@ -7,13 +7,12 @@
 #ifndef VRAMLAB_TESTS_ESTIMATE_RANK_RUNS_H_
 #define VRAMLAB_TESTS_ESTIMATE_RANK_RUNS_H_
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/child_process.h"
 #include "tests/support/loopback_port.h"
 #include "vramlab/v1/experiment.pb.h"
 #include "vramlab/v1/memory.pb.h"
@@ -67,31 +67,18 @@ inline std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// Runs `binary args...` with stdout to `out_path` (stderr to out_path.log); returns its pid.
-inline pid_t Start(const std::string& binary, const std::vector<std::string>& args,
-                   const std::string& out_path) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int log = open((out_path + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    std::vector<const char*> argv = {binary.c_str()};
-    for (const std::string& arg : args) argv.push_back(arg.c_str());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
-  }
-  EXPECT_GT(pid, 0);
-  return pid;
+// Starts `binary args...` with stdout to `out_path` (stderr to out_path.log).
+inline std::unique_ptr<vramlab::testing::ChildProcess> Start(const std::string& binary,
+                                                             const std::vector<std::string>& args,
+                                                             const std::string& out_path) {
+  std::vector<std::string> argv = {binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<vramlab::testing::ChildProcess>(vramlab::testing::ChildOptions{
+      .argv = argv, .stdout_file = out_path, .stderr_file = out_path + ".log"});
 }
 
-// The exit code of `pid` once it ends; -1 when it did not exit on its own (killed, crashed).
-inline int Wait(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+// The exit code of `child` once it ends; -1 when it did not exit on its own (killed, crashed).
+inline int Wait(vramlab::testing::ChildProcess& child) { return child.Wait().exit_code; }
 
 // The `report` event's anatomy among a worker's JSON lines.
 inline MemoryAnatomy ReportAnatomy(const std::string& events, const std::string& what) {
@@ -110,7 +97,7 @@ inline std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks
   const std::string spec_path = TempPath("parallel-spec");
   WriteFile(spec_path, ToJson(spec));
   const std::string rendezvous = absl::StrCat("127.0.0.1:", vramlab::testing::FreeLoopbackPort());
-  std::vector<pid_t> pids;
+  std::vector<std::unique_ptr<vramlab::testing::ChildProcess>> ranks_run;
   std::vector<std::string> outs;
   const int processes = std::max(ranks, 1);
   for (int r = 0; r < processes; ++r) {
@@ -119,11 +106,11 @@ inline std::vector<MemoryAnatomy> RunRanks(const ExperimentSpec& spec, int ranks
       args.insert(args.end(), {"--rank", std::to_string(r), "--rendezvous", rendezvous});
     }
     outs.push_back(TempPath(absl::StrCat("rank", r)));
-    pids.push_back(Start(BinDir() + "/vramlab-worker", args, outs.back()));
+    ranks_run.push_back(Start(BinDir() + "/vramlab-worker", args, outs.back()));
   }
   std::vector<MemoryAnatomy> anatomies;
   for (int r = 0; r < processes; ++r) {
-    EXPECT_EQ(Wait(pids[r]), 0) << "rank " << r << ":\n" << ReadFile(outs[r] + ".log");
+    EXPECT_EQ(Wait(*ranks_run[r]), 0) << "rank " << r << ":\n" << ReadFile(outs[r] + ".log");
     anatomies.push_back(ReportAnatomy(ReadFile(outs[r]), absl::StrCat("rank ", r)));
     unlink(outs[r].c_str());
     unlink((outs[r] + ".log").c_str());
@@ -137,7 +124,7 @@ inline MemoryEstimate Estimate(const ExperimentSpec& spec) {
   const std::string spec_path = TempPath("estimate-spec");
   const std::string out_path = TempPath("estimate-out");
   WriteFile(spec_path, ToJson(spec));
-  EXPECT_EQ(Wait(Start(BinDir() + "/vramlab-estimate", {"--spec", spec_path}, out_path)), 0)
+  EXPECT_EQ(Wait(*Start(BinDir() + "/vramlab-estimate", {"--spec", spec_path}, out_path)), 0)
       << ReadFile(out_path + ".log");
   MemoryEstimate estimate;
   const std::string json = ReadFile(out_path);

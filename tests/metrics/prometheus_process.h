@@ -8,18 +8,15 @@
 #define VRAMLAB_TESTS_METRICS_PROMETHEUS_PROCESS_H_
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,62 +29,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/support/child_process.h"
 #include "tests/support/loopback_port.h"
-
-extern char** environ;
 
 namespace vramlab::testing {
 
 struct CommandResult {
-  int exit_code = -1;  // -1: could not start or killed by a signal
+  int exit_code = -1;  // -1: killed by a signal; 127: could not be executed
   std::string output;  // stdout and stderr together
 };
 
 // Runs argv[0] (searched in PATH) with no shell, feeding `input` on stdin; waits for it.
 inline CommandResult RunCommand(const std::vector<std::string>& argv,
                                 const std::string& input = "") {
-  CommandResult result;
-  int out_pipe[2], in_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(in_pipe) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 2);
-  posix_spawn_file_actions_addclose(&actions, in_pipe[1]);
-  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  if (spawned != 0) {
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    return result;
-  }
-  // Write stdin from a thread so a child that writes a lot before reading cannot deadlock us.
-  std::thread writer([fd = in_pipe[1], &input] {
-    size_t done = 0;
-    while (done < input.size()) {
-      const ssize_t n = write(fd, input.data() + done, input.size() - done);
-      if (n <= 0) break;
-      done += n;
-    }
-    close(fd);
-  });
-  char buffer[65536];
-  for (ssize_t n; (n = read(out_pipe[0], buffer, sizeof buffer)) > 0;)
-    result.output.append(buffer, n);
-  close(out_pipe[0]);
-  writer.join();
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
+  const ChildResult ended =
+      RunChild({.argv = argv, .stdin_text = input, .stderr_with_stdout = true});
+  return CommandResult{ended.exit_code, ended.out};
 }
 
 // GET http://127.0.0.1:port/path; the body, or an error for a failed request or a non-2xx status.
@@ -124,31 +81,19 @@ class PrometheusProcess {
         binary != nullptr && *binary != '\0' ? binary : "/usr/bin/prometheus",
         "--config.file=" + config, "--storage.tsdb.path=" + p->dir_ + "/data",
         absl::StrCat("--web.listen-address=127.0.0.1:", p->port_), "--log.level=warn"};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
     const std::string log = p->dir_ + "/prometheus.log";
-    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) return absl::InternalError("cannot create " + log);
-    const pid_t parent = getpid();
-    p->pid_ = fork();
-    if (p->pid_ < 0) return absl::InternalError("fork failed");
-    if (p->pid_ == 0) {
+    try {
       // Prometheus must not outlive a crashed test binary.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-      execv(args[0], args.data());
-      _exit(127);
+      p->process_ = std::make_unique<ChildProcess>(ChildOptions{
+          .argv = argv, .stdout_file = log, .stderr_with_stdout = true, .die_with_parent = true});
+    } catch (const std::runtime_error& e) {
+      return absl::InternalError(e.what());
     }
-    close(log_fd);
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       if (p->Get("/-/ready").ok()) return p;
-      int status;
-      if (waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
-        p->pid_ = -1;
+      if (p->process_->Exited()) {
+        p->process_.reset();
         return absl::UnavailableError(absl::StrCat("prometheus exited: ", p->ReadLog()));
       }
       absl::SleepFor(absl::Milliseconds(200));
@@ -157,9 +102,9 @@ class PrometheusProcess {
   }
 
   ~PrometheusProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
+    if (process_ != nullptr) {
+      process_->Signal(SIGTERM);
+      process_->Wait();
     }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
@@ -219,7 +164,7 @@ class PrometheusProcess {
   PrometheusProcess() = default;
   std::string dir_;
   int port_ = 0;
-  pid_t pid_ = -1;
+  std::unique_ptr<ChildProcess> process_;  // null once it exited
 };
 
 }  // namespace vramlab::testing

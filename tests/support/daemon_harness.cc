@@ -1,10 +1,7 @@
 #include "tests/support/daemon_harness.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -50,19 +47,6 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-// Waits for `pid` to exit for at most `timeout`; returns its wait status or -1 on timeout.
-int WaitWithTimeout(pid_t pid, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return 0;  // already reaped
-    if (absl::Now() > deadline) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 }  // namespace
 
 std::string DaemonHarness::BinDir() {
@@ -92,7 +76,7 @@ absl::StatusOr<std::unique_ptr<DaemonHarness>> DaemonHarness::Start(DaemonOption
 }
 
 DaemonHarness::~DaemonHarness() {
-  if (pid_ > 0) {
+  if (process_ != nullptr) {
     auto status = Stop(absl::Seconds(10));
     if (!status.ok()) (void)Kill();
   }
@@ -118,29 +102,15 @@ absl::Status DaemonHarness::Launch() {
   if (options_.enable_metrics) args.push_back("--metrics-listen=127.0.0.1:0");
   for (const auto& flag : options_.extra_flags) args.push_back(flag);
 
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) return absl::InternalError("cannot create " + log_path_);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    return absl::InternalError("fork failed");
-  }
-  if (pid == 0) {
+  try {
     // The daemon must not outlive a crashed test binary.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
+    process_ = std::make_unique<ChildProcess>(ChildOptions{.argv = args,
+                                                           .stdout_file = log_path_,
+                                                           .stderr_with_stdout = true,
+                                                           .die_with_parent = true});
+  } catch (const std::runtime_error& e) {
+    return absl::InternalError(e.what());
   }
-  close(log_fd);
-  pid_ = pid;
 
   absl::Time deadline = absl::Now() + options_.start_timeout;
   while (true) {
@@ -155,11 +125,11 @@ absl::Status DaemonHarness::Launch() {
       }
     }
     if (grpc_port_ > 0) break;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
+    if (process_->Exited()) {
+      const ChildResult ended = process_->Wait();
+      process_.reset();
       return absl::FailedPreconditionError(
-          absl::StrCat("vramlabd exited during startup (status ", status, "):\n", log));
+          absl::StrCat("vramlabd exited during startup (status ", ended.wait_status, "):\n", log));
     }
     if (absl::Now() > deadline) {
       (void)Kill();
@@ -172,26 +142,26 @@ absl::Status DaemonHarness::Launch() {
 }
 
 absl::Status DaemonHarness::Kill() {
-  if (pid_ <= 0) return absl::FailedPreconditionError("daemon not running");
-  kill(pid_, SIGKILL);
-  WaitWithTimeout(pid_, absl::Seconds(30));
-  pid_ = -1;
+  if (process_ == nullptr) return absl::FailedPreconditionError("daemon not running");
+  process_->Signal(SIGKILL);
+  process_->Wait();
+  process_.reset();
   return absl::OkStatus();
 }
 
 absl::StatusOr<int> DaemonHarness::Stop(absl::Duration timeout) {
-  if (pid_ <= 0) return absl::FailedPreconditionError("daemon not running");
-  kill(pid_, SIGTERM);
-  int status = WaitWithTimeout(pid_, timeout);
-  if (status == -1) {
+  if (process_ == nullptr) return absl::FailedPreconditionError("daemon not running");
+  process_->Signal(SIGTERM);
+  const std::optional<ChildResult> ended = process_->WaitFor(absl::ToChronoMilliseconds(timeout));
+  if (!ended) {
     return absl::DeadlineExceededError("vramlabd did not exit after SIGTERM:\n" + ReadLog());
   }
-  pid_ = -1;
-  return status;
+  process_.reset();
+  return ended->wait_status;
 }
 
 absl::Status DaemonHarness::Restart() {
-  if (pid_ > 0) return absl::FailedPreconditionError("daemon still running");
+  if (process_ != nullptr) return absl::FailedPreconditionError("daemon still running");
   return Launch();
 }
 

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/support/child_process.h"
 #include "vramlab/v1/service.grpc.pb.h"
 
 namespace vramlab::testing {
@@ -61,8 +62,8 @@ class DaemonHarness {
   absl::Status Restart();
   absl::Status Restart(std::vector<std::string> extra_flags);
 
-  bool running() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
+  bool running() const { return process_ != nullptr; }
+  pid_t pid() const { return process_ != nullptr ? process_->pid() : -1; }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   // "127.0.0.1:PORT" of the gRPC API.
@@ -85,7 +86,7 @@ class DaemonHarness {
   bool owns_data_dir_ = false;
   std::string log_path_;
   int starts_ = 0;
-  pid_t pid_ = -1;
+  std::unique_ptr<ChildProcess> process_;  // null while not running
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;

@@ -22,8 +22,8 @@
 namespace vramlab::worker {
 namespace {
 
-spec_rules::ModelConfigFields TinyFields(const std::string& model_type) {
-  spec_rules::ModelConfigFields f;
+plain::ModelConfig TinyFields(const std::string& model_type) {
+  plain::ModelConfig f;
   f.model_type = model_type;
   f.vocab_size = 512;
   f.hidden_size = 64;
@@ -38,7 +38,7 @@ spec_rules::ModelConfigFields TinyFields(const std::string& model_type) {
   return f;
 }
 
-DecoderConfig Resolve(const spec_rules::ModelConfigFields& f) {
+DecoderConfig Resolve(const plain::ModelConfig& f) {
   DecoderConfig c;
   const spec_rules::FieldError e = spec_rules::ResolveDecoderConfig(f, &c);
   EXPECT_TRUE(e.ok()) << e.field << ": " << e.message;
@@ -83,7 +83,7 @@ std::vector<double> Llama3Reference(double theta, int64_t dim, const spec_rules:
 }
 
 TEST(FamilyFeaturesTest, Llama3RopeScalesTheInverseFrequenciesInAllThreeBands) {
-  spec_rules::ModelConfigFields f = TinyFields("llama");
+  plain::ModelConfig f = TinyFields("llama");
   f.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 256};
   const DecoderConfig config = Resolve(f);
   const torch::Tensor inv = RotaryInverseFrequencies(config, torch::kCPU);
@@ -113,7 +113,7 @@ TEST(FamilyFeaturesTest, Llama3RopeScalesTheInverseFrequenciesInAllThreeBands) {
 // With a window of W in both of 2 layers, the logits at position q depend on tokens q-2W+2 .. q
 // only; without a window on every earlier token.
 TEST(FamilyFeaturesTest, SlidingWindowLimitsWhatEachPositionSees) {
-  spec_rules::ModelConfigFields f = TinyFields("mistral");
+  plain::ModelConfig f = TinyFields("mistral");
   f.sliding_window = 4;
   Qwen2ForCausalLM windowed = Build(Resolve(f));
   Qwen2ForCausalLM full = Build(Resolve(TinyFields("mistral")));
@@ -135,17 +135,21 @@ TEST(FamilyFeaturesTest, SlidingWindowLimitsWhatEachPositionSees) {
 // qwen2/qwen3 window only layers max_window_layers and later; a window as long as the sequence
 // changes nothing.
 TEST(FamilyFeaturesTest, WindowPerLayerAndLongWindowsAreCausal) {
-  spec_rules::ModelConfigFields f = TinyFields("qwen3");
+  plain::ModelConfig f = TinyFields("qwen3");
   f.use_sliding_window = true;
   f.sliding_window = 4;
   f.max_window_layers = 1;
+  f.has_max_window_layers = true;
   const DecoderConfig layer1_only = Resolve(f);
   f.max_window_layers = 0;
+  f.has_max_window_layers = true;
   const DecoderConfig both = Resolve(f);
   f.max_window_layers = 2;
+  f.has_max_window_layers = true;
   const DecoderConfig none = Resolve(f);
   f.sliding_window = 16;
   f.max_window_layers = 0;
+  f.has_max_window_layers = true;
   const DecoderConfig long_window = Resolve(f);
   torch::NoGradGuard no_grad;
   const torch::Tensor ids = Ids(16, 4);
@@ -167,11 +171,13 @@ std::set<std::string> LayerZeroNames(Qwen2ForCausalLM& model) {
 }
 
 TEST(FamilyFeaturesTest, ParametersAreTheFamilysAndCountedLikeHf) {
-  spec_rules::ModelConfigFields biased = TinyFields("llama");
+  plain::ModelConfig biased = TinyFields("llama");
   biased.attention_bias = true;
+  biased.has_attention_bias = true;
   biased.mlp_bias = true;
+  biased.has_mlp_bias = true;
   biased.head_dim = 24;
-  spec_rules::ModelConfigFields qwen3 = TinyFields("qwen3");
+  plain::ModelConfig qwen3 = TinyFields("qwen3");
   qwen3.head_dim = 32;
   for (const DecoderConfig& config :
        {Resolve(TinyFields("qwen2")), Resolve(TinyFields("llama")), Resolve(biased),
@@ -205,12 +211,14 @@ TEST(FamilyFeaturesTest, ParametersAreTheFamilysAndCountedLikeHf) {
 // q/k norm weights and every bias get gradients; checkpointing every layer of a windowed qwen3
 // model gives the same loss and gradients.
 TEST(FamilyFeaturesTest, CheckpointingAWindowedQkNormModelKeepsItsGradients) {
-  spec_rules::ModelConfigFields f = TinyFields("qwen3");
+  plain::ModelConfig f = TinyFields("qwen3");
   f.head_dim = 32;
   f.attention_bias = true;
+  f.has_attention_bias = true;
   f.use_sliding_window = true;
   f.sliding_window = 4;
   f.max_window_layers = 1;
+  f.has_max_window_layers = true;
   const DecoderConfig config = Resolve(f);
   const torch::Tensor ids = Ids(16, 6);
   Qwen2ForCausalLM plain = Build(config);

@@ -1,10 +1,11 @@
 #include "worker/model/qwen2_config.h"
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 
 #include "common/spec/model_presets.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "worker/util/host_files.h"
 #include "worker/util/json_value_text.h"
 
@@ -41,6 +42,25 @@ class ConfigReader {
     return value->get<int64_t>();
   }
 
+  // An integer the config struct holds in 32 bits (plain::ModelConfig, generated from the proto):
+  // a larger one is refused naming the key, never truncated.
+  int32_t Int32(const nlohmann::json& object, const char* key, int64_t fallback) const {
+    const int64_t value = Int(object, key, fallback);
+    if (value < INT32_MIN || value > INT32_MAX) {
+      Fail(std::string(key) + " must be between " + std::to_string(INT32_MIN) + " and " +
+           std::to_string(INT32_MAX) + ", got " + std::to_string(value));
+    }
+    return static_cast<int32_t>(value);
+  }
+
+  // An integer with a spec rule (spec_ranges.h), checked before it is narrowed to 32 bits.
+  int32_t RuledInt(const nlohmann::json& object, const char* key, int64_t fallback,
+                   const spec_rules::IntRule& rule) const {
+    const int64_t value = Int(object, key, fallback);
+    if (!rule.Accepts(value)) Fail(std::string(key) + " " + spec_rules::RangeMessage(rule, value));
+    return static_cast<int32_t>(value);
+  }
+
   double Double(const nlohmann::json& object, const char* key, double fallback) const {
     const nlohmann::json* value = Find(object, key);
     if (value == nullptr) return fallback;
@@ -57,7 +77,7 @@ class ConfigReader {
 
   // rope_scaling (4.x) or rope_parameters (5.x): the type and llama3's fields; rope_theta too
   // for rope_parameters.
-  void ReadRope(const char* key, spec_rules::ModelConfigFields& f) const {
+  void ReadRope(const char* key, plain::ModelConfig& f) const {
     const nlohmann::json* rope = Find(json_, key);
     if (rope == nullptr) return;
     if (!rope->is_object()) Fail(std::string(key) + " must be an object");
@@ -72,7 +92,7 @@ class ConfigReader {
     f.rope_scaling.low_freq_factor = Double(*rope, "low_freq_factor", 0);
     f.rope_scaling.high_freq_factor = Double(*rope, "high_freq_factor", 0);
     f.rope_scaling.original_max_position_embeddings =
-        Int(*rope, "original_max_position_embeddings", 0);
+        Int32(*rope, "original_max_position_embeddings", 0);
   }
 
   const nlohmann::json& json() const { return json_; }
@@ -83,7 +103,7 @@ class ConfigReader {
   std::string prefix_;
 };
 
-// The spec's rule for the same field (common/spec/spec_rules.h), applied to a config.json too:
+// The spec's rule for the same field (common/spec/spec_ranges.h), applied to a config.json too:
 // "qwen2 config: vocab_size must be between 1 and 1048576, got 1000000000000".
 void RequireInRange(int64_t value, const spec_rules::IntRule& rule, const std::string& prefix) {
   if (!rule.Accepts(value)) {
@@ -143,7 +163,7 @@ DecoderConfig PresetConfig(const std::string& name) {
 
 DecoderConfig ConfigFromJson(const nlohmann::json& json) {
   if (!json.is_object()) throw std::invalid_argument("model config: expected a JSON object");
-  spec_rules::ModelConfigFields f;
+  plain::ModelConfig f;
   f.model_type = "qwen2";  // a config.json without model_type: the family vramlab started with
   if (auto type = json.find("model_type"); type != json.end() && !type->is_null()) {
     if (!type->is_string()) {
@@ -161,16 +181,23 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
       act != json.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
     r.Fail("only hidden_act \"silu\" is supported, got " + DescribeJsonValue(*act));
   }
-  f.vocab_size = r.RequireInt("vocab_size");
-  f.hidden_size = r.RequireInt("hidden_size");
-  f.intermediate_size = r.RequireInt("intermediate_size");
-  f.num_hidden_layers = r.RequireInt("num_hidden_layers");
-  f.num_attention_heads = r.RequireInt("num_attention_heads");
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads"}) {
+    r.RequireInt(key);
+  }
+  f.vocab_size = r.RuledInt(json, "vocab_size", 0, spec_rules::kVocabSize);
+  f.hidden_size = r.RuledInt(json, "hidden_size", 0, spec_rules::kHiddenSize);
+  f.intermediate_size = r.RuledInt(json, "intermediate_size", 0, spec_rules::kIntermediateSize);
+  f.num_hidden_layers = r.RuledInt(json, "num_hidden_layers", 0, spec_rules::kNumHiddenLayers);
+  f.num_attention_heads =
+      r.RuledInt(json, "num_attention_heads", 0, spec_rules::kNumAttentionHeads);
   // HF defaults num_key_value_heads to num_attention_heads (plain multi-head attention).
-  f.num_key_value_heads = r.Int(json, "num_key_value_heads", f.num_attention_heads);
+  f.num_key_value_heads =
+      r.RuledInt(json, "num_key_value_heads", f.num_attention_heads, spec_rules::kNumKeyValueHeads);
   f.max_position_embeddings =
-      r.Int(json, "max_position_embeddings", DefaultMaxPositions(f.model_type));
-  f.head_dim = r.Int(json, "head_dim", 0);
+      r.RuledInt(json, "max_position_embeddings", DefaultMaxPositions(f.model_type),
+                 spec_rules::kMaxPositionEmbeddings);
+  f.head_dim = r.Int32(json, "head_dim", 0);
   f.rms_norm_eps = r.Double(json, "rms_norm_eps", 1e-6);
   f.initializer_range = r.Double(json, "initializer_range", 0.02);
   f.tie_word_embeddings = r.Bool("tie_word_embeddings").value_or(false);
@@ -178,20 +205,24 @@ DecoderConfig ConfigFromJson(const nlohmann::json& json) {
   r.ReadRope("rope_scaling", f);                         // transformers 4.x
   r.ReadRope("rope_parameters", f);                      // transformers 5.x
   // Keys a family's HF config class does not read are ignored, as HF ignores them.
-  if (f.model_type == "llama" || f.model_type == "qwen3")
-    f.attention_bias = r.Bool("attention_bias");
-  if (f.model_type == "llama") f.mlp_bias = r.Bool("mlp_bias");
-  if (f.model_type != "llama") f.sliding_window = r.Int(json, "sliding_window", 0);
+  if (f.model_type == "llama" || f.model_type == "qwen3") {
+    const std::optional<bool> bias = r.Bool("attention_bias");
+    f.has_attention_bias = bias.has_value();
+    f.attention_bias = bias.value_or(false);
+  }
+  if (f.model_type == "llama") {
+    const std::optional<bool> bias = r.Bool("mlp_bias");
+    f.has_mlp_bias = bias.has_value();
+    f.mlp_bias = bias.value_or(false);
+  }
+  if (f.model_type != "llama") f.sliding_window = r.Int32(json, "sliding_window", 0);
   if (f.model_type == "qwen2" || f.model_type == "qwen3") {
     f.use_sliding_window = r.Bool("use_sliding_window").value_or(false);
     if (json.contains("max_window_layers") && !json.at("max_window_layers").is_null()) {
-      f.max_window_layers = r.Int(json, "max_window_layers", 0);
+      f.max_window_layers = r.Int32(json, "max_window_layers", 0);
+      f.has_max_window_layers = true;
     }
   }
-  RequireInRange(f.vocab_size, spec_rules::kVocabSize, r.prefix());
-  RequireInRange(f.hidden_size, spec_rules::kHiddenSize, r.prefix());
-  RequireInRange(f.num_attention_heads, spec_rules::kNumAttentionHeads, r.prefix());
-  RequireInRange(f.num_key_value_heads, spec_rules::kNumKeyValueHeads, r.prefix());
   DecoderConfig c;
   const spec_rules::FieldError error = spec_rules::ResolveDecoderConfig(f, &c);
   if (!error.ok()) r.Fail(error.field + ": " + error.message);

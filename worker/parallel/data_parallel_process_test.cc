@@ -32,9 +32,9 @@ class DataParallelProcessTest : public ::testing::TestWithParam<const char*> {
     const std::string spec = reference_dir_->File("single.json");
     WriteFile(spec, Spec(kRanks * kRowsPerRank, ""));
     const std::string out = reference_dir_->File("single.jsonl");
-    const pid_t pid =
-        StartWorker(spec, out, {"--save-parameters", reference_dir_->File("single.safetensors")});
-    reference_ = new FinishedWorker(WaitAll({pid}, {out}, std::chrono::seconds(300))[0]);
+    reference_ = new FinishedWorker(WaitOne(
+        StartWorker(spec, out, {"--save-parameters", reference_dir_->File("single.safetensors")}),
+        out, std::chrono::seconds(300)));
     reference_log_ = new std::string(ReadLog(out));
     WriteInitialParameters(Spec(kRanks * kRowsPerRank, ""),
                            reference_dir_->File("initial.safetensors"));
@@ -178,10 +178,11 @@ TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
   json.replace(json.find(R"("steps": 3)"), 10, R"("steps": 100000)");
   WriteFile(spec, json);
   const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  const pid_t survivor =
-      StartWorker(spec, RankOutput(dir, 0), {"--rank", "0", "--rendezvous", rendezvous});
-  const pid_t victim =
-      StartWorker(spec, RankOutput(dir, 1), {"--rank", "1", "--rendezvous", rendezvous});
+  std::vector<std::unique_ptr<vramlab::testing::ChildProcess>> workers;
+  workers.push_back(
+      StartWorker(spec, RankOutput(dir, 0), {"--rank", "0", "--rendezvous", rendezvous}));
+  workers.push_back(
+      StartWorker(spec, RankOutput(dir, 1), {"--rank", "1", "--rendezvous", rendezvous}));
   // Killed once it has finished a step, i.e. mid-run.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   for (bool stepped = false; !stepped && std::chrono::steady_clock::now() < deadline;) {
@@ -190,9 +191,9 @@ TEST(DataParallelRankLossTest, ARankThatDiesEndsTheOthers) {
     stepped = std::string(std::istreambuf_iterator<char>(in), {}).find(R"({"step":)") !=
               std::string::npos;
   }
-  kill(victim, SIGKILL);
-  const std::vector<FinishedWorker> ranks = WaitAll(
-      {survivor, victim}, {RankOutput(dir, 0), RankOutput(dir, 1)}, std::chrono::seconds(300));
+  workers[1]->Signal(SIGKILL);
+  const std::vector<FinishedWorker> ranks =
+      WaitAll(workers, {RankOutput(dir, 0), RankOutput(dir, 1)}, std::chrono::seconds(300));
   EXPECT_EQ(ranks[0].exit_code, kExitInternalError) << ReadLog(RankOutput(dir, 0));
   ASSERT_FALSE(ranks[0].events.empty());
   EXPECT_EQ(ranks[0].events.back()["error"]["kind"], "INTERNAL") << ranks[0].events.back();

@@ -75,7 +75,7 @@
 #include <torch/torch.h>
 
 #include "common/layout/shard_layout.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
 #include "worker/model/qwen2_model.h"
 #include "worker/model/unit_hooks.h"
 #include "worker/parallel/rank_group.h"

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/exit_codes.h"
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
 #include "worker/train/testing/captured_run.h"
 
 namespace vramlab::worker {

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/optimizer_rules.h"
+#include "common/spec/parallel_rules.h"
+#include "common/spec/spec_ranges.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/spec/device_rules.h"
 #include "common/spec/resolve_spec.h"
 #include "schema/json_object_reader.h"
 #include "schema/vramlab_v1.plain_json.h"

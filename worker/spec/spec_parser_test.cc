@@ -3,7 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/device_rules.h"
+#include "common/spec/optimizer_rules.h"
 #include "worker/spec/experiment_spec.h"
 
 namespace vramlab::worker {

@@ -3,12 +3,13 @@
 #include <optional>
 #include <string>
 
-#include "common/spec/spec_rules.h"
+#include "common/spec/parallel_rules.h"
+#include "common/spec/spec_ranges.h"
 
 namespace vramlab::worker {
 namespace {
 
-void FillFromPoint(const PointOutcome& point, FinalReport& report) {
+void FillFromPoint(const FixedShapeOutcome& point, FinalReport& report) {
   report.anatomy = point.anatomy;
   report.attention_backend = point.attention_backend;
   report.median_step_time_seconds = point.median_step_time_seconds;
@@ -54,8 +55,8 @@ class SweepRunner {
     return result;
   }
 
-  const PointOutcome& RunPoint(int32_t index, int32_t value) {
-    PointShape shape;
+  const FixedShapeOutcome& RunPoint(int32_t index, int32_t value) {
+    FixedShape shape;
     shape.seq_len = spec_.training.seq_len;
     shape.micro_batch_size = spec_.training.micro_batch_size;
     shape.sweep_index = index;
@@ -64,7 +65,7 @@ class SweepRunner {
     } else {
       shape.micro_batch_size = value;
     }
-    last_ = RunTrainingPoint(spec_, config_, shape, context_);
+    last_ = RunAtFixedShape(spec_, config_, shape, context_);
 
     SweepPointResult point;
     point.sweep_index = shape.sweep_index;
@@ -92,8 +93,8 @@ class SweepRunner {
   const DecoderConfig& config_;
   const WorkerContext& context_;
   std::vector<SweepPointResult> points_;
-  std::optional<PointOutcome> last_;
-  std::optional<PointOutcome> best_;
+  std::optional<FixedShapeOutcome> last_;
+  std::optional<FixedShapeOutcome> best_;
   int32_t best_value_ = 0;
 };
 
@@ -130,11 +131,11 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& 
   if (point.has_value()) return SweepRunner(spec, config, context).RunOne(*point);
   if (SweepActive(spec.sweep)) return SweepRunner(spec, config, context).Run();
   ExperimentResult result;
-  const PointShape shape{spec.training.seq_len, spec.training.micro_batch_size, 0};
-  const PointOutcome point_outcome = RunTrainingPoint(spec, config, shape, context);
-  result.oom = point_outcome.oom;
-  result.has_report = !point_outcome.oom;
-  if (result.has_report) FillFromPoint(point_outcome, result.report);
+  const FixedShape shape{spec.training.seq_len, spec.training.micro_batch_size, 0};
+  const FixedShapeOutcome measured = RunAtFixedShape(spec, config, shape, context);
+  result.oom = measured.oom;
+  result.has_report = !measured.oom;
+  if (result.has_report) FillFromPoint(measured, result.report);
   return result;
 }
 

@@ -3,7 +3,7 @@
 // --sweep-point (a parallel sweep's gang), then the final report.
 //
 // Every point rebuilds the model and optimizer from scratch and tears them down afterwards
-// (training_point.h), so points never share tensors or allocator cache: a point's numbers are the
+// (fixed_shape_run.h), so points never share tensors or allocator cache: a point's numbers are the
 // same as a fresh process would measure, except for the CUDA context, which stays.
 #ifndef VRAMLAB_WORKER_TRAIN_EXPERIMENT_RUNNER_H_
 #define VRAMLAB_WORKER_TRAIN_EXPERIMENT_RUNNER_H_
@@ -14,7 +14,7 @@
 #include "worker/events/worker_events.h"
 #include "worker/model/qwen2_config.h"
 #include "worker/spec/experiment_spec.h"
-#include "worker/train/training_point.h"
+#include "worker/train/fixed_shape_run.h"
 
 namespace vramlab::worker {
 

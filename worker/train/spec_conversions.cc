@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "common/spec/adapter_rules.h"
 #include "worker/safetensors/load_error.h"
 #include "worker/util/file_paths.h"
 
@@ -79,8 +80,7 @@ DecoderConfig ResolveModelConfig(const ModelSpec& model) {
   if (model.config != ModelConfig{}) {
     // ResolveAndValidate checked the family's rules already; a failure here is the same rule.
     DecoderConfig config;
-    const spec_rules::FieldError family =
-        spec_rules::ResolveDecoderConfig(spec_rules::ModelConfigFieldsOf(model.config), &config);
+    const spec_rules::FieldError family = spec_rules::ResolveDecoderConfig(model.config, &config);
     if (!family.ok()) throw SpecError("model.config." + family.field, family.message);
     try {
       ValidateConfig(config);

@@ -5,11 +5,6 @@
 #ifndef VRAMLAB_WORKER_PARALLEL_TESTING_RANK_PROCESSES_H_
 #define VRAMLAB_WORKER_PARALLEL_TESTING_RANK_PROCESSES_H_
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,10 +12,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -29,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.h"
+#include "tests/support/child_process.h"
 #include "tests/support/loopback_port.h"
 #include "worker/model/init.h"
 #include "worker/model/qwen2_model.h"
@@ -67,60 +63,42 @@ struct FinishedWorker {
 
 // Starts the worker of this tree: --spec SPEC_FILE ARGS..., stdout to OUT_FILE, stderr to
 // OUT_FILE.log.
-inline pid_t StartWorker(const std::string& spec_file, const std::string& out_file,
-                         const std::vector<std::string>& args) {
-  const std::string binary = std::string(VRAMLAB_BIN_DIR) + "/vramlab-worker";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int log = open((out_file + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    std::vector<const char*> argv = {binary.c_str(), "--spec", spec_file.c_str()};
-    for (const std::string& arg : args) argv.push_back(arg.c_str());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
-  }
-  if (pid < 0) throw std::runtime_error("fork failed");
-  return pid;
+inline std::unique_ptr<vramlab::testing::ChildProcess> StartWorker(
+    const std::string& spec_file, const std::string& out_file,
+    const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {std::string(VRAMLAB_BIN_DIR) + "/vramlab-worker", "--spec",
+                                   spec_file};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<vramlab::testing::ChildProcess>(vramlab::testing::ChildOptions{
+      .argv = argv, .stdout_file = out_file, .stderr_file = out_file + ".log"});
 }
 
-// Waits for every pid; one still running after `limit` (ranks that wait on each other forever)
-// is killed and reported with exit code -1.
-inline std::vector<FinishedWorker> WaitAll(const std::vector<pid_t>& pids,
-                                           const std::vector<std::string>& out_files,
-                                           std::chrono::seconds limit) {
-  std::vector<FinishedWorker> finished(pids.size());
-  std::vector<bool> done(pids.size(), false);
+// Waits for every worker; those still running after `limit` (ranks that wait on each other
+// forever) are killed and reported with exit code -1.
+inline std::vector<FinishedWorker> WaitAll(
+    const std::vector<std::unique_ptr<vramlab::testing::ChildProcess>>& workers,
+    const std::vector<std::string>& out_files, std::chrono::seconds limit) {
+  std::vector<FinishedWorker> finished(workers.size());
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (size_t remaining = pids.size(); remaining > 0;) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      int status = 0;
-      if (done[i] || waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
-      done[i] = true;
-      --remaining;
-      if (WIFEXITED(status)) finished[i].exit_code = WEXITSTATUS(status);
-    }
-    if (remaining > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t i = 0; i < pids.size(); ++i) {
-        if (!done[i]) {
-          kill(pids[i], SIGKILL);
-          waitpid(pids[i], nullptr, 0);
-          done[i] = true;
-        }
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    finished[i].exit_code = workers[i]->Wait(left).exit_code;
     std::ifstream in(out_files[i]);
     for (std::string line; std::getline(in, line);) {
       if (!line.empty()) finished[i].events.push_back(nlohmann::json::parse(line));
     }
   }
   return finished;
+}
+
+// One worker's WaitAll.
+inline FinishedWorker WaitOne(std::unique_ptr<vramlab::testing::ChildProcess> worker,
+                              const std::string& out_file, std::chrono::seconds limit) {
+  std::vector<std::unique_ptr<vramlab::testing::ChildProcess>> workers;
+  workers.push_back(std::move(worker));
+  return WaitAll(workers, {out_file}, limit)[0];
 }
 
 inline std::string ReadLog(const std::string& out_file) {
@@ -236,16 +214,16 @@ inline std::vector<FinishedWorker> RunRanks(const ScratchDir& dir, const std::st
   const std::string spec = dir.File("parallel.json");
   WriteFile(spec, spec_json);
   const std::string rendezvous = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  std::vector<pid_t> pids;
+  std::vector<std::unique_ptr<vramlab::testing::ChildProcess>> workers;
   std::vector<std::string> outs;
   for (int rank = 0; rank < kRanks; ++rank) {
     outs.push_back(RankOutput(dir, rank));
-    pids.push_back(StartWorker(
+    workers.push_back(StartWorker(
         spec, outs.back(),
         {"--rank", std::to_string(rank), "--rendezvous", rendezvous, "--save-parameters",
          dir.File("rank" + std::to_string(rank) + ".safetensors")}));
   }
-  return WaitAll(pids, outs, std::chrono::seconds(300));
+  return WaitAll(workers, outs, std::chrono::seconds(300));
 }
 
 // One process of `spec_json` in `dir` (single.json, single.jsonl, single.safetensors).
@@ -253,8 +231,8 @@ inline FinishedWorker RunSingle(const ScratchDir& dir, const std::string& spec_j
   const std::string spec = dir.File("single.json");
   WriteFile(spec, spec_json);
   const std::string out = dir.File("single.jsonl");
-  const pid_t pid = StartWorker(spec, out, {"--save-parameters", dir.File("single.safetensors")});
-  return WaitAll({pid}, {out}, std::chrono::seconds(300))[0];
+  return WaitOne(StartWorker(spec, out, {"--save-parameters", dir.File("single.safetensors")}), out,
+                 std::chrono::seconds(300));
 }
 
 // Every rank's losses and saved parameters against the single process's in `reference_dir`

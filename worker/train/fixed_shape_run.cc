@@ -1,4 +1,4 @@
-#include "worker/train/training_point.h"
+#include "worker/train/fixed_shape_run.h"
 
 #include <chrono>
 #include <cstdio>
@@ -43,7 +43,7 @@ TokenSource MakeTokenSource(const DataSpec& data, int64_t vocab_size) {
 
 class PointRunner {
  public:
-  PointRunner(const ExperimentSpec& spec, const DecoderConfig& config, const PointShape& shape,
+  PointRunner(const ExperimentSpec& spec, const DecoderConfig& config, const FixedShape& shape,
               const WorkerContext& context)
       : spec_(spec),
         config_(config),
@@ -58,7 +58,7 @@ class PointRunner {
     tracker_.set_sweep_index(shape.sweep_index);
   }
 
-  PointOutcome Run() {
+  FixedShapeOutcome Run() {
     context_.monitor->StartPoint();
     context_.anatomy->Reset();
     LiveModel& live = live_;
@@ -462,19 +462,19 @@ class PointRunner {
 
   const ExperimentSpec& spec_;
   const DecoderConfig& config_;
-  const PointShape shape_;
+  const FixedShape shape_;
   const WorkerContext context_;
   PhaseTracker tracker_;
   LiveModel live_;
-  PointOutcome outcome_;
+  FixedShapeOutcome outcome_;
   int64_t adapter_parameters_ = 0;  // trainable adapter parameters; 0 when every weight trains
   int64_t nf4_table_bytes_ = 0;     // QLoRA's shared lookup tables (QloraSummary)
 };
 
 }  // namespace
 
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config,
-                              const PointShape& shape, const WorkerContext& context) {
+FixedShapeOutcome RunAtFixedShape(const ExperimentSpec& spec, const DecoderConfig& config,
+                                  const FixedShape& shape, const WorkerContext& context) {
   return PointRunner(spec, config, shape, context).Run();
 }
 

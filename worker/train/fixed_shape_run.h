@@ -5,8 +5,8 @@
 // step events, and frees everything again (TEARDOWN: model, optimizer state, allocator cache),
 // so that the next point starts from an empty allocator. An out-of-memory error anywhere is
 // caught, reported as an `oom` event and returned as the outcome; any other error propagates.
-#ifndef VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
-#define VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
+#ifndef VRAMLAB_WORKER_TRAIN_FIXED_SHAPE_RUN_H_
+#define VRAMLAB_WORKER_TRAIN_FIXED_SHAPE_RUN_H_
 
 #include <functional>
 #include <string>
@@ -23,7 +23,7 @@
 
 namespace vramlab::worker {
 
-// What a point needs from the process around it; all pointers outlive the point.
+// What a run at fixed shapes needs from the process around it; all pointers outlive the run.
 struct WorkerContext {
   EventSink* sink = nullptr;
   DeviceBackend* backend = nullptr;
@@ -43,13 +43,13 @@ struct WorkerContext {
   std::string save_parameters_path;
 };
 
-struct PointShape {
+struct FixedShape {
   int32_t seq_len = 0;
   int32_t micro_batch_size = 0;
   int32_t sweep_index = 0;
 };
 
-struct PointOutcome {
+struct FixedShapeOutcome {
   bool oom = false;
   OomReport oom_report;   // when oom
   MemoryAnatomy anatomy;  // of the part that ran
@@ -65,10 +65,11 @@ struct PointOutcome {
   std::string attention_backend;
 };
 
-// Runs one point. `config` is the resolved model shape (ResolveModelConfig).
-PointOutcome RunTrainingPoint(const ExperimentSpec& spec, const DecoderConfig& config,
-                              const PointShape& shape, const WorkerContext& context);
+// Runs `spec` once at `shape` (a single run, or one point of a sweep). `config` is the resolved
+// model shape (ResolveModelConfig).
+FixedShapeOutcome RunAtFixedShape(const ExperimentSpec& spec, const DecoderConfig& config,
+                                  const FixedShape& shape, const WorkerContext& context);
 
 }  // namespace vramlab::worker
 
-#endif  // VRAMLAB_WORKER_TRAIN_TRAINING_POINT_H_
+#endif  // VRAMLAB_WORKER_TRAIN_FIXED_SHAPE_RUN_H_
