@@ -1,6 +1,7 @@
 #include "client/fit_verdict_text.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/text_table.h"
@@ -29,8 +30,43 @@ std::string VerdictName(const MemoryEstimate& estimate) {
   return VerdictName(estimate.verdict());
 }
 
+namespace {
+
+std::string StepPoint(vramlab::v1::Phase phase, int32_t step) {
+  return absl::StrCat("the ", PhaseName(phase), " of step ", step);
+}
+
+// The replayed allocator's verdict: where it runs out (the failing request), or its peak
+// reserved, and the largest segment it mapped.
+std::string ReplayDetail(const MemoryEstimate& estimate) {
+  const MemoryEstimate::ReservedReplay& r = estimate.replay();
+  std::string line = VerdictName(estimate);
+  if (r.oom()) {
+    absl::StrAppend(&line, ": out of memory in ", StepPoint(r.oom_phase(), r.oom_step()),
+                    " asking for ", FormatBytes(r.oom_requested_bytes()), " (",
+                    FormatBytes(r.oom_allocated_bytes()), " allocated, ",
+                    FormatBytes(r.oom_reserved_bytes()), " reserved)");
+    if (estimate.verdict() == vramlab::v1::TIGHT) {
+      absl::StrAppend(&line, ", but fits within the ",
+                      absl::StrFormat("%.1f", 100 * r.error_band()), " % error band");
+    }
+  } else if (estimate.verdict() == vramlab::v1::TIGHT) {
+    absl::StrAppend(&line, ": within ", absl::StrFormat("%.1f", 100 * r.error_band()),
+                    " % of the limit at ",
+                    StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()));
+  }
+  absl::StrAppend(&line, " (replayed peak reserved ", FormatBytes(r.peak_reserved_bytes()), " at ",
+                  StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()), ", largest segment ",
+                  FormatBytes(r.largest_segment_bytes()), " in ",
+                  StepPoint(r.largest_segment_phase(), r.largest_segment_step()), ")");
+  return line;
+}
+
+}  // namespace
+
 std::string VerdictDetail(const MemoryEstimate& estimate) {
   if (estimate.limit_bytes() <= 0) return "";
+  if (estimate.has_replay()) return ReplayDetail(estimate);
   std::string line = VerdictName(estimate);
   if (estimate.verdict() == vramlab::v1::TIGHT) {
     absl::StrAppend(&line, ": within the ", FormatBytes(estimate.margin_bytes()),

@@ -16,6 +16,9 @@ std::string VerdictName(vramlab::v1::FitVerdict verdict);
 
 // "FITS (reserved 20.62 GiB .. 21.98 GiB at the backward)"; "TIGHT: within the 5.10 GiB margin
 // the model cannot resolve (reserved ...)"; "DOES NOT FIT (reserved ...)". Empty without a limit.
+// With the allocator replay (MemoryEstimate.replay): where it runs out and the failing request
+// ("DOES NOT FIT: out of memory in the forward of step 2 asking for 1.16 GiB (...)"), or why it
+// is TIGHT, then the replay's peak reserved and largest segment, each with its phase and step.
 std::string VerdictDetail(const vramlab::v1::MemoryEstimate& estimate);
 // "limit 24.00 GiB: " and the detail; empty without a limit.
 std::string VerdictLine(const vramlab::v1::MemoryEstimate& estimate);

@@ -41,6 +41,37 @@ TEST(FitVerdictTextTest, TheVerdictWithItsBandAndMargin) {
   EXPECT_EQ(VerdictLine(old), "");
 }
 
+TEST(FitVerdictTextTest, TheReplayedAllocatorsFailingRequestAndLargestSegment) {
+  MemoryEstimate e = Tight();
+  e.set_verdict(vramlab::v1::DOES_NOT_FIT);
+  auto* r = e.mutable_replay();
+  r->set_peak_reserved_bytes(24 * kGiB);
+  r->set_peak_reserved_phase(vramlab::v1::BACKWARD);
+  r->set_peak_reserved_step(1);
+  r->set_largest_segment_bytes(kGiB + kGiB / 4);
+  r->set_largest_segment_phase(vramlab::v1::FORWARD);
+  r->set_largest_segment_step(0);
+  r->set_oom(true);
+  r->set_oom_phase(vramlab::v1::FORWARD);
+  r->set_oom_step(2);
+  r->set_oom_requested_bytes(kGiB + kGiB / 4);
+  r->set_oom_allocated_bytes(20 * kGiB);
+  r->set_oom_reserved_bytes(23 * kGiB);
+  r->set_error_band(0.055);
+  EXPECT_EQ(VerdictLine(e),
+            "limit 24.00 GiB: DOES NOT FIT: out of memory in the forward of step 2 asking for "
+            "1.25 GiB (20.00 GiB allocated, 23.00 GiB reserved) (replayed peak reserved 24.00 GiB "
+            "at the backward of step 1, largest segment 1.25 GiB in the forward of step 0)");
+  e.set_verdict(vramlab::v1::TIGHT);
+  EXPECT_THAT(VerdictDetail(e), HasSubstr("reserved), but fits within the 5.5 % error band ("));
+  r->set_oom(false);
+  EXPECT_THAT(VerdictDetail(e),
+              ::testing::StartsWith("TIGHT: within 5.5 % of the limit at the backward of step 1 "
+                                    "(replayed peak reserved 24.00 GiB"));
+  e.set_verdict(vramlab::v1::FITS);
+  EXPECT_THAT(VerdictDetail(e), ::testing::StartsWith("FITS (replayed peak reserved 24.00 GiB"));
+}
+
 TEST(FitVerdictTextTest, SweepPointsPredictedPerValue) {
   MemoryEstimate e = Tight();
   for (int value : {4096, 6144, 8192}) {

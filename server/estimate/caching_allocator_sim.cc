@@ -46,6 +46,7 @@ bool CachingAllocatorSim::Malloc(int64_t id, int64_t bytes, SegmentEvents* event
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kCudaSmallRequestBytes;
   int64_t address = 0;
+  if (config_.garbage_collection_threshold > 0 && config_.limit > 0) GarbageCollect(events);
   const bool ok =
       TryCachedBlock(size, small, &address) || TryNewMemory(size, small, events, &address);
   if (!ok) return false;
@@ -247,8 +248,35 @@ bool CachingAllocatorSim::Free(int64_t id) {
   live_.erase(it);
   allocated_ -= block.size;
   block.live = false;
-  MergeFree(block.address);
+  const int64_t merged = MergeFree(block.address);
+  blocks_[merged].freed_at = ++frees_;
   return true;
+}
+
+void CachingAllocatorSim::GarbageCollect(SegmentEvents* events) {
+  const auto target = static_cast<int64_t>(config_.garbage_collection_threshold *
+                                           static_cast<double>(config_.limit));
+  if (reserved_ <= target || config_.expandable_segments) return;
+  // Whole free segments of the large pool, the longest free first.
+  std::vector<std::pair<int64_t, int64_t>> candidates;  // (freed_at, address)
+  for (const FreeKey& key : free_large_) {
+    const Block& block = blocks_[key.second];
+    const auto segment = segments_.find(block.segment);
+    if (block.address == block.segment && segment != segments_.end() &&
+        segment->second == block.size) {
+      candidates.push_back({block.freed_at, block.address});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [age, address] : candidates) {
+    if (reserved_ <= target) break;
+    const Block block = blocks_[address];
+    EraseFree(block);
+    segments_.erase(address);
+    blocks_.erase(address);
+    reserved_ -= block.size;
+    events->released.push_back(block.size);
+  }
 }
 
 void CachingAllocatorSim::ReleaseOversize(int64_t size, SegmentEvents* events) {

@@ -14,13 +14,17 @@
 //     are released first (largest that suffice), then every free block that is a whole
 //     segment, and the cudaMalloc is tried again; then the request fails (out of memory);
 //   - freed blocks merge with free neighbours of the same segment;
+//   - garbage_collection_threshold t under a limit L: before a request is served while reserved
+//     exceeds t * L, free blocks that are whole segments go back, the longest free first, until
+//     reserved is at most t * L (c10 frees those free at least as long as the average, again
+//     until the target is met: the same order);
 //   - expandable segments: one segment per pool reserves address space and maps pages (20 MiB
 //     large, 2 MiB small) on demand: a request no free block holds maps the lowest unmapped
 //     range that, joined with the free block before it, spans it; before failing (and on
 //     empty_cache) every free block unmaps the whole pages inside it. Not modelled: c10's
 //     preference, among free blocks of equal fit, for one followed by unmapped space.
-// Used by the unit tests on allocator traces (testdata/estimator/traces/) and to check the
-// reserved model's rounding rules; the estimator itself needs no trace.
+// Used by the unit tests on allocator traces (testdata/estimator/traces/) and by the estimator,
+// which replays its predicted allocations through it (reserved_replay.h); it needs no trace.
 #ifndef VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
 #define VRAMLAB_SERVER_ESTIMATE_CACHING_ALLOCATOR_SIM_H_
 
@@ -37,6 +41,9 @@ struct AllocatorSimConfig {
   int64_t limit = 0;  // bytes the allocator may reserve; 0: no limit
   bool expandable_segments = false;
   int64_t max_split_size = std::numeric_limits<int64_t>::max();
+  // garbage_collection_threshold (0: off; in (0, 1)); acts only under a limit, as c10's needs
+  // a memory fraction.
+  double garbage_collection_threshold = 0;
 };
 
 // What one Malloc did to the device: segments (or expandable pages) mapped and released.
@@ -80,7 +87,8 @@ class CachingAllocatorSim {
     int64_t segment = 0;  // address of the segment's first byte
     bool small = false;
     bool live = false;
-    bool mapped = true;  // false: expandable address space with no memory behind it
+    bool mapped = true;    // false: expandable address space with no memory behind it
+    int64_t freed_at = 0;  // Free() count when it last became free (garbage collection's age)
   };
   using FreeKey = std::pair<int64_t, int64_t>;  // (size, address): best fit, lower address first
 
@@ -91,6 +99,7 @@ class CachingAllocatorSim {
   bool TryExpand(int64_t size, bool small, SegmentEvents* events, int64_t* address);
   void ReleaseOversize(int64_t size, SegmentEvents* events);
   void ReleaseWholeSegments(SegmentEvents* events);
+  void GarbageCollect(SegmentEvents* events);
   void UnmapFreePages(SegmentEvents* events);
   // Maps the first `bytes` (rounded up to pages) of unmapped block `address`; merges it with
   // free neighbours; returns the merged free block's address.
@@ -114,6 +123,7 @@ class CachingAllocatorSim {
   int64_t next_address_ = int64_t{1} << 40;
   std::deque<int64_t> queued_segment_addresses_;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+  int64_t frees_ = 0;
 };
 
 }  // namespace vramlab::server::estimate

@@ -1,5 +1,7 @@
 #include "server/estimate/estimator.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -12,6 +14,7 @@
 #include "server/estimate/fit_verdict.h"
 #include "server/estimate/parallel_buffers.h"
 #include "server/estimate/parameter_state.h"
+#include "server/estimate/replay_verdict.h"
 #include "server/estimate/reserved_model.h"
 #include "server/estimate/run_settings.h"
 #include "server/estimate/step_timeline.h"
@@ -30,17 +33,39 @@ struct Prediction {
   estimate::FitDecision decision;
   int64_t gathered_parameters = 0;
   int64_t communication_buffer = 0;
+  // Set where the replay decides the verdict (estimate::VerdictByReplay) and was run.
+  bool replayed = false;
+  // False: only the verdict is known (Need::kVerdict, decided without the replay).
+  bool complete = true;
+  estimate::ReplayVerdict replay;
 };
 
-Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limit) {
+// What a prediction is for: the whole answer, or only its verdict (the searches), which needs
+// no replay once the step walk's allocated peak alone exceeds the limit and the band.
+enum class Need { kAll, kVerdict };
+
+Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limit,
+                   const vramlab::v1::AllocatorConfig& allocator_config, Need need = Need::kAll) {
   const estimate::ParameterState params = estimate::EstimateParameterState(run);
   const estimate::StepPeaks peaks = estimate::WalkTrainingStep(run, params);
   Prediction p;
   p.peaks = peaks;
   p.gathered_parameters = params.gathered_parameters;
   p.communication_buffer = params.communication_buffer;
-  p.decision = estimate::DecideFit(estimate::PredictReserved(run, peaks, allocator),
-                                   estimate::MeasuredModelError(run, allocator), limit);
+  if (!estimate::VerdictByReplay(run)) {
+    p.decision = estimate::DecideFit(estimate::PredictReserved(run, peaks, allocator),
+                                     estimate::MeasuredModelError(run, allocator), limit);
+  } else if (need == Need::kVerdict && limit > 0 &&
+             static_cast<double>(peaks.peak()) >
+                 static_cast<double>(limit) * (1 + estimate::ReplayErrorBand(run))) {
+    // Reserved is never below allocated: out of memory whatever the cache does.
+    p.decision.verdict = vramlab::v1::DOES_NOT_FIT;
+    p.complete = false;
+  } else {
+    p.replay = estimate::DecideFitByReplay(run, params, allocator_config, limit);
+    p.decision = p.replay.decision;
+    p.replayed = true;
+  }
   vramlab::v1::MemoryAnatomy& a = p.anatomy;
   a.set_weights_bytes(params.weights - params.adapter_weights - params.quantization_constants);
   a.set_adapter_weights_bytes(params.adapter_weights);
@@ -64,21 +89,29 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
 }
 
 // Largest value in [1, kSearchCeiling] for which `fits(value)` holds, 0 if none. `fits` is
-// monotonic (more tokens never need less memory: estimator_test checks it), so doubling then
-// bisecting is exact.
+// monotonic (more tokens never need less memory: estimator_test checks it), so bracketing then
+// bisecting is exact from any start; starting at the spec's own value `start` spares the
+// predictions (each an allocator replay) of the values far below it.
 constexpr int64_t kSearchCeiling = int64_t{1} << 20;
 
 template <typename FitsFn>
-int32_t LargestFitting(FitsFn fits) {
-  if (!fits(1)) return 0;
-  int64_t good = 1, bad = 0;
-  while (bad == 0) {
-    const int64_t next = good * 2;
-    if (next > kSearchCeiling) return static_cast<int32_t>(good);  // fits everything searched
-    if (fits(next))
-      good = next;
-    else
-      bad = next;
+int32_t LargestFitting(FitsFn fits, int64_t start) {
+  start = std::clamp<int64_t>(start, 1, kSearchCeiling);
+  int64_t good = 0, bad = 0;
+  if (fits(start)) {
+    good = start;
+    while (bad == 0) {
+      const int64_t next = std::min(good * 2, kSearchCeiling);
+      if (next == good) return static_cast<int32_t>(good);  // fits everything searched
+      if (fits(next))
+        good = next;
+      else
+        bad = next;
+    }
+  } else {
+    bad = start;
+    if (start == 1 || !fits(1)) return 0;
+    good = 1;
   }
   while (bad - good > 1) {
     const int64_t mid = good + (bad - good) / 2;
@@ -107,7 +140,8 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
                                           AllocatorKind allocator, int64_t limit) {
   RunSettings rank = run;
   rank.parallel = parallel;
-  const Prediction p = Predict(rank, allocator, limit);
+  // A rank's verdict is the step walk's (VerdictByReplay): no allocator settings needed.
+  const Prediction p = Predict(rank, allocator, limit, vramlab::v1::AllocatorConfig{});
   vramlab::v1::ParallelEstimate out;
   out.set_world_size(static_cast<int32_t>(parallel.world_size));
   out.set_sharding(vramlab::v1::Sharding_Name(parallel.sharding));
@@ -142,7 +176,49 @@ int32_t SmallestFittingWorldSize(const RunSettings& run, estimate::ParallelSetti
   return 0;
 }
 
+void SetReplay(const estimate::ReplayVerdict& v, vramlab::v1::MemoryEstimate::ReservedReplay* out) {
+  const estimate::ReplayOutcome& r = v.replay;
+  out->set_peak_reserved_bytes(r.peak_reserved);
+  out->set_peak_allocated_bytes(r.peak_allocated);
+  out->set_peak_reserved_phase(r.peak_reserved_at.phase);
+  out->set_peak_reserved_step(r.peak_reserved_at.step);
+  out->set_largest_segment_bytes(r.largest_segment);
+  out->set_largest_segment_phase(r.largest_segment_at.phase);
+  out->set_largest_segment_step(r.largest_segment_at.step);
+  out->set_oom(r.oom);
+  if (r.oom) {
+    out->set_oom_phase(r.oom_at.phase);
+    out->set_oom_step(r.oom_at.step);
+    out->set_oom_micro_step(r.oom_at.micro_step);
+    out->set_oom_requested_bytes(r.oom_request);
+    out->set_oom_allocated_bytes(r.oom_allocated);
+    out->set_oom_reserved_bytes(r.oom_reserved);
+  }
+  out->set_steps_replayed(r.steps);
+  out->set_error_band(v.band);
+  out->set_reason(v.reason);
+}
+
+std::string ReplayNote(const vramlab::v1::MemoryEstimate& e) {
+  const double gib = static_cast<double>(estimate::kGiB);
+  const auto& r = e.replay();
+  std::string note = absl::StrFormat(
+      "reserved by replaying the predicted allocations of %d step(s) through the caching "
+      "allocator's rules: peak %.2f GiB at the %s of step %d, largest segment %.2f GiB (%s of "
+      "step %d); error band %.1f %% of the limit",
+      r.steps_replayed(), r.peak_reserved_bytes() / gib,
+      vramlab::v1::Phase_Name(r.peak_reserved_phase()), r.peak_reserved_step(),
+      r.largest_segment_bytes() / gib, vramlab::v1::Phase_Name(r.largest_segment_phase()),
+      r.largest_segment_step(), 100 * r.error_band());
+  const char* verdict = e.verdict() == vramlab::v1::FITS    ? "FITS"
+                        : e.verdict() == vramlab::v1::TIGHT ? "TIGHT"
+                                                            : "DOES_NOT_FIT";
+  if (e.limit_bytes() <= 0) return note;
+  return absl::StrCat("verdict ", verdict, r.reason().empty() ? "" : ": ", r.reason(), "; ", note);
+}
+
 std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
+  if (e.has_replay()) return ReplayNote(e);
   const double gib = static_cast<double>(estimate::kGiB);
   const std::string band = absl::StrFormat(
       "reserved %.2f .. %.2f GiB at the %s (margin %.2f GiB: fragmentation measured in such "
@@ -181,20 +257,36 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   const AllocatorKind allocator =
       estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
   const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
+  const vramlab::v1::AllocatorConfig& conf = spec.memory().allocator();
+  // The top level, the searches and the sweep's points differ from `base` only in seq_len and
+  // micro_batch, and ask for the same settings more than once (a point's value is also a search
+  // step; fits and not ruled out): each (seq_len, micro_batch) is predicted once.
+  std::map<std::pair<int64_t, int64_t>, Prediction> predictions;
+  auto predict_run = [&](const RunSettings& r, Need need) -> const Prediction& {
+    const auto key = std::make_pair(r.seq_len, r.micro_batch);
+    auto it = predictions.find(key);
+    if (it != predictions.end() && (it->second.complete || need == Need::kVerdict)) {
+      return it->second;
+    }
+    Prediction fresh = Predict(r, allocator, limit, conf, need);
+    if (it == predictions.end()) return predictions.emplace(key, std::move(fresh)).first->second;
+    it->second = std::move(fresh);
+    return it->second;
+  };
   auto predict = [&](int64_t value) {
-    return Predict(estimate::AtSweepValue(base, sweep, value), allocator, limit);
+    return predict_run(estimate::AtSweepValue(base, sweep, value), Need::kAll);
   };
-  auto fits = [&](const RunSettings& r) {
-    return Predict(r, allocator, limit).decision.verdict == vramlab::v1::FITS;
+  auto verdict_of = [&](const RunSettings& r) {
+    return predict_run(r, Need::kVerdict).decision.verdict;
   };
-  auto possible = [&](const RunSettings& r) {
-    return Predict(r, allocator, limit).decision.verdict != vramlab::v1::DOES_NOT_FIT;
-  };
+  auto fits = [&](const RunSettings& r) { return verdict_of(r) == vramlab::v1::FITS; };
+  auto possible = [&](const RunSettings& r) { return verdict_of(r) != vramlab::v1::DOES_NOT_FIT; };
   // A sweep's top level is its first point (what must run at all); every point is listed.
   const RunSettings run = sweep.active ? estimate::AtSweepValue(base, sweep, sweep.first()) : base;
 
-  const Prediction p = Predict(run, allocator, limit);
+  const Prediction p = predict_run(run, Need::kAll);
   vramlab::v1::MemoryEstimate out;
+  if (p.replayed) SetReplay(p.replay, out.mutable_replay());
   *out.mutable_anatomy() = p.anatomy;
   out.set_predicted_peak_bytes(p.anatomy.peak_allocated_bytes());
   out.set_peak_phase(p.peaks.peak_phase());
@@ -217,13 +309,14 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
       r.micro_batch = b;
       return r;
     };
-    out.set_max_seq_len_that_fits(LargestFitting([&](int64_t v) { return fits(with_seq(v)); }));
+    out.set_max_seq_len_that_fits(
+        LargestFitting([&](int64_t v) { return fits(with_seq(v)); }, run.seq_len));
     out.set_max_micro_batch_that_fits(
-        LargestFitting([&](int64_t v) { return fits(with_batch(v)); }));
+        LargestFitting([&](int64_t v) { return fits(with_batch(v)); }, run.micro_batch));
     out.set_max_seq_len_not_ruled_out(
-        LargestFitting([&](int64_t v) { return possible(with_seq(v)); }));
+        LargestFitting([&](int64_t v) { return possible(with_seq(v)); }, run.seq_len));
     out.set_max_micro_batch_not_ruled_out(
-        LargestFitting([&](int64_t v) { return possible(with_batch(v)); }));
+        LargestFitting([&](int64_t v) { return possible(with_batch(v)); }, run.micro_batch));
   }
   if (sweep.active) {
     estimate::SetSweepPredictions(
@@ -240,7 +333,7 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
                                  [&](int64_t value) {
                                    RunSettings rank = estimate::AtSweepValue(base, sweep, value);
                                    rank.parallel = parallel;
-                                   return PointOf(value, Predict(rank, allocator, limit));
+                                   return PointOf(value, Predict(rank, allocator, limit, conf));
                                  }),
           out.mutable_parallel());
     }

@@ -3,6 +3,7 @@
 #include "server/estimate/estimator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -342,39 +343,54 @@ TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
   EXPECT_FALSE(overridden.notes().empty());
 }
 
-// The three-way verdict: FITS above the high end of the band, DOES_NOT_FIT below its floor,
-// TIGHT inside it, with the band named in a note; expandable segments narrow it.
-TEST(EstimatorTest, VerdictIsThreeWayAroundTheReservedBand) {
+// The three-way verdict from the allocator replay (replay_verdict.h): FITS when the replayed
+// peak reserved stays below the limit by more than the error band, TIGHT within the band (the
+// reason names it and where), DOES_NOT_FIT when the replay runs out of memory even with the
+// band's room, naming the failing request.
+TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   const ExperimentSpec spec = Spec("qwen2.5-1.5b");
   const MemoryEstimate unlimited = MustEstimate(spec);
   EXPECT_EQ(unlimited.verdict(), vramlab::v1::FIT_VERDICT_UNSPECIFIED);
-  ASSERT_GT(unlimited.reserved_high_bytes(), unlimited.reserved_low_bytes());
-  ASSERT_GE(unlimited.reserved_low_bytes(), unlimited.predicted_peak_bytes());
-  const int64_t low = unlimited.reserved_low_bytes(), high = unlimited.reserved_high_bytes();
-  const int64_t floor = high - unlimited.margin_bytes();
-  ASSERT_LT(floor, low);
+  ASSERT_TRUE(unlimited.has_replay());
+  const int64_t peak = unlimited.replay().peak_reserved_bytes();
+  const double band = unlimited.replay().error_band();
+  ASSERT_GE(peak, unlimited.predicted_peak_bytes());
+  ASSERT_GT(band, 0);
+  EXPECT_EQ(unlimited.reserved_low_bytes(), peak);
 
-  const MemoryEstimate roomy = MustEstimate(spec, high);
-  EXPECT_EQ(roomy.verdict(), vramlab::v1::FITS);
-  EXPECT_TRUE(roomy.fits());
-  const MemoryEstimate tight = MustEstimate(spec, high - 1);
+  // The smallest limit whose band lies above the peak: FITS; one byte less: TIGHT.
+  auto band_of = [&](int64_t limit) {
+    return static_cast<int64_t>(std::ceil(band * static_cast<double>(limit)));
+  };
+  int64_t roomy = static_cast<int64_t>(static_cast<double>(peak) / (1 - band)) - 4;
+  while (peak + band_of(roomy) > roomy) ++roomy;
+  EXPECT_EQ(MustEstimate(spec, roomy).verdict(), vramlab::v1::FITS);
+  EXPECT_TRUE(MustEstimate(spec, roomy).fits());
+  const MemoryEstimate tight = MustEstimate(spec, roomy - 1);
   EXPECT_EQ(tight.verdict(), vramlab::v1::TIGHT);
   EXPECT_FALSE(tight.fits());
+  EXPECT_NE(tight.replay().reason().find("% of the limit at the "), std::string::npos)
+      << tight.replay().reason();
   auto verdict_note = [](const MemoryEstimate& e) -> std::string {
     for (const std::string& note : e.notes()) {
       if (note.rfind("verdict ", 0) == 0) return note;
     }
     return "";
   };
-  EXPECT_NE(verdict_note(tight).find("margin the model cannot resolve"), std::string::npos)
+  EXPECT_EQ(verdict_note(tight).rfind("verdict TIGHT: peak reserved ", 0), 0u)
       << verdict_note(tight);
-  EXPECT_EQ(MustEstimate(spec, floor).verdict(), vramlab::v1::TIGHT);
-  EXPECT_EQ(MustEstimate(spec, floor - 1).verdict(), vramlab::v1::DOES_NOT_FIT);
+  // Half the allocated peak: out of memory whatever the cache does, with the request named.
+  const MemoryEstimate out = MustEstimate(spec, unlimited.predicted_peak_bytes() / 2);
+  EXPECT_EQ(out.verdict(), vramlab::v1::DOES_NOT_FIT);
+  EXPECT_TRUE(out.replay().oom());
+  EXPECT_GT(out.replay().oom_requested_bytes(), 0);
+  EXPECT_LE(out.replay().oom_reserved_bytes(), unlimited.predicted_peak_bytes() / 2);
   EXPECT_EQ(verdict_note(unlimited), "");
-
-  ExperimentSpec expandable = spec;
-  expandable.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
-  EXPECT_LT(MustEstimate(expandable).margin_bytes(), unlimited.margin_bytes());
+  bool replay_note = false;
+  for (const std::string& note : unlimited.notes()) {
+    replay_note = replay_note || note.rfind("reserved by replaying", 0) == 0;
+  }
+  EXPECT_TRUE(replay_note);
 }
 
 // A LIST sweep gets a prediction per value and the predicted first OOM; a search the predicted

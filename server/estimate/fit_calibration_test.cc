@@ -23,6 +23,7 @@ struct Row {
   vramlab::v1::ExperimentSpec spec;
   int64_t limit = 0;
   bool oom = false;
+  int64_t peak_reserved = 0;  // measured; 0: not recorded
 };
 
 // One JSON object per line; a field missing or of the wrong kind fails the test naming the line.
@@ -46,6 +47,9 @@ bool ParseRow(const std::string& line, Row* row, std::string* error) {
     return false;
   }
   row->oom = outcome == "OOM";
+  if (const auto it = f.find("peak_reserved_bytes"); it != f.end()) {
+    row->peak_reserved = static_cast<int64_t>(it->second.number_value());
+  }
   row->limit = static_cast<int64_t>(f.at("limit_bytes").number_value());
   if (row->limit <= 0) {
     *error = "limit_bytes: must be positive";
@@ -79,6 +83,15 @@ TEST(FitCalibrationTest, NoRecordedRunContradictsItsVerdict) {
     const FitVerdict verdict = estimate->verdict();
     ++counts[{verdict, row.oom}];
     ++rows;
+    if (estimate->has_replay()) {
+      const auto& r = estimate->replay();
+      std::printf(
+          "replay %-40s %s %-12s measured %6.2f GiB replayed %6.2f GiB (%+.2f %% of limit)%s %s\n",
+          row.name.c_str(), row.oom ? "OOM" : "FIT", vramlab::v1::FitVerdict_Name(verdict).c_str(),
+          row.peak_reserved / 1073741824.0, r.peak_reserved_bytes() / 1073741824.0,
+          100.0 * (r.peak_reserved_bytes() - row.peak_reserved) / row.limit,
+          r.oom() ? " replay-OOM" : "", r.reason().c_str());
+    }
     EXPECT_FALSE(verdict == vramlab::v1::FITS && row.oom)
         << row.name << ": predicted FITS, ran out of memory";
     EXPECT_FALSE(verdict == vramlab::v1::DOES_NOT_FIT && !row.oom)

@@ -1,0 +1,53 @@
+// The fit verdict from the caching allocator's own rules: a run's predicted allocations
+// (step_allocations.h) replayed under the spec's allocator settings and limit
+// (reserved_replay.h). FITS when the replay never fails and its peak reserved stays below the
+// limit by more than the measured error band; DOES_NOT_FIT when it fails even under the limit
+// widened by the band; TIGHT otherwise, with the reason. The band and the measurements it rests
+// on: docs/ESTIMATOR.md, "Reserved by replay".
+#ifndef VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
+#define VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "server/estimate/fit_verdict.h"
+#include "server/estimate/parameter_state.h"
+#include "server/estimate/reserved_replay.h"
+#include "server/estimate/run_settings.h"
+#include "vramlab/v1/experiment.pb.h"
+#include "vramlab/v1/memory.pb.h"
+
+namespace vramlab::server::estimate {
+
+// Steps and micro-batches replayed: the first step (the cache built, the optimizer state
+// created in its optimizer phase) and the second (the state alive, the first step's cache
+// reserved; later steps repeat its allocations into the cache it leaves); a cycle's first
+// micro-batch and one accumulating micro-batch.
+constexpr int32_t kReplaySteps = 2;
+constexpr int32_t kReplayMicroSteps = 2;
+
+// The replay's error band, a fraction of the limit (docs/ESTIMATOR.md, "Reserved by replay").
+double ReplayErrorBand(const RunSettings& run);
+
+struct ReplayVerdict {
+  FitDecision decision;
+  ReplayOutcome replay;  // under the limit (none when limit is 0)
+  double band = 0;
+  std::string reason;  // why TIGHT, or where DOES_NOT_FIT runs out
+};
+
+// Whether the replay decides `run`'s verdict: a single process on a CUDA device training every
+// weight with the ATEN kernels, whose tensors step_allocations.h lists one by one. The CPU's
+// counting allocator keeps reserved == allocated; adapters (LoRA, QLoRA), FUSED kernels and a
+// rank of a parallel run keep the step walk's verdict (fit_verdict.h) until their tensors are
+// listed too (their replay, topped up by blocks, missed QLoRA's measured peak reserved by up to
+// 12 % of the limit).
+bool VerdictByReplay(const RunSettings& run);
+
+// `limit` 0: no limit (verdict FIT_VERDICT_UNSPECIFIED; the replay's peak is still given).
+ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
+                                const vramlab::v1::AllocatorConfig& allocator, int64_t limit);
+
+}  // namespace vramlab::server::estimate
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_

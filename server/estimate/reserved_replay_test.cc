@@ -1,0 +1,186 @@
+// The replayed estimate (step_allocations.h through reserved_replay.h): against the allocator
+// traces recorded on an H200 (testdata/estimator/traces/recorded_*.trace, their specs in
+// docs/results/h200-2026-12-01/traces/), and the two near-limit runs of issue 33 measured on an
+// H200 (docs/ESTIMATOR.md, "Reserved by replay").
+#include "server/estimate/reserved_replay.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "server/estimate/device_model.h"
+#include "server/estimate/estimator.h"
+#include "server/estimate/parameter_state.h"
+#include "server/estimate/replay_verdict.h"
+#include "server/estimate/run_settings.h"
+#include "server/estimate/step_allocations.h"
+
+namespace vramlab::server::estimate {
+namespace {
+
+const std::string kSource = VRAMLAB_SOURCE_DIR;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+vramlab::v1::ExperimentSpec SpecFromJson(const std::string& json) {
+  vramlab::v1::ExperimentSpec spec;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &spec).ok()) << json;
+  return spec;
+}
+
+ReplayOutcome ReplaySpec(const vramlab::v1::ExperimentSpec& spec, int64_t limit) {
+  const absl::StatusOr<RunSettings> run = ResolveRunSettings(spec);
+  EXPECT_TRUE(run.ok()) << run.status();
+  const ParameterState params = EstimateParameterState(*run);
+  return ReplayAllocations(PlanStepAllocations(*run, params, kReplaySteps, kReplayMicroSteps),
+                           SimConfigOf(spec.memory().allocator(), limit));
+}
+
+// The recorded trace's peak reserved, replayed through the simulator (which reproduces every
+// segment the device mapped and released: caching_allocator_sim_test).
+int64_t RecordedPeakReserved(const std::string& name, bool expandable, int64_t limit) {
+  std::ifstream in(kSource + "/testdata/estimator/traces/" + name);
+  EXPECT_TRUE(in) << name;
+  AllocatorSimConfig config;
+  config.expandable_segments = expandable;
+  config.limit = limit;
+  CachingAllocatorSim sim(config);
+  std::string line;
+  SegmentEvents events;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string op;
+    int64_t a = 0, b = 0;
+    if (!(words >> op)) continue;
+    if (op == "segment_alloc" && words >> a >> b && !expandable) sim.QueueSegmentAddress(b);
+    if (op == "alloc" && words >> a >> b) sim.Malloc(a, b, &events);
+    if (op == "free" && words >> a) sim.Free(a);
+  }
+  return sim.peak_reserved();
+}
+
+vramlab::v1::ExperimentSpec RecordedSpec(const std::string& name) {
+  return SpecFromJson(
+      ReadFile(kSource + "/docs/results/h200-2026-12-01/traces/" + name + ".spec.json"));
+}
+
+// The replayed estimate of the recorded runs against their measured peak reserved. Measured:
+// +1.34 % (default allocator) and +5.40 % (expandable segments), bounded here by 1.5 % and
+// 5.5 %; the 1 % the replay aims at is not reached yet (docs/ESTIMATOR.md, "Reserved by
+// replay", lists what the predicted sequence still differs in).
+TEST(ReservedReplayTest, ReproducesRecordedPeakReservedWithinItsMeasuredError) {
+  struct Case {
+    std::string name;
+    bool expandable;
+    double bound;
+  };
+  for (const auto& [name, expandable, bound] :
+       {Case{"recorded_native", false, 0.015}, Case{"recorded_expandable", true, 0.055}}) {
+    SCOPED_TRACE(name);
+    const int64_t measured = RecordedPeakReserved(name + ".trace", expandable, 0);
+    const ReplayOutcome predicted = ReplaySpec(RecordedSpec(name), 0);
+    ASSERT_GT(measured, 0);
+    EXPECT_FALSE(predicted.oom);
+    const double error = static_cast<double>(predicted.peak_reserved - measured) / measured;
+    std::printf("%s: predicted peak reserved %lld, recorded %lld (%+.2f %%)\n", name.c_str(),
+                static_cast<long long>(predicted.peak_reserved), static_cast<long long>(measured),
+                100 * error);
+    EXPECT_LE(std::abs(error), bound);
+  }
+}
+
+TEST(ReservedReplayTest, RecordedOutOfMemoryIsPredicted) {
+  // recorded_oom ran out of memory under 1 GiB; so must its replayed estimate.
+  const ReplayOutcome predicted = ReplaySpec(RecordedSpec("recorded_oom"), kGiB);
+  EXPECT_TRUE(predicted.oom);
+  EXPECT_LE(predicted.oom_reserved, kGiB);
+}
+
+vramlab::v1::ExperimentSpec IssueSpec(int micro_batch, int seq_len, const char* attention,
+                                      int checkpoint_every, int steps, bool expandable) {
+  return SpecFromJson(absl::StrFormat(
+      R"({"device": "CUDA", "model": {"preset": "qwen2.5-1.5b"},
+          "training": {"attention": "%s", "microBatchSize": %d, "seqLen": %d,
+                       "checkpointEveryKLayers": %d, "steps": %d, "dtype": "BFLOAT16",
+                       "optimizer": {"kind": "ADAMW"}},
+          "memory": {"deviceMemoryLimitBytes": "%d",
+                     "allocator": {"expandableSegments": %s}}})",
+      attention, micro_batch, seq_len, checkpoint_every, steps, 24 * kGiB,
+      expandable ? "true" : "false"));
+}
+
+// The estimator's answer for the two near-limit runs of issue 33 (measured on an H200; the
+// step walk's margin band said FITS for the first, DOES_NOT_FIT for the second).
+TEST(ReservedReplayTest, EagerMicroBatch2RunsOutInTheForwardOfTheSecondStep) {
+  // Measured: out of memory in the FORWARD of the second step (step 2 counting from 1), asking
+  // for 1.16 GiB (the fp32 logits of 2 x 1024 tokens) with 20.27 GiB allocated.
+  const auto e = EstimateMemory(IssueSpec(2, 1024, "EAGER", 0, 3, false), 0);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->has_replay());
+  const auto& r = e->replay();
+  EXPECT_NE(e->verdict(), vramlab::v1::FITS);
+  ASSERT_TRUE(r.oom()) << "replayed peak reserved " << r.peak_reserved_bytes();
+  EXPECT_EQ(r.oom_phase(), vramlab::v1::FORWARD);
+  EXPECT_EQ(r.oom_step(), 1);  // the worker's numbering, as OomReport.step: 0 is the first step
+  EXPECT_EQ(r.oom_requested_bytes(), int64_t{2} * 1024 * 151936 * 4);
+  // Allocated when it fails: the measured 20.27 GiB within the band the verdict uses.
+  const double measured_allocated = 20.27 * static_cast<double>(kGiB);
+  EXPECT_NEAR(static_cast<double>(r.oom_allocated_bytes()), measured_allocated,
+              r.error_band() * static_cast<double>(24 * kGiB));
+  std::printf("%s: %s\n", vramlab::v1::FitVerdict_Name(e->verdict()).c_str(), r.reason().c_str());
+}
+
+TEST(ReservedReplayTest, SdpaCheckpointedExpandableIsNotRuledOut) {
+  // Measured: fits, peak reserved 23.65 GiB (98.5 % of the limit: inside the replay's measured
+  // error band, so TIGHT is the most the replay can say; never DOES_NOT_FIT).
+  const auto e = EstimateMemory(IssueSpec(1, 8192, "SDPA", 1, 2, true), 0);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->has_replay());
+  const auto& r = e->replay();
+  EXPECT_FALSE(r.oom()) << r.reason();
+  EXPECT_NE(e->verdict(), vramlab::v1::DOES_NOT_FIT);
+  const double measured = 23.65 * static_cast<double>(kGiB);
+  EXPECT_NEAR(static_cast<double>(r.peak_reserved_bytes()), measured, 0.01 * measured);
+  std::printf("%s: replayed peak reserved %.3f GiB; %s\n",
+              vramlab::v1::FitVerdict_Name(e->verdict()).c_str(),
+              static_cast<double>(r.peak_reserved_bytes()) / kGiB, r.reason().c_str());
+}
+
+TEST(ReservedReplayTest, AnEstimateIsDeterministic) {
+  for (const auto& spec :
+       {IssueSpec(2, 1024, "EAGER", 0, 3, false), IssueSpec(1, 8192, "SDPA", 1, 2, true),
+        RecordedSpec("recorded_native")}) {
+    const auto first = EstimateMemory(spec, 0);
+    const auto second = EstimateMemory(spec, 0);
+    ASSERT_TRUE(first.ok() && second.ok());
+    std::string a, b;
+    ASSERT_TRUE(first->SerializeToString(&a));
+    ASSERT_TRUE(second->SerializeToString(&b));
+    EXPECT_EQ(a, b);
+    EXPECT_TRUE(first->has_replay());
+  }
+}
+
+TEST(ReservedReplayTest, GarbageCollectionThresholdKeepsReservedNearIt) {
+  // garbage_collection_threshold 0.5 under 24 GiB: whole free segments go back once reserved
+  // passes 12 GiB, so the replay's peak reserved is below the default allocator's.
+  vramlab::v1::ExperimentSpec spec = IssueSpec(1, 1024, "EAGER", 0, 2, false);
+  const ReplayOutcome plain = ReplaySpec(spec, 24 * kGiB);
+  spec.mutable_memory()->mutable_allocator()->set_garbage_collection_threshold(0.5);
+  const ReplayOutcome collected = ReplaySpec(spec, 24 * kGiB);
+  EXPECT_FALSE(plain.oom);
+  EXPECT_FALSE(collected.oom);
+  EXPECT_LT(collected.peak_reserved, plain.peak_reserved);
+  EXPECT_GE(collected.peak_reserved, collected.peak_allocated);
+}
+
+}  // namespace
+}  // namespace vramlab::server::estimate
