@@ -52,7 +52,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
-      prometheus-cpp-dev libsqlite3-dev nlohmann-json3-dev \
+      prometheus-cpp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

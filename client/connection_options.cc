@@ -2,14 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
+#include <memory>
 
-#include "absl/strings/ascii.h"
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "client/file_io.h"
+#include "client/config_file.h"
 #include "client/flag_values.h"
 #include "common/status_macros.h"
 
@@ -23,34 +21,6 @@ void AddConnectionFlags(FlagSet& flags) {
       .Value("config", "FILE", "config file (default $XDG_CONFIG_HOME/vramlab/config)");
 }
 
-absl::StatusOr<std::map<std::string, std::string>> ParseConfigFile(absl::string_view text,
-                                                                   absl::string_view origin) {
-  std::map<std::string, std::string> values;
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line.front() == '#') continue;
-    const size_t separator = line.find_first_of("=:");
-    if (separator == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(origin, ":", line_number, ": expected \"key = value\""));
-    }
-    const std::string key(absl::StripAsciiWhitespace(line.substr(0, separator)));
-    std::string value(absl::StripAsciiWhitespace(line.substr(separator + 1)));
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-    }
-    if (key != "addr" && key != "token" && key != "ca-cert") {
-      return absl::InvalidArgumentError(absl::StrCat(origin, ":", line_number, ": unknown key \"",
-                                                     key, "\" (known: addr, token, ca-cert)"));
-    }
-    values[key] = value;
-  }
-  return values;
-}
-
 std::string DefaultConfigPath(const std::function<const char*(const char*)>& getenv) {
   const char* xdg = getenv("XDG_CONFIG_HOME");
   if (xdg != nullptr && *xdg != '\0') return absl::StrCat(xdg, "/vramlab/config");
@@ -59,22 +29,56 @@ std::string DefaultConfigPath(const std::function<const char*(const char*)>& get
   return "";
 }
 
+namespace {
+
+// The addr/token/ca-cert values of the config file at `path`, read and applied to options of the
+// same names by CLI11 through ConfigFileFormat. A missing file is an error only when `required`.
+absl::StatusOr<std::map<std::string, std::string>> ConfigFileValues(const std::string& path,
+                                                                    bool required) {
+  CLI::App app;
+  app.set_help_flag();
+  std::map<std::string, std::string> values;
+  std::vector<CLI::Option*> options;
+  for (const std::string& key : ConfigFileKeys()) {
+    options.push_back(app.add_option(absl::StrCat("--", key))->expected(1));
+  }
+  app.config_formatter(std::make_shared<ConfigFileFormat>(path));
+  app.set_config("--config", path, "config file", required);
+  try {
+    app.parse(std::vector<std::string>{});
+  } catch (const CLI::FileError&) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: cannot read ", path));
+  } catch (const CLI::ParseError& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
+  for (CLI::Option* option : options) {
+    if (option->count() > 0) values[option->get_name().substr(2)] = option->results().back();
+  }
+  return values;
+}
+
+}  // namespace
+
 absl::StatusOr<ConnectionOptions> ResolveConnectionOptions(
     const ParsedArgs& args, const std::function<const char*(const char*)>& getenv) {
   ConnectionOptions options;
   std::map<std::string, std::string> file_values;
   const auto explicit_config = args.Get("config");
   const std::string config_path = explicit_config.value_or(DefaultConfigPath(getenv));
-  struct stat info {};
-  if (!config_path.empty() && (explicit_config || stat(config_path.c_str(), &info) == 0)) {
-    ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(config_path));
-    ASSIGN_OR_RETURN(file_values, ParseConfigFile(text, config_path));
+  if (!config_path.empty()) {
+    // The default file may be absent; one that exists must be readable, like a named one.
+    struct stat info {};
+    const bool required = explicit_config.has_value() || stat(config_path.c_str(), &info) == 0;
+    ASSIGN_OR_RETURN(file_values, ConfigFileValues(config_path, required));
     if (file_values.count("token") > 0 && stat(config_path.c_str(), &info) == 0 &&
         (info.st_mode & 077) != 0) {
       options.warning = absl::StrCat("warning: ", config_path,
                                      " holds a token and is readable by others (chmod 600 it)");
     }
   }
+  // Command line, then environment, then config file, then default. The environment is read
+  // here rather than by CLI11's envname(), which (in 2.1) ranks the config file above it and
+  // reads the process environment only.
   const auto pick = [&](const char* flag, const char* env, const char* key, std::string& out) {
     if (auto v = args.Get(flag)) {
       out = *v;

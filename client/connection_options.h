@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/config_file.h"
 #include "client/flag_set.h"
 
 namespace vramlab::client {
@@ -31,11 +32,6 @@ struct ConnectionOptions {
 
 // Declares --addr, --token, --ca-cert, --timeout and --config on `flags`.
 void AddConnectionFlags(FlagSet& flags);
-
-// Parses a config file: "key = value" or "key: value" lines, '#' comments, blank lines.
-// Keys: addr, token, ca-cert. INVALID_ARGUMENT names the line of an unknown key or bad syntax.
-absl::StatusOr<std::map<std::string, std::string>> ParseConfigFile(absl::string_view text,
-                                                                   absl::string_view origin);
 
 // The default config path from the environment, or "" when neither XDG_CONFIG_HOME nor HOME is set.
 std::string DefaultConfigPath(const std::function<const char*(const char*)>& getenv);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "CLI/CLI.hpp"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,62 +73,87 @@ absl::StatusOr<size_t> FlagSet::ParseLeading(const std::vector<std::string>& arg
 
 absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
                                           bool stop_at_positional, ParsedArgs& parsed) const {
-  bool flags_ended = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    const bool positional = flags_ended || arg == "-" || !absl::StartsWith(arg, "-");
-    if (stop_at_positional && (positional || arg == "--")) return i;
-    if (positional) {
-      parsed.positionals_.push_back(arg);
-      continue;
+  // The table becomes a CLI::App: value flags take exactly one argument per occurrence and keep
+  // every occurrence; boolean flags are CLI11 flags, whose "=VALUE" this adapter restricts to
+  // true/false. Unknown flags are collected as extras (CLI11 has no did-you-mean) and reported
+  // here with the nearest known flag.
+  CLI::App app;
+  app.set_help_flag();
+  app.allow_extras();
+  std::vector<std::pair<const Flag*, CLI::Option*>> options;
+  for (const Flag& flag : flags_) {
+    std::string names = absl::StrCat("--", flag.name);
+    for (const auto& [short_name, long_name] : aliases_) {
+      if (long_name == flag.name) absl::StrAppend(&names, ",-", std::string(1, short_name));
     }
-    if (arg == "--") {
-      flags_ended = true;
-      continue;
-    }
-    std::string name;
-    std::optional<std::string> inline_value;
-    if (absl::StartsWith(arg, "--")) {
-      name = arg.substr(2);
-      const size_t equals = name.find('=');
-      if (equals != std::string::npos) {
-        inline_value = name.substr(equals + 1);
-        name.resize(equals);
+    CLI::Option* option = flag.value_name.empty() ? app.add_flag(names, flag.help)
+                                                  : app.add_option(names, flag.help)->expected(1);
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    options.emplace_back(&flag, option);
+  }
+  std::vector<std::string> positionals;
+  if (stop_at_positional) {
+    app.prefix_command();  // the first positional and everything after it are left unparsed
+  } else {
+    app.add_option("args", positionals);
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& error) {
+    // "--output: 1 required TEXT missing": a value flag at the end of the line.
+    const std::string what = error.what();
+    const std::string name = what.substr(0, what.find(':'));
+    for (const Flag& flag : flags_) {
+      if (absl::StrCat("--", flag.name) == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag ", name, " needs a value (", flag.value_name, ")"));
       }
-    } else if (arg.size() == 2 && aliases_.count(arg[1]) > 0) {
-      name = aliases_.at(arg[1]);
-    } else {
+    }
+    return absl::InvalidArgumentError(what);
+  } catch (const CLI::ParseError& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
+  // With prefix_command the unparsed tail starts at the first positional or "--"; anything else
+  // CLI11 left over is a flag it does not know.
+  std::vector<std::string> rest = app.remaining();
+  size_t consumed = args.size();
+  if (stop_at_positional && !rest.empty()) {
+    const std::string& first = rest.front();
+    if (first == "--" || first == "-" || !absl::StartsWith(first, "-")) {
+      consumed = args.size() - rest.size();
+      rest.clear();
+    }
+  }
+  for (const std::string& arg : rest) {
+    if (arg == "--") continue;  // the end of the flags, kept by CLI11 as an extra
+    if (!absl::StartsWith(arg, "--")) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag ", arg, " for \"vramlab ", usage_, "\" (see --help)"));
     }
-    const Flag* flag = Find(name);
-    if (flag == nullptr) {
-      std::vector<std::string> names;
-      for (const Flag& known : flags_) names.push_back(known.name);
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for \"vramlab ",
-                                                     usage_, "\"", DidYouMean(name, names, "--"),
-                                                     " (see --help)"));
-    }
-    if (flag->value_name.empty()) {
-      if (inline_value.has_value() && *inline_value != "true" && *inline_value != "false") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "flag --", name, " takes no value (or =true/=false), got \"", *inline_value, "\""));
-      }
-      parsed.values_[name] = inline_value.value_or("true");
-      continue;
-    }
-    if (inline_value.has_value()) {
-      parsed.values_[name] = *inline_value;
-    } else if (i + 1 < args.size()) {
-      parsed.values_[name] = args[++i];
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --", name, " needs a value (", flag->value_name, ")"));
-    }
-    parsed.all_values_[name].push_back(parsed.values_[name]);
+    const std::string name =
+        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    std::vector<std::string> names;
+    for (const Flag& known : flags_) names.push_back(known.name);
+    return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for \"vramlab ",
+                                                   usage_, "\"", DidYouMean(name, names, "--"),
+                                                   " (see --help)"));
   }
-  return i;
+  for (const auto& [flag, option] : options) {
+    for (const std::string& value : option->results()) {
+      if (flag->value_name.empty()) {
+        if (value != "true" && value != "false") {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "flag --", flag->name, " takes no value (or =true/=false), got \"", value, "\""));
+        }
+      } else {
+        parsed.all_values_[flag->name].push_back(value);
+      }
+      parsed.values_[flag->name] = value;
+    }
+  }
+  parsed.positionals_.insert(parsed.positionals_.end(), positionals.begin(), positionals.end());
+  return consumed;
 }
 
 std::string FlagSet::Help() const {

@@ -1,6 +1,7 @@
-// Per-subcommand command-line parsing: each subcommand declares its flags in a FlagSet and gets
-// back a ParsedArgs. Hand-written rather than absl::flags because absl's flags are process-global
-// and every subcommand has its own set.
+// Per-subcommand command-line parsing: each subcommand declares its flags in a FlagSet (the table
+// that also feeds --help and the shell completion) and gets back a ParsedArgs. Parsing builds a
+// CLI::App from the table and lets CLI11 read the command line; this class turns CLI11's errors
+// into the client's messages (with the nearest known flag, which CLI11 does not suggest).
 #ifndef VRAMLAB_CLIENT_FLAG_SET_H_
 #define VRAMLAB_CLIENT_FLAG_SET_H_
 

@@ -8,7 +8,7 @@ packages=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev prometheus chromium curl python3 libxml2-utils python3-yaml python3-grpcio
   python3-torch
-  openssl zsh bash-completion clang-format-14
+  libcli11-dev openssl zsh bash-completion clang-format-14
 )
 missing=()
 for p in "${packages[@]}"; do
