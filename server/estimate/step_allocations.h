@@ -1,5 +1,5 @@
 // The allocations and frees a run makes on its device, tensor by tensor, in the order the worker
-// makes them (worker/train/training_point.cc, worker/model/): the weights at LOAD; per step and
+// makes them (worker/train/fixed_shape_run.cc, worker/model/): the weights at LOAD; per step and
 // micro-step the token ids and forward tensors, each decoder layer's saved and transient tensors
 // (eager attention's scores blocks, the MLP's intermediates, the norms' fp32 copies), the loss's
 // logits (fp32 for the full loss), backward's gradients of every activation and, as backward
