@@ -173,7 +173,7 @@ TEST_F(CliAuthTest, MineIsTheUserTheTokenNames) {
   EXPECT_THAT(alice_still.out, HasSubstr(alices));
 
   CliResult both = Run({"ls", "--mine", "--owner", "bob"}, {{"VRAMLAB_TOKEN", kAliceToken}});
-  EXPECT_EQ(both.exit_code, 6) << Describe(both);
+  EXPECT_EQ(both.exit_code, 2) << Describe(both);
   EXPECT_THAT(both.err, HasSubstr("mine: not with owner"));
   EXPECT_EQ(Run({"cancel", alices}, {{"VRAMLAB_TOKEN", kAliceToken}}).exit_code, 0);
 }
