@@ -3,7 +3,7 @@
 # - bench/gpu/hf_reference.py builds each preset from the values of the C++ preset table
 #   (tests/bench/hf_config_check.py, against `vramlab presets --json`'s parameter counts);
 # - every row of `specs.py list-families` is a spec a real daemon accepts (`vramlab estimate`
-#   validates it as a submit does), predicted FITS at its limit, or DOES_NOT_FIT for an -oom row;
+#   validates it as a submit does), predicted FITS or TIGHT at its limit, or DOES_NOT_FIT for an -oom row;
 # - its HF arguments parse and name the same preset, micro-batch, sequence and limit;
 # - bench/gpu/family_table.py lists every row with vramlab-estimate's prediction, and reads
 #   recorded H200 runs as table.py does.
@@ -85,9 +85,10 @@ if "--fused" not in hf_args:
 if config["model_type"] != families[spec["model"]["preset"]]:
     problems.append(f"HF model_type {config['model_type']}, preset family {families[spec['model']['preset']]}")
 verdict = estimate.get("verdict")
-expected = "DOES_NOT_FIT" if row.endswith("-oom") else "FITS"
-if verdict != expected:
-    problems.append(f"predicted {verdict} at the row's limit, the row expects {expected}")
+# A training row near its limit may be predicted TIGHT (the replay's error band); never DOES_NOT_FIT.
+expected = ("DOES_NOT_FIT",) if row.endswith("-oom") else ("FITS", "TIGHT")
+if verdict not in expected:
+    problems.append(f"predicted {verdict} at the row's limit, the row expects {' or '.join(expected)}")
 for p in problems:
     print(f"FAILED: {row}: {p}")
 print(f"{'ok  ' if not problems else 'FAIL'} {row}: {spec['model']['preset']}, seq {t['seqLen']}, "

@@ -21,8 +21,8 @@ import sys
 def cc_presets(source):
     """{name: fields} from the ModelPresets() table of common/spec/model_presets.cc."""
     text = open(os.path.join(source, "common/spec/model_presets.cc")).read()
-    rope = re.search(r'Llama3Rope\(double factor\) \{ return \{"llama3", factor, ([\d.]+), ([\d.]+), (\d+)\}; \}',
-                     text)
+    rope = re.search(r'Llama3Rope\(double factor\)\s*\{\s*return\s*\{+"llama3",\s*factor,\s*([\d.]+),\s*([\d.]+),'
+                     r'\s*(\d+)\}+;\s*\}', text)
     low, high, original = float(rope.group(1)), float(rope.group(2)), int(rope.group(3))
     table = text[text.index("presets = {"):]
     table = " ".join(table[:table.index("};")].split())
