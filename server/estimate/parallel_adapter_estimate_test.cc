@@ -244,13 +244,15 @@ TEST(ParallelEstimateTest, InBackwardWithRanksIsRefusedAndTheSearchStaysAtOne) {
   }
   ExperimentSpec one = Spec("qwen2.5-1.5b", true, 1, vramlab::v1::SHARD_NONE);
   one.mutable_training()->mutable_optimizer()->set_in_backward(true);
-  const int64_t needs = MustEstimate(one, int64_t{1} << 40).reserved_high_bytes();
+  const MemoryEstimate unlimited = MustEstimate(one, int64_t{1} << 40);
+  const int64_t needs = unlimited.reserved_high_bytes();
   EXPECT_EQ(MustEstimate(one, needs, {.smallest_world_size = true})
                 .parallel()
                 .smallest_world_size_that_fits(),
             1);
-  // Where one process does not fit, no world size the worker runs would.
-  EXPECT_EQ(MustEstimate(one, needs / 2, {.smallest_world_size = true})
+  // Where one process does not fit (half its predicted peak allocated), no world size the worker
+  // runs would.
+  EXPECT_EQ(MustEstimate(one, unlimited.predicted_peak_bytes() / 2, {.smallest_world_size = true})
                 .parallel()
                 .smallest_world_size_that_fits(),
             0);
