@@ -91,6 +91,11 @@ mkdir -p "$build/bin"
 for b in "$build"/worker/bin/* "$build"/server/bin/*; do
   [ -f "$b" ] && cp -fL "$b" "$build/bin/"
 done
+# vramlabd finds the command probe next to its bin directory (BUILD/probe), as in a CPU build.
+if [ -d "$build/server/probe" ]; then
+  rm -rf "$build/probe"
+  cp -r "$build/server/probe" "$build/probe"
+fi
 echo "built in $(( $(date +%s) - build_start )) s: $(ls "$build/bin" | tr '\n' ' ')"
 
 if $run_tests; then

@@ -4,10 +4,10 @@
 # inside it (docs/COMMANDS.md). For each path it prints the probe's peak allocated next to the
 # script's own torch.cuda.max_memory_allocated(), the OOM phase where it ran out, whether the
 # snapshot loads, and puts the job beside the worker's run of the same seed spec (vramlab compare).
-# Then the probe's cost: the happy path's median step time with the probe (through the daemon)
-# against the same script run directly as the same user without it.
+# The sad path also runs under SAD_LIMIT_GIB (default 20), where both sides run out of memory.
+# The probe's cost is measured apart, without the daemon: bench/gpu/probe_overhead.sh.
 #
-#   sudo [PYTHON=/path/to/venv/bin/python3] [COMMAND_USER=nobody] [STEPS=20] \
+#   sudo [PYTHON=/path/to/venv/bin/python3] [COMMAND_USER=nobody] [SAD_LIMIT_GIB=20] \
 #     bench/gpu/command_job_gpu.sh OUTDIR [BIN_DIR]
 #
 # Needs root (the daemon switches to COMMAND_USER), transformers (5.x) in PYTHON's environment,
@@ -19,7 +19,6 @@ out=${1:?usage: command_job_gpu.sh OUTDIR [BIN_DIR]}
 bin=${2:-$root/build-gpu/bin}
 python=$(command -v "${PYTHON:-python3}")
 user=${COMMAND_USER:-nobody}
-steps=${STEPS:-20}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
@@ -49,7 +48,7 @@ fi
 
 # The seed spec with the job as its command; the seed's model and training are its equivalent spec.
 command_spec() {  # seed-file micro-batch accum steps > spec.json
-  /usr/bin/python3 - "$root/experiments/seed/$1" "$python" "$work/jobs" "$2" "$3" "$4" <<'PY'
+  /usr/bin/python3 - "$work/seeds/$1" "$python" "$work/jobs" "$2" "$3" "$4" <<'PY'
 import json, sys
 seed, python, jobs, micro, accum, steps = sys.argv[1:]
 spec = json.load(open(seed))
@@ -66,12 +65,25 @@ PY
 }
 json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-for path in "01-basic-sad-path 4 1" "02-basic-happy-path 1 4"; do
+# The seeds as they are, and the sad path under a lower limit (SAD_LIMIT_GIB, default 20), where
+# both sides run out of memory on an H200 (at 24 GiB both fit there).
+mkdir -p "$work/seeds"
+cp "$root"/experiments/seed/0[12]-*.json "$work/seeds/"
+/usr/bin/python3 - "$work/seeds" "${SAD_LIMIT_GIB:-20}" <<'PY'
+import json, sys
+seeds, gib = sys.argv[1], float(sys.argv[2])
+spec = json.load(open(f"{seeds}/01-basic-sad-path.json"))
+spec["name"] += f" at {gib:g} GiB"
+spec["memory"]["deviceMemoryLimitBytes"] = str(int(gib * 2**30))
+json.dump(spec, open(f"{seeds}/01-basic-sad-path-low-limit.json", "w"))
+PY
+
+for path in "01-basic-sad-path 4 1" "02-basic-happy-path 1 4" "01-basic-sad-path-low-limit 4 1"; do
   set -- $path
   seed=$1 micro=$2 accum=$3
   command_spec "$seed.json" "$micro" "$accum" 5 > "$work/$seed.command.json"
   job=$("$cli" submit --spec "$work/$seed.command.json")
-  worker=$("$cli" submit --spec "$root/experiments/seed/$seed.json")
+  worker=$("$cli" submit --spec "$work/seeds/$seed.json")
   "$cli" watch "$job" > /dev/null 2>&1 || true
   "$cli" watch "$worker" > /dev/null 2>&1 || true
   "$cli" show "$job" > "$out/$seed.job.show.txt" 2>&1
@@ -85,9 +97,14 @@ for path in "01-basic-sad-path 4 1" "02-basic-happy-path 1 4"; do
   script_peak=$(echo "$script_line" | json_field 'd["max_memory_allocated"]' 2>/dev/null || echo -)
   say "probe peak allocated:                  $probe_peak"
   say "script torch.cuda.max_memory_allocated: $script_peak"
-  if [ "$state" = OOM ]; then
-    say "OOM: $(json_field '(d["oom"].get("phase"), d["oom"].get("step"), d["oom"].get("requestedBytes"))' < "$out/$seed.job.json")"
-  fi
+  "$cli" --json show "$worker" > "$out/$seed.worker.json" 2>&1
+  for side in job worker; do
+    if [ "$(json_field 'd["state"]' < "$out/$seed.$side.json")" = OOM ]; then
+      say "$side OOM: $(json_field '(d["oom"].get("phase"), d["oom"].get("step"), d["oom"].get("requestedBytes"))' < "$out/$seed.$side.json")"
+    else
+      say "$side: $(json_field 'd["state"]' < "$out/$seed.$side.json")"
+    fi
+  done
   if "$cli" snapshot "$job" -o "$out/$seed.snapshot.pickle" > /dev/null 2>&1; then
     "$python" -c "import pickle,sys; from torch.cuda import _memory_viz as v; s=pickle.load(open(sys.argv[1],'rb')); v.segment_plot(s); print('snapshot opens in torch.cuda._memory_viz:', len(s['segments']), 'segments')" \
       "$out/$seed.snapshot.pickle" 2>&1 | tee -a "$summary"
@@ -95,17 +112,3 @@ for path in "01-basic-sad-path 4 1" "02-basic-happy-path 1 4"; do
     say "snapshot: none"
   fi
 done
-
-# The probe's cost on the happy path: same script, same user, same GPU, with and without it.
-command_spec 02-basic-happy-path.json 1 4 "$steps" > "$work/overhead.command.json"
-/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['memory'].pop('recordHistory', None); s['memory']['sampleIntervalMs']=10; json.dump(s, open(sys.argv[1],'w'))" "$work/overhead.command.json"
-job=$("$cli" submit --spec "$work/overhead.command.json")
-"$cli" watch "$job" > /dev/null 2>&1 || true
-with=$("$cli" logs "$job" | grep '^{"' | tail -1 | json_field 'd["median_step_seconds"]')
-kill "$daemon"; wait "$daemon" 2>/dev/null
-without=$(cd "$work/jobs" && runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME=/ HF_HOME="$work/jobs/hf-home" \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTORCH_CUDA_ALLOC_CONF= CUDA_VISIBLE_DEVICES=0 \
-  "$python" hf_trainer_job.py --micro-batch 1 --accum 4 --steps "$steps" --limit-gib 24 | grep '^{"' | tail -1 | json_field 'd["median_step_seconds"]')
-say "== probe overhead (happy path, $steps steps, 10 ms samples, median step)"
-say "with probe (through vramlabd): ${with}s; without: ${without}s"
-/usr/bin/python3 -c "import sys; w,o=map(float,sys.argv[1:]); print(f'overhead: {100*(w-o)/o:+.2f} %')" "$with" "$without" | tee -a "$summary"

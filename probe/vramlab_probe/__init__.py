@@ -6,6 +6,7 @@ when VRAMLAB_PROBE=1.
 Environment (set by the daemon):
   VRAMLAB_PROBE_EVENTS_FD           fd the events go to (3)
   VRAMLAB_PROBE_DEVICE              cuda or cpu
+  VRAMLAB_PROBE_CUDA_DEVICE         the CUDA device index the program trains on (its LOCAL_RANK)
   VRAMLAB_PROBE_SAMPLE_INTERVAL_MS  sampler period
   VRAMLAB_PROBE_MEMORY_LIMIT_BYTES  0: none; CUDA: set_per_process_memory_fraction; CPU: RLIMIT_DATA
                                     at the data segment when torch was imported plus the limit

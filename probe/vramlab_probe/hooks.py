@@ -2,8 +2,10 @@
 
   FORWARD         the outermost module's forward: global module forward pre/post hooks
                   (torch.nn.modules.module.register_module_forward_pre_hook / _hook) with a depth
-                  count; a forward while backward runs (activation checkpointing's recompute) is
-                  part of BACKWARD.
+                  count until the first optimizer step ends; from then on hooks on the modules
+                  seen outermost (the roots) only, so that the program's other module calls run
+                  PyTorch's hook-free path again. A forward while backward runs (activation
+                  checkpointing's recompute) is part of BACKWARD.
   BACKWARD        torch.autograd.backward (which Tensor.backward calls), wrapped.
   OPTIMIZER_STEP  torch.optim's global step pre/post hooks (PyTorch >= 2.0); before 2.0, each
                   optimizer's step wrapped when it is constructed.
@@ -79,12 +81,14 @@ class _PhaseTracker:
         self.optimizers = weakref.WeakSet()
         self.step_started = None
         self.losses = []
+        self.global_hooks = []
+        self.gradients_counted = False
         self.main_thread = threading.main_thread()
 
     def install(self):
         module = self.torch.nn.modules.module
-        module.register_module_forward_pre_hook(self.forward_pre)
-        module.register_module_forward_hook(self.forward_post)
+        self.global_hooks = [module.register_module_forward_pre_hook(self.forward_pre),
+                             module.register_module_forward_hook(self.forward_post)]
         autograd = self.torch.autograd
         original_backward = autograd.backward
 
@@ -130,6 +134,20 @@ class _PhaseTracker:
 
     # --- forward ---------------------------------------------------------------------------
 
+    def narrow_to_roots(self):
+        """Replaces the global forward hooks by hooks on the roots seen so far (a module first
+        called outermost later is not seen). A global hook runs for every module call of the
+        program and keeps each off PyTorch's hook-free fast path."""
+        roots = list(self.roots)
+        if not self.global_hooks or not roots:
+            return
+        for handle in self.global_hooks:
+            handle.remove()
+        self.global_hooks = []
+        for root in roots:
+            root.register_forward_pre_hook(self.forward_pre)
+            root.register_forward_hook(self.forward_post)
+
     def forward_pre(self, module, inputs):
         if self.in_backward or threading.current_thread() is not self.main_thread:
             return
@@ -163,7 +181,11 @@ class _PhaseTracker:
     def backward_end(self):
         self.in_backward -= 1
         if self.in_backward == 0:
-            self.probe.count_states(list(self.roots), list(self.optimizers))
+            # Gradients appear in a step's first backward; later micro-steps accumulate into
+            # them, and the step's end counts them again.
+            if not self.gradients_counted:
+                self.probe.count_states(list(self.roots), list(self.optimizers))
+                self.gradients_counted = True
             self.probe.phase_edge("BACKWARD", "END")
 
     # --- optimizer step --------------------------------------------------------------------
@@ -192,6 +214,8 @@ class _PhaseTracker:
         self.probe.step_ended(seconds, loss)
         self.probe.step += 1
         self.probe.micro_step = -1
+        self.gradients_counted = False
+        self.narrow_to_roots()
 
 
 # --- out of memory ------------------------------------------------------------------------

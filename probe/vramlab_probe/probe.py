@@ -29,6 +29,7 @@ class Probe:
         self.device = environ.get("VRAMLAB_PROBE_DEVICE", "cpu")
         self.interval = max(1, int(environ.get("VRAMLAB_PROBE_SAMPLE_INTERVAL_MS", "10"))) / 1000.0
         self.memory_limit = int(environ.get("VRAMLAB_PROBE_MEMORY_LIMIT_BYTES", "0") or 0)
+        self.cuda_device = int(environ.get("VRAMLAB_PROBE_CUDA_DEVICE", "0") or 0)
         snapshot_fd = environ.get("VRAMLAB_PROBE_SNAPSHOT_FD", "")
         self.snapshot_fd = int(snapshot_fd) if snapshot_fd else None
         self.snapshot_written = False
@@ -74,10 +75,11 @@ class Probe:
         self.torch = torch
         cuda = self.device == "cuda" and torch.cuda.is_available()
         if cuda:
-            self.reader = memory.CudaReader(torch)
+            self.reader = memory.CudaReader(torch, self.cuda_device)
             if self.memory_limit > 0:
-                total = torch.cuda.mem_get_info()[1]
-                torch.cuda.set_per_process_memory_fraction(min(1.0, self.memory_limit / total))
+                total = torch.cuda.mem_get_info(self.cuda_device)[1]
+                torch.cuda.set_per_process_memory_fraction(min(1.0, self.memory_limit / total),
+                                                           self.cuda_device)
             hooks.attach_oom_observer(torch, self)
             if self.snapshot_fd is not None:
                 hooks.record_history(torch)

@@ -8,9 +8,24 @@
 
 namespace vramlab::server {
 
+std::vector<std::string> CommandRankEnvironment(const CommandRank& rank) {
+  std::vector<std::string> env = {absl::StrCat("VRAMLAB_PROBE_CUDA_DEVICE=", rank.rank)};
+  if (rank.world_size < 2) return env;
+  const std::string r = absl::StrCat(rank.rank);
+  const std::string n = absl::StrCat(rank.world_size);
+  env.insert(env.end(),
+             {"RANK=" + r, "LOCAL_RANK=" + r, "GROUP_RANK=0", "ROLE_RANK=" + r, "WORLD_SIZE=" + n,
+              "LOCAL_WORLD_SIZE=" + n, "GROUP_WORLD_SIZE=1", "ROLE_WORLD_SIZE=" + n,
+              "ROLE_NAME=default", "MASTER_ADDR=127.0.0.1",
+              absl::StrCat("MASTER_PORT=", rank.master_port), "TORCHELASTIC_RUN_ID=" + rank.run_id,
+              "TORCHELASTIC_RESTART_COUNT=0", "TORCHELASTIC_MAX_RESTARTS=0"});
+  return env;
+}
+
 absl::StatusOr<SpawnRequest> CommandSpawnRequest(const CommandPolicy& policy,
                                                  const HostPathPolicy& paths,
                                                  const vramlab::v1::ExperimentSpec& spec,
+                                                 const CommandRank& rank,
                                                  const std::vector<std::string>& daemon_env,
                                                  const std::string& snapshot_path) {
   const vramlab::v1::CommandSpec& command = spec.command();
@@ -20,11 +35,14 @@ absl::StatusOr<SpawnRequest> CommandSpawnRequest(const CommandPolicy& policy,
   request.path = *program;
   request.argv0 = command.argv(0);
   request.args.assign(command.argv().begin() + 1, command.argv().end());
-  request.env = policy.Environment(spec, daemon_env);
+  std::vector<std::string> env = daemon_env;
+  for (std::string& entry : CommandRankEnvironment(rank)) env.push_back(std::move(entry));
+  const bool writes_snapshot = spec.memory().record_history() && rank.rank == 0;
+  request.env = policy.Environment(spec, env, writes_snapshot);
   request.working_dir = command.working_dir();
   request.uid = policy.uid();
   request.gid = policy.gid();
-  if (spec.memory().record_history()) {
+  if (writes_snapshot) {
     int fd = open(snapshot_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
       return absl::InternalError(absl::StrCat("create ", snapshot_path, ": ", strerror(errno)));

@@ -4,12 +4,14 @@
 #include <unistd.h>
 #include "server/common/timestamp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/spec/allocator_conf.h"
 #include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
@@ -385,18 +387,38 @@ void Engine::SpawnGangLocked(Unfinished& unfinished, int rendezvous_port) {
   }
   if (IsCommand(experiment.spec())) {
     request.command = true;
-    std::vector<std::string> env = common_env;
-    const Slot& slot = options_.slots[unfinished.slots[0]];
-    env.push_back("CUDA_VISIBLE_DEVICES=" + slot.cuda_visible_devices);
-    env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
-                               WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
-    absl::StatusOr<SpawnRequest> spawn = CommandSpawnRequest(
-        options_.commands, options_.host_paths, experiment.spec(), env, files.snapshot_path());
-    // A request without ranks ends as "could not be started" through the supervisor.
-    if (spawn.ok()) {
+    // As under torchrun, every rank sees the gang's devices in rank order and takes its own by
+    // LOCAL_RANK. CPU slots hide every GPU.
+    std::vector<std::string> devices;
+    for (int position : unfinished.slots) {
+      devices.push_back(options_.slots[position].cuda_visible_devices);
+    }
+    const bool any_hidden =
+        std::find(devices.begin(), devices.end(), std::string()) != devices.end();
+    const std::string visible = any_hidden ? std::string() : absl::StrJoin(devices, ",");
+    for (int r = 0; r < world_size; ++r) {
+      std::vector<std::string> env = common_env;
+      const Slot& slot = options_.slots[unfinished.slots[r]];
+      env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+      env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
+                                 WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));
+      absl::StatusOr<SpawnRequest> spawn =
+          CommandSpawnRequest(options_.commands, options_.host_paths, experiment.spec(),
+                              {.run_id = experiment.id(),
+                               .rank = r,
+                               .world_size = world_size,
+                               .master_port = rendezvous_port},
+                              env, files.snapshot_path());
+      // A request without ranks ends as "could not be started" through the supervisor.
+      if (!spawn.ok()) {
+        for (SpawnRequest& started : request.ranks) {
+          if (started.extra_fd >= 0) close(started.extra_fd);
+        }
+        request.ranks.clear();
+        request.not_started_reason = std::string(spawn.status().message());
+        break;
+      }
       request.ranks.push_back(*std::move(spawn));
-    } else {
-      request.not_started_reason = std::string(spawn.status().message());
     }
     supervisor_.Launch(std::move(request));
     return;

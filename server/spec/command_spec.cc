@@ -29,6 +29,14 @@ bool IsDaemonSetName(absl::string_view name) {
          name == "PYTORCH_CUDA_ALLOC_CONF" || name == "PYTORCH_ALLOC_CONF";
 }
 
+// Names the daemon sets for each rank of a command of two or more processes, as torchrun does.
+bool IsRankName(absl::string_view name) {
+  for (absl::string_view set : kCommandRankEnvNames) {
+    if (name == set) return true;
+  }
+  return false;
+}
+
 bool IsEnvName(absl::string_view name) {
   if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
   for (char c : name) {
@@ -102,6 +110,11 @@ absl::Status ValidateCommandShape(const ExperimentSpec& spec) {
       return Invalid(field,
                      absl::StrCat(entry.substr(0, eq), " is set by the daemon for every command"));
     }
+    if (spec.parallel().world_size() >= 2 && IsRankName(entry.substr(0, eq))) {
+      return Invalid(field, absl::StrCat(entry.substr(0, eq),
+                                         " is set by the daemon for each rank of a command of "
+                                         "parallel.world_size >= 2"));
+    }
   }
   if (!command.has_equivalent_spec() && (!IsBlank(spec.model()) || !IsBlank(spec.training()))) {
     return Invalid("has_equivalent_spec",
@@ -112,9 +125,16 @@ absl::Status ValidateCommandShape(const ExperimentSpec& spec) {
   if (spec.fault() != vramlab::v1::FAULT_UNSPECIFIED) {
     return absl::InvalidArgumentError("spec.fault: not allowed with a command");
   }
-  if (spec.parallel().world_size() >= 2) {
-    return absl::InvalidArgumentError(
-        "spec.parallel.world_size: a command runs as one process on one slot");
+  // parallel.world_size is how many processes the command runs as; the rest of ParallelSpec says
+  // how an equivalent spec shards, so it needs one.
+  if (!command.has_equivalent_spec()) {
+    vramlab::v1::ParallelSpec rest = spec.parallel();
+    rest.clear_world_size();
+    if (!IsBlank(rest)) {
+      return Invalid("has_equivalent_spec",
+                     "spec.parallel describes a command's sharding only as its equivalent spec: "
+                     "set has_equivalent_spec or give parallel.world_size alone");
+    }
   }
   return absl::OkStatus();
 }
@@ -208,8 +228,9 @@ absl::StatusOr<std::string> ResolveProgram(const HostPathPolicy& paths,
   return program;
 }
 
-std::vector<std::string> CommandPolicy::Environment(
-    const ExperimentSpec& spec, const std::vector<std::string>& daemon_env) const {
+std::vector<std::string> CommandPolicy::Environment(const ExperimentSpec& spec,
+                                                    const std::vector<std::string>& daemon_env,
+                                                    bool snapshot_fd_open) const {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/local/bin:/usr/bin:/bin"},
       {"HOME", home_},
@@ -240,7 +261,7 @@ std::vector<std::string> CommandPolicy::Environment(
   env["VRAMLAB_PROBE_SAMPLE_INTERVAL_MS"] =
       absl::StrCat(memory.sample_interval_ms() > 0 ? memory.sample_interval_ms() : 10);
   env["VRAMLAB_PROBE_MEMORY_LIMIT_BYTES"] = absl::StrCat(memory.device_memory_limit_bytes());
-  if (memory.record_history()) {
+  if (memory.record_history() && snapshot_fd_open) {
     env["VRAMLAB_PROBE_SNAPSHOT_FD"] = absl::StrCat(kCommandSnapshotFd);
   }
   std::vector<std::string> result;

@@ -32,13 +32,31 @@ inline constexpr int kMaxCommandEnv = 128;
 // fd 3 carries the events as for the worker.
 inline constexpr int kCommandSnapshotFd = 5;
 
+// What the daemon sets for each rank of a command of parallel.world_size >= 2, the names torchrun
+// sets (docs/COMMANDS.md, "Several processes"); refused in spec.command.env then.
+inline constexpr const char* kCommandRankEnvNames[] = {"RANK",
+                                                       "LOCAL_RANK",
+                                                       "WORLD_SIZE",
+                                                       "LOCAL_WORLD_SIZE",
+                                                       "GROUP_RANK",
+                                                       "GROUP_WORLD_SIZE",
+                                                       "ROLE_RANK",
+                                                       "ROLE_WORLD_SIZE",
+                                                       "ROLE_NAME",
+                                                       "MASTER_ADDR",
+                                                       "MASTER_PORT",
+                                                       "TORCHELASTIC_RUN_ID",
+                                                       "TORCHELASTIC_RESTART_COUNT",
+                                                       "TORCHELASTIC_MAX_RESTARTS"};
+
 // True when `spec` asks for a command rather than vramlab's worker.
 bool IsCommand(const vramlab::v1::ExperimentSpec& spec);
 
 // OK for a spec without a command. Otherwise INVALID_ARGUMENT "spec.command...: ..." when argv is
 // empty or oversized, an argument holds a NUL, working_dir is missing or relative, an env entry
-// is not KEY=value or sets a name the daemon sets itself, or the spec also asks for what a command
-// cannot have (a sweep, fault injection, parallel.world_size >= 2, model or training fields
+// is not KEY=value or sets a name the daemon sets itself (with parallel.world_size >= 2 also the
+// rank names, kCommandRankEnvNames), or the spec also asks for what a command cannot have (a
+// sweep, fault injection, model or training fields or parallel fields other than world_size
 // without has_equivalent_spec).
 absl::Status ValidateCommandShape(const vramlab::v1::ExperimentSpec& spec);
 
@@ -86,10 +104,13 @@ class CommandPolicy {
   // The program's complete environment: nothing of the daemon's own is inherited. A fixed PATH,
   // HOME/USER/LOGNAME of the command user, LANG=C.UTF-8, the spec's env, `daemon_env` (the
   // daemon's per-launch settings: CUDA_VISIBLE_DEVICES, allocator settings, thread count,
-  // VRAMLAB_EXPERIMENT_ID), the probe's settings (VRAMLAB_PROBE_*), and PYTHONPATH with the probe
-  // directory first, then the spec's PYTHONPATH if any.
+  // VRAMLAB_EXPERIMENT_ID, a rank's torchrun variables), the probe's settings (VRAMLAB_PROBE_*;
+  // VRAMLAB_PROBE_SNAPSHOT_FD only when `snapshot_fd_open`, memory.record_history asks for it and
+  // the launch opens kCommandSnapshotFd), and PYTHONPATH with the probe directory first, then the
+  // spec's PYTHONPATH if any.
   std::vector<std::string> Environment(const vramlab::v1::ExperimentSpec& spec,
-                                       const std::vector<std::string>& daemon_env) const;
+                                       const std::vector<std::string>& daemon_env,
+                                       bool snapshot_fd_open) const;
 
  private:
   bool allowed_ = false;

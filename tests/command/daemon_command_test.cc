@@ -5,26 +5,7 @@
 // Cancel and the time limit kill the whole process group; an allocation refused under the CPU
 // data cap is an OOM in the phase it happened; every refusal names its rule (commands off, a
 // program or working directory outside --allowed-dir, a user without the commands role, root).
-#include <pwd.h>
-#include <signal.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
-#include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "tests/support/child_process.h"
-#include "tests/support/daemon_harness.h"
+#include "tests/command/command_fixture.h"
 
 namespace vramlab::testing {
 namespace {
@@ -33,113 +14,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using vramlab::v1::Experiment;
-
-constexpr char kAlice[] = "alice-secret-token-00000001";  // role user
-constexpr char kBob[] = "bob-secret-token-000000000002";  // role user,commands
-constexpr char kPython[] = "/usr/bin/python3";
-constexpr char kCommandUser[] = "nobody";
-constexpr char kDaemonSecretName[] = "VRAMLAB_TEST_DAEMON_SECRET";
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// "name value" lines of the script's output.
-std::map<std::string, int64_t> Facts(const std::string& log) {
-  std::map<std::string, int64_t> facts;
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    int64_t value = 0;
-    if (fields.size() == 2 && absl::SimpleAtoi(fields[1], &value)) facts[fields[0]] = value;
-  }
-  return facts;
-}
-
-// True when `pid` is gone or a zombie (killed, not yet reaped by its new parent).
-bool ProcessGone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
-}
-
-class DaemonCommandTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (access(kPython, X_OK) != 0 ||
-        RunChild({.argv = {kPython, "-c", "import torch"}, .stderr_file = "/dev/null"}).exit_code !=
-            0) {
-      FAIL() << "python3-torch is required (scripts/install-deps.sh installs it)";
-    }
-    char tmpl[] = "/tmp/command-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    jobs_ = dir_ + "/jobs";
-    fs::create_directory(jobs_);
-    // The command user reads the script and works in jobs_.
-    chmod(dir_.c_str(), 0755);
-    chmod(jobs_.c_str(), 0755);
-    script_ = jobs_ + "/tiny_train.py";
-    fs::copy_file(std::string(VRAMLAB_SOURCE_DIR) + "/tests/command/testdata/tiny_train.py",
-                  script_);
-    chmod(script_.c_str(), 0644);
-    tokens_ = dir_ + "/tokens";
-    ASSERT_TRUE(
-        WriteTokensFile(tokens_, {{kAlice, "alice", "user"}, {kBob, "bob", "user,commands"}}).ok());
-    setenv(kDaemonSecretName, "do-not-leak", 1);
-  }
-  void TearDown() override {
-    unsetenv(kDaemonSecretName);
-    fs::remove_all(dir_);
-  }
-
-  absl::StatusOr<std::unique_ptr<DaemonHarness>> StartDaemon(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--cpu-slots=1",
-                                      "--auth-tokens=" + tokens_,
-                                      "--allow-commands",
-                                      std::string("--command-user=") + kCommandUser,
-                                      "--allowed-dir=/usr/bin",
-                                      "--allowed-dir=" + jobs_,
-                                      "--cancel-grace-period=1s",
-                                      "--shutdown-grace-period=1s"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    return DaemonHarness::Start({.extra_flags = flags});
-  }
-
-  vramlab::v1::ExperimentSpec Command(std::vector<std::string> args) const {
-    vramlab::v1::ExperimentSpec spec;
-    spec.set_name("tiny train");
-    auto* command = spec.mutable_command();
-    command->add_argv(kPython);
-    command->add_argv(script_);
-    for (const std::string& arg : args) command->add_argv(arg);
-    command->set_working_dir(jobs_);
-    spec.mutable_memory()->set_sample_interval_ms(20);
-    return spec;
-  }
-
-  static std::string Log(const DaemonHarness& daemon, const std::string& id) {
-    return ReadWhole(daemon.data_dir() + "/experiments/" + id + "/worker.log");
-  }
-
-  // Waits until the job's log names its child's pid.
-  static pid_t WaitForChild(const DaemonHarness& daemon, const std::string& id) {
-    for (int i = 0; i < 600; ++i) {
-      std::string log = Log(daemon, id);
-      size_t at = log.find("child pid ");
-      if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
-        return static_cast<pid_t>(std::stol(log.substr(at + 10)));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return 0;
-  }
-
-  std::string dir_, jobs_, script_, tokens_;
-};
 
 TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
   auto daemon = StartDaemon();
