@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/supervise/tagged_processes.h"
 
 namespace vramlab::server {
 namespace {
@@ -55,6 +56,9 @@ void RunningWorker::CloseLog() {
 void RunningWorker::SignalGroup(int signal) {
   // The group outlives a reaped leader only through leftovers, which die with it too.
   kill(-process_.pid, signal);
+  if (!process_tag_.empty() && command_uid_ != 0) {
+    SignalTaggedProcesses(command_uid_, process_tag_, signal);
+  }
 }
 
 void RunningWorker::Violation(const std::string& reason) {

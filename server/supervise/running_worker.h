@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "server/supervise/exit_classifier.h"
 #include "server/supervise/line_buffer.h"
@@ -68,8 +69,14 @@ class RunningWorker {
   void KillAndReap();
 
   const WorkerRunFacts& facts() const { return facts_; }
-  // The process runs the submitter's own program (WorkerRunFacts::command).
-  void MarkCommand() { facts_.command = true; }
+  // The process runs the submitter's own program (WorkerRunFacts::command), as user `uid`. A
+  // non-empty `process_tag` ("KEY=value" in its environment) also finds the processes it starts
+  // in sessions of their own: every signal to its group goes to them too.
+  void MarkCommand(uid_t uid, std::string process_tag) {
+    facts_.command = true;
+    command_uid_ = uid;
+    process_tag_ = std::move(process_tag);
+  }
 
  private:
   void Violation(const std::string& reason);
@@ -92,6 +99,8 @@ class RunningWorker {
   bool reaped_ = false;
   SteadyTime reaped_at_;
   WorkerRunFacts facts_;
+  uid_t command_uid_ = 0;
+  std::string process_tag_;
 };
 
 }  // namespace vramlab::server

@@ -36,6 +36,10 @@ struct SpawnRequest {
   // supervisor closes it once the spawn is done.
   int extra_fd = -1;
   int extra_fd_target = -1;
+  // Set for a command experiment's process (with `uid`): its entry in `env` that every process it
+  // starts inherits (server/supervise/tagged_processes.h), by which the supervisor finds the
+  // processes it left outside its process group.
+  std::string process_tag;
 };
 
 struct SpawnedProcess {

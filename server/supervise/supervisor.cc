@@ -131,7 +131,9 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     }
     ranks.push_back(std::make_unique<RunningWorker>(
         id, *process, request.log_path, request.time_limit_seconds, limits, now, request.deadline));
-    if (request.command) ranks.back()->MarkCommand();
+    if (request.command) {
+      ranks.back()->MarkCommand(request.ranks[r].uid.value_or(0), request.ranks[r].process_tag);
+    }
     listener_->OnWorkerStarted(id, r, process->pid);
   }
   runs_[id] = std::make_unique<WorkerGroup>(id, std::move(ranks));

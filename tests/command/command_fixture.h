@@ -127,13 +127,16 @@ class DaemonCommandTest : public ::testing::Test {
     return ReadWhole(daemon.data_dir() + "/experiments/" + id + "/worker.log");
   }
 
-  // Waits until the job's log names its child's pid.
-  static pid_t WaitForChild(const DaemonHarness& daemon, const std::string& id) {
+  // Waits until the job's log names the pid of its child (`which`: "child", or "escaped" for
+  // the one in a session of its own).
+  static pid_t WaitForChild(const DaemonHarness& daemon, const std::string& id,
+                            const std::string& which = "child") {
+    const std::string key = which + " pid ";
     for (int i = 0; i < 600; ++i) {
       std::string log = Log(daemon, id);
-      size_t at = log.find("child pid ");
+      size_t at = log.find(key);
       if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
-        return static_cast<pid_t>(std::stol(log.substr(at + 10)));
+        return static_cast<pid_t>(std::stol(log.substr(at + key.size())));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

@@ -179,10 +179,11 @@ TEST_F(DaemonCommandRanksTest, RankNamesAndShardingWithoutAnEquivalentSpecAreRef
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("spec.command.has_equivalent_spec"));
 
-  // More processes than the daemon has slots.
+  // More processes than the daemon has slots: this daemon cannot run it, as for the worker.
   refused = Submit(*stub, Ranks(3, {}), kBob);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("parallel.world_size"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.parallel.world_size: 3 ranks need one device each"));
 }
 
 }  // namespace

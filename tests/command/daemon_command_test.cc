@@ -97,43 +97,73 @@ TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
   EXPECT_GT(done->report().median_step_time_seconds(), 0.0);
 }
 
+// The job's children: one in its process group, one in a session of its own (found by the tag
+// in its environment).
+struct JobChildren {
+  pid_t child = 0;
+  pid_t escaped = 0;
+};
+
 TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   auto daemon = StartDaemon();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  const std::vector<std::string> forever = {"--steps",          "100000", "--hidden",     "64",
-                                            "--sleep-per-step", "0.5",    "--spawn-child"};
+  const std::vector<std::string> forever = {
+      "--steps",          "100000", "--hidden",      "64",
+      "--sleep-per-step", "0.5",    "--spawn-child", "--spawn-escaped-child"};
+  auto children_of = [&](const std::string& id) {
+    JobChildren children{WaitForChild(**daemon, id), WaitForChild(**daemon, id, "escaped")};
+    EXPECT_GT(children.child, 0) << Log(**daemon, id);
+    EXPECT_GT(children.escaped, 0) << Log(**daemon, id);
+    EXPECT_FALSE(ProcessGone(children.child));
+    EXPECT_FALSE(ProcessGone(children.escaped));
+    return children;
+  };
+  auto expect_gone = [](const JobChildren& children, const std::string& after) {
+    EXPECT_TRUE(ProcessGone(children.child))
+        << "the job's child " << children.child << " outlived " << after;
+    EXPECT_TRUE(ProcessGone(children.escaped))
+        << "the job's child in its own session " << children.escaped << " outlived " << after;
+  };
   auto cancelled = Submit(*stub, Command(forever), kBob);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
-  pid_t child = WaitForChild(**daemon, cancelled->id());
-  ASSERT_GT(child, 0) << Log(**daemon, cancelled->id());
-  ASSERT_FALSE(ProcessGone(child));
+  JobChildren children = children_of(cancelled->id());
   ASSERT_TRUE(Cancel(*stub, cancelled->id(), kBob).ok());
   auto done = WaitForFinalState(*stub, cancelled->id(), absl::Seconds(60), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
-  EXPECT_TRUE(ProcessGone(child)) << "the job's child " << child << " outlived the cancel";
+  expect_gone(children, "the cancel");
 
   vramlab::v1::ExperimentSpec limited = Command(forever);
   limited.set_time_limit_seconds(4);
   auto timed = Submit(*stub, limited, kBob);
   ASSERT_TRUE(timed.ok()) << timed.status();
-  child = WaitForChild(**daemon, timed->id());
-  ASSERT_GT(child, 0) << Log(**daemon, timed->id());
+  children = children_of(timed->id());
   done = WaitForFinalState(*stub, timed->id(), absl::Seconds(60), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::FAILED);
   EXPECT_THAT(done->state_reason(), HasSubstr("time limit of 4 s"));
-  EXPECT_TRUE(ProcessGone(child)) << "the job's child " << child << " outlived the time limit";
+  expect_gone(children, "the time limit");
+
+  // A program that ends leaves nothing running either.
+  auto ended = Submit(
+      *stub, Command({"--steps", "1", "--hidden", "64", "--spawn-child", "--spawn-escaped-child"}),
+      kBob);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  done = WaitForFinalState(*stub, ended->id(), absl::Seconds(120), kBob);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  children = {WaitForChild(**daemon, ended->id()), WaitForChild(**daemon, ended->id(), "escaped")};
+  ASSERT_GT(children.escaped, 0) << Log(**daemon, ended->id());
+  expect_gone(children, "its program");
 
   // The daemon's shutdown stops a running command's group too.
   auto running = Submit(*stub, Command(forever), kBob);
   ASSERT_TRUE(running.ok()) << running.status();
-  child = WaitForChild(**daemon, running->id());
-  ASSERT_GT(child, 0) << Log(**daemon, running->id());
+  children = children_of(running->id());
   auto stopped = (*daemon)->Stop();
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_TRUE(ProcessGone(child)) << "the job's child " << child << " outlived the daemon";
+  expect_gone(children, "the daemon");
 }
 
 TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {

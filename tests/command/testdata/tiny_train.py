@@ -7,6 +7,8 @@ gradient bytes, optimizer-state bytes, steps.
   --sleep-per-step S                         seconds slept after each step (to keep it running)
   --spawn-child                              start a child process (sleep 1000) first, to test
                                              that cancel reaches the whole process group
+  --spawn-escaped-child                      also start one in a session of its own (setsid),
+                                             outside the process group
   --fail                                     raise an error after the first step
 """
 import argparse
@@ -22,6 +24,7 @@ parser.add_argument("--hidden", type=int, default=512)
 parser.add_argument("--accum", type=int, default=1)
 parser.add_argument("--sleep-per-step", type=float, default=0.0)
 parser.add_argument("--spawn-child", action="store_true")
+parser.add_argument("--spawn-escaped-child", action="store_true")
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--facts", default="")
 args = parser.parse_args()
@@ -31,6 +34,9 @@ args = parser.parse_args()
 if args.spawn_child:
     child = subprocess.Popen(["/bin/sleep", "1000"])
     print(f"child pid {child.pid}", flush=True)
+if args.spawn_escaped_child:
+    escaped = subprocess.Popen(["/bin/sleep", "1000"], start_new_session=True)
+    print(f"escaped pid {escaped.pid}", flush=True)
 
 import torch  # noqa: E402
 
