@@ -151,6 +151,15 @@ TEST_F(CliModelConfigTest, EstimateEqualsThePresetWithTheSameShapes) {
   EXPECT_EQ(file_estimate.predicted_peak_bytes(), preset_estimate.predicted_peak_bytes());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(file_estimate.anatomy(),
                                                                  preset_estimate.anatomy()));
+  // "-" reads the config.json from stdin.
+  std::vector<std::string> from_stdin = {"estimate", "--model-config", "-", "--json",
+                                         "--addr=" + daemon_->address()};
+  from_stdin.insert(from_stdin.end(), training.begin(), training.end());
+  CliResult piped = RunShell(CliCommand(from_stdin, {}) + " < " + ShellQuote(from_file[1]));
+  ASSERT_EQ(piped.exit_code, 0) << Describe(piped);
+  vramlab::v1::MemoryEstimate stdin_estimate;
+  ASSERT_TRUE(ParseJson(piped.out, stdin_estimate)) << Describe(piped);
+  EXPECT_EQ(stdin_estimate.predicted_peak_bytes(), file_estimate.predicted_peak_bytes());
 }
 
 // The worker builds the same model from the file's config as from the fields: the same measured
