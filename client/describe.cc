@@ -130,8 +130,10 @@ std::string SpecSummary(const ExperimentSpec& spec) {
   if (!spec.model().preset().empty()) {
     parts.push_back(spec.model().preset());
   } else if (spec.model().has_config()) {
-    parts.push_back(absl::StrCat("custom L", spec.model().config().num_hidden_layers(), " h",
-                                 spec.model().config().hidden_size()));
+    // A config by its family ("llama L80 h8192"); an unset model_type is qwen2.
+    const vramlab::v1::ModelConfig& config = spec.model().config();
+    parts.push_back(absl::StrCat(config.model_type().empty() ? "qwen2" : config.model_type(), " L",
+                                 config.num_hidden_layers(), " h", config.hidden_size()));
   } else if (!spec.model().weights_dir().empty()) {
     parts.push_back("weights-dir");
   }

@@ -35,6 +35,18 @@ TEST(SpecSummaryTest, FillsDefaultsAndListsOnlySwitchesThatAreOn) {
       "limit 24.00 GiB sweep seq 512..4096 (4)");
 }
 
+// A model given by its config (--model-config, a spec's model.config) reads as its family and
+// size; a config without model_type is qwen2.
+TEST(SpecSummaryTest, AConfigNamesItsFamily) {
+  vramlab::v1::ExperimentSpec spec;
+  auto* config = spec.mutable_model()->mutable_config();
+  config->set_num_hidden_layers(80);
+  config->set_hidden_size(8192);
+  EXPECT_EQ(SpecSummary(spec), "qwen2 L80 h8192 mb1 acc1 seq512 eager adamw");
+  config->set_model_type("llama");
+  EXPECT_EQ(SpecSummary(spec), "llama L80 h8192 mb1 acc1 seq512 eager adamw");
+}
+
 // An adapter run names its adapter, so that it never reads like the full fine-tune of the same
 // shapes: kind, rank and alpha with defaults filled, and the targets when they are not all seven.
 TEST(SpecSummaryTest, AnAdapterRunNamesItsAdapter) {

@@ -12,6 +12,7 @@
 #include "client/byte_size.h"
 #include "client/file_io.h"
 #include "client/flag_values.h"
+#include "client/model_config_file.h"
 #include "client/suggest.h"
 #include "common/spec/model_presets.h"
 #include "common/spec/spec_rules.h"
@@ -90,8 +91,16 @@ std::vector<std::string> PresetNames() {
   return names;
 }
 
+// --preset and --model-config each give the model's shapes: either replaces the shapes a --spec
+// file gave (a spec's config would otherwise silently win over a --preset), and both together
+// are refused rather than one ignored.
 absl::Status ApplyModelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
   auto& model = *spec.mutable_model();
+  if (args.Has("preset") && args.Has("model-config")) {
+    return absl::InvalidArgumentError(
+        "--model-config and --preset both give the model's shapes; pass one (--model-config FILE "
+        "for a config.json of any size, --preset NAME for a published model)");
+  }
   if (auto v = args.Get("preset")) {
     if (spec_rules::FindModelPreset(*v) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("--preset: unknown model preset \"", *v, "\"",
@@ -99,6 +108,11 @@ absl::Status ApplyModelFlags(const ParsedArgs& args, ExperimentSpec& spec) {
                                                      "; 'vramlab presets' lists them all"));
     }
     model.set_preset(*v);
+    model.clear_config();
+  }
+  if (auto v = args.Get("model-config")) {
+    ASSIGN_OR_RETURN(*model.mutable_config(), ReadModelConfigFile(*v));
+    model.clear_preset();
   }
   if (auto v = args.Get("weights-dir")) model.set_weights_dir(*v);
   if (auto v = args.Get("init-seed")) {
@@ -344,6 +358,9 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("name", "NAME", "label shown in lists and dashboards")
       .Value("preset", "MODEL", spec_rules::ModelPresetNames())
       .Completes(PresetNames())
+      .Value("model-config", "FILE",
+             "HF config.json on this host giving the model's shapes (any size of a supported "
+             "family; not with --preset)")
       .Value("weights-dir", "DIR", "HF snapshot directory on the daemon's host (else random init)")
       .Value("init-seed", "N", "seed of the random init")
       .Value("micro-batch", "N", "micro-batch size")

@@ -4,9 +4,11 @@
 #include <fstream>
 
 #include "client/commands.h"
+#include "common/spec/resolve_spec.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "schema/vramlab_v1.plain_proto.h"
 
 namespace vramlab::client {
 namespace {
@@ -227,10 +229,14 @@ TEST(BuildSpecTest, BadSpecFilesSayWhereAndWhy) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/spec.json"));
 }
 
-// Every ready-made experiment in experiments/ must parse, so the README's commands work.
-TEST(ReadyMadeExperimentsTest, EverySpecFileParses) {
+// Every ready-made experiment in experiments/ must parse and pass the daemon's rules for the
+// device it is written for (seed: a GPU, cpu: the CPU), so the README's commands work.
+TEST(ReadyMadeExperimentsTest, EverySpecFileParsesAndIsValid) {
   int parsed = 0;
   for (const char* dir : {"/experiments/seed/", "/experiments/cpu/"}) {
+    spec_rules::ResolveContext context;
+    context.device = std::string(dir) == "/experiments/seed/" ? plain::DeviceKind::kCuda
+                                                              : plain::DeviceKind::kCpu;
     const std::string listing_path = ::testing::TempDir() + "/listing";
     const std::string command =
         std::string("ls ") + VRAMLAB_SOURCE_DIR + dir + "*.json > " + listing_path + " 2>/dev/null";
@@ -239,6 +245,11 @@ TEST(ReadyMadeExperimentsTest, EverySpecFileParses) {
     for (std::string path; std::getline(listing, path);) {
       auto spec = LoadSpecFile(path);
       EXPECT_TRUE(spec.ok()) << spec.status();
+      if (!spec.ok()) continue;
+      plain::ExperimentSpec resolved = plain::FromProto(*spec);
+      const std::optional<spec_rules::SpecProblem> problem =
+          spec_rules::ResolveAndValidate(resolved, context);
+      EXPECT_FALSE(problem.has_value()) << path << ": " << problem->Text();
       ++parsed;
     }
   }

@@ -34,6 +34,11 @@ forbid server/config "server/(engine|api|queue|supervise|store|watch|metrics|est
 check "$(grep -rnE '^#include [<"](absl|google|grpc|torch|ATen|c10|nlohmann)' common/spec common/paths common/layout || true)" \
   "common/spec, common/paths or common/layout includes a library" \
   "common/spec, common/paths and common/layout need the standard library only"
+# The config.json reader adds nlohmann-json (header-only) and nothing else, so the CPU build's CLI
+# and the worker link the same reader.
+check "$(grep -rnE '^#include [<"](absl|google|grpc|torch|ATen|c10)' common/hf || true)" \
+  "common/hf includes a library beyond nlohmann-json" \
+  "common/hf needs the standard library and nlohmann-json only"
 # A hand-written table of a proto enum's names contains the name of its unspecified value as a
 # string; only the generated code (schema/plain_proto.py's output, in the build tree) may.
 check "$(grep -rnE '"(DTYPE|OPTIMIZER_KIND|ATTENTION_IMPL|LOSS_IMPL|KERNELS_IMPL|ADAPTER_KIND|ADAPTER_TARGET|SWEEP_VARIABLE|SWEEP_MODE|SHARDING|DEVICE_KIND|PHASE|PHASE_EDGE|FAULT|PRIORITY)_UNSPECIFIED"' \

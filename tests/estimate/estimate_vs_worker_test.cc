@@ -253,6 +253,38 @@ std::vector<Case> Cases() {
     if (lora) c.spec.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::LORA);
     cases.push_back(c);
   }
+  // The other families with an adapter and the activation savers: llama (llama3 scaling, no
+  // bias) under QLoRA with checkpointing; mistral (window 32) under LoRA with checkpointing and
+  // the chunked loss; qwen3 (q/k norm, head_dim 32) under QLoRA with checkpointing.
+  {
+    Case c = family("llama_llama3_qlora_ckpt1_bf16", "llama", vramlab::v1::BFLOAT16);
+    auto* rope = c.spec.mutable_model()->mutable_config()->mutable_rope_scaling();
+    rope->set_rope_type("llama3");
+    rope->set_factor(8);
+    rope->set_low_freq_factor(1);
+    rope->set_high_freq_factor(4);
+    rope->set_original_max_position_embeddings(256);
+    c.spec.mutable_training()->set_checkpoint_every_k_layers(1);
+    c.spec.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::QLORA);
+    cases.push_back(c);
+  }
+  {
+    Case c = family("mistral_window32_lora_ckpt1_chunked_fp32", "mistral", vramlab::v1::FLOAT32);
+    c.spec.mutable_model()->mutable_config()->set_sliding_window(32);
+    auto* t = c.spec.mutable_training();
+    t->set_checkpoint_every_k_layers(1);
+    t->set_loss(vramlab::v1::CHUNKED);
+    t->set_loss_chunk_tokens(64);
+    t->mutable_adapter()->set_kind(vramlab::v1::LORA);
+    cases.push_back(c);
+  }
+  {
+    Case c = family("qwen3_qknorm_qlora_ckpt1_bf16", "qwen3", vramlab::v1::BFLOAT16);
+    c.spec.mutable_model()->mutable_config()->set_head_dim(32);
+    c.spec.mutable_training()->set_checkpoint_every_k_layers(1);
+    c.spec.mutable_training()->mutable_adapter()->set_kind(vramlab::v1::QLORA);
+    cases.push_back(c);
+  }
   return cases;
 }
 

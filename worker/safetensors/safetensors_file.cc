@@ -12,14 +12,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/hf/json_value_text.h"
 #include "worker/util/host_files.h"
-#include "worker/util/json_value_text.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; tensors are viewed in place");
 
 namespace vramlab::worker {
 namespace {
+
+using hf::DescribeJsonValue;
 
 constexpr size_t kLengthPrefix = 8;
 

@@ -1,6 +1,6 @@
-#include "worker/util/json_value_text.h"
+#include "common/hf/json_value_text.h"
 
-namespace vramlab::worker {
+namespace vramlab::hf {
 
 std::string DescribeJsonValue(const nlohmann::json& value) {
   if (value.is_number() || value.is_boolean() || value.is_null()) return value.dump();
@@ -12,4 +12,4 @@ std::string DescribeJsonValue(const nlohmann::json& value) {
   return "a binary value";
 }
 
-}  // namespace vramlab::worker
+}  // namespace vramlab::hf
