@@ -30,7 +30,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY common common
+COPY schema schema
 COPY proto proto
+COPY kernels kernels
 COPY worker worker
 RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DVRAMLAB_BUILD_SERVER=OFF -DVRAMLAB_BUILD_TESTS=OFF \
@@ -52,13 +56,17 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
-      prometheus-cpp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev \
+      prometheus-cpp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev python3 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY common common
+COPY schema schema
 COPY proto proto
 COPY server server
 COPY client client
+COPY probe probe
 RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DVRAMLAB_BUILD_WORKER=OFF -DVRAMLAB_BUILD_TESTS=OFF \
  && cmake --build /build --target vramlabd vramlab -j "$(nproc)"
@@ -91,6 +99,8 @@ RUN { echo /opt/torch-runtime/site-packages/torch/lib; \
  && ldconfig
 COPY --from=worker-build /build/bin/vramlab-worker /usr/local/bin/vramlab-worker
 COPY --from=server-build /build/bin/vramlabd /build/bin/vramlab /usr/local/bin/
+# The command probe, where vramlabd looks for it (bin/../share/vramlab/probe).
+COPY --from=server-build /build/probe /usr/local/share/vramlab/probe
 # Fail the build, not the first experiment, if a library is missing. libcuda.so.1 comes from the
 # host's driver at run time (NVIDIA runtime), so it is the one allowed to be absent here.
 RUN missing=$(ldd /usr/local/bin/vramlabd /usr/local/bin/vramlab /usr/local/bin/vramlab-worker \
