@@ -1,8 +1,9 @@
 #!/bin/bash
 # What the command probe (probe/, docs/COMMANDS.md) costs a team's job, measured without the daemon
 # so that nothing else differs: bench/gpu/hf_trainer_job.py (HF Trainer, Qwen2.5-1.5B random init,
-# micro-batch 1 x 4, sequence 512, eager) in a fresh process per run, in three configurations
-# taken in turn, REPS rounds:
+# by default micro-batch 1 x 4, sequence 512, eager: the happy path; SHAPE="--micro-batch 4
+# --accum 1 --seq-len 2048 --attention sdpa" for a step bound by the GPU rather than by kernel
+# launches) in a fresh process per run, in three configurations taken in turn, REPS rounds:
 #   none     the script alone
 #   hooks    the probe with its phase, step and anatomy hooks but no sampler (interval 1 h)
 #   probe    the whole probe, samples every 10 ms
@@ -11,7 +12,7 @@
 # one allocator reading in the probe's sampler thread, the way it reads (the nested statistics) and
 # the way torch.cuda.memory_stats does, and of the driver's view (mem_get_info).
 #
-#   [PYTHON=python3] [REPS=3] [STEPS=20] bench/gpu/probe_overhead.sh OUTDIR
+#   [PYTHON=python3] [REPS=3] [STEPS=20] [SHAPE="..."] bench/gpu/probe_overhead.sh OUTDIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -19,9 +20,11 @@ out=${1:?usage: probe_overhead.sh OUTDIR}
 python=${PYTHON:-python3}
 reps=${REPS:-3}
 steps=${STEPS:-20}
+shape=${SHAPE:---micro-batch 1 --accum 4}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : > "$summary"
+echo "shape: $shape, $steps steps" | tee -a "$summary"
 
 run() {  # config round
   local config=$1 round=$2 log="$out/$1.$2.log"
@@ -32,7 +35,8 @@ run() {  # config round
     probe) env+=(PYTHONPATH="$root/probe" VRAMLAB_PROBE=1 VRAMLAB_PROBE_EVENTS_FD=3
                  VRAMLAB_PROBE_DEVICE=cuda VRAMLAB_PROBE_SAMPLE_INTERVAL_MS=10) ;;
   esac
-  "${env[@]}" "$python" "$here/hf_trainer_job.py" --micro-batch 1 --accum 4 --steps "$steps" \
+  # shellcheck disable=SC2086 # the shape is several flags
+  "${env[@]}" "$python" "$here/hf_trainer_job.py" $shape --steps "$steps" \
     3> "$out/$config.$round.events.jsonl" > "$log" 2>&1
   grep '^{"max_memory' "$log" | tail -1 |
     "$python" -c "import json,sys; print(json.load(sys.stdin)['median_step_seconds'])"
