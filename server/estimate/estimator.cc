@@ -144,7 +144,7 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
   const Prediction p = Predict(rank, allocator, limit, vramlab::v1::AllocatorConfig{});
   vramlab::v1::ParallelEstimate out;
   out.set_world_size(static_cast<int32_t>(parallel.world_size));
-  out.set_sharding(vramlab::v1::Sharding_Name(parallel.sharding));
+  out.set_sharding(plain::EnumName(parallel.sharding));
   out.set_reshard_after_forward(parallel.reshard_after_forward);
   out.set_prefetch(parallel.prefetch);
   *out.mutable_anatomy() = p.anatomy;
@@ -167,7 +167,7 @@ vramlab::v1::ParallelEstimate PredictRank(const RunSettings& run,
 int32_t SmallestFittingWorldSize(const RunSettings& run, estimate::ParallelSettings parallel,
                                  AllocatorKind allocator, int64_t limit) {
   for (int64_t n = 1; n <= spec_rules::kWorldSize.max; ++n) {
-    parallel.world_size = n;
+    parallel.world_size = static_cast<int32_t>(n);
     if (!estimate::CheckRanksRunnable(run, parallel).ok()) continue;
     if (PredictRank(run, parallel, allocator, limit).verdict() == vramlab::v1::FITS) {
       return static_cast<int32_t>(n);

@@ -211,9 +211,8 @@ std::string ParallelNote(const RunSettings& run) {
         "copies on one host) and copies only its shards to the device",
         static_cast<double>(whole) / kGiB, par.world_size);
   }
-  return absl::StrCat("per rank (world size ", par.world_size, ", ",
-                      vramlab::v1::Sharding_Name(par.sharding), "): ", layout,
-                      "; activations are one rank's micro-batch, as in one process");
+  return absl::StrCat("per rank (world size ", par.world_size, ", ", plain::EnumName(par.sharding),
+                      "): ", layout, "; activations are one rank's micro-batch, as in one process");
 }
 
 }  // namespace vramlab::server::estimate

@@ -61,10 +61,7 @@ absl::StatusOr<RunSettings> SettingsOf(const vramlab::v1::ExperimentSpec& spec,
       r.adapter.targets.push_back(static_cast<int>(target));
   }
   const plain::ParallelSpec& p = resolved.parallel;
-  r.parallel.world_size = p.world_size;
-  r.parallel.sharding = static_cast<vramlab::v1::Sharding>(p.sharding);
-  r.parallel.reshard_after_forward = p.reshard_after_forward;
-  r.parallel.prefetch = p.prefetch;
+  r.parallel = ParallelSettings(p);
   RETURN_IF_ERROR(CheckRanksRunnable(r, r.parallel));
   return r;
 }

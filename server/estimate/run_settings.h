@@ -28,24 +28,29 @@ struct AdapterSettings {
   bool enabled() const { return lora; }
 };
 
-// spec.parallel: one rank of a data-parallel run (docs/PARALLEL.md). world_size 1 is one process
-// whatever the sharding, so every predicate below is false there.
-struct ParallelSettings {
-  int64_t world_size = 1;
-  vramlab::v1::Sharding sharding = vramlab::v1::SHARD_NONE;
-  bool reshard_after_forward = false;
-  bool prefetch = spec_rules::kDefaultPrefetch;
+// spec.parallel as ResolveAndValidate leaves it (world_size >= 1, sharding and prefetch set): one
+// rank of a data-parallel run (docs/PARALLEL.md), with the predicates the estimator asks of it.
+// world_size 1 is one process whatever the sharding, so every predicate is false there.
+struct ParallelSettings : plain::ParallelSpec {
+  ParallelSettings() {
+    world_size = 1;
+    sharding = plain::Sharding::kShardNone;
+    prefetch = spec_rules::kDefaultPrefetch;
+  }
+  explicit ParallelSettings(const plain::ParallelSpec& resolved) : plain::ParallelSpec(resolved) {}
 
   bool parallel() const { return world_size > 1; }
-  bool shards_optimizer_state() const { return parallel() && sharding != vramlab::v1::SHARD_NONE; }
-  bool shards_gradients() const {
-    return parallel() &&
-           (sharding == vramlab::v1::SHARD_GRADIENTS || sharding == vramlab::v1::SHARD_FULL);
+  bool shards_optimizer_state() const {
+    return parallel() && sharding != plain::Sharding::kShardNone;
   }
-  bool shards_parameters() const { return parallel() && sharding == vramlab::v1::SHARD_FULL; }
+  bool shards_gradients() const {
+    return parallel() && (sharding == plain::Sharding::kShardGradients ||
+                          sharding == plain::Sharding::kShardFull);
+  }
+  bool shards_parameters() const { return parallel() && sharding == plain::Sharding::kShardFull; }
   // SHARD_GRADIENTS: whole gradients, each kept after backward by its owner alone.
   bool partitions_gradients() const {
-    return parallel() && sharding == vramlab::v1::SHARD_GRADIENTS;
+    return parallel() && sharding == plain::Sharding::kShardGradients;
   }
   // Elements of one rank's shard of a tensor of `n` elements: ceil(n / world_size).
   int64_t ShardElements(int64_t n) const { return (n + world_size - 1) / world_size; }
