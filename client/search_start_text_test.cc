@@ -31,7 +31,9 @@ TEST(SearchStartTextTest, SaysWhereTheSearchStartedAndWhatItSaved) {
   EXPECT_EQ(SearchStartText(e),
             "from the prediction (largest predicted to fit: 1024); 2 points run, plain "
             "bisection 7: 5 saved");
-  EXPECT_NE(RenderExperimentDetails(e).find("search: from the prediction"), std::string::npos);
+  EXPECT_NE(RenderExperimentDetails(e).find("search:        " + SearchStartText(e) + "\n"),
+            std::string::npos)
+      << RenderExperimentDetails(e);
   e.mutable_search()->set_points_run(8);
   e.mutable_search()->set_points_saved(-1);
   EXPECT_EQ(SearchStartText(e),

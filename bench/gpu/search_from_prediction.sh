@@ -5,7 +5,7 @@
 # answer (largest value that fit), the points run, the daemon's count of what the plain bisection
 # runs, and the GPU time (the experiment's start to end on the GPU); it exits non-zero when the two
 # ways' answers differ (docs/ESTIMATOR.md, "Searches start from the prediction";
-# docs/BENCHMARKS.md, "Searches from the prediction").
+# docs/BENCHMARKS.md, "GPU: searches from the prediction").
 #
 #   bench/gpu/search_from_prediction.sh BIN OUT [SEEDS]
 #

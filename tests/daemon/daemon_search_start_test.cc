@@ -3,7 +3,8 @@
 // daemon's predicted boundary finds the same answer as the plain bisection of the same spec
 // (sweep.plain_bisection), in fewer points; the daemon's count of what the plain bisection runs
 // is the number of points the plain bisection ran; `vramlab show` and `show --json` say what the
-// prediction saved.
+// prediction saved. Where the estimate is TIGHT at the boundary, the plain bisection runs, saying
+// why.
 //
 // The limit is not a constant: it comes from the peaks a LIST of the same values measures.
 #include <cstdio>
@@ -47,6 +48,17 @@ ExperimentSpec Search(int64_t limit, bool plain) {
   return spec;
 }
 
+double RunSeconds(const Experiment& e) {
+  auto seconds = [](const google::protobuf::Timestamp& t) {
+    return t.seconds() + t.nanos() * 1e-9;
+  };
+  return seconds(e.end_time()) - seconds(e.start_time());
+}
+
+// A limit at which the estimate leaves a candidate at the boundary TIGHT, set by the first test
+// from its measured peaks.
+int64_t tight_limit = 0;
+
 class DaemonSearchStartTest : public SharedDaemonSuite<DaemonSearchStartTest> {
  public:
   static std::vector<std::string> DaemonFlags() { return {"--cpu-slots=1"}; }
@@ -75,21 +87,25 @@ TEST_F(DaemonSearchStartTest, ASearchFromThePredictionFindsThePlainAnswerInFewer
     peaks[point.value()] = point.anatomy().peak_allocated_bytes();
   }
   ASSERT_EQ(peaks.size(), static_cast<size_t>((kMax - kMin) / kGranularity + 1));
-  // Between the peaks at 320 and 352: the answer is 320, away from the middle of the range
-  // (where the bisection starts) and from its ends.
-  ASSERT_LT(peaks[320], peaks[352]);
-  const int64_t limit = (peaks[320] + peaks[352]) / 2;
+  // Between the peaks at 224 and 256: the answer is 224. On this preset the CPU estimate's boundary
+  // is decisive there (FITS at 224, DOES_NOT_FIT at 256); from 288 up its band leaves a candidate
+  // TIGHT (the second test).
+  ASSERT_LT(peaks[224], peaks[256]);
+  const int64_t limit = (peaks[224] + peaks[256]) / 2;
+  tight_limit = (peaks[320] + peaks[352]) / 2;
 
   Experiment plain;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(Search(limit, /*plain=*/true), &plain));
   Experiment predicted;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(Search(limit, /*plain=*/false), &predicted));
-  std::fprintf(
-      stderr, "limit %lld: plain bisection %d points, from the prediction (%d) %d points\n",
-      static_cast<long long>(limit), plain.report().sweep_points_size(),
-      predicted.spec().sweep().predicted_largest_fit(), predicted.report().sweep_points_size());
+  std::fprintf(stderr,
+               "limit %lld: plain bisection %d points in %.2f s, from the prediction (%d) %d "
+               "points in %.2f s\n",
+               static_cast<long long>(limit), plain.report().sweep_points_size(), RunSeconds(plain),
+               predicted.spec().sweep().predicted_largest_fit(),
+               predicted.report().sweep_points_size(), RunSeconds(predicted));
 
-  EXPECT_EQ(plain.report().largest_fitting_value(), 320);
+  EXPECT_EQ(plain.report().largest_fitting_value(), 224);
   EXPECT_EQ(predicted.report().largest_fitting_value(), plain.report().largest_fitting_value());
 
   ASSERT_TRUE(plain.has_search());
@@ -115,7 +131,7 @@ TEST_F(DaemonSearchStartTest, ASearchFromThePredictionFindsThePlainAnswerInFewer
   const cli_test::CliResult show = cli_test::RunCli({"show", predicted.id(), address});
   EXPECT_EQ(show.exit_code, 0) << cli_test::Describe(show);
   EXPECT_NE(
-      show.out.find(absl::StrCat("search: from the prediction (largest predicted to fit: ",
+      show.out.find(absl::StrCat("search:        from the prediction (largest predicted to fit: ",
                                  predicted.spec().sweep().predicted_largest_fit(), "); ",
                                  predicted.search().points_run(), " points run, plain bisection ",
                                  plain.report().sweep_points_size(), ": ",
@@ -128,9 +144,29 @@ TEST_F(DaemonSearchStartTest, ASearchFromThePredictionFindsThePlainAnswerInFewer
             std::string::npos)
       << cli_test::Describe(json);
   const cli_test::CliResult plain_show = cli_test::RunCli({"show", plain.id(), address});
-  EXPECT_NE(plain_show.out.find("search: plain bisection (sweep.plain_bisection asks for it); "),
-            std::string::npos)
+  EXPECT_NE(
+      plain_show.out.find("search:        plain bisection (sweep.plain_bisection asks for it); "),
+      std::string::npos)
       << cli_test::Describe(plain_show);
+}
+
+// Where the estimate is TIGHT at the boundary the search is the plain bisection, and says why;
+// its answer is still the largest value that fits (320: the limit lies between the peaks at 320
+// and 352).
+TEST_F(DaemonSearchStartTest, ATightBoundaryRunsThePlainBisectionAndSaysWhy) {
+  ASSERT_GT(tight_limit, 0) << "the first test measures the peaks";
+  Experiment searched;
+  ASSERT_NO_FATAL_FAILURE(RunToTheEnd(Search(tight_limit, /*plain=*/false), &searched));
+  ASSERT_TRUE(searched.has_search());
+  EXPECT_FALSE(searched.search().from_prediction());
+  EXPECT_NE(searched.search().plain_reason().find("TIGHT at the boundary"), std::string::npos)
+      << searched.search().plain_reason();
+  EXPECT_FALSE(searched.spec().sweep().has_predicted_largest_fit());
+  EXPECT_EQ(searched.report().largest_fitting_value(), 320);
+  EXPECT_TRUE(searched.search().ended());
+  EXPECT_EQ(searched.search().points_run(), searched.report().sweep_points_size());
+  EXPECT_EQ(searched.search().plain_bisection_points(), searched.report().sweep_points_size());
+  EXPECT_EQ(searched.search().points_saved(), 0);
 }
 
 }  // namespace
