@@ -10,6 +10,7 @@
 #include "client/fit_verdict_text.h"
 #include "client/parallel_estimate_text.h"
 #include "client/rank_views.h"
+#include "client/search_start_text.h"
 #include "client/text_table.h"
 
 namespace vramlab::client {
@@ -204,6 +205,7 @@ std::string RenderExperimentDetails(const Experiment& e) {
                              " taken from before the restart (",
                              points == 1 ? "point 1" : absl::StrCat("points 1-", points), ")"));
   }
+  if (e.has_search()) AppendField(out, "search", SearchStartText(e));
   if (e.has_report()) {
     const auto& r = e.report();
     AppendField(out, "device", r.device_name().empty() ? "-" : r.device_name());

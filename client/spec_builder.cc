@@ -312,6 +312,13 @@ absl::Status ApplySweepFlags(const ParsedArgs& args, ExperimentSpec& spec) {
       RETURN_IF_ERROR(ApplySearch(flag, *v, sweep));
     }
   }
+  if (args.Has("plain-bisection")) {
+    if (sweep.mode() != vramlab::v1::SEARCH_MAX) {
+      return absl::InvalidArgumentError(
+          "--plain-bisection: needs a SEARCH_MAX sweep (--search-max-seq or --search-max-batch)");
+    }
+    sweep.set_plain_bisection(args.GetBool("plain-bisection"));
+  }
   if (spec.sweep().ByteSizeLong() == 0) spec.clear_sweep();
   return absl::OkStatus();
 }
@@ -392,6 +399,9 @@ void AddSpecFlags(FlagSet& flags) {
       .Value("sweep-batches", "LIST", "run these micro-batch sizes in order, stop at first OOM")
       .Value("search-max-seq", "MIN:MAX[:G]", "bisect for the longest sequence that fits")
       .Value("search-max-batch", "MIN:MAX[:G]", "bisect for the largest micro-batch that fits")
+      .Bool("plain-bisection",
+            "with --search-max-*: bisect the whole range, not from the estimate's predicted "
+            "boundary (docs/ESTIMATOR.md)")
       .Value("world-size", "N", "data-parallel ranks, one GPU each (docs/PARALLEL.md)")
       .Value("sharding", "MODE",
              "none|optimizer|gradients|full (ZeRO-1/2/3; needs --world-size >= 2)")

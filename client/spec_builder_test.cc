@@ -117,6 +117,15 @@ TEST(BuildSpecTest, SweepsAndSearches) {
   EXPECT_EQ(search->sweep().search_min(), 512);
   EXPECT_EQ(search->sweep().search_max(), 32768);
   EXPECT_EQ(search->sweep().search_granularity(), 512);
+  EXPECT_FALSE(search->sweep().plain_bisection());
+
+  auto plain = Build({"--search-max-seq", "512:32768:512", "--plain-bisection"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->sweep().plain_bisection());
+  auto plain_without_search = Build({"--sweep-seq-lens", "512", "--plain-bisection"});
+  ASSERT_FALSE(plain_without_search.ok());
+  EXPECT_EQ(plain_without_search.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plain_without_search.status().message()), HasSubstr("--plain-bisection"));
 
   EXPECT_FALSE(Build({"--search-max-seq", "4096:512"}).ok());
   EXPECT_FALSE(Build({"--sweep-seq-lens", "512,abc"}).ok());

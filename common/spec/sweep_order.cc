@@ -35,14 +35,38 @@ SweepOrder SweepOrder::List(std::vector<int32_t> values) {
   return SweepOrder(false, std::move(values));
 }
 
-SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t granularity) {
-  return SweepOrder(true, SearchCandidates(search_min, search_max, granularity));
+SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t granularity,
+                                 std::optional<int32_t> predicted_largest_fit) {
+  SweepOrder order(true, SearchCandidates(search_min, search_max, granularity));
+  if (predicted_largest_fit.has_value()) {
+    const std::vector<int32_t>& c = order.values_;
+    order.predicted_ = std::upper_bound(c.begin(), c.end(), *predicted_largest_fit) - c.begin() - 1;
+    // Predicted that none fits: the "next one up" is the smallest candidate.
+    order.phase_ = order.predicted_ >= 0 ? Phase::kPredicted : Phase::kAbove;
+  }
+  return order;
+}
+
+int64_t SweepOrder::ProbeIndex() const {
+  switch (phase_) {
+    case Phase::kPredicted:
+      return predicted_;
+    case Phase::kAbove:
+      return predicted_ + 1;
+    case Phase::kWidenDown:
+      return std::max(fails_ - step_, fits_ + 1);
+    case Phase::kWidenUp:
+      return std::min(fits_ + step_, fails_ - 1);
+    case Phase::kBisect:
+      break;
+  }
+  return fits_ + (fails_ - fits_) / 2;
 }
 
 std::optional<int32_t> SweepOrder::Next() const {
   if (search_) {
     if (fails_ - fits_ <= 1) return std::nullopt;
-    return values_[static_cast<size_t>(fits_ + (fails_ - fits_) / 2)];
+    return values_[static_cast<size_t>(ProbeIndex())];
   }
   if (stopped_ || static_cast<size_t>(recorded_) >= values_.size()) return std::nullopt;
   return values_[static_cast<size_t>(recorded_)];
@@ -54,11 +78,34 @@ void SweepOrder::Record(bool out_of_memory) {
     stopped_ = out_of_memory;
     return;
   }
-  const int64_t middle = fits_ + (fails_ - fits_) / 2;
+  const int64_t probe = ProbeIndex();
   if (out_of_memory) {
-    fails_ = middle;
+    fails_ = probe;
   } else {
-    fits_ = middle;
+    fits_ = probe;
+  }
+  switch (phase_) {
+    case Phase::kPredicted:
+      // Fits as predicted: the next one up. Out of memory: the prediction was too high.
+      phase_ = out_of_memory ? Phase::kWidenDown : Phase::kAbove;
+      step_ = 1;
+      break;
+    case Phase::kAbove:
+      // Out of memory as predicted: the boundary is found. Fits: the prediction was too low.
+      phase_ = out_of_memory ? Phase::kBisect : Phase::kWidenUp;
+      step_ = 1;
+      break;
+    case Phase::kWidenDown:
+    case Phase::kWidenUp:
+      // A point on the far side of the boundary ends the widening; the rest is bisection.
+      if (out_of_memory == (phase_ == Phase::kWidenUp)) {
+        phase_ = Phase::kBisect;
+      } else {
+        step_ *= 2;
+      }
+      break;
+    case Phase::kBisect:
+      break;
   }
 }
 
@@ -66,6 +113,15 @@ bool SweepOrder::MayRun(int32_t index, int32_t value) const {
   if (index < 0 || static_cast<size_t>(index) >= values_.size()) return false;
   if (!search_) return values_[static_cast<size_t>(index)] == value;
   return std::binary_search(values_.begin(), values_.end(), value);
+}
+
+int32_t PlainBisectionPoints(int32_t candidates, int32_t largest_fit) {
+  SweepOrder order = SweepOrder::SearchMax(1, candidates, 1);
+  while (const std::optional<int32_t> value = order.Next()) {
+    // Candidate k (from 0) is the value k + 1.
+    order.Record(*value - 1 > largest_fit);
+  }
+  return order.next_index();
 }
 
 std::string FormatSweepPoint(const SweepPoint& point) {

@@ -6,9 +6,15 @@
 //
 //  - LIST: the values in order, until the first point that runs out of memory (the lab report's
 //    torture test); the sweep's answer is then out of memory.
-//  - SEARCH_MAX: bisection over the candidates (SearchCandidates) for the largest that fits,
-//    assuming memory grows with the value. Out-of-memory points are expected on the way; the
-//    answer is never out of memory.
+//  - SEARCH_MAX: the largest candidate (SearchCandidates) that fits, assuming memory grows with
+//    the value. Without a start, by bisection over the whole range. From a predicted start (the
+//    daemon's estimate: SweepSpec.predicted_largest_fit), the predicted boundary first: the
+//    largest candidate predicted to fit, then the next one up; where a point contradicts the
+//    prediction the search widens from it in steps of 1, 2, 4, ... candidates until a point
+//    agrees, then bisects what lies between. Every point narrows the same interval the bisection
+//    keeps (the largest known to fit, the smallest known not to), so for memory that grows with
+//    the value the answer is the plain bisection's whatever the start. Out-of-memory points are
+//    expected on the way; the answer is never out of memory.
 //
 // A point of a sweep run on its own (a parallel sweep's gang) is named to the worker with
 // --sweep-point INDEX:VALUE (docs/PARALLEL.md, "Launch contract").
@@ -30,8 +36,11 @@ class SweepOrder {
  public:
   // LIST over `values`, in their order.
   static SweepOrder List(std::vector<int32_t> values);
-  // SEARCH_MAX over SearchCandidates(search_min, search_max, granularity).
-  static SweepOrder SearchMax(int64_t search_min, int64_t search_max, int64_t granularity);
+  // SEARCH_MAX over SearchCandidates(search_min, search_max, granularity), by plain bisection,
+  // or, with `predicted_largest_fit`, from the candidates around it: the largest candidate <= it
+  // (none when it is below every candidate, e.g. 0: predicted that none fits) and the next one.
+  static SweepOrder SearchMax(int64_t search_min, int64_t search_max, int64_t granularity,
+                              std::optional<int32_t> predicted_largest_fit = std::nullopt);
 
   // The value of the next point to run; nullopt once the sweep is over.
   std::optional<int32_t> Next() const;
@@ -47,7 +56,13 @@ class SweepOrder {
   bool MayRun(int32_t index, int32_t value) const;
 
  private:
+  // Where a SEARCH_MAX started from a prediction is in its search: the predicted largest fit,
+  // the next one up, widening below or above after a contradiction, or bisecting.
+  enum class Phase { kPredicted, kAbove, kWidenDown, kWidenUp, kBisect };
+
   SweepOrder(bool search, std::vector<int32_t> values);
+  // SEARCH_MAX: the candidate index of the next point. Precondition: fails_ - fits_ >= 2.
+  int64_t ProbeIndex() const;
 
   bool search_;
   std::vector<int32_t> values_;  // LIST: the values; SEARCH_MAX: the candidates
@@ -57,7 +72,15 @@ class SweepOrder {
   // on does not; the next probe is the middle of (fits_, fails_).
   int64_t fits_ = -1;
   int64_t fails_ = 0;
+  Phase phase_ = Phase::kBisect;
+  int64_t predicted_ = -1;  // the index of the largest candidate predicted to fit; -1: none
+  int64_t step_ = 1;        // kWidenDown/kWidenUp: the distance of the next point
 };
+
+// The points a plain bisection over `candidates` candidates runs when the largest that fits is
+// the one at `largest_fit` (-1: none fits), memory growing with the value: what a search from a
+// prediction is compared with.
+int32_t PlainBisectionPoints(int32_t candidates, int32_t largest_fit);
 
 // One point of a sweep, as --sweep-point names it.
 struct SweepPoint {

@@ -1,5 +1,8 @@
 #include "common/spec/sweep_order.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,6 +19,15 @@ std::vector<int32_t> RunToTheEnd(SweepOrder& order, int32_t fits_up_to) {
     order.Record(*value > fits_up_to);
   }
   return run;
+}
+
+// The largest value in `run` that fits (0: none), as a sweep's report answers.
+int32_t AnswerOf(const std::vector<int32_t>& run, int32_t fits_up_to) {
+  int32_t answer = 0;
+  for (int32_t value : run) {
+    if (value <= fits_up_to) answer = std::max(answer, value);
+  }
+  return answer;
 }
 
 TEST(SweepOrderTest, ListRunsTheValuesInOrderUntilTheFirstOutOfMemory) {
@@ -49,6 +61,64 @@ TEST(SweepOrderTest, SearchMaxBisectsTheCandidatesAndNeverAnswersOutOfMemory) {
 
   SweepOrder everything_fits = SweepOrder::SearchMax(16, 64, 16);
   EXPECT_EQ(RunToTheEnd(everything_fits, 1000), (std::vector<int32_t>{32, 48, 64}));
+}
+
+TEST(SweepOrderTest, SearchFromAPredictionRunsTheBoundaryFirst) {
+  // 32 candidates 16 .. 512. Right: the predicted largest fit, then the next one up.
+  SweepOrder right = SweepOrder::SearchMax(16, 512, 16, 256);
+  EXPECT_EQ(RunToTheEnd(right, 256), (std::vector<int32_t>{256, 272}));
+  // Too high: 256 runs out, so 240, 208 (widening by 1, 2 candidates), 144 fits (by 4), then
+  // the bisection of (144, 208).
+  SweepOrder too_high = SweepOrder::SearchMax(16, 512, 16, 256);
+  EXPECT_EQ(RunToTheEnd(too_high, 200), (std::vector<int32_t>{256, 240, 208, 144, 176, 192}));
+  // Too low: 256 and 272 fit, so 288, 320, 384 (by 1, 2, 4) runs out, then (320, 384).
+  SweepOrder too_low = SweepOrder::SearchMax(16, 512, 16, 256);
+  EXPECT_EQ(RunToTheEnd(too_low, 330), (std::vector<int32_t>{256, 272, 288, 320, 384, 352, 336}));
+  // A prediction between candidates starts from the largest candidate below it.
+  SweepOrder between = SweepOrder::SearchMax(16, 512, 16, 260);
+  EXPECT_EQ(RunToTheEnd(between, 256), (std::vector<int32_t>{256, 272}));
+  // The range's ends: predicted that none fits (0) runs the smallest candidate alone; predicted
+  // that all fit runs the largest alone.
+  SweepOrder none = SweepOrder::SearchMax(16, 512, 16, 0);
+  EXPECT_EQ(RunToTheEnd(none, 0), (std::vector<int32_t>{16}));
+  SweepOrder all = SweepOrder::SearchMax(16, 512, 16, 4096);
+  EXPECT_EQ(RunToTheEnd(all, 4096), (std::vector<int32_t>{512}));
+  SweepOrder none_wrong = SweepOrder::SearchMax(16, 512, 16, 0);
+  EXPECT_EQ(RunToTheEnd(none_wrong, 40), (std::vector<int32_t>{16, 32, 64, 48}));
+}
+
+// Every range of up to 40 candidates, every boundary and every predicted start (on a candidate,
+// between two, below and above the range): the same answer as the plain bisection, never more
+// than the candidates, at most two points when the prediction is right and about 2 log2 of the
+// distance when it is not, and
+// PlainBisectionPoints counts the plain bisection's points.
+TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
+  for (int32_t n = 0; n <= 40; ++n) {
+    for (int32_t largest_fit = -1; largest_fit < std::max(n, 1); ++largest_fit) {
+      const int32_t fits_up_to = (largest_fit + 1) * 16;  // candidate k is 16 * (k + 1)
+      SweepOrder plain = SweepOrder::SearchMax(16, 16 * n, 16);
+      const std::vector<int32_t> plain_run = RunToTheEnd(plain, fits_up_to);
+      const int32_t plain_answer = AnswerOf(plain_run, fits_up_to);
+      EXPECT_EQ(PlainBisectionPoints(n, largest_fit), static_cast<int32_t>(plain_run.size()));
+      for (int32_t predicted = -1; predicted <= n; ++predicted) {
+        for (const int32_t offset : {0, 7}) {
+          const int32_t start = predicted < 0 ? 0 : (predicted + 1) * 16 + offset;
+          SweepOrder order = SweepOrder::SearchMax(16, 16 * n, 16, start);
+          const std::vector<int32_t> run = RunToTheEnd(order, fits_up_to);
+          const std::string where = "n " + std::to_string(n) + " fits up to " +
+                                    std::to_string(fits_up_to) + " start " + std::to_string(start);
+          EXPECT_EQ(AnswerOf(run, fits_up_to), plain_answer) << where;
+          EXPECT_LE(run.size(), static_cast<size_t>(n)) << where;
+          // Off by d candidates: at most 2 points when d is 0, else 2 * ceil(log2(d + 1)) + 1.
+          const int32_t d = std::abs(std::min(predicted, n - 1) - largest_fit);
+          int32_t log2_ceil = 0;
+          while ((1 << log2_ceil) < d + 1) ++log2_ceil;
+          EXPECT_LE(run.size(), static_cast<size_t>(d == 0 ? 2 : 2 * log2_ceil + 1)) << where;
+          if (d == 0) EXPECT_LE(run.size(), plain_run.size()) << where;
+        }
+      }
+    }
+  }
 }
 
 TEST(SweepOrderTest, MayRunChecksThePointAgainstTheSweep) {

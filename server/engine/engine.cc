@@ -14,6 +14,7 @@
 #include "server/engine/admission.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/experiment_id.h"
+#include "server/engine/search_start.h"
 #include "server/estimate/estimator.h"
 #include "server/spec/command_spec.h"
 #include "server/spec/display_text.h"
@@ -125,6 +126,11 @@ absl::StatusOr<Experiment> Engine::Submit(const Principal& caller,
   experiment.set_after_id(request.after_id());
   experiment.set_after_ok(request.after_ok());
   if (prediction.ok()) *experiment.mutable_prediction() = *prediction;
+  // The spec the worker reads says where a SEARCH_MAX starts.
+  if (std::optional<vramlab::v1::SearchStart> search =
+          PlanSearchStart(prediction, experiment.mutable_spec())) {
+    *experiment.mutable_search() = *std::move(search);
+  }
   // Committed before anyone hears of it: an answered Submit survives kill -9.
   if (absl::Status inserted = store_->InsertExperiment(seq, experiment); !inserted.ok()) {
     NoteStoreFailureLocked(inserted);

@@ -6,6 +6,7 @@
 
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
+#include "server/engine/search_start.h"
 
 namespace vramlab::server {
 
@@ -148,6 +149,7 @@ absl::Status Engine::FinishLocked(const std::string& id, Experiment::State state
   final_state.set_queue_position(0);
   *final_state.mutable_end_time() = NowTimestamp();
   final_state.set_has_snapshot(ExperimentFiles(options_.data_dir, id).HasSnapshot());
+  RecordSearchPoints(&final_state);
   absl::Status stored = PersistLocked(final_state, requeue_pending);
   if (!stored.ok()) {
     if (!keep_if_unstored) {

@@ -138,6 +138,43 @@ TEST(SweepResumeOneProcessTest, AListThatRanOutIsOverAndItsWholeReportPassedOver
   EXPECT_EQ(oom.reports[0].anatomy().peak_allocated_bytes(), 32000);
 }
 
+// A search that starts from the prediction (SweepSpec.predicted_largest_fit, read from the stored
+// spec) resumes in its own order: 64 (predicted to fit) ran out, then 48 (one candidate below)
+// fitted, which ends it: the answer is 48. The same stored points are not the plain bisection's
+// (64, then 32).
+TEST(SweepResumeOneProcessTest, ASearchFromThePredictionResumesInItsOwnOrder) {
+  vramlab::v1::SweepSpec predicted = SeqLenSearch(16, 128, 16);
+  predicted.set_predicted_largest_fit(64);
+  StoredSweepEvents events = WholeSweepWorker();
+  events.Add(Result({0, 64}, true));
+  events.Add(Result({1, 48}, false));
+  const SweepResumePlan plan = events.Plan(predicted);
+  ASSERT_EQ(plan.taken.size(), 2u);
+  EXPECT_TRUE(plan.sweep_over);
+  EXPECT_TRUE(plan.taken[0].out_of_memory);
+  EXPECT_EQ(plan.taken[1].point.value, 48);
+
+  // Cut after its first point: the next is 48, as an uninterrupted run would name it.
+  StoredSweepEvents cut = WholeSweepWorker();
+  cut.Add(Result({0, 64}, true));
+  const SweepResumePlan cut_plan = cut.Plan(predicted);
+  ASSERT_EQ(cut_plan.taken.size(), 1u);
+  EXPECT_FALSE(cut_plan.sweep_over);
+  ParallelSweep resumed(predicted, 1);
+  TakeStoredPoints(cut_plan.taken, resumed);
+  ASSERT_TRUE(resumed.Next().has_value());
+  EXPECT_EQ(resumed.Next()->index, 1);
+  EXPECT_EQ(resumed.Next()->value, 48);
+
+  // Asked for the plain bisection, the same spec starts at 64 by bisection too (8 candidates:
+  // the middle is index 3, 64), but goes on to 32, not 48.
+  vramlab::v1::SweepSpec plain = predicted;
+  plain.set_plain_bisection(true);
+  const SweepResumePlan plain_plan = events.Plan(plain);
+  ASSERT_EQ(plain_plan.taken.size(), 1u);
+  EXPECT_FALSE(plain_plan.sweep_over);
+}
+
 TEST(SweepResumeOneProcessTest, APointRunAloneIsTakenWithItsOwnReport) {
   // Attempt 1 ran the whole sweep and was cut in point 1; attempt 2 took point 0 and ran point 1
   // alone.

@@ -271,6 +271,9 @@ TEST_F(DaemonOneProcessSweepResumeTest, ASearchKilledDuringItsSecondPointResumes
   sweep->set_search_min(32);
   sweep->set_search_max(128);
   sweep->set_search_granularity(32);
+  // The bisection's order, whatever the estimate predicts (a search from the prediction resumes
+  // by the same plan: server/engine/sweep_resume_one_process_test.cc).
+  sweep->set_plain_bisection(true);
   Experiment uninterrupted;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(spec, &uninterrupted));
   ASSERT_EQ(uninterrupted.state(), Experiment::SUCCEEDED) << uninterrupted.state_reason();

@@ -102,8 +102,14 @@ class SweepRunner {
 
 spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep) {
   if (sweep.mode == SweepMode::kSearchMax) {
+    // The daemon's predicted start, as the daemon's own copy of the order reads it
+    // (server/engine/parallel_sweep.cc): both replay the same points.
+    std::optional<int32_t> start;
+    if (sweep.has_predicted_largest_fit && !sweep.plain_bisection) {
+      start = sweep.predicted_largest_fit;
+    }
     return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max,
-                                             sweep.search_granularity);
+                                             sweep.search_granularity, start);
   }
   return spec_rules::SweepOrder::List(sweep.values);
 }

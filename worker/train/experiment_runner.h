@@ -34,7 +34,8 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& 
                                const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point = std::nullopt);
 
-// The spec's sweep (active) in the order its points run.
+// The spec's sweep (active) in the order its points run: a SEARCH_MAX from
+// sweep.predicted_largest_fit where the daemon set it and sweep.plain_bisection is false.
 spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep);
 
 // --sweep-point against the spec, before any device is touched. Throws SpecError naming `sweep`:

@@ -1,6 +1,8 @@
 // Sweeps inside one worker: LIST stops at the first OOM, every point starts from a clean
 // allocator, SEARCH_MAX finds the boundary between a fitting and a failing value.
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -98,6 +100,32 @@ TEST(SweepTest, SearchMaxFindsTheBoundary) {
   EXPECT_TRUE(saw_next_fail);
   // Bisection over 32 candidates: at most 6 points, not 32.
   EXPECT_LE(report["sweepPoints"].size(), 6u);
+}
+
+// The daemon's predicted start (sweep.predicted_largest_fit) is where the worker's search starts,
+// unless sweep.plain_bisection: the points run are SweepOrder's from that start, in its order.
+TEST(SweepTest, SearchMaxStartsFromThePredictedLargestFit) {
+  const int64_t limit = (PeakAt(64) + PeakAt(80)) / 2;
+  const std::string search =
+      R"({"variable": "SEQ_LEN", "mode": "SEARCH_MAX", "searchMin": 16, "searchMax": 512, "searchGranularity": 16, "predictedLargestFit": 64)";
+  for (const bool plain : {false, true}) {
+    const CapturedRun run =
+        RunCaptured(SweepSpec(search + (plain ? R"(, "plainBisection": true})" : "}"), limit));
+    ASSERT_EQ(run.exit_code, 0);
+    const nlohmann::json report = run.Of("report").at(0);
+    EXPECT_EQ(report["largestFittingValue"], 64);
+    std::vector<int32_t> ran;
+    for (const auto& point : report["sweepPoints"]) ran.push_back(point["value"]);
+    spec_rules::SweepOrder order =
+        spec_rules::SweepOrder::SearchMax(16, 512, 16, plain ? std::nullopt : std::optional(64));
+    std::vector<int32_t> expected;
+    while (const std::optional<int32_t> value = order.Next()) {
+      expected.push_back(*value);
+      order.Record(*value > 64);
+    }
+    EXPECT_EQ(ran, expected) << (plain ? "plain" : "from the prediction");
+    if (!plain) EXPECT_EQ(ran, (std::vector<int32_t>{64, 80}));
+  }
 }
 
 // --sweep-point runs one point with its index, as the sweep would run it; its answer is out of
