@@ -38,7 +38,7 @@ absl::StatusOr<SpawnRequest> CommandSpawnRequest(const CommandPolicy& policy,
   request.args.assign(command.argv().begin() + 1, command.argv().end());
   std::vector<std::string> env = daemon_env;
   for (std::string& entry : CommandRankEnvironment(rank)) env.push_back(std::move(entry));
-  request.process_tag = ProcessTagEntry(rank.run_id, rank.rank);
+  request.process_tag = ProcessTagEntry(rank.run_id, rank.rank, NewProcessTagNonce());
   env.push_back(request.process_tag);
   const bool writes_snapshot = spec.memory().record_history() && rank.rank == 0;
   request.env = policy.Environment(spec, env, writes_snapshot);

@@ -44,6 +44,8 @@ std::string WhyPlain(const absl::StatusOr<MemoryEstimate>& prediction, const Exp
 
 std::optional<SearchStart> PlanSearchStart(const absl::StatusOr<MemoryEstimate>& prediction,
                                            ExperimentSpec* spec) {
+  // A spec without a sweep keeps none: mutable_sweep() would give it an empty one.
+  if (!spec->has_sweep()) return std::nullopt;
   spec->mutable_sweep()->clear_predicted_largest_fit();
   if (spec->sweep().mode() != vramlab::v1::SEARCH_MAX) return std::nullopt;
   SearchStart start;

@@ -94,6 +94,12 @@ TEST(SearchStartTest, AnUntrustedPredictionRunsThePlainBisectionAndSaysWhy) {
   list.mutable_sweep()->set_predicted_largest_fit(64);
   EXPECT_FALSE(PlanSearchStart(Predicted(), &list).has_value());
   EXPECT_FALSE(list.sweep().has_predicted_largest_fit());
+
+  // A spec without a sweep is left without one (has_sweep() is what makes a run a sweep).
+  ExperimentSpec single = SearchSpec(vramlab::v1::CUDA);
+  single.clear_sweep();
+  EXPECT_FALSE(PlanSearchStart(Predicted(), &single).has_value());
+  EXPECT_FALSE(single.has_sweep());
 }
 
 // An experiment whose search started at 256 and ran `values` (out of memory above `fits_up_to`).

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,8 +36,14 @@ bool ReadEnviron(const std::string& path, std::string* out) {
 
 }  // namespace
 
-std::string ProcessTagEntry(const std::string& experiment_id, int rank) {
-  return absl::StrCat(kProcessTagName, "=", experiment_id, "/", rank);
+std::string ProcessTagEntry(const std::string& experiment_id, int rank, uint64_t nonce) {
+  return absl::StrCat(kProcessTagName, "=", experiment_id, "/", rank, "/",
+                      absl::Hex(nonce, absl::kZeroPad16));
+}
+
+uint64_t NewProcessTagNonce() {
+  std::random_device source;
+  return (static_cast<uint64_t>(source()) << 32) ^ source();
 }
 
 bool EnvironHolds(const std::string& environ, const std::string& entry) {

@@ -1,8 +1,10 @@
 // The processes a command experiment leaves outside its process group. A command's program may
 // start processes in a session of their own (setsid, subprocess's start_new_session), which a
 // signal to its process group does not reach. Each process of a command inherits a tag in its
-// environment (kProcessTagName=<experiment id>/<rank>); the supervisor finds them by it, among the
-// processes of the command user, and signals them with the group.
+// environment (kProcessTagName=<experiment id>/<rank>/<nonce>); the supervisor finds them by it,
+// among the processes of the command user, and signals them with the group. The nonce, new at
+// every launch, keeps the tags of two daemons on one host (whose ids both start at exp-000001)
+// and of an experiment's earlier launches apart.
 //
 // A process that empties or replaces its environment before it execs escapes this
 // (docs/COMMANDS.md, "Not done yet"); reading another user's /proc/PID/environ needs the daemon to
@@ -12,6 +14,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -19,8 +23,11 @@ namespace vramlab::server {
 
 inline constexpr char kProcessTagName[] = "VRAMLAB_PROCESS_TAG";
 
-// "VRAMLAB_PROCESS_TAG=exp-000042/1".
-std::string ProcessTagEntry(const std::string& experiment_id, int rank);
+// "VRAMLAB_PROCESS_TAG=exp-000042/1/<16 hex digits>", `nonce` as 16 hex digits.
+std::string ProcessTagEntry(const std::string& experiment_id, int rank, uint64_t nonce);
+
+// A nonce for ProcessTagEntry from the system's random source.
+uint64_t NewProcessTagNonce();
 
 // True when `environ` (a /proc/PID/environ image: "KEY=value" entries, each ended by NUL) holds
 // exactly the entry `entry`.

@@ -24,14 +24,17 @@ std::string Environ(std::initializer_list<const char*> entries) {
 }
 
 TEST(EnvironHoldsTest, MatchesWholeEntriesOnly) {
-  const std::string entry = ProcessTagEntry("exp-000042", 1);
-  EXPECT_EQ(entry, "VRAMLAB_PROCESS_TAG=exp-000042/1");
+  const std::string entry = ProcessTagEntry("exp-000042", 1, 0xab);
+  EXPECT_EQ(entry, "VRAMLAB_PROCESS_TAG=exp-000042/1/00000000000000ab");
   EXPECT_TRUE(EnvironHolds(Environ({"PATH=/bin", entry.c_str(), "HOME=/"}), entry));
   EXPECT_TRUE(EnvironHolds(Environ({entry.c_str()}), entry));
   // A longer value, a longer name, or the entry inside another value is not the tag.
-  EXPECT_FALSE(EnvironHolds(Environ({"VRAMLAB_PROCESS_TAG=exp-000042/10"}), entry));
-  EXPECT_FALSE(EnvironHolds(Environ({"XVRAMLAB_PROCESS_TAG=exp-000042/1"}), entry));
-  EXPECT_FALSE(EnvironHolds(Environ({"NOTE=VRAMLAB_PROCESS_TAG=exp-000042/1"}), entry));
+  EXPECT_FALSE(EnvironHolds(Environ({(entry + "0").c_str()}), entry));
+  EXPECT_FALSE(EnvironHolds(Environ({("X" + entry).c_str()}), entry));
+  EXPECT_FALSE(EnvironHolds(Environ({("NOTE=" + entry).c_str()}), entry));
+  // Another launch of the same experiment and rank (another nonce) is not this one.
+  EXPECT_FALSE(EnvironHolds(Environ({ProcessTagEntry("exp-000042", 1, 0xac).c_str()}), entry));
+  EXPECT_NE(NewProcessTagNonce(), NewProcessTagNonce());
   EXPECT_FALSE(EnvironHolds("", entry));
   EXPECT_FALSE(EnvironHolds(Environ({"A=1"}), ""));
 }
@@ -39,7 +42,7 @@ TEST(EnvironHoldsTest, MatchesWholeEntriesOnly) {
 // A child started with the tag in a session of its own is found by it (and by no other tag),
 // and SignalTaggedProcesses ends it.
 TEST(TaggedProcessesTest, FindsAndSignalsAProcessInASessionOfItsOwn) {
-  const std::string entry = ProcessTagEntry("exp-tagged-test", 0);
+  const std::string entry = ProcessTagEntry("exp-tagged-test", 0, NewProcessTagNonce());
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -57,7 +60,9 @@ TEST(TaggedProcessesTest, FindsAndSignalsAProcessInASessionOfItsOwn) {
     if (found.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(found, std::vector<pid_t>{child});
-  EXPECT_TRUE(FindTaggedProcesses(getuid(), ProcessTagEntry("exp-tagged-test", 1)).empty());
+  EXPECT_TRUE(
+      FindTaggedProcesses(getuid(), ProcessTagEntry("exp-tagged-test", 1, NewProcessTagNonce()))
+          .empty());
   EXPECT_TRUE(FindTaggedProcesses(getuid() + 1, entry).empty()) << "another user's processes";
   EXPECT_EQ(SignalTaggedProcesses(getuid(), entry, SIGKILL), 1);
   int status = 0;
