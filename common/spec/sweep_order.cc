@@ -115,6 +115,16 @@ bool SweepOrder::MayRun(int32_t index, int32_t value) const {
   return std::binary_search(values_.begin(), values_.end(), value);
 }
 
+SweepOrder SweepOrderOf(const plain::SweepSpec& sweep) {
+  if (sweep.mode != plain::SweepMode::kSearchMax) return SweepOrder::List(sweep.values);
+  std::optional<int32_t> start;
+  if (sweep.has_predicted_largest_fit && !sweep.plain_bisection) {
+    start = sweep.predicted_largest_fit;
+  }
+  return SweepOrder::SearchMax(sweep.search_min, sweep.search_max,
+                               std::max(1, sweep.search_granularity), start);
+}
+
 int32_t PlainBisectionPoints(int32_t candidates, int32_t largest_fit) {
   SweepOrder order = SweepOrder::SearchMax(1, candidates, 1);
   while (const std::optional<int32_t> value = order.Next()) {

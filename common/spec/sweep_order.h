@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/vramlab_v1.plain.h"
+
 namespace vramlab::spec_rules {
 
 // The SEARCH_MAX candidates: the multiples of `granularity` (>= 1) in [search_min, search_max],
@@ -76,6 +78,12 @@ class SweepOrder {
   int64_t predicted_ = -1;  // the index of the largest candidate predicted to fit; -1: none
   int64_t step_ = 1;        // kWidenDown/kWidenUp: the distance of the next point
 };
+
+// The order a spec's sweep runs in, the same for the worker (its one-process sweep) and the daemon
+// (a parallel sweep's gangs, a resumed sweep, the search's saving): SEARCH_MAX over the spec's
+// range (a granularity of 0 is 1), from predicted_largest_fit where the daemon set it and
+// plain_bisection is false; LIST over the values in their order.
+SweepOrder SweepOrderOf(const plain::SweepSpec& sweep);
 
 // The points a plain bisection over `candidates` candidates runs when the largest that fits is
 // the one at `largest_fit` (-1: none fits), memory growing with the value: what a search from a

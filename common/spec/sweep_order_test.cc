@@ -121,6 +121,28 @@ TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
   }
 }
 
+// A spec's sweep: SEARCH_MAX from predicted_largest_fit unless plain_bisection (a granularity of
+// 0 is 1), LIST in the values' order.
+TEST(SweepOrderTest, SweepOrderOfReadsTheSpecsStartAndMode) {
+  plain::SweepSpec search;
+  search.mode = plain::SweepMode::kSearchMax;
+  search.search_min = 1;
+  search.search_max = 32;
+  search.predicted_largest_fit = 20;
+  search.has_predicted_largest_fit = true;
+  SweepOrder from_prediction = SweepOrderOf(search);
+  EXPECT_EQ(RunToTheEnd(from_prediction, 20), (std::vector<int32_t>{20, 21}));
+  search.plain_bisection = true;
+  SweepOrder plain_order = SweepOrderOf(search);
+  SweepOrder bisection = SweepOrder::SearchMax(1, 32, 1);
+  EXPECT_EQ(RunToTheEnd(plain_order, 20), RunToTheEnd(bisection, 20));
+  plain::SweepSpec list;
+  list.mode = plain::SweepMode::kList;
+  list.values = {64, 32, 128};
+  SweepOrder in_order = SweepOrderOf(list);
+  EXPECT_EQ(RunToTheEnd(in_order, 64), (std::vector<int32_t>{64, 32, 128}));
+}
+
 TEST(SweepOrderTest, MayRunChecksThePointAgainstTheSweep) {
   const SweepOrder list = SweepOrder::List({16, 32});
   EXPECT_TRUE(list.MayRun(1, 32));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "schema/vramlab_v1.plain_proto.h"
+
 namespace vramlab::server {
 
 using vramlab::v1::FinalReport;
@@ -20,16 +22,7 @@ int SweepWorldSize(const vramlab::v1::ExperimentSpec& spec) {
 }
 
 spec_rules::SweepOrder SweepOrderOf(const vramlab::v1::SweepSpec& sweep) {
-  if (sweep.mode() == vramlab::v1::SEARCH_MAX) {
-    // The worker reads the same fields the same way (worker/train/experiment_runner.cc).
-    std::optional<int32_t> start;
-    if (sweep.has_predicted_largest_fit() && !sweep.plain_bisection()) {
-      start = sweep.predicted_largest_fit();
-    }
-    return spec_rules::SweepOrder::SearchMax(sweep.search_min(), sweep.search_max(),
-                                             std::max(1, sweep.search_granularity()), start);
-  }
-  return spec_rules::SweepOrder::List({sweep.values().begin(), sweep.values().end()});
+  return spec_rules::SweepOrderOf(plain::FromProto(sweep));
 }
 
 FinalReport MergePointReports(const std::vector<FinalReport>& reports) {

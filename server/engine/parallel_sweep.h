@@ -34,9 +34,7 @@ bool IsParallelSweep(const vramlab::v1::ExperimentSpec& spec);
 // spec.parallel.world_size, 1 for a one-process sweep.
 int SweepWorldSize(const vramlab::v1::ExperimentSpec& spec);
 
-// The sweep's points as the worker runs them: for SEARCH_MAX a granularity of 0 is 1, from
-// predicted_largest_fit where it is set and plain_bisection is false; for LIST the values in
-// their order.
+// The sweep's points as the worker runs them (spec_rules::SweepOrderOf of the same fields).
 spec_rules::SweepOrder SweepOrderOf(const vramlab::v1::SweepSpec& sweep);
 
 // Reports of single points (each with its one sweep point), in the order the points ran, merged

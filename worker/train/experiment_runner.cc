@@ -28,7 +28,7 @@ class SweepRunner {
 
   // Every point, in the sweep's order.
   ExperimentResult Run() {
-    spec_rules::SweepOrder order = SweepOrderOf(spec_.sweep);
+    spec_rules::SweepOrder order = spec_rules::SweepOrderOf(spec_.sweep);
     while (std::optional<int32_t> value = order.Next())
       order.Record(RunPoint(order.next_index(), *value).oom);
     return Finish(order.ended_out_of_memory());
@@ -100,20 +100,6 @@ class SweepRunner {
 
 }  // namespace
 
-spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep) {
-  if (sweep.mode == SweepMode::kSearchMax) {
-    // The daemon's predicted start, as the daemon's own copy of the order reads it
-    // (server/engine/parallel_sweep.cc): both replay the same points.
-    std::optional<int32_t> start;
-    if (sweep.has_predicted_largest_fit && !sweep.plain_bisection) {
-      start = sweep.predicted_largest_fit;
-    }
-    return spec_rules::SweepOrder::SearchMax(sweep.search_min, sweep.search_max,
-                                             sweep.search_granularity, start);
-  }
-  return spec_rules::SweepOrder::List(sweep.values);
-}
-
 void CheckSweepPoint(const ExperimentSpec& spec,
                      const std::optional<spec_rules::SweepPoint>& point) {
   if (!point.has_value()) {
@@ -126,7 +112,7 @@ void CheckSweepPoint(const ExperimentSpec& spec,
       std::string(spec_rules::kSweepPointFlag) + " " + spec_rules::FormatSweepPoint(*point);
   if (!SweepActive(spec.sweep))
     throw SpecError(spec_rules::kSweepField, flag + " runs a point of a sweep; this spec has none");
-  if (!SweepOrderOf(spec.sweep).MayRun(point->index, point->value)) {
+  if (!spec_rules::SweepOrderOf(spec.sweep).MayRun(point->index, point->value)) {
     throw SpecError(spec_rules::kSweepField, flag + " is not a point of this spec's sweep");
   }
 }

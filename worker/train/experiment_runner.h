@@ -34,10 +34,6 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const DecoderConfig& 
                                const WorkerContext& context,
                                const std::optional<spec_rules::SweepPoint>& point = std::nullopt);
 
-// The spec's sweep (active) in the order its points run: a SEARCH_MAX from
-// sweep.predicted_largest_fit where the daemon set it and sweep.plain_bisection is false.
-spec_rules::SweepOrder SweepOrderOf(const SweepSpec& sweep);
-
 // --sweep-point against the spec, before any device is touched. Throws SpecError naming `sweep`:
 // a parallel spec with a sweep needs the flag (its points run as separate gangs of ranks); the
 // flag needs a sweep whose point INDEX may run at VALUE (SweepOrder::MayRun).
