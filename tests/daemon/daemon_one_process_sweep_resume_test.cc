@@ -157,9 +157,7 @@ class DaemonOneProcessSweepResumeTest : public SharedDaemonSuite<DaemonOneProces
   }
 
   void RunToTheEnd(const ExperimentSpec& spec, Experiment* done) {
-    auto submitted = Submit(*stub_, spec);
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    auto ended = WaitForFinalState(*stub_, submitted->id(), absl::Seconds(300));
+    auto ended = SubmitAndWaitForFinalState(*stub_, spec);
     ASSERT_TRUE(ended.ok()) << ended.status();
     *done = *ended;
   }

@@ -65,9 +65,7 @@ class DaemonSearchStartTest : public SharedDaemonSuite<DaemonSearchStartTest> {
 
  protected:
   void RunToTheEnd(const ExperimentSpec& spec, Experiment* done) {
-    auto submitted = Submit(*stub_, spec);
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    auto ended = WaitForFinalState(*stub_, submitted->id(), absl::Seconds(300));
+    auto ended = SubmitAndWaitForFinalState(*stub_, spec);
     ASSERT_TRUE(ended.ok()) << ended.status();
     ASSERT_EQ(ended->state(), Experiment::SUCCEEDED) << ended->state_reason();
     *done = *ended;

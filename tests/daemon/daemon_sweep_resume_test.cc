@@ -113,9 +113,7 @@ class DaemonSweepResumeTest : public SharedDaemonSuite<DaemonSweepResumeTest> {
 
  protected:
   void RunToTheEnd(const ExperimentSpec& spec, Experiment* done) {
-    auto submitted = Submit(*stub_, spec);
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    auto ended = WaitForFinalState(*stub_, submitted->id(), absl::Seconds(300));
+    auto ended = SubmitAndWaitForFinalState(*stub_, spec);
     ASSERT_TRUE(ended.ok()) << ended.status();
     *done = *ended;
   }

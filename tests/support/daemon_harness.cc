@@ -301,6 +301,15 @@ absl::StatusOr<Experiment> Submit(vramlab::v1::VramlabService::Stub& stub,
   return experiment;
 }
 
+absl::StatusOr<Experiment> SubmitAndWaitForFinalState(vramlab::v1::VramlabService::Stub& stub,
+                                                      const vramlab::v1::ExperimentSpec& spec,
+                                                      absl::Duration timeout,
+                                                      const std::string& token) {
+  absl::StatusOr<Experiment> submitted = Submit(stub, spec, token);
+  if (!submitted.ok()) return submitted.status();
+  return WaitForFinalState(stub, submitted->id(), timeout, token);
+}
+
 absl::StatusOr<Experiment> Cancel(vramlab::v1::VramlabService::Stub& stub, const std::string& id,
                                   const std::string& token) {
   grpc::ClientContext context;

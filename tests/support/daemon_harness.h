@@ -117,6 +117,12 @@ absl::StatusOr<vramlab::v1::Experiment> Submit(vramlab::v1::VramlabService::Stub
                                                const std::string& token = "",
                                                const std::string& request_id = "");
 
+// Submits `spec` and waits up to `timeout` for its final state: the ended experiment, or the
+// status of the Submit or of the wait.
+absl::StatusOr<vramlab::v1::Experiment> SubmitAndWaitForFinalState(
+    vramlab::v1::VramlabService::Stub& stub, const vramlab::v1::ExperimentSpec& spec,
+    absl::Duration timeout = absl::Seconds(300), const std::string& token = "");
+
 // Cancels `id`; the returned experiment or the RPC's status.
 absl::StatusOr<vramlab::v1::Experiment> Cancel(vramlab::v1::VramlabService::Stub& stub,
                                                const std::string& id,
