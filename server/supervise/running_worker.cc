@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/escaping.h"
@@ -20,6 +22,8 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerPump = 4;
 // After the process is reaped, how long pipes held open by its leftovers are still drained.
 constexpr std::chrono::seconds kDrainAfterExit{2};
+// After the reap, how often a command's tagged processes are looked for again while some remain.
+constexpr std::chrono::milliseconds kLeftoverScanInterval{20};
 
 }  // namespace
 
@@ -187,13 +191,31 @@ bool RunningWorker::TryReap(SteadyTime now) {
   reaped_at_ = now;
   facts_.wait_status = status;
   SignalGroup(SIGKILL);  // leftovers of the experiment, if it started any
+  leftovers_possible_ = !process_tag_.empty() && command_uid_ != 0;
+  leftovers_scanned_at_ = now;
   return true;
+}
+
+bool RunningWorker::LeftoversRemain(SteadyTime now) {
+  if (!leftovers_possible_) return false;
+  if (now - leftovers_scanned_at_ < kLeftoverScanInterval) return true;
+  leftovers_scanned_at_ = now;
+  // A killed process stops matching once its memory is gone (a zombie's environment reads
+  // empty), so an empty scan means every tagged process has exited.
+  if (SignalTaggedProcesses(command_uid_, process_tag_, SIGKILL) == 0) leftovers_possible_ = false;
+  return leftovers_possible_;
 }
 
 bool RunningWorker::Finished(SteadyTime now) {
   if (!reaped_) return false;
-  if (process_.events_fd < 0 && process_.log_fd < 0) return true;
+  const bool leftovers = LeftoversRemain(now);
+  if (process_.events_fd < 0 && process_.log_fd < 0 && !leftovers) return true;
   if (now - reaped_at_ > kDrainAfterExit) {
+    if (leftovers && log_file_fd_ >= 0) {
+      std::string note = absl::StrCat("\n[vramlabd: processes tagged ", process_tag_, " still ran ",
+                                      kDrainAfterExit.count(), " s after the program ended]\n");
+      (void)!write(log_file_fd_, note.data(), note.size());
+    }
     CloseEvents();
     CloseLog();
     return true;
@@ -209,6 +231,13 @@ void RunningWorker::KillAndReap() {
     }
     reaped_ = true;
     facts_.wait_status = status;
+  }
+  // The daemon is stopping: its leftovers get the same time as after an ordinary end.
+  leftovers_possible_ = !process_tag_.empty() && command_uid_ != 0;
+  const SteadyTime deadline = std::chrono::steady_clock::now() + kDrainAfterExit;
+  while (leftovers_possible_ && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(kLeftoverScanInterval);
+    if (!LeftoversRemain(std::chrono::steady_clock::now())) break;
   }
   if (!facts_.cancelled && !facts_.timed_out) facts_.interrupted = true;
   CloseEvents();

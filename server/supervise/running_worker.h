@@ -63,7 +63,8 @@ class RunningWorker {
   void CheckTimers(SteadyTime now);
   // Non-blocking waitpid; true once the process has been reaped.
   bool TryReap(SteadyTime now);
-  // Reaped and both pipes drained (or given up on a while after the exit).
+  // Reaped, both pipes drained and, for a tagged command, none of its tagged processes left
+  // (each check signals those found again); or given up on a while after the exit.
   bool Finished(SteadyTime now);
   // Blocking SIGKILL and reap (daemon stopping).
   void KillAndReap();
@@ -83,6 +84,8 @@ class RunningWorker {
   void SignalGroup(int signal);
   void CloseEvents();
   void CloseLog();
+  // After the reap: whether a tagged command still has processes running, killing those found.
+  bool LeftoversRemain(SteadyTime now);
 
   std::string experiment_id_;
   SpawnedProcess process_;
@@ -101,6 +104,9 @@ class RunningWorker {
   WorkerRunFacts facts_;
   uid_t command_uid_ = 0;
   std::string process_tag_;
+  // Set at the reap of a tagged command; cleared by the first scan that finds none.
+  bool leftovers_possible_ = false;
+  SteadyTime leftovers_scanned_at_;
 };
 
 }  // namespace vramlab::server

@@ -119,11 +119,15 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
     EXPECT_FALSE(ProcessGone(children.escaped));
     return children;
   };
-  auto expect_gone = [](const JobChildren& children, const std::string& after) {
+  // The final state is reported once the job's processes are gone, so none may be seen after it.
+  auto expect_gone = [&](const JobChildren& children, const std::string& id,
+                         const std::string& after) {
     EXPECT_TRUE(ProcessGone(children.child))
-        << "the job's child " << children.child << " outlived " << after;
-    EXPECT_TRUE(ProcessGone(children.escaped))
-        << "the job's child in its own session " << children.escaped << " outlived " << after;
+        << "the job's child " << children.child << " outlived " << after << "\n"
+        << Log(**daemon, id);
+    EXPECT_TRUE(ProcessGone(children.escaped)) << "the job's child in its own session "
+                                               << children.escaped << " outlived " << after << "\n"
+                                               << Log(**daemon, id);
   };
   auto cancelled = Submit(*stub, Command(forever), kBob);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
@@ -132,7 +136,7 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   auto done = WaitForFinalState(*stub, cancelled->id(), absl::Seconds(60), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::CANCELLED) << done->state_reason();
-  expect_gone(children, "the cancel");
+  expect_gone(children, cancelled->id(), "the cancel");
 
   vramlab::v1::ExperimentSpec limited = Command(forever);
   limited.set_time_limit_seconds(4);
@@ -143,7 +147,7 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::FAILED);
   EXPECT_THAT(done->state_reason(), HasSubstr("time limit of 4 s"));
-  expect_gone(children, "the time limit");
+  expect_gone(children, timed->id(), "the time limit");
 
   // A program that ends leaves nothing running either.
   auto ended = Submit(
@@ -155,7 +159,7 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
   children = {WaitForChild(**daemon, ended->id()), WaitForChild(**daemon, ended->id(), "escaped")};
   ASSERT_GT(children.escaped, 0) << Log(**daemon, ended->id());
-  expect_gone(children, "its program");
+  expect_gone(children, ended->id(), "its program");
 
   // The daemon's shutdown stops a running command's group too.
   auto running = Submit(*stub, Command(forever), kBob);
@@ -163,7 +167,7 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   children = children_of(running->id());
   auto stopped = (*daemon)->Stop();
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  expect_gone(children, "the daemon");
+  expect_gone(children, running->id(), "the daemon");
 }
 
 TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {
