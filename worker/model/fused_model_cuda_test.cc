@@ -2,7 +2,10 @@
 // is built). Two checks of docs/KERNELS.md ("Tests"):
 //   - Qwen2.5-1.5B's shape (all 28 layers, the real vocabulary), random init, one micro-batch: the
 //     bf16 FUSED model's logits, loss and every gradient are as close to the fp32 ATEN model's as
-//     the bf16 ATEN model's are (relative L2 error, slack as below), for both loss switches.
+//     the bf16 ATEN model's are (relative L2 error, slack as below), for both loss switches. The
+//     same for each other family at its public shape with fewer layers and every feature it has
+//     on: Llama 3.2's llama3 rotary scaling with attention and MLP biases, Qwen3's q/k norm (its
+//     RMSNorm kernel on each head) with a window in its later layers, Mistral's window.
 //   - 50 AdamW steps of Qwen2.5-0.5B on the same data: FUSED's loss curve stays as close to ATEN's
 //     as ATEN's own curve with another init seed does (the bf16 noise of the run).
 #include <gtest/gtest.h>
@@ -68,8 +71,7 @@ double RelativeL2(const torch::Tensor& got, const torch::Tensor& ref) {
   return ref_norm > 0 ? diff / ref_norm : diff;
 }
 
-void CompareWholeModel(LossImpl loss_impl) {
-  DecoderConfig config = PresetConfig("qwen2.5-1.5b");
+void CompareWholeModel(const DecoderConfig& config, LossImpl loss_impl) {
   torch::manual_seed(3);
   const torch::Tensor ids =
       torch::randint(0, config.vocab_size, {1, 1024}, torch::kInt64).to(torch::kCUDA);
@@ -114,11 +116,39 @@ void CompareWholeModel(LossImpl loss_impl) {
 }
 
 TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeFullLoss) {
-  CompareWholeModel(LossImpl::kFull);
+  CompareWholeModel(PresetConfig("qwen2.5-1.5b"), LossImpl::kFull);
 }
 
 TEST(FusedModelTest, LogitsLossAndGradientsOnThe1_5BShapeChunkedLoss) {
-  CompareWholeModel(LossImpl::kChunked);
+  CompareWholeModel(PresetConfig("qwen2.5-1.5b"), LossImpl::kChunked);
+}
+
+// The families' shapes with `layers` layers (the sequence of 1,024 is longer than every window).
+DecoderConfig FewerLayers(const std::string& preset, int64_t layers) {
+  DecoderConfig config = PresetConfig(preset);
+  config.num_hidden_layers = layers;
+  return config;
+}
+
+TEST(FusedModelTest, LlamaWithRopeScalingAndBiases) {
+  DecoderConfig config = FewerLayers("llama-3.2-1b", 4);
+  ASSERT_TRUE(config.rope_scaling.IsLlama3());
+  config.qkv_bias = config.o_bias = config.mlp_bias = true;
+  CompareWholeModel(config, LossImpl::kChunked);
+}
+
+TEST(FusedModelTest, Qwen3WithQkNormAndAWindowInItsLaterLayers) {
+  DecoderConfig config = FewerLayers("qwen3-0.6b", 4);
+  ASSERT_TRUE(config.qk_norm);
+  config.sliding_window = 256;
+  config.first_window_layer = 2;
+  CompareWholeModel(config, LossImpl::kFull);
+}
+
+TEST(FusedModelTest, MistralWithAWindow) {
+  DecoderConfig config = FewerLayers("mistral-7b-v0.3", 2);
+  config.sliding_window = 256;
+  CompareWholeModel(config, LossImpl::kChunked);
 }
 
 // Loss after each of `steps` AdamW steps over a fixed cycle of batches.
