@@ -11,6 +11,7 @@
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
+#include "client/predicted_reserved.h"
 #include "client/text_layout.h"
 
 namespace vramlab::client {
@@ -63,6 +64,26 @@ std::string Polyline(const char* id, const char* series, const char* color,
       "<polyline id=\"%s\" class=\"series\" data-series=\"%s\" data-points=\"%d\" fill=\"none\" "
       "stroke=\"%s\" stroke-width=\"1.6\" stroke-linejoin=\"round\" points=\"%s\"/>\n",
       id, series, samples.size(), color, points);
+}
+
+// The predicted reserved step line (predicted_reserved.h), dashed in the reserved series' color;
+// points above the chart are clipped to its top. Nothing when there is no line.
+std::string PredictedReservedPolyline(const std::vector<PredictedReservedPoint>& line,
+                                      const Scale& scale) {
+  if (line.empty()) return "";
+  std::string points;
+  int64_t max_bytes = 0;
+  for (const auto& p : line) {
+    const double y = std::max(scale.Y(static_cast<double>(p.bytes)), kChartTop);
+    absl::StrAppendFormat(&points, "%.1f,%.1f ", scale.X(p.time_seconds), y);
+    max_bytes = std::max(max_bytes, p.bytes);
+  }
+  points.pop_back();
+  return absl::StrFormat(
+      "<polyline id=\"predicted-reserved\" class=\"series\" data-series=\"predicted reserved\" "
+      "data-points=\"%d\" data-max-bytes=\"%d\" fill=\"none\" stroke=\"%s\" "
+      "stroke-width=\"1.4\" stroke-dasharray=\"5,3\" points=\"%s\"/>\n",
+      line.size(), max_bytes, kReservedColor, points);
 }
 
 const char* AnchorName(TextAnchor anchor) {
@@ -222,7 +243,8 @@ std::string CategoryAreas(const std::vector<vramlab::v1::MemorySample>& samples,
 
 // Legend of the two series and the phases that occur, under the time axis, flowing onto a second
 // row when the chart's width is used up. Returns the baseline of its last row.
-double Legend(const Timeline& timeline, LabelLayout& layout, std::string* out) {
+double Legend(const Timeline& timeline, bool predicted_reserved, LabelLayout& layout,
+              std::string* out) {
   std::set<int> phases;
   for (const auto& band : timeline.bands) phases.insert(band.phase);
   *out += "<g id=\"legend\">\n";
@@ -248,6 +270,14 @@ double Legend(const Timeline& timeline, LabelLayout& layout, std::string* out) {
           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
           "stroke-width=\"3\"/>",
           sx, sy - 4, sx + 18, sy - 4, color);
+    });
+  }
+  if (predicted_reserved) {
+    entry("predicted reserved", 18, [](double sx, double sy) {
+      return absl::StrFormat(
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+          "stroke-width=\"2\" stroke-dasharray=\"5,3\"/>",
+          sx, sy - 4, sx + 18, sy - 4, kReservedColor);
     });
   }
   for (int phase : phases) {
@@ -456,8 +486,13 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
   // Reference lines widen the scale only when they are near the data, or the data is squashed.
   const int64_t limit = e.spec().memory().device_memory_limit_bytes();
   const int64_t predicted = e.has_prediction() ? e.prediction().predicted_peak_bytes() : 0;
+  const std::vector<PredictedReservedPoint> predicted_reserved = PredictedReservedLine(e, timeline);
+  int64_t predicted_reserved_max = 0;
+  for (const auto& point : predicted_reserved) {
+    predicted_reserved_max = std::max(predicted_reserved_max, point.bytes);
+  }
   int64_t y_max = std::max<int64_t>(data_max, 1024);
-  for (int64_t reference : {limit, predicted}) {
+  for (int64_t reference : {limit, predicted, predicted_reserved_max}) {
     if (reference > 0 && reference <= 2 * std::max<int64_t>(data_max, 1)) {
       y_max = std::max(y_max, reference);
     }
@@ -487,8 +522,9 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
                    scale, true);
   body += Polyline("series-allocated", "allocated", kAllocatedColor,
                    Downsample(timeline.samples, 800), scale, false);
+  body += PredictedReservedPolyline(predicted_reserved, scale);
   std::string legend;
-  const double legend_bottom = Legend(timeline, layout, &legend);
+  const double legend_bottom = Legend(timeline, !predicted_reserved.empty(), layout, &legend);
   std::string bar;
   const double bar_bottom = AnatomyBar(e, legend_bottom + 62, layout, &bar);
 

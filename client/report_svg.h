@@ -15,11 +15,12 @@ namespace vramlab::client {
 // Stable identifiers for tests and styling: polyline#series-allocated and #series-reserved
 // (data-points = vertex count), rect.phase-band[data-phase], circle#peak-marker[data-bytes],
 // line#limit-line (or text#limit-note when the limit is far above the data),
-// line#predicted-peak-line, g#category-areas > polygon.category-area[data-category] (the live
-// bytes by category over time, stacked), g#anatomy-bar[data-kind] >
-// rect.anatomy-segment[data-category][data-bytes]. The bar is the anatomy at peak allocated
-// (data-kind "at-peak", segments summing to it) where the report has that moment, else each
-// category's maximum over the run ("measured") or the prediction ("predicted").
+// line#predicted-peak-line, polyline#predicted-reserved (data-points, data-max-bytes; the
+// estimator's replayed reserved per phase, predicted_reserved.h), g#category-areas >
+// polygon.category-area[data-category] (the live bytes by category over time, stacked),
+// g#anatomy-bar[data-kind] > rect.anatomy-segment[data-category][data-bytes]. The bar is the
+// anatomy at peak allocated (data-kind "at-peak", segments summing to it) where the report has that
+// moment, else each category's maximum over the run ("measured") or the prediction ("predicted").
 std::string RenderSvg(const vramlab::v1::Experiment& experiment, const Timeline& timeline);
 
 // Escapes &, <, >, " and ' for XML text and attribute values.

@@ -195,6 +195,14 @@ void SetReplay(const estimate::ReplayVerdict& v, vramlab::v1::MemoryEstimate::Re
     out->set_oom_reserved_bytes(r.oom_reserved);
   }
   out->set_steps_replayed(r.steps);
+  for (const estimate::ReplayPhasePeak& peak : r.phase_peaks) {
+    auto* p = out->add_phase_peaks();
+    p->set_phase(peak.at.phase);
+    p->set_step(peak.at.step);
+    p->set_micro_step(peak.at.micro_step);
+    p->set_reserved_bytes(peak.reserved);
+    p->set_allocated_bytes(peak.allocated);
+  }
   out->set_error_band(v.band);
   out->set_reason(v.reason);
 }

@@ -5,6 +5,13 @@
 #include "server/estimate/device_model.h"
 
 namespace vramlab::server::estimate {
+namespace {
+
+bool SamePoint(const ReplayPoint& a, const ReplayPoint& b) {
+  return a.phase == b.phase && a.step == b.step && a.micro_step == b.micro_step;
+}
+
+}  // namespace
 
 AllocatorSimConfig SimConfigOf(const vramlab::v1::AllocatorConfig& allocator, int64_t limit) {
   AllocatorSimConfig config;
@@ -22,11 +29,21 @@ ReplayOutcome ReplayAllocations(const std::vector<AllocationEvent>& events,
   CachingAllocatorSim sim(config);
   ReplayOutcome out;
   SegmentEvents segments;
+  // Folds the allocator's state after an event into the current phase's entry.
+  const auto note_phase = [&out, &sim] {
+    ReplayPhasePeak& peak = out.phase_peaks.back();
+    peak.reserved = std::max(peak.reserved, sim.reserved());
+    peak.allocated = std::max(peak.allocated, sim.allocated());
+  };
   for (const AllocationEvent& e : events) {
     const ReplayPoint at{e.phase, e.step, e.micro_step};
     out.steps = std::max(out.steps, e.step + 1);
+    if (out.phase_peaks.empty() || !SamePoint(out.phase_peaks.back().at, at)) {
+      out.phase_peaks.push_back({at, sim.reserved(), sim.allocated()});
+    }
     if (e.kind == AllocationEvent::kFree) {
       sim.Free(e.id);
+      note_phase();
       continue;
     }
     segments.mapped.clear();
@@ -37,8 +54,10 @@ ReplayOutcome ReplayAllocations(const std::vector<AllocationEvent>& events,
       out.oom_request = e.bytes;
       out.oom_allocated = sim.allocated();
       out.oom_reserved = sim.reserved();
+      note_phase();
       break;
     }
+    note_phase();
     int64_t mapped = 0;
     for (int64_t bytes : segments.mapped) mapped += bytes;
     if (mapped > out.largest_segment) {

@@ -23,6 +23,13 @@ struct ReplayPoint {
   int32_t micro_step = 0;
 };
 
+// Reserved and allocated at their highest while the replay was in one phase.
+struct ReplayPhasePeak {
+  ReplayPoint at;
+  int64_t reserved = 0;
+  int64_t allocated = 0;
+};
+
 struct ReplayOutcome {
   int64_t peak_reserved = 0;
   int64_t peak_allocated = 0;
@@ -35,6 +42,9 @@ struct ReplayOutcome {
   int64_t oom_allocated = 0;  // allocated and reserved when it failed (after the cache release)
   int64_t oom_reserved = 0;
   int32_t steps = 0;  // steps replayed
+  // One entry per phase in the order the replay entered them (a phase entered again, as each
+  // micro-step's FORWARD, is a new entry); the last one holds the failing request's moment.
+  std::vector<ReplayPhasePeak> phase_peaks;
 };
 
 // The caching allocator's settings of `allocator` under `limit` (0: none).

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -152,6 +154,54 @@ TEST(ReservedReplayTest, SdpaCheckpointedExpandableIsNotRuledOut) {
   std::printf("%s: replayed peak reserved %.3f GiB; %s\n",
               vramlab::v1::FitVerdict_Name(e->verdict()).c_str(),
               static_cast<double>(r.peak_reserved_bytes()) / kGiB, r.reason().c_str());
+}
+
+// The phase peaks follow the worker's loop (LOAD, each micro-step's FORWARD and BACKWARD, the
+// OPTIMIZER_STEP, per step) and hold the replay's peaks: the highest entry is the peak reserved,
+// where the replay put it; a replay that runs out ends at the failing request's phase.
+TEST(ReservedReplayTest, PhasePeaksFollowTheLoopAndHoldThePeaks) {
+  vramlab::v1::ExperimentSpec spec = IssueSpec(1, 1024, "SDPA", 0, 2, false);
+  spec.mutable_training()->set_grad_accum_steps(2);
+  const ReplayOutcome fits = ReplaySpec(spec, 0);
+  ASSERT_FALSE(fits.oom);
+  ASSERT_FALSE(fits.phase_peaks.empty());
+  EXPECT_EQ(fits.phase_peaks.front().at.phase, vramlab::v1::LOAD);
+  std::vector<std::tuple<int, int, int>> forwards;
+  int64_t highest = 0;
+  ReplayPoint highest_at;
+  for (size_t i = 0; i < fits.phase_peaks.size(); ++i) {
+    const ReplayPhasePeak& peak = fits.phase_peaks[i];
+    EXPECT_LE(peak.allocated, peak.reserved) << i;
+    if (i > 0) {
+      const ReplayPoint& before = fits.phase_peaks[i - 1].at;
+      EXPECT_FALSE(before.phase == peak.at.phase && before.step == peak.at.step &&
+                   before.micro_step == peak.at.micro_step)
+          << "entry " << i << " repeats the one before it";
+      EXPECT_GE(peak.at.step, before.step) << i;
+    }
+    if (peak.at.phase == vramlab::v1::FORWARD) {
+      forwards.emplace_back(peak.at.step, peak.at.micro_step, static_cast<int>(i));
+    }
+    if (peak.reserved > highest) {
+      highest = peak.reserved;
+      highest_at = peak.at;
+    }
+  }
+  // Two steps of two micro-steps: four forwards, in order.
+  ASSERT_EQ(forwards.size(), 4u);
+  EXPECT_EQ(std::get<0>(forwards[0]), 0);
+  EXPECT_EQ(std::get<1>(forwards[1]), 1);
+  EXPECT_EQ(std::get<0>(forwards[3]), 1);
+  EXPECT_EQ(highest, fits.peak_reserved);
+  EXPECT_EQ(highest_at.phase, fits.peak_reserved_at.phase);
+  EXPECT_EQ(highest_at.step, fits.peak_reserved_at.step);
+
+  const ReplayOutcome oom = ReplaySpec(IssueSpec(2, 1024, "EAGER", 0, 3, false), 24 * kGiB);
+  ASSERT_TRUE(oom.oom);
+  const ReplayPhasePeak& last = oom.phase_peaks.back();
+  EXPECT_EQ(last.at.phase, oom.oom_at.phase);
+  EXPECT_EQ(last.at.step, oom.oom_at.step);
+  EXPECT_GE(last.reserved, oom.oom_reserved);
 }
 
 TEST(ReservedReplayTest, AnEstimateIsDeterministic) {
