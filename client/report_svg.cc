@@ -8,10 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/anatomy_bar_svg.h"
 #include "client/anatomy_table.h"
 #include "client/byte_size.h"
 #include "client/describe.h"
 #include "client/predicted_reserved.h"
+#include "client/svg_text.h"
 #include "client/text_layout.h"
 
 namespace vramlab::client {
@@ -23,7 +25,6 @@ using vramlab::v1::MemoryAnatomy;
 // Geometry of the picture, in SVG user units.
 constexpr double kWidth = 960, kMinHeight = 580;
 constexpr double kChartLeft = 90, kChartTop = 70, kChartWidth = 840, kChartHeight = 300;
-constexpr double kBarHeight = 26;
 constexpr const char* kAllocatedColor = "#1f4e99";
 constexpr const char* kReservedColor = "#e8710a";
 
@@ -86,40 +87,6 @@ std::string PredictedReservedPolyline(const std::vector<PredictedReservedPoint>&
       line.size(), max_bytes, kReservedColor, points);
 }
 
-const char* AnchorName(TextAnchor anchor) {
-  switch (anchor) {
-    case TextAnchor::kMiddle:
-      return "middle";
-    case TextAnchor::kEnd:
-      return "end";
-    default:
-      return "start";
-  }
-}
-
-// A <text> of a placed label (class "label"), with a white halo so that lines under it do not
-// strike it through.
-std::string Text(const std::string& id, const LabelCandidates& label, std::pair<double, double> at,
-                 const char* color) {
-  return absl::StrFormat(
-      "<text id=\"%s\" class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s "
-      "text-anchor=\"%s\" fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"3\" "
-      "paint-order=\"stroke\">%s</text>\n",
-      id, at.first, at.second, label.style.font_size,
-      label.style.bold ? " font-weight=\"bold\"" : "", AnchorName(label.anchor), color,
-      XmlEscape(label.text));
-}
-
-// A fixed <text>, its box taken in `layout`.
-std::string FixedText(LabelLayout& layout, const std::string& attributes, const std::string& text,
-                      double x, double y, TextStyle style, TextAnchor anchor) {
-  layout.OccupyText(text, x, y, style, anchor);
-  return absl::StrFormat(
-      "<text %sx=\"%.1f\" y=\"%.1f\" font-size=\"%g\"%s text-anchor=\"%s\">%s</text>\n",
-      attributes.empty() ? "" : attributes + " ", x, y, style.font_size,
-      style.bold ? " font-weight=\"bold\"" : "", AnchorName(anchor), XmlEscape(text));
-}
-
 // A dashed line across the chart at `bytes`; its label goes where the layout finds room, preferring
 // just above the line's right end.
 std::string ReferenceLine(const char* id, int64_t bytes, const std::string& label,
@@ -143,7 +110,7 @@ std::string ReferenceLine(const char* id, int64_t bytes, const std::string& labe
     candidates.positions = {{right, y - 4}};
     placed = layout.Place(candidates, kChartHeight);
   }
-  if (placed) out += Text(absl::StrCat(id, "-label"), candidates, *placed, color);
+  if (placed) out += SvgLabelText(absl::StrCat(id, "-label"), candidates, *placed, color);
   return out;
 }
 
@@ -159,7 +126,7 @@ std::string Axes(const Scale& scale, LabelLayout& layout) {
         kChartLeft, y, kChartLeft + kChartWidth, y);
     const std::string label = FormatBytes(static_cast<int64_t>(v));
     if (layout.IsFree(TextBox(label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd))) {
-      out += FixedText(layout, "", label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd);
+      out += SvgFixedText(layout, "", label, kChartLeft - 6, y + 4, tick, TextAnchor::kEnd);
     }
   }
   if (scale.t_max > 0) {
@@ -168,7 +135,7 @@ std::string Axes(const Scale& scale, LabelLayout& layout) {
       const std::string label = absl::StrFormat("%g s", t);
       const double y = kChartTop + kChartHeight + 18;
       if (layout.IsFree(TextBox(label, scale.X(t), y, tick, TextAnchor::kMiddle))) {
-        out += FixedText(layout, "", label, scale.X(t), y, tick, TextAnchor::kMiddle);
+        out += SvgFixedText(layout, "", label, scale.X(t), y, tick, TextAnchor::kMiddle);
       }
     }
   }
@@ -260,7 +227,7 @@ double Legend(const Timeline& timeline, bool predicted_reserved, LabelLayout& la
       y += 20;
     }
     *out += swatch(x, y);
-    *out += FixedText(layout, "", label, x + swatch_width + 4, y, style, TextAnchor::kStart);
+    *out += SvgFixedText(layout, "", label, x + swatch_width + 4, y, style, TextAnchor::kStart);
     x += width + 20;
   };
   for (const auto& [label, color] :
@@ -327,104 +294,8 @@ std::string OomMarker(const Experiment& e, const Scale& scale, LabelLayout& layo
     label.positions = {{label.anchor == TextAnchor::kEnd ? x - 10 : x + 10, y}};
     placed = layout.Place(label, kChartHeight);
   }
-  if (placed) out += Text("oom-label", label, *placed, "#c00000");
+  if (placed) out += SvgLabelText("oom-label", label, *placed, "#c00000");
   return out + "</g>\n";
-}
-
-// One segment per shown component and its legend entry, left to right; `bytes_of` gives each
-// component's bytes (nullopt: not part of this bar). The legend flows in rows under the bar;
-// returns the baseline of its last row.
-double BarSegments(const MemoryAnatomy& anatomy, int64_t total, double bar_top,
-                   const std::function<std::optional<int64_t>(const AnatomyComponent&)>& bytes_of,
-                   LabelLayout& layout, std::string* out) {
-  const TextStyle style{12, false};
-  double x = kChartLeft;
-  double lx = kChartLeft, ly = bar_top + kBarHeight + 24;
-  for (const auto& c : AnatomyComponents()) {
-    const std::optional<int64_t> value = bytes_of(c);
-    if (!value || !IsShown(c, {&anatomy})) continue;
-    const int64_t bytes = std::max<int64_t>(*value, 0);
-    const double width = total > 0 ? kChartWidth * static_cast<double>(bytes) / total : 0;
-    absl::StrAppendFormat(out,
-                          "<rect class=\"anatomy-segment\" data-category=\"%s\" data-bytes=\"%d\" "
-                          "x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
-                          "<title>%s: %s</title></rect>\n",
-                          c.key, bytes, x, bar_top, width, kBarHeight, c.color, c.label,
-                          XmlEscape(FormatBytes(bytes)));
-    const std::string label = absl::StrCat(c.label, " ", FormatBytes(bytes));
-    const double entry = 16 + TextWidth(label, style);
-    if (lx > kChartLeft && lx + entry > kChartLeft + kChartWidth) {
-      lx = kChartLeft;
-      ly += 20;
-    }
-    absl::StrAppendFormat(out,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>",
-                          lx, ly - 10, c.color);
-    *out += FixedText(layout, "", label, lx + 16, ly, style, TextAnchor::kStart);
-    lx += entry + 24;
-    x += width;
-  }
-  return ly;
-}
-
-// The anatomy as a stacked bar whose top is at `bar_top`, a title (what the bar is and its total)
-// and a line of detail above it, each cut to the chart's width. Returns the lowest baseline drawn.
-double AnatomyBar(const Experiment& e, double bar_top, LabelLayout& layout, std::string* out) {
-  const bool measured = e.has_report();
-  const TextStyle title_style{13, true}, detail_style{11, false};
-  const auto titles = [&](const std::string& title, const std::string& detail) {
-    *out += FixedText(layout, "id=\"anatomy-title\"", FitText(title, kChartWidth, title_style),
-                      kChartLeft, bar_top - 24, title_style, TextAnchor::kStart);
-    if (!detail.empty()) {
-      *out += FixedText(layout, "id=\"anatomy-detail\" fill=\"#555\"",
-                        FitText(detail, kChartWidth, detail_style), kChartLeft, bar_top - 8,
-                        detail_style, TextAnchor::kStart);
-    }
-  };
-  if (!measured && !e.has_prediction()) {
-    titles(absl::StrCat("no anatomy: ", OutcomeSummary(e)), "");
-    return bar_top - 24;
-  }
-  const MemoryAnatomy& anatomy = measured ? e.report().anatomy() : e.prediction().anatomy();
-  if (measured && anatomy.has_at_peak_allocated()) {
-    // One moment: what was alive when allocated peaked; the segments sum to peak allocated.
-    const auto& moment = anatomy.at_peak_allocated();
-    titles(absl::StrFormat("measured anatomy at peak allocated (%s, step %d): %s",
-                           PhaseName(moment.phase()), moment.step(),
-                           FormatBytes(moment.allocated_bytes())),
-           anatomy.has_at_peak_reserved()
-               ? absl::StrCat("cache at peak reserved ",
-                              FormatBytes(anatomy.at_peak_reserved().allocator_cache_bytes()))
-               : "");
-    absl::StrAppendFormat(out,
-                          "<g id=\"anatomy-bar\" data-kind=\"at-peak\" data-total-bytes=\"%d\">\n",
-                          moment.allocated_bytes());
-    const double bottom = BarSegments(
-        anatomy, moment.allocated_bytes(), bar_top,
-        [&](const AnatomyComponent& c) -> std::optional<int64_t> {
-          if (c.category == nullptr) return std::nullopt;
-          return c.category(moment.categories());
-        },
-        layout, out);
-    *out += "</g>\n";
-    return bottom;
-  }
-  int64_t total = 0;
-  for (const auto& c : AnatomyComponents()) total += std::max<int64_t>(c.bytes(anatomy), 0);
-  // The categories are each one's own maximum over the run (their peaks need not coincide), plus
-  // the allocator cache and the CUDA context: the sum is said to be that, next to the peaks.
-  titles(absl::StrCat(measured ? "measured" : "predicted", " anatomy: ", FormatBytes(total)),
-         absl::StrCat("the sum of each category's maximum; peak allocated ",
-                      FormatBytes(anatomy.peak_allocated_bytes()), ", peak device used ",
-                      FormatBytes(anatomy.peak_device_used_bytes())));
-  absl::StrAppendFormat(out, "<g id=\"anatomy-bar\" data-kind=\"%s\" data-total-bytes=\"%d\">\n",
-                        measured ? "measured" : "predicted", total);
-  const double bottom = BarSegments(
-      anatomy, total, bar_top,
-      [&](const AnatomyComponent& c) -> std::optional<int64_t> { return c.bytes(anatomy); }, layout,
-      out);
-  *out += "</g>\n";
-  return bottom;
 }
 
 }  // namespace
@@ -508,13 +379,14 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
   // text stays in the tooltip).
   const double text_width = kWidth - kChartLeft - 20;
   std::string body;
-  body += FixedText(layout, "id=\"title\"", FitText(title, text_width, {17, true}), kChartLeft, 24,
-                    {17, true}, TextAnchor::kStart);
-  body += FixedText(layout, "id=\"outcome\"", FitText(OutcomeSummary(e), text_width, {12, false}),
-                    kChartLeft, 42, {12, false}, TextAnchor::kStart);
-  body += FixedText(layout, "id=\"settings\" fill=\"#555\"",
-                    FitText(SpecSummary(e.spec()), text_width, {11, false}), kChartLeft, 57,
-                    {11, false}, TextAnchor::kStart);
+  body += SvgFixedText(layout, "id=\"title\"", FitText(title, text_width, {17, true}), kChartLeft,
+                       24, {17, true}, TextAnchor::kStart);
+  body +=
+      SvgFixedText(layout, "id=\"outcome\"", FitText(OutcomeSummary(e), text_width, {12, false}),
+                   kChartLeft, 42, {12, false}, TextAnchor::kStart);
+  body += SvgFixedText(layout, "id=\"settings\" fill=\"#555\"",
+                       FitText(SpecSummary(e.spec()), text_width, {11, false}), kChartLeft, 57,
+                       {11, false}, TextAnchor::kStart);
   body += PhaseBands(timeline, scale);
   body += CategoryAreas(Downsample(timeline.samples, 800), scale);
   body += Axes(scale, layout);
@@ -526,7 +398,8 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
   std::string legend;
   const double legend_bottom = Legend(timeline, !predicted_reserved.empty(), layout, &legend);
   std::string bar;
-  const double bar_bottom = AnatomyBar(e, legend_bottom + 62, layout, &bar);
+  const double bar_bottom =
+      AnatomyBarSvg(e, kChartLeft, kChartWidth, legend_bottom + 62, layout, &bar);
 
   // The labels inside the chart, most important first: each takes the first free place.
   if (timeline.peak_index >= 0) {
@@ -548,10 +421,10 @@ std::string RenderSvg(const Experiment& e, const Timeline& timeline) {
         right_half ? TextAnchor::kEnd : TextAnchor::kStart,
         {{right_half ? x - 8 : x + 8, above}, {right_half ? x - 8 : x + 8, below}}};
     auto placed = layout.Place(label, kChartHeight);
-    if (placed) body += Text("peak-label", label, *placed, "#c00000");
+    if (placed) body += SvgLabelText("peak-label", label, *placed, "#c00000");
   } else {
-    body += FixedText(layout, "", "no memory readings recorded", kChartLeft + 20,
-                      kChartTop + kChartHeight / 2, {13, false}, TextAnchor::kStart);
+    body += SvgFixedText(layout, "", "no memory readings recorded", kChartLeft + 20,
+                         kChartTop + kChartHeight / 2, {13, false}, TextAnchor::kStart);
   }
   body += OomMarker(e, scale, layout);
   if (limit > 0 && limit <= y_max) {
