@@ -1,5 +1,7 @@
-// How `vramlab ARGS...` is read before any command runs: global flags before the command, `help`,
-// `--help`/`-h`, `--version`, and unknown commands (with the nearest one suggested).
+// How `vramlab ARGS...` is read: the whole command line is one CLI::App built from the command
+// table (commands.h) and each command's flag table (flag_set.h) — global flags on the top-level
+// App (with their environment fallbacks), one subcommand per command, `help [COMMAND]` — and its
+// --help texts are that App's (help_format.h).
 #ifndef VRAMLAB_CLIENT_COMMAND_LINE_H_
 #define VRAMLAB_CLIENT_COMMAND_LINE_H_
 
@@ -8,27 +10,31 @@
 
 #include "absl/status/statusor.h"
 #include "client/commands.h"
+#include "client/flag_set.h"
 
 namespace vramlab::client {
 
 struct Invocation {
   // The command to run or to show the help of; nullptr: the top-level help.
   const Command* command = nullptr;
-  // The command's arguments: the flags given before it, then everything after it. They are parsed
-  // with the command's full flag set, so global flags may sit on either side of the command.
-  std::vector<std::string> args;
+  // Its flags (global ones before or after the command, its own after it; values from the
+  // environment where a flag has a variable and the line does not give it) and positionals.
+  ParsedArgs args;
   // Print the help (of `command`, or the top-level one) instead of running anything.
   bool help = false;
 };
 
 // Reads `args` (argv without the program name):
-//   [LEADING FLAGS] COMMAND [ARGS]   the command; leading flags must be global ones (LeadingFlags)
-//   [LEADING FLAGS] help [COMMAND]   help of COMMAND, or the top-level help
-//   --help / -h (no command)         the top-level help
-//   --version                        the version command (with the other leading flags)
-// Unknown commands, flags before the command that are not global ones, and flags without a command
-// are INVALID_ARGUMENT, naming what was wrong and the nearest match.
+//   [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]   the command; "--" may stand before COMMAND
+//   [GLOBAL FLAGS] help [COMMAND]           help of COMMAND, or the top-level help
+//   --help / -h (with or without a command) the help
+//   --version                               the version command
+// Unknown commands, a command's own flags before it, unknown flags, missing values and values
+// given to boolean flags are INVALID_ARGUMENT, naming what was wrong and the nearest match.
 absl::StatusOr<Invocation> ReadCommandLine(const std::vector<std::string>& args);
+
+// The --help text of `command`, or the top-level one for nullptr.
+std::string HelpText(const Command* command);
 
 }  // namespace vramlab::client
 

@@ -1,5 +1,7 @@
 #include "client/command_line.h"
 
+#include <stdlib.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,25 +16,66 @@ std::string NameOf(const Invocation& invocation) {
   return invocation.command == nullptr ? "(top level)" : invocation.command->name;
 }
 
-TEST(ReadCommandLineTest, GlobalFlagsBeforeTheCommandGoInFrontOfItsArguments) {
-  auto invocation = ReadCommandLine({"--addr", "gpu:7433", "--json", "ls", "--limit", "3"});
+TEST(ReadCommandLineTest, GlobalFlagsBeforeAndAfterTheCommandAndItsOwnAfterIt) {
+  auto invocation =
+      ReadCommandLine({"--addr", "gpu:7433", "--json", "ls", "--limit", "3", "--timeout=5s"});
   ASSERT_TRUE(invocation.ok()) << invocation.status();
   EXPECT_EQ(NameOf(*invocation), "ls");
   EXPECT_FALSE(invocation->help);
-  EXPECT_THAT(invocation->args, ElementsAre("--json=true", "--addr=gpu:7433", "--limit", "3"));
-  // The command's full flag set reads them like flags given after it.
-  auto parsed = CommandFlags(*invocation->command).Parse(invocation->args);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(*parsed->Get("addr"), "gpu:7433");
-  EXPECT_TRUE(parsed->GetBool("json"));
-  EXPECT_EQ(*parsed->Get("limit"), "3");
+  EXPECT_EQ(*invocation->args.Get("addr"), "gpu:7433");
+  EXPECT_TRUE(invocation->args.GetBool("json"));
+  EXPECT_EQ(*invocation->args.Get("limit"), "3");
+  EXPECT_EQ(*invocation->args.Get("timeout"), "5s");
 }
 
-TEST(ReadCommandLineTest, FlagsAfterTheCommandAreLeftAsGiven) {
-  auto invocation = ReadCommandLine({"ls", "--addr=gpu:7433", "-h"});
+TEST(ReadCommandLineTest, PositionalsAreTheCommandsEvenWhenTheyNameACommand) {
+  auto invocation = ReadCommandLine({"compare", "ls", "--json", "exp-2", "--", "--odd"});
   ASSERT_TRUE(invocation.ok()) << invocation.status();
-  EXPECT_EQ(NameOf(*invocation), "ls");
-  EXPECT_THAT(invocation->args, ElementsAre("--addr=gpu:7433", "-h"));
+  EXPECT_EQ(NameOf(*invocation), "compare");
+  EXPECT_THAT(invocation->args.positionals(), ElementsAre("ls", "exp-2", "--odd"));
+  EXPECT_TRUE(invocation->args.GetBool("json"));
+  auto dashes = ReadCommandLine({"--json", "--", "ls"});
+  ASSERT_TRUE(dashes.ok()) << dashes.status();
+  EXPECT_EQ(NameOf(*dashes), "ls");
+}
+
+TEST(ReadCommandLineTest, GlobalFlagsFallBackToTheirEnvironmentVariables) {
+  setenv("VRAMLAB_ADDR", "env:1", 1);
+  setenv("VRAMLAB_TOKEN", "", 1);  // empty counts as unset
+  auto from_env = ReadCommandLine({"ls"});
+  auto from_flag = ReadCommandLine({"ls", "--addr", "flag:2"});
+  unsetenv("VRAMLAB_ADDR");
+  unsetenv("VRAMLAB_TOKEN");
+  ASSERT_TRUE(from_env.ok() && from_flag.ok());
+  EXPECT_EQ(*from_env->args.Get("addr"), "env:1");
+  EXPECT_FALSE(from_env->args.Has("token"));
+  EXPECT_EQ(*from_flag->args.Get("addr"), "flag:2");
+  EXPECT_FALSE(ReadCommandLine({"ls"})->args.Has("addr"));
+}
+
+TEST(ReadCommandLineTest, FlagErrorsNameTheFlag) {
+  auto unknown = ReadCommandLine({"ls", "--limt", "3"});
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("unknown flag --limt for \"vramlab ls"));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("did you mean \"--limit\"?"));
+  EXPECT_THAT(std::string(ReadCommandLine({"ls", "--limit"}).status().message()),
+              HasSubstr("flag --limit needs a value"));
+  EXPECT_THAT(std::string(ReadCommandLine({"ls", "--json=maybe"}).status().message()),
+              HasSubstr("flag --json takes no value"));
+}
+
+TEST(ReadCommandLineTest, HelpTextsAreTheAppsOwn) {
+  const std::string submit = HelpText(FindCommand("submit"));
+  EXPECT_THAT(submit, ::testing::StartsWith("usage: vramlab submit"));
+  EXPECT_THAT(submit, HasSubstr("--memory-limit SIZE"));
+  // The global flags follow the command's own; --version is the top level's alone.
+  EXPECT_LT(submit.find("--memory-limit"), submit.find("--addr HOST:PORT"));
+  EXPECT_THAT(submit, HasSubstr("-h, --help"));
+  EXPECT_THAT(submit, Not(HasSubstr("--version")));
+  const std::string top = HelpText(nullptr);
+  EXPECT_THAT(top, HasSubstr("usage: vramlab [GLOBAL FLAGS] COMMAND"));
+  EXPECT_THAT(top, HasSubstr("  submit      Queue an experiment"));
+  EXPECT_THAT(top, HasSubstr("  help        This help"));
 }
 
 TEST(ReadCommandLineTest, HelpCommandAndHelpFlagsName) {
@@ -60,7 +103,7 @@ TEST(ReadCommandLineTest, VersionFlagIsTheVersionCommand) {
   auto invocation = ReadCommandLine({"--version", "--json"});
   ASSERT_TRUE(invocation.ok()) << invocation.status();
   EXPECT_EQ(NameOf(*invocation), "version");
-  EXPECT_THAT(invocation->args, ElementsAre("--json=true"));
+  EXPECT_TRUE(invocation->args.GetBool("json"));
 }
 
 TEST(ReadCommandLineTest, TyposGetTheNearestCommand) {

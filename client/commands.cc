@@ -1,7 +1,6 @@
 #include "client/commands.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "client/connection_options.h"
 
 namespace vramlab::client {
@@ -88,11 +87,16 @@ void AddGlobalFlags(FlagSet& flags) {
   flags.Bool("help", "show this help").Alias('h', "help");
 }
 
-FlagSet CommandFlags(const Command& command) {
+FlagSet OwnFlags(const Command& command) {
   FlagSet flags(command.usage, command.details == nullptr
                                    ? std::string(command.summary)
                                    : absl::StrCat(command.summary, "\n\n", command.details));
   command.declare_flags(flags);
+  return flags;
+}
+
+FlagSet CommandFlags(const Command& command) {
+  FlagSet flags = OwnFlags(command);
   AddGlobalFlags(flags);
   return flags;
 }
@@ -105,24 +109,19 @@ FlagSet LeadingFlags() {
   return flags;
 }
 
-std::string TopLevelHelp() {
-  std::string out =
-      "vramlab: the client of vramlabd, the GPU-memory laboratory for LLM fine-tuning.\n\n"
-      "usage: vramlab [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
-  for (const auto& command : AllCommands()) {
-    absl::StrAppendFormat(&out, "  %-10s  %s\n", command.name, command.summary);
-  }
-  absl::StrAppendFormat(&out, "  %-10s  %s\n", "help",
-                        "This help, or a command's: 'vramlab help COMMAND'.");
-  absl::StrAppend(
-      &out,
-      "\nEvery command takes --json, --addr HOST:PORT (VRAMLAB_ADDR), --token (VRAMLAB_TOKEN),\n"
-      "--ca-cert FILE, --timeout and --config, before or after the command; defaults may live in\n"
-      "$XDG_CONFIG_HOME/vramlab/config. 'vramlab help COMMAND' (or 'vramlab COMMAND --help') "
-      "shows\n"
-      "a command's flags. Exit codes: 0 ok/succeeded, 1 failed, 2 usage, 3 OOM, 4 cancelled,\n"
-      "5 interrupted, 6 daemon unreachable/RPC error.\n");
-  return out;
+std::string TopLevelHelpIntro() {
+  return "vramlab: the client of vramlabd, the GPU-memory laboratory for LLM fine-tuning.\n\n"
+         "usage: vramlab [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
+}
+
+std::string TopLevelHelpOutro() {
+  return "\nEvery command takes --json, --addr HOST:PORT (VRAMLAB_ADDR), --token (VRAMLAB_TOKEN),\n"
+         "--ca-cert FILE, --timeout and --config, before or after the command; defaults may live "
+         "in\n"
+         "$XDG_CONFIG_HOME/vramlab/config. 'vramlab help COMMAND' (or 'vramlab COMMAND --help') "
+         "shows\n"
+         "a command's flags. Exit codes: 0 ok/succeeded, 1 failed, 2 usage, 3 OOM, 4 cancelled,\n"
+         "5 interrupted, 6 daemon unreachable/RPC error.\n";
 }
 
 }  // namespace vramlab::client

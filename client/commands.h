@@ -40,14 +40,20 @@ const Command* FindCommand(absl::string_view name);
 // Declares the flags every command takes: --json, the connection flags and --help/-h.
 void AddGlobalFlags(FlagSet& flags);
 
+// The flags `command` declares itself, with its usage and its summary (and details) as the
+// table's summary.
+FlagSet OwnFlags(const Command& command);
+
 // The full flag set of `command`: its own flags plus the global ones.
 FlagSet CommandFlags(const Command& command);
 
-// The flags accepted before the command: the global ones plus --version.
+// The flags of the top level, accepted before or after any command: the global ones plus
+// --version.
 FlagSet LeadingFlags();
 
-// The top-level help text.
-std::string TopLevelHelp();
+// The top-level help's text before the command list, and after it.
+std::string TopLevelHelpIntro();
+std::string TopLevelHelpOutro();
 
 // Implementations, one per command (cmd_*.cc).
 void DeclareSubmitFlags(FlagSet& flags);

@@ -15,8 +15,11 @@ namespace vramlab::client {
 
 void AddConnectionFlags(FlagSet& flags) {
   flags.Value("addr", "HOST:PORT", "daemon address (env VRAMLAB_ADDR; default 127.0.0.1:7433)")
+      .Env("VRAMLAB_ADDR")
       .Value("token", "TOKEN", "bearer token (env VRAMLAB_TOKEN); never printed")
+      .Env("VRAMLAB_TOKEN")
       .Value("ca-cert", "FILE", "use TLS, trusting this CA certificate (env VRAMLAB_CA_CERT)")
+      .Env("VRAMLAB_CA_CERT")
       .Value("timeout", "DURATION", "deadline of each request (default 30s)")
       .Value("config", "FILE", "config file (default $XDG_CONFIG_HOME/vramlab/config)");
 }
@@ -76,21 +79,19 @@ absl::StatusOr<ConnectionOptions> ResolveConnectionOptions(
                                      " holds a token and is readable by others (chmod 600 it)");
     }
   }
-  // Command line, then environment, then config file, then default. The environment is read
-  // here rather than by CLI11's envname(), which (in 2.1) ranks the config file above it and
-  // reads the process environment only.
-  const auto pick = [&](const char* flag, const char* env, const char* key, std::string& out) {
+  // The command line or the environment (CLI11 fills a flag from its variable, flag.Env), then
+  // the config file, then the default. The file is read apart from that App so that it ranks
+  // below the environment (CLI11's own config handling ranks it above).
+  const auto pick = [&](const char* flag, std::string& out) {
     if (auto v = args.Get(flag)) {
       out = *v;
-    } else if (const char* e = getenv(env); e != nullptr && *e != '\0') {
-      out = e;
-    } else if (auto it = file_values.find(key); it != file_values.end()) {
+    } else if (auto it = file_values.find(flag); it != file_values.end()) {
       out = it->second;
     }
   };
-  pick("addr", "VRAMLAB_ADDR", "addr", options.address);
-  pick("token", "VRAMLAB_TOKEN", "token", options.token);
-  pick("ca-cert", "VRAMLAB_CA_CERT", "ca-cert", options.ca_cert_path);
+  pick("addr", options.address);
+  pick("token", options.token);
+  pick("ca-cert", options.ca_cert_path);
   if (options.address.empty()) return absl::InvalidArgumentError("--addr: empty address");
   // A token travels in an HTTP/2 header: printable ASCII only. The token itself is never printed.
   for (size_t i = 0; i < options.token.size(); ++i) {

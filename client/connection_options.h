@@ -36,8 +36,10 @@ void AddConnectionFlags(FlagSet& flags);
 // The default config path from the environment, or "" when neither XDG_CONFIG_HOME nor HOME is set.
 std::string DefaultConfigPath(const std::function<const char*(const char*)>& getenv);
 
-// Resolves the options with the precedence above. `getenv` is injectable for tests. A missing
-// default config file is fine; a missing --config file is INVALID_ARGUMENT.
+// Resolves the options with the precedence above, from `args` parsed with the flags'
+// environment fallbacks (AddConnectionFlags declares them; CLI11 reads them). `getenv` finds the
+// default config file and is injectable for tests. A missing default config file is fine; a
+// missing --config file is INVALID_ARGUMENT.
 absl::StatusOr<ConnectionOptions> ResolveConnectionOptions(
     const ParsedArgs& args, const std::function<const char*(const char*)>& getenv);
 

@@ -1,5 +1,6 @@
 #include "client/connection_options.h"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -60,14 +61,19 @@ TEST(ConnectionOptionsTest, FlagBeatsEnvironmentBeatsConfigFile) {
   EXPECT_EQ(from_file->ca_cert_path, "/file/ca.pem");
   EXPECT_EQ(from_file->warning, "");
 
-  env.values["VRAMLAB_ADDR"] = "env:2";
-  env.values["VRAMLAB_TOKEN"] = "env-token";
-  auto from_env = ResolveConnectionOptions(Parse({}), env.Getter());
+  // The flags' environment variables, which CLI11 reads while parsing.
+  setenv("VRAMLAB_ADDR", "env:2", 1);
+  setenv("VRAMLAB_TOKEN", "env-token", 1);
+  const ParsedArgs env_args = Parse({});
+  const ParsedArgs flag_args = Parse({"--addr", "flag:3", "--token", "t", "--timeout", "5s"});
+  unsetenv("VRAMLAB_ADDR");
+  unsetenv("VRAMLAB_TOKEN");
+  auto from_env = ResolveConnectionOptions(env_args, env.Getter());
   EXPECT_EQ(from_env->address, "env:2");
   EXPECT_EQ(from_env->token, "env-token");
+  EXPECT_EQ(from_env->ca_cert_path, "/file/ca.pem");
 
-  auto from_flags = ResolveConnectionOptions(
-      Parse({"--addr", "flag:3", "--token", "t", "--timeout", "5s"}), env.Getter());
+  auto from_flags = ResolveConnectionOptions(flag_args, env.Getter());
   EXPECT_EQ(from_flags->address, "flag:3");
   EXPECT_EQ(from_flags->token, "t");
   EXPECT_EQ(from_flags->timeout, absl::Seconds(5));

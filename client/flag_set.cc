@@ -8,7 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/help_format.h"
 #include "client/suggest.h"
+#include "common/status_macros.h"
 
 namespace vramlab::client {
 
@@ -59,87 +61,33 @@ const FlagSet::Flag* FlagSet::Find(absl::string_view name) const {
   return nullptr;
 }
 
-absl::StatusOr<ParsedArgs> FlagSet::Parse(const std::vector<std::string>& args) const {
-  ParsedArgs parsed;
-  auto consumed = ParseInto(args, /*stop_at_positional=*/false, parsed);
-  if (!consumed.ok()) return consumed.status();
-  return parsed;
+FlagSet& FlagSet::Env(std::string variable) {
+  if (!flags_.empty()) flags_.back().env = std::move(variable);
+  return *this;
 }
 
-absl::StatusOr<size_t> FlagSet::ParseLeading(const std::vector<std::string>& args,
-                                             ParsedArgs& parsed) const {
-  return ParseInto(args, /*stop_at_positional=*/true, parsed);
-}
-
-absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
-                                          bool stop_at_positional, ParsedArgs& parsed) const {
-  // The table becomes a CLI::App: value flags take exactly one argument per occurrence and keep
-  // every occurrence; boolean flags are CLI11 flags, whose "=VALUE" this adapter restricts to
-  // true/false. Unknown flags are collected as extras (CLI11 has no did-you-mean) and reported
-  // here with the nearest known flag.
-  CLI::App app;
-  app.set_help_flag();
-  app.allow_extras();
-  std::vector<std::pair<const Flag*, CLI::Option*>> options;
-  for (const Flag& flag : flags_) {
+FlagOptions::FlagOptions(const FlagSet& flags, CLI::App& app) {
+  for (const FlagSet::Flag& flag : flags.flags()) {
     std::string names = absl::StrCat("--", flag.name);
-    for (const auto& [short_name, long_name] : aliases_) {
+    for (const auto& [short_name, long_name] : flags.aliases()) {
       if (long_name == flag.name) absl::StrAppend(&names, ",-", std::string(1, short_name));
     }
-    CLI::Option* option = flag.value_name.empty() ? app.add_flag(names, flag.help)
-                                                  : app.add_option(names, flag.help)->expected(1);
+    CLI::Option* option =
+        flag.value_name.empty()
+            ? app.add_flag(names, flag.help)
+            : app.add_option(names, flag.help)->expected(1)->type_name(flag.value_name);
     option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    options.emplace_back(&flag, option);
+    if (!flag.env.empty()) option->envname(flag.env);
+    options_.emplace_back(&flag, option);
   }
-  std::vector<std::string> positionals;
-  if (stop_at_positional) {
-    app.prefix_command();  // the first positional and everything after it are left unparsed
-  } else {
-    app.add_option("args", positionals);
+}
+
+absl::Status FlagOptions::Read(ParsedArgs& parsed,
+                               const std::vector<std::string>* positionals) const {
+  if (positionals != nullptr) {
+    parsed.positionals_.insert(parsed.positionals_.end(), positionals->begin(), positionals->end());
   }
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ArgumentMismatch& error) {
-    // "--output: 1 required TEXT missing": a value flag at the end of the line.
-    const std::string what = error.what();
-    const std::string name = what.substr(0, what.find(':'));
-    for (const Flag& flag : flags_) {
-      if (absl::StrCat("--", flag.name) == name) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag ", name, " needs a value (", flag.value_name, ")"));
-      }
-    }
-    return absl::InvalidArgumentError(what);
-  } catch (const CLI::ParseError& error) {
-    return absl::InvalidArgumentError(error.what());
-  }
-  // With prefix_command the unparsed tail starts at the first positional or "--"; anything else
-  // CLI11 left over is a flag it does not know.
-  std::vector<std::string> rest = app.remaining();
-  size_t consumed = args.size();
-  if (stop_at_positional && !rest.empty()) {
-    const std::string& first = rest.front();
-    if (first == "--" || first == "-" || !absl::StartsWith(first, "-")) {
-      consumed = args.size() - rest.size();
-      rest.clear();
-    }
-  }
-  for (const std::string& arg : rest) {
-    if (arg == "--") continue;  // the end of the flags, kept by CLI11 as an extra
-    if (!absl::StartsWith(arg, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag ", arg, " for \"vramlab ", usage_, "\" (see --help)"));
-    }
-    const std::string name =
-        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
-    std::vector<std::string> names;
-    for (const Flag& known : flags_) names.push_back(known.name);
-    return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for \"vramlab ",
-                                                   usage_, "\"", DidYouMean(name, names, "--"),
-                                                   " (see --help)"));
-  }
-  for (const auto& [flag, option] : options) {
+  for (const auto& [flag, option] : options_) {
     for (const std::string& value : option->results()) {
       if (flag->value_name.empty()) {
         if (value != "true" && value != "false") {
@@ -152,31 +100,70 @@ absl::StatusOr<size_t> FlagSet::ParseInto(const std::vector<std::string>& args,
       parsed.values_[flag->name] = value;
     }
   }
-  parsed.positionals_.insert(parsed.positionals_.end(), positionals.begin(), positionals.end());
-  return consumed;
+  return absl::OkStatus();
+}
+
+absl::Status UnknownFlagError(const std::string& arg, const std::string& usage,
+                              const std::vector<std::string>& known) {
+  if (!absl::StartsWith(arg, "--")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag ", arg, " for \"vramlab ", usage, "\" (see --help)"));
+  }
+  const size_t equals = arg.find('=');
+  const std::string name = arg.substr(2, equals == std::string::npos ? equals : equals - 2);
+  return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for \"vramlab ", usage,
+                                                 "\"", DidYouMean(name, known, "--"),
+                                                 " (see --help)"));
+}
+
+absl::Status MissingValueError(const CLI::ParseError& error,
+                               const std::vector<const FlagSet*>& tables) {
+  // "--output: 1 required TEXT missing": a value flag at the end of the line.
+  const std::string what = error.what();
+  const std::string name = what.substr(0, what.find(':'));
+  for (const FlagSet* table : tables) {
+    for (const FlagSet::Flag& flag : table->flags()) {
+      if (absl::StrCat("--", flag.name) == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag ", name, " needs a value (", flag.value_name, ")"));
+      }
+    }
+  }
+  return absl::InvalidArgumentError(what);
+}
+
+absl::StatusOr<ParsedArgs> FlagSet::Parse(const std::vector<std::string>& args) const {
+  CLI::App app;
+  app.set_help_flag();
+  app.allow_extras();
+  const FlagOptions options(*this, app);
+  std::vector<std::string> positionals;
+  app.add_option("args", positionals);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& error) {
+    return MissingValueError(error, {this});
+  } catch (const CLI::ParseError& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
+  std::vector<std::string> known;
+  for (const Flag& flag : flags_) known.push_back(flag.name);
+  for (const std::string& arg : app.remaining()) {
+    if (arg == "--") continue;  // the end of the flags, kept by CLI11 as an extra
+    return UnknownFlagError(arg, usage_, known);
+  }
+  ParsedArgs parsed;
+  RETURN_IF_ERROR(options.Read(parsed, &positionals));
+  return parsed;
 }
 
 std::string FlagSet::Help() const {
-  std::string out = absl::StrCat("usage: vramlab ", usage_, "\n\n", summary_, "\n");
-  if (flags_.empty()) return out;
-  absl::StrAppend(&out, "\nflags:\n");
-  std::map<std::string, char> short_names;
-  for (const auto& [short_name, name] : aliases_) short_names[name] = short_name;
-  size_t width = 0;
-  std::vector<std::string> lefts;
-  for (const Flag& flag : flags_) {
-    std::string left = short_names.count(flag.name) > 0
-                           ? absl::StrCat("-", std::string(1, short_names[flag.name]), ", --")
-                           : "    --";
-    absl::StrAppend(&left, flag.name);
-    if (!flag.value_name.empty()) absl::StrAppend(&left, " ", flag.value_name);
-    width = std::max(width, left.size());
-    lefts.push_back(std::move(left));
-  }
-  for (size_t i = 0; i < flags_.size(); ++i) {
-    absl::StrAppendFormat(&out, "  %-*s  %s\n", static_cast<int>(width), lefts[i], flags_[i].help);
-  }
-  return out;
+  CLI::App app(summary_);
+  app.set_help_flag();
+  const FlagOptions options(*this, app);
+  app.formatter(std::make_shared<HelpFormat>(usage_));
+  return app.help();
 }
 
 }  // namespace vramlab::client

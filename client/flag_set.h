@@ -1,17 +1,26 @@
-// Per-subcommand command-line parsing: each subcommand declares its flags in a FlagSet (the table
-// that also feeds --help and the shell completion) and gets back a ParsedArgs. Parsing builds a
-// CLI::App from the table and lets CLI11 read the command line; this class turns CLI11's errors
-// into the client's messages (with the nearest known flag, which CLI11 does not suggest).
+// The flags of a command as a table: each command declares its flags in a FlagSet (the table that
+// also feeds the shell completion), which becomes the options of its CLI::App (command_line.h
+// builds the whole command line from these tables; Parse reads one table alone). This class turns
+// CLI11's results into a ParsedArgs and its errors into the client's messages (with the nearest
+// known flag, which CLI11 does not suggest).
 #ifndef VRAMLAB_CLIENT_FLAG_SET_H_
 #define VRAMLAB_CLIENT_FLAG_SET_H_
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
+namespace CLI {
+class App;
+class Option;
+class ParseError;
+}  // namespace CLI
 
 namespace vramlab::client {
 
@@ -29,6 +38,7 @@ class ParsedArgs {
 
  private:
   friend class FlagSet;
+  friend class FlagOptions;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positionals_;
@@ -48,18 +58,16 @@ class FlagSet {
   // The values the last declared value flag completes to in the shell (its own checks stay with
   // the command that reads it).
   FlagSet& Completes(std::vector<std::string> values);
+  // The environment variable the last declared value flag falls back to when the command line
+  // does not give it (read by CLI11; an empty value counts as unset).
+  FlagSet& Env(std::string variable);
 
   // Flags may come before, between or after positionals; "--" ends flag parsing. Unknown flags
   // (with the nearest known flag suggested), missing values and values given to boolean flags are
   // INVALID_ARGUMENT naming the flag.
   absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args) const;
 
-  // Parses the flags at the front of `args` into `parsed`, stopping before the first positional or
-  // "--" (neither is consumed); returns how many arguments were consumed. Errors as Parse.
-  absl::StatusOr<size_t> ParseLeading(const std::vector<std::string>& args,
-                                      ParsedArgs& parsed) const;
-
-  // The --help text: usage, summary and one line per flag, in declaration order.
+  // The --help text (help_format.h): usage, summary and one line per flag, in declaration order.
   std::string Help() const;
 
   struct Flag {
@@ -67,6 +75,7 @@ class FlagSet {
     std::string value_name;  // empty for boolean flags
     std::string help;
     std::vector<std::string> completions;  // set by Completes(); empty: derived from the help
+    std::string env;                       // set by Env(); empty: none
   };
   // In declaration order.
   const std::vector<Flag>& flags() const { return flags_; }
@@ -77,16 +86,39 @@ class FlagSet {
 
  private:
   const Flag* Find(absl::string_view name) const;
-  // Parses args[0..] into `parsed`; with `stop_at_positional`, returns at the first positional or
-  // "--" instead of collecting it. Returns the index where parsing stopped.
-  absl::StatusOr<size_t> ParseInto(const std::vector<std::string>& args, bool stop_at_positional,
-                                   ParsedArgs& parsed) const;
-
   std::string usage_;
   std::string summary_;
   std::vector<Flag> flags_;
   std::map<char, std::string> aliases_;
 };
+
+// The flags of one FlagSet declared as options of a CLI::App (value flags take one argument per
+// occurrence and keep every occurrence; boolean flags are CLI11 flags; aliases, value names and
+// environment variables as declared), and read back after the App has parsed. The FlagSet must
+// outlive this object, and the App must outlive Read.
+class FlagOptions {
+ public:
+  FlagOptions(const FlagSet& flags, CLI::App& app);
+
+  // Copies what CLI11 parsed (from the command line or the environment) into `parsed`, and the
+  // `positionals` where given. A boolean flag given a value other than true or false is
+  // INVALID_ARGUMENT naming it.
+  absl::Status Read(ParsedArgs& parsed,
+                    const std::vector<std::string>* positionals = nullptr) const;
+
+ private:
+  std::vector<std::pair<const FlagSet::Flag*, CLI::Option*>> options_;
+};
+
+// "unknown flag ARG for "vramlab USAGE" (see --help)", with the nearest of `known` (long names
+// without dashes) suggested for a long flag.
+absl::Status UnknownFlagError(const std::string& arg, const std::string& usage,
+                              const std::vector<std::string>& known);
+
+// CLI11's error for a value flag without its value, as "flag --NAME needs a value (VALUE)" where
+// one of `tables` declares the flag; CLI11's own text otherwise.
+absl::Status MissingValueError(const CLI::ParseError& error,
+                               const std::vector<const FlagSet*>& tables);
 
 }  // namespace vramlab::client
 

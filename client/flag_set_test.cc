@@ -60,21 +60,6 @@ TEST(FlagSetTest, UnknownFlagSuggestsTheNearestOne) {
   EXPECT_THAT(std::string(far.status().message()), Not(HasSubstr("did you mean")));
 }
 
-TEST(FlagSetTest, ParseLeadingStopsAtTheFirstPositional) {
-  ParsedArgs parsed;
-  auto consumed =
-      TestFlags().ParseLeading({"-o", "a.svg", "--wait", "ls", "--output", "b"}, parsed);
-  ASSERT_TRUE(consumed.ok()) << consumed.status();
-  EXPECT_EQ(*consumed, 3u);
-  EXPECT_EQ(*parsed.Get("output"), "a.svg");
-  EXPECT_TRUE(parsed.GetBool("wait"));
-  EXPECT_TRUE(parsed.positionals().empty());
-  ParsedArgs until_dashes;
-  EXPECT_EQ(*TestFlags().ParseLeading({"--wait", "--", "x"}, until_dashes), 1u);
-  ParsedArgs bad;
-  EXPECT_FALSE(TestFlags().ParseLeading({"--nope", "ls"}, bad).ok());
-}
-
 TEST(FlagSetTest, HelpListsEveryFlagWithAliases) {
   const std::string help = TestFlags().Help();
   EXPECT_THAT(help, HasSubstr("usage: vramlab test ID"));

@@ -29,36 +29,26 @@ int Fail(const absl::Status& status) {
 int Run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
-    std::cerr << vramlab::client::TopLevelHelp();
+    std::cerr << vramlab::client::HelpText(nullptr);
     return kExitUsage;
   }
   auto invocation = vramlab::client::ReadCommandLine(args);
   if (!invocation.ok()) return Fail(invocation.status());
-  if (invocation->command == nullptr) {
-    std::cout << vramlab::client::TopLevelHelp();
+  if (invocation->help || invocation->command == nullptr) {
+    std::cout << vramlab::client::HelpText(invocation->command);
     return 0;
   }
   const vramlab::client::Command& command = *invocation->command;
-  const vramlab::client::FlagSet flags = vramlab::client::CommandFlags(command);
-  if (invocation->help) {
-    std::cout << flags.Help();
-    return 0;
-  }
-  auto parsed = flags.Parse(invocation->args);
-  if (!parsed.ok()) return Fail(parsed.status());
-  if (parsed->GetBool("help")) {
-    std::cout << flags.Help();
-    return 0;
-  }
+  vramlab::client::ParsedArgs& parsed = invocation->args;
   vramlab::client::ConnectionOptions connection;
   if (!command.local) {
     auto resolved = vramlab::client::ResolveConnectionOptions(
-        *parsed, [](const char* name) -> const char* { return std::getenv(name); });
+        parsed, [](const char* name) -> const char* { return std::getenv(name); });
     if (!resolved.ok()) return Fail(resolved.status());
     if (!resolved->warning.empty()) std::cerr << resolved->warning << "\n";
     connection = *std::move(resolved);
   }
-  vramlab::client::CommandEnv env(*std::move(parsed), std::move(connection), std::cout, std::cerr,
+  vramlab::client::CommandEnv env(std::move(parsed), std::move(connection), std::cout, std::cerr,
                                   isatty(STDOUT_FILENO) == 1);
   auto exit_code = command.run(env);
   if (!exit_code.ok()) return Fail(exit_code.status());
