@@ -23,6 +23,7 @@
 #include "tests/support/daemon_harness.h"
 #include "tests/support/rank_pids.h"
 #include "tests/support/shared_daemon.h"
+#include "tests/support/stored_events.h"
 
 namespace vramlab::testing {
 namespace {
@@ -50,19 +51,21 @@ ExperimentSpec OneProcessSweep(const std::vector<int>& seq_lens, int64_t limit) 
   return spec;
 }
 
-// Follows `id`'s events until the worker has sent a step of point `index` (true), or the watch
-// ends or a minute passes (false).
-bool WaitForAStepOf(vramlab::v1::VramlabService::Stub& stub, const std::string& id, int index) {
+// Follows `id`'s events until the worker has sent a step of point `index`: that event's sequence,
+// or 0 when the watch ends or a minute passes first.
+int64_t WaitForAStepOf(vramlab::v1::VramlabService::Stub& stub, const std::string& id, int index) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
   vramlab::v1::WatchExperimentRequest request;
   request.set_id(id);
   auto reader = stub.WatchExperiment(&context, request);
   ExperimentEvent event;
-  bool stepped = false;
-  while (!stepped && reader->Read(&event)) {
-    stepped = event.has_worker_event() && event.worker_event().has_step() &&
-              event.worker_event().step().sweep_index() == index;
+  int64_t stepped = 0;
+  while (stepped == 0 && reader->Read(&event)) {
+    if (event.has_worker_event() && event.worker_event().has_step() &&
+        event.worker_event().step().sweep_index() == index) {
+      stepped = event.sequence();
+    }
   }
   context.TryCancel();
   (void)reader->Finish();
@@ -170,7 +173,9 @@ class DaemonOneProcessSweepResumeTest : public SharedDaemonSuite<DaemonOneProces
     auto submitted = Submit(*stub_, spec);
     ASSERT_TRUE(submitted.ok()) << submitted.status();
     const std::string id = submitted->id();
-    ASSERT_TRUE(WaitForAStepOf(*stub_, id, 1)) << daemon_->ReadLog();
+    const int64_t step = WaitForAStepOf(*stub_, id, 1);
+    ASSERT_GT(step, 0) << daemon_->ReadLog();
+    ASSERT_TRUE(WaitUntilStored(*daemon_, id, step)) << daemon_->ReadLog();
     const pid_t worker = LatestWorkerPid(*daemon_, id);
     ASSERT_GT(worker, 0) << daemon_->ReadLog();
     ASSERT_TRUE(daemon_->Kill().ok());

@@ -20,6 +20,7 @@
 #include "tests/support/daemon_harness.h"
 #include "tests/support/rank_pids.h"
 #include "tests/support/shared_daemon.h"
+#include "tests/support/stored_events.h"
 #include "tests/support/two_rank_sweeps.h"
 
 namespace vramlab::testing {
@@ -126,7 +127,9 @@ class DaemonSweepResumeTest : public SharedDaemonSuite<DaemonSweepResumeTest> {
     auto submitted = Submit(*stub_, spec);
     ASSERT_TRUE(submitted.ok()) << submitted.status();
     const std::string id = submitted->id();
-    ASSERT_TRUE(WaitForBothRanksToStep(*stub_, id, index)) << daemon_->ReadLog();
+    const int64_t step = WaitForBothRanksToStep(*stub_, id, index);
+    ASSERT_GT(step, 0) << daemon_->ReadLog();
+    ASSERT_TRUE(WaitUntilStored(*daemon_, id, step)) << daemon_->ReadLog();
     const std::map<int, pid_t> pids = RankPids(*daemon_, id);
     ASSERT_TRUE(daemon_->Kill().ok());
     *before = daemon_->ReadLog();

@@ -30,26 +30,28 @@ inline vramlab::v1::ExperimentSpec TwoRankSweep(const std::vector<int>& seq_lens
   return spec;
 }
 
-// Follows `id`'s events until both ranks have sent a step of point `index` (true), or the watch
-// ends or a minute passes (false).
-inline bool WaitForBothRanksToStep(vramlab::v1::VramlabService::Stub& stub, const std::string& id,
-                                   int index) {
+// Follows `id`'s events until both ranks have sent a step of point `index`: the sequence of the
+// later of the two, or 0 when the watch ends or a minute passes first.
+inline int64_t WaitForBothRanksToStep(vramlab::v1::VramlabService::Stub& stub,
+                                      const std::string& id, int index) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
   vramlab::v1::WatchExperimentRequest request;
   request.set_id(id);
   auto reader = stub.WatchExperiment(&context, request);
   std::set<int> stepping;
+  int64_t sequence = 0;
   vramlab::v1::ExperimentEvent event;
   while (stepping.size() < 2 && reader->Read(&event)) {
     if (event.has_worker_event() && event.worker_event().has_step() &&
         event.worker_event().step().sweep_index() == index) {
       stepping.insert(event.worker_event().rank());
+      sequence = event.sequence();
     }
   }
   context.TryCancel();
   (void)reader->Finish();
-  return stepping.size() == 2;
+  return stepping.size() == 2 ? sequence : 0;
 }
 
 }  // namespace vramlab::testing
