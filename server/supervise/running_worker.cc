@@ -57,9 +57,24 @@ void RunningWorker::CloseLog() {
   process_.log_fd = -1;
 }
 
+void RunningWorker::MarkCommand(uid_t uid, std::string process_tag,
+                                std::unique_ptr<JobCgroup> cgroup,
+                                const std::string& no_cgroup_reason) {
+  facts_.command = true;
+  command_uid_ = uid;
+  process_tag_ = std::move(process_tag);
+  cgroup_ = std::move(cgroup);
+  if (cgroup_ == nullptr && !no_cgroup_reason.empty() && log_file_fd_ >= 0) {
+    const std::string note = absl::StrCat("[vramlabd: no cgroup for this job (", no_cgroup_reason,
+                                          "); the processes it starts are found by their tag]\n");
+    (void)!write(log_file_fd_, note.data(), note.size());
+  }
+}
+
 void RunningWorker::SignalGroup(int signal) {
   // The group outlives a reaped leader only through leftovers, which die with it too.
   kill(-process_.pid, signal);
+  if (cgroup_ != nullptr) cgroup_->Signal(signal);
   if (!process_tag_.empty() && command_uid_ != 0) {
     SignalTaggedProcesses(command_uid_, process_tag_, signal);
   }
@@ -191,7 +206,7 @@ bool RunningWorker::TryReap(SteadyTime now) {
   reaped_at_ = now;
   facts_.wait_status = status;
   SignalGroup(SIGKILL);  // leftovers of the experiment, if it started any
-  leftovers_possible_ = !process_tag_.empty() && command_uid_ != 0;
+  leftovers_possible_ = (!process_tag_.empty() && command_uid_ != 0) || cgroup_ != nullptr;
   leftovers_scanned_at_ = now;
   return true;
 }
@@ -201,8 +216,15 @@ bool RunningWorker::LeftoversRemain(SteadyTime now) {
   if (now - leftovers_scanned_at_ < kLeftoverScanInterval) return true;
   leftovers_scanned_at_ = now;
   // A killed process stops matching once its memory is gone (a zombie's environment reads
-  // empty), so an empty scan means every tagged process has exited.
-  if (SignalTaggedProcesses(command_uid_, process_tag_, SIGKILL) == 0) leftovers_possible_ = false;
+  // empty), so an empty scan means every tagged process has exited; a cgroup says so itself.
+  const bool tagged = !process_tag_.empty() && command_uid_ != 0 &&
+                      SignalTaggedProcesses(command_uid_, process_tag_, SIGKILL) > 0;
+  bool in_cgroup = false;
+  if (cgroup_ != nullptr && !cgroup_->Empty()) {
+    cgroup_->Signal(SIGKILL);
+    in_cgroup = true;
+  }
+  leftovers_possible_ = tagged || in_cgroup;
   return leftovers_possible_;
 }
 
@@ -212,8 +234,10 @@ bool RunningWorker::Finished(SteadyTime now) {
   if (process_.events_fd < 0 && process_.log_fd < 0 && !leftovers) return true;
   if (now - reaped_at_ > kDrainAfterExit) {
     if (leftovers && log_file_fd_ >= 0) {
-      std::string note = absl::StrCat("\n[vramlabd: processes tagged ", process_tag_, " still ran ",
-                                      kDrainAfterExit.count(), " s after the program ended]\n");
+      std::string note = absl::StrCat(
+          "\n[vramlabd: processes of this job (tag ", process_tag_,
+          cgroup_ != nullptr ? absl::StrCat(", cgroup ", cgroup_->path()) : std::string(),
+          ") still ran ", kDrainAfterExit.count(), " s after the program ended]\n");
       (void)!write(log_file_fd_, note.data(), note.size());
     }
     CloseEvents();
@@ -233,7 +257,7 @@ void RunningWorker::KillAndReap() {
     facts_.wait_status = status;
   }
   // The daemon is stopping: its leftovers get the same time as after an ordinary end.
-  leftovers_possible_ = !process_tag_.empty() && command_uid_ != 0;
+  leftovers_possible_ = (!process_tag_.empty() && command_uid_ != 0) || cgroup_ != nullptr;
   const SteadyTime deadline = std::chrono::steady_clock::now() + kDrainAfterExit;
   while (leftovers_possible_ && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(kLeftoverScanInterval);

@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "server/supervise/exit_classifier.h"
+#include "server/supervise/job_cgroup.h"
 #include "server/supervise/line_buffer.h"
 #include "server/supervise/spawn.h"
 #include "vramlab/v1/memory.pb.h"
@@ -72,12 +74,11 @@ class RunningWorker {
   const WorkerRunFacts& facts() const { return facts_; }
   // The process runs the submitter's own program (WorkerRunFacts::command), as user `uid`. A
   // non-empty `process_tag` ("KEY=value" in its environment) also finds the processes it starts
-  // in sessions of their own: every signal to its group goes to them too.
-  void MarkCommand(uid_t uid, std::string process_tag) {
-    facts_.command = true;
-    command_uid_ = uid;
-    process_tag_ = std::move(process_tag);
-  }
+  // in sessions of their own, and `cgroup` (when the process joined one) every process it starts
+  // whatever it does: every signal to its group goes to them too. Without a cgroup,
+  // `no_cgroup_reason` is written to the experiment's log.
+  void MarkCommand(uid_t uid, std::string process_tag, std::unique_ptr<JobCgroup> cgroup,
+                   const std::string& no_cgroup_reason);
 
  private:
   void Violation(const std::string& reason);
@@ -104,6 +105,7 @@ class RunningWorker {
   WorkerRunFacts facts_;
   uid_t command_uid_ = 0;
   std::string process_tag_;
+  std::unique_ptr<JobCgroup> cgroup_;
   // Set at the reap of a tagged command; cleared by the first scan that finds none.
   bool leftovers_possible_ = false;
   SteadyTime leftovers_scanned_at_;

@@ -118,6 +118,8 @@ absl::StatusOr<SpawnedProcess> SpawnWorkerProcess(const SpawnRequest& request) {
       _exit(127);
     };
     setpgid(0, 0);
+    // While still root: joining a cgroup needs write access to its cgroup.procs.
+    if (request.cgroup_fd >= 0) (void)!write(request.cgroup_fd, "0", 1);
     // Before PR_SET_PDEATHSIG: a change of credentials clears it.
     if (switch_user) {
       if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0 || getuid() == 0) {

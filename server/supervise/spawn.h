@@ -40,6 +40,10 @@ struct SpawnRequest {
   // starts inherits (server/supervise/tagged_processes.h), by which the supervisor finds the
   // processes it left outside its process group.
   std::string process_tag;
+  // >= 0: cgroup.procs of the cgroup the child joins before it drops privileges and execs
+  // (server/supervise/job_cgroup.h); the caller keeps and closes it. A failed join leaves the
+  // child where the daemon is (the tag still finds what it starts).
+  int cgroup_fd = -1;
 };
 
 struct SpawnedProcess {

@@ -89,6 +89,20 @@ void Supervisor::ReportRankEnd(const std::string& experiment_id, int ranks, cons
   if (ranks >= 2) listener_->OnRankExited(experiment_id, end);
 }
 
+namespace {
+
+// A job's cgroup is named after its process tag's value ("exp-000042-1-<nonce>"): new at each
+// launch, so two daemons on one host never share one.
+std::string CgroupNameOf(const std::string& process_tag) {
+  std::string name = process_tag.substr(process_tag.find('=') + 1);
+  for (char& c : name) {
+    if (c == '/') c = '-';
+  }
+  return name;
+}
+
+}  // namespace
+
 void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
   const std::string& id = request.experiment_id;
   const int size = static_cast<int>(request.ranks.size());
@@ -119,7 +133,24 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       std::max<int64_t>(0, limits_.max_log_bytes - request.log_bytes_written) / size;
   std::vector<std::unique_ptr<RunningWorker>> ranks;
   for (int r = 0; r < size; ++r) {
+    std::unique_ptr<JobCgroup> cgroup;
+    std::string no_cgroup_reason;
+    if (request.command) {
+      if (!jobs_cgroup_dir_.has_value()) jobs_cgroup_dir_ = JobCgroup::JobsDirectory();
+      absl::StatusOr<std::unique_ptr<JobCgroup>> created =
+          jobs_cgroup_dir_->ok()
+              ? JobCgroup::Create(**jobs_cgroup_dir_, CgroupNameOf(request.ranks[r].process_tag))
+              : absl::StatusOr<std::unique_ptr<JobCgroup>>(jobs_cgroup_dir_->status());
+      if (created.ok()) {
+        cgroup = *std::move(created);
+        request.ranks[r].cgroup_fd = cgroup->procs_fd();
+      } else {
+        no_cgroup_reason = std::string(created.status().message());
+      }
+    }
     auto process = SpawnWorkerProcess(request.ranks[r]);
+    if (cgroup != nullptr) cgroup->CloseProcsFd();
+    request.ranks[r].cgroup_fd = -1;
     if (!process.ok()) {
       // The ranks already started cannot run without this one.
       for (auto& started : ranks) started->KillAndReap();
@@ -132,7 +163,8 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     ranks.push_back(std::make_unique<RunningWorker>(
         id, *process, request.log_path, request.time_limit_seconds, limits, now, request.deadline));
     if (request.command) {
-      ranks.back()->MarkCommand(request.ranks[r].uid.value_or(0), request.ranks[r].process_tag);
+      ranks.back()->MarkCommand(request.ranks[r].uid.value_or(0), request.ranks[r].process_tag,
+                                std::move(cgroup), no_cgroup_reason);
     }
     listener_->OnWorkerStarted(id, r, process->pid);
   }

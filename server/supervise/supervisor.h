@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/supervise/exit_classifier.h"
@@ -103,6 +104,9 @@ class Supervisor {
   // Supervisor thread only.
   std::map<std::string, std::unique_ptr<WorkerGroup>> runs_;
   bool interrupting_ = false;
+  // Where command jobs' cgroups go (JobCgroup::JobsDirectory), looked up at the first command
+  // launch; an error says why jobs run without one.
+  std::optional<absl::StatusOr<std::string>> jobs_cgroup_dir_;
 };
 
 }  // namespace vramlab::server

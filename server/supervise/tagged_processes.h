@@ -6,9 +6,10 @@
 // every launch, keeps the tags of two daemons on one host (whose ids both start at exp-000001)
 // and of an experiment's earlier launches apart.
 //
-// A process that empties or replaces its environment before it execs escapes this
-// (docs/COMMANDS.md, "Not done yet"); reading another user's /proc/PID/environ needs the daemon to
-// be root (or hold CAP_SYS_PTRACE): without it nothing is found.
+// A process that empties or replaces its environment before it execs escapes this; the job's
+// cgroup (job_cgroup.h) holds it where the daemon can make one. Reading another user's
+// /proc/PID/environ needs the daemon to be root (or hold CAP_SYS_PTRACE): without it nothing is
+// found.
 #ifndef VRAMLAB_SERVER_SUPERVISE_TAGGED_PROCESSES_H_
 #define VRAMLAB_SERVER_SUPERVISE_TAGGED_PROCESSES_H_
 

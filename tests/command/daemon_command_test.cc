@@ -98,25 +98,36 @@ TEST_F(DaemonCommandTest, TrainingScriptStreamsSamplesPhasesStepsAndAnatomy) {
 }
 
 // The job's children: one in its process group, one in a session of its own (found by the tag
-// in its environment).
+// in its environment), one in a session of its own with an empty environment (found by the job's
+// cgroup alone).
 struct JobChildren {
   pid_t child = 0;
   pid_t escaped = 0;
+  pid_t cleared = 0;
 };
 
 TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   auto daemon = StartDaemon();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = (*daemon)->NewStub();
-  const std::vector<std::string> forever = {
-      "--steps",          "100000", "--hidden",      "64",
-      "--sleep-per-step", "0.5",    "--spawn-child", "--spawn-escaped-child"};
+  const std::vector<std::string> forever = {"--steps",
+                                            "100000",
+                                            "--hidden",
+                                            "64",
+                                            "--sleep-per-step",
+                                            "0.5",
+                                            "--spawn-child",
+                                            "--spawn-escaped-child",
+                                            "--spawn-cleared-child"};
   auto children_of = [&](const std::string& id) {
-    JobChildren children{WaitForChild(**daemon, id), WaitForChild(**daemon, id, "escaped")};
+    JobChildren children{WaitForChild(**daemon, id), WaitForChild(**daemon, id, "escaped"),
+                         WaitForChild(**daemon, id, "cleared")};
     EXPECT_GT(children.child, 0) << Log(**daemon, id);
     EXPECT_GT(children.escaped, 0) << Log(**daemon, id);
+    EXPECT_GT(children.cleared, 0) << Log(**daemon, id);
     EXPECT_FALSE(ProcessGone(children.child));
     EXPECT_FALSE(ProcessGone(children.escaped));
+    EXPECT_FALSE(ProcessGone(children.cleared));
     return children;
   };
   // The final state is reported once the job's processes are gone, so none may be seen after it.
@@ -128,6 +139,10 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
     EXPECT_TRUE(ProcessGone(children.escaped)) << "the job's child in its own session "
                                                << children.escaped << " outlived " << after << "\n"
                                                << Log(**daemon, id);
+    EXPECT_TRUE(ProcessGone(children.cleared))
+        << "the job's child in its own session with an empty environment " << children.cleared
+        << " outlived " << after << "\n"
+        << Log(**daemon, id);
   };
   auto cancelled = Submit(*stub, Command(forever), kBob);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
@@ -150,15 +165,19 @@ TEST_F(DaemonCommandTest, CancelAndTimeLimitKillTheWholeProcessGroup) {
   expect_gone(children, timed->id(), "the time limit");
 
   // A program that ends leaves nothing running either.
-  auto ended = Submit(
-      *stub, Command({"--steps", "1", "--hidden", "64", "--spawn-child", "--spawn-escaped-child"}),
-      kBob);
+  auto ended = Submit(*stub,
+                      Command({"--steps", "1", "--hidden", "64", "--spawn-child",
+                               "--spawn-escaped-child", "--spawn-cleared-child"}),
+                      kBob);
   ASSERT_TRUE(ended.ok()) << ended.status();
   done = WaitForFinalState(*stub, ended->id(), absl::Seconds(120), kBob);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
-  children = {WaitForChild(**daemon, ended->id()), WaitForChild(**daemon, ended->id(), "escaped")};
+  children = {WaitForChild(**daemon, ended->id()), WaitForChild(**daemon, ended->id(), "escaped"),
+              WaitForChild(**daemon, ended->id(), "cleared")};
   ASSERT_GT(children.escaped, 0) << Log(**daemon, ended->id());
+  ASSERT_GT(children.cleared, 0) << Log(**daemon, ended->id());
+  EXPECT_THAT(Log(**daemon, ended->id()), Not(HasSubstr("no cgroup for this job")));
   expect_gone(children, ended->id(), "its program");
 
   // The daemon's shutdown stops a running command's group too.

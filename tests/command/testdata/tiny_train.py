@@ -9,6 +9,8 @@ gradient bytes, optimizer-state bytes, steps.
                                              that cancel reaches the whole process group
   --spawn-escaped-child                      also start one in a session of its own (setsid),
                                              outside the process group
+  --spawn-cleared-child                      and one in a session of its own with an empty
+                                             environment (env -i), which no tag finds
   --fail                                     raise an error after the first step
 """
 import argparse
@@ -25,6 +27,7 @@ parser.add_argument("--accum", type=int, default=1)
 parser.add_argument("--sleep-per-step", type=float, default=0.0)
 parser.add_argument("--spawn-child", action="store_true")
 parser.add_argument("--spawn-escaped-child", action="store_true")
+parser.add_argument("--spawn-cleared-child", action="store_true")
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--facts", default="")
 args = parser.parse_args()
@@ -37,6 +40,10 @@ if args.spawn_child:
 if args.spawn_escaped_child:
     escaped = subprocess.Popen(["/bin/sleep", "1000"], start_new_session=True)
     print(f"escaped pid {escaped.pid}", flush=True)
+if args.spawn_cleared_child:
+    # env execs sleep in the same process: the pid is sleep's.
+    cleared = subprocess.Popen(["/usr/bin/env", "-i", "/bin/sleep", "1000"], start_new_session=True)
+    print(f"cleared pid {cleared.pid}", flush=True)
 
 import torch  # noqa: E402
 
