@@ -114,6 +114,14 @@ if $run_tests; then
   command -v clang-format-14 >/dev/null || missing+=(needs-clang-format-14)
   [ -r /usr/share/bash-completion/bash_completion ] || missing+=(needs-bash-completion)
   command -v sqlite3 >/dev/null || missing+=(needs-sqlite3)
+  # A command job's cgroup (server/supervise/job_cgroup.h) goes under this process's own cgroup v2;
+  # a container with a read-only /sys/fs/cgroup has none to give.
+  cgroup2=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' \
+    /proc/self/mountinfo 2>/dev/null)
+  own_cgroup=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+  jobs_cgroup="$cgroup2${own_cgroup%/}/vramlab-jobs"
+  { [ -n "$cgroup2" ] && mkdir -p "$jobs_cgroup" 2>/dev/null && [ -w "$jobs_cgroup/cgroup.procs" ]; } ||
+    missing+=(needs-cgroup2)
   # The Python the tests run (/usr/bin/python3) with the system's grpcio and torch packages.
   /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(needs-python3-grpcio)
   /usr/bin/python3 -c 'import torch' 2>/dev/null || missing+=(needs-python3-torch)
