@@ -47,6 +47,12 @@ std::vector<PredictedReservedPoint> PredictedReservedLine(const vramlab::v1::Exp
                                                           const Timeline& timeline) {
   std::vector<PredictedReservedPoint> line;
   if (!experiment.has_prediction() || !experiment.prediction().has_replay()) return line;
+  // The replay is of the point the prediction's top level describes: a LIST's first value. A
+  // search's first point is wherever the search starts (the predicted boundary), not that one.
+  if (experiment.spec().has_sweep() &&
+      experiment.spec().sweep().mode() == vramlab::v1::SEARCH_MAX) {
+    return line;
+  }
   const ReplayedPhases replayed(experiment.prediction().replay().phase_peaks());
   std::vector<const PhaseBand*> bands;
   for (const PhaseBand& band : timeline.bands) {

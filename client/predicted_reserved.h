@@ -21,7 +21,8 @@ struct PredictedReservedPoint {
 // its start and its end at the replayed reserved bytes of the same phase, step and micro-step.
 // Steps and micro-steps beyond those replayed take the last replayed ones' (the replay's steady
 // state); a phase the replay allocates nothing in keeps the value before it. Empty when the
-// prediction has no replay (only one process on a CUDA device is replayed).
+// prediction has no replay (only one process on a CUDA device is replayed), and for a SEARCH_MAX
+// sweep (the replay is of search_min, which a search need not run first).
 std::vector<PredictedReservedPoint> PredictedReservedLine(const vramlab::v1::Experiment& experiment,
                                                           const Timeline& timeline);
 

@@ -124,6 +124,15 @@ TEST(PredictedReservedTest, LaterMicroStepsRepeatTheLastReplayedOne) {
   EXPECT_EQ(line[6].bytes, Replayed(FORWARD, 0, 1));
 }
 
+TEST(PredictedReservedTest, ALineForAListsFirstPointNoneForASearch) {
+  Experiment e = WithReplay();
+  e.mutable_spec()->mutable_sweep()->set_mode(LIST);
+  const Timeline timeline = BuildTimeline(ThreeSteps());
+  EXPECT_FALSE(PredictedReservedLine(e, timeline).empty());
+  e.mutable_spec()->mutable_sweep()->set_mode(SEARCH_MAX);
+  EXPECT_TRUE(PredictedReservedLine(e, timeline).empty());
+}
+
 TEST(PredictedReservedTest, NoReplayNoLine) {
   Experiment e = WithReplay();
   e.mutable_prediction()->clear_replay();
