@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -110,6 +111,11 @@ std::vector<int> JobCgroup::Pids() const {
     if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
   }
   return pids;
+}
+
+bool JobCgroup::Holds(int pid) const {
+  const std::vector<int> pids = Pids();
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
 }
 
 int JobCgroup::Signal(int signal) const {

@@ -40,6 +40,8 @@ class JobCgroup {
 
   // The pids in it now.
   std::vector<int> Pids() const;
+  // Whether `pid` is in it.
+  bool Holds(int pid) const;
   // Sends `signal` to every process in it; SIGKILL through cgroup.kill where the kernel has it,
   // which also reaches processes started meanwhile. How many were signalled (cgroup.kill: 1).
   int Signal(int signal) const;

@@ -82,6 +82,8 @@ TEST(JobCgroupTest, TheDestructorEndsWhatIsLeft) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_FALSE(cgroup->Empty());
+  EXPECT_TRUE(cgroup->Holds(child));
+  EXPECT_FALSE(cgroup->Holds(getpid()));
   cgroup.reset();
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -74,8 +74,11 @@ void RunningWorker::MarkCommand(uid_t uid, std::string process_tag,
 void RunningWorker::SignalGroup(int signal) {
   // The group outlives a reaped leader only through leftovers, which die with it too.
   kill(-process_.pid, signal);
-  if (cgroup_ != nullptr) cgroup_->Signal(signal);
-  if (!process_tag_.empty() && command_uid_ != 0) {
+  // The cgroup holds every tagged process too (the command user cannot leave it): a /proc scan
+  // is needed only without one.
+  if (cgroup_ != nullptr) {
+    cgroup_->Signal(signal);
+  } else if (tagged()) {
     SignalTaggedProcesses(command_uid_, process_tag_, signal);
   }
 }
@@ -206,7 +209,7 @@ bool RunningWorker::TryReap(SteadyTime now) {
   reaped_at_ = now;
   facts_.wait_status = status;
   SignalGroup(SIGKILL);  // leftovers of the experiment, if it started any
-  leftovers_possible_ = (!process_tag_.empty() && command_uid_ != 0) || cgroup_ != nullptr;
+  leftovers_possible_ = tagged() || cgroup_ != nullptr;
   leftovers_scanned_at_ = now;
   return true;
 }
@@ -215,16 +218,14 @@ bool RunningWorker::LeftoversRemain(SteadyTime now) {
   if (!leftovers_possible_) return false;
   if (now - leftovers_scanned_at_ < kLeftoverScanInterval) return true;
   leftovers_scanned_at_ = now;
-  // A killed process stops matching once its memory is gone (a zombie's environment reads
-  // empty), so an empty scan means every tagged process has exited; a cgroup says so itself.
-  const bool tagged = !process_tag_.empty() && command_uid_ != 0 &&
-                      SignalTaggedProcesses(command_uid_, process_tag_, SIGKILL) > 0;
-  bool in_cgroup = false;
-  if (cgroup_ != nullptr && !cgroup_->Empty()) {
-    cgroup_->Signal(SIGKILL);
-    in_cgroup = true;
+  if (cgroup_ != nullptr) {
+    leftovers_possible_ = !cgroup_->Empty();
+    if (leftovers_possible_) cgroup_->Signal(SIGKILL);
+  } else {
+    // A killed process stops matching once its memory is gone (a zombie's environment reads
+    // empty), so an empty scan means every tagged process has exited.
+    leftovers_possible_ = SignalTaggedProcesses(command_uid_, process_tag_, SIGKILL) > 0;
   }
-  leftovers_possible_ = tagged || in_cgroup;
   return leftovers_possible_;
 }
 
@@ -257,7 +258,7 @@ void RunningWorker::KillAndReap() {
     facts_.wait_status = status;
   }
   // The daemon is stopping: its leftovers get the same time as after an ordinary end.
-  leftovers_possible_ = (!process_tag_.empty() && command_uid_ != 0) || cgroup_ != nullptr;
+  leftovers_possible_ = tagged() || cgroup_ != nullptr;
   const SteadyTime deadline = std::chrono::steady_clock::now() + kDrainAfterExit;
   while (leftovers_possible_ && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(kLeftoverScanInterval);

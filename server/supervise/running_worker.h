@@ -65,8 +65,8 @@ class RunningWorker {
   void CheckTimers(SteadyTime now);
   // Non-blocking waitpid; true once the process has been reaped.
   bool TryReap(SteadyTime now);
-  // Reaped, both pipes drained and, for a tagged command, none of its tagged processes left
-  // (each check signals those found again); or given up on a while after the exit.
+  // Reaped, both pipes drained and, for a command, none of its processes left in its cgroup or by
+  // its tag (each check signals those found again); or given up on a while after the exit.
   bool Finished(SteadyTime now);
   // Blocking SIGKILL and reap (daemon stopping).
   void KillAndReap();
@@ -85,8 +85,11 @@ class RunningWorker {
   void SignalGroup(int signal);
   void CloseEvents();
   void CloseLog();
-  // After the reap: whether a tagged command still has processes running, killing those found.
+  // After the reap: whether a command still has processes running (in its cgroup, else by its
+  // tag), killing those found.
   bool LeftoversRemain(SteadyTime now);
+  // A command whose processes carry a tag the supervisor may look for.
+  bool tagged() const { return !process_tag_.empty() && command_uid_ != 0; }
 
   std::string experiment_id_;
   SpawnedProcess process_;
@@ -106,7 +109,7 @@ class RunningWorker {
   uid_t command_uid_ = 0;
   std::string process_tag_;
   std::unique_ptr<JobCgroup> cgroup_;
-  // Set at the reap of a tagged command; cleared by the first scan that finds none.
+  // Set at the reap of a command; cleared by the first check that finds none.
   bool leftovers_possible_ = false;
   SteadyTime leftovers_scanned_at_;
 };

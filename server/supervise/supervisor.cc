@@ -151,6 +151,12 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     auto process = SpawnWorkerProcess(request.ranks[r]);
     if (cgroup != nullptr) cgroup->CloseProcsFd();
     request.ranks[r].cgroup_fd = -1;
+    // The child joined before exec, and the spawn returns after the exec: the cgroup stands for
+    // the job's processes only when the process is in it.
+    if (cgroup != nullptr && process.ok() && !cgroup->Holds(process->pid)) {
+      no_cgroup_reason = absl::StrCat("the process did not join ", cgroup->path());
+      cgroup.reset();
+    }
     if (!process.ok()) {
       // The ranks already started cannot run without this one.
       for (auto& started : ranks) started->KillAndReap();
