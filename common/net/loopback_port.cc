@@ -1,4 +1,4 @@
-#include "server/supervise/loopback_port.h"
+#include "common/net/loopback_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -10,24 +10,25 @@
 #include <algorithm>
 #include <deque>
 #include <fstream>
+#include <mutex>
 #include <random>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-
-namespace vramlab::server {
+namespace vramlab::net {
 namespace {
 
 constexpr int kLowestPort = 10000;
 constexpr int kCandidates = 64;  // random tries below the ephemeral range
 constexpr size_t kRemembered = 256;
 
-// Binds 127.0.0.1:`port` (0: the kernel picks) and closes the socket; the port bound, or the
-// error. No SO_REUSEADDR: a port a finished rendezvous left in TIME_WAIT does not count as free.
-absl::StatusOr<int> BindAndRelease(int port) {
+// Binds 127.0.0.1:`port` (0: the kernel picks) and closes the socket; the port bound, or 0 with
+// `error` set. No SO_REUSEADDR: a port a finished rendezvous left in TIME_WAIT does not count as
+// free.
+int BindAndRelease(int port, std::string* error) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  if (fd < 0) {
+    *error = std::string("socket: ") + strerror(errno);
+    return 0;
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -35,9 +36,9 @@ absl::StatusOr<int> BindAndRelease(int port) {
   socklen_t length = sizeof(address);
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    const int error = errno;
+    *error = "binding 127.0.0.1:" + std::to_string(port) + ": " + strerror(errno);
     close(fd);
-    return absl::InternalError(absl::StrCat("binding 127.0.0.1:", port, ": ", strerror(error)));
+    return 0;
   }
   close(fd);
   return static_cast<int>(ntohs(address.sin_port));
@@ -45,19 +46,20 @@ absl::StatusOr<int> BindAndRelease(int port) {
 
 class RecentPorts {
  public:
-  bool Contains(int port) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  // Callers hold `mutex`.
+  bool Contains(int port) const {
     return std::find(ports_.begin(), ports_.end(), port) != ports_.end();
   }
-  void Add(int port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  void Add(int port) {
     ports_.push_back(port);
     if (ports_.size() > kRemembered) ports_.pop_front();
   }
 
-  absl::Mutex mutex;
-  std::mt19937 random ABSL_GUARDED_BY(mutex){std::random_device{}()};
+  std::mutex mutex;
+  std::mt19937 random{std::random_device{}()};  // guarded by `mutex`
 
  private:
-  std::deque<int> ports_ ABSL_GUARDED_BY(mutex);
+  std::deque<int> ports_;  // guarded by `mutex`
 };
 
 RecentPorts& Recent() {
@@ -74,27 +76,30 @@ std::pair<int, int> EphemeralPortRange() {
   return {32768, 60999};
 }
 
-absl::StatusOr<int> PickFreeLoopbackPort() {
+int PickFreeLoopbackPort(std::string* error) {
+  std::string ignored;
+  std::string& why = error != nullptr ? *error : ignored;
   const int below = EphemeralPortRange().first - 1;
   RecentPorts& recent = Recent();
-  absl::MutexLock lock(&recent.mutex);
+  std::lock_guard<std::mutex> lock(recent.mutex);
   if (below >= kLowestPort) {
     std::uniform_int_distribution<int> pick(kLowestPort, below);
     for (int i = 0; i < kCandidates; ++i) {
       const int port = pick(recent.random);
-      if (recent.Contains(port) || !BindAndRelease(port).ok()) continue;
+      if (recent.Contains(port) || BindAndRelease(port, &why) == 0) continue;
       recent.Add(port);
       return port;
     }
   }
   for (int i = 0; i < kCandidates; ++i) {
-    absl::StatusOr<int> port = BindAndRelease(0);
-    if (!port.ok()) return port.status();
-    if (recent.Contains(*port)) continue;
-    recent.Add(*port);
-    return *port;
+    const int port = BindAndRelease(0, &why);
+    if (port == 0) return 0;
+    if (recent.Contains(port)) continue;
+    recent.Add(port);
+    return port;
   }
-  return absl::InternalError("no free loopback port that was not handed out recently");
+  why = "no free loopback port that was not handed out recently";
+  return 0;
 }
 
-}  // namespace vramlab::server
+}  // namespace vramlab::net

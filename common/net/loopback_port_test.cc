@@ -1,4 +1,4 @@
-#include "server/supervise/loopback_port.h"
+#include "common/net/loopback_port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 #include <set>
+#include <string>
 
 #include "gtest/gtest.h"
 
-namespace vramlab::server {
+namespace vramlab::net {
 namespace {
 
 // Whether 127.0.0.1:`port` can be listened on now.
@@ -31,14 +32,15 @@ TEST(LoopbackPortTest, PicksListenablePortsBelowTheEphemeralRangeNeverTheSameTwi
   ASSERT_LE(low, high);
   std::set<int> seen;
   for (int i = 0; i < 200; ++i) {
-    absl::StatusOr<int> port = PickFreeLoopbackPort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    EXPECT_TRUE(seen.insert(*port).second) << *port << " handed out twice";
-    EXPECT_GE(*port, 10000);
-    if (low > 10000) EXPECT_LT(*port, low) << "inside the ephemeral range " << low << ".." << high;
-    EXPECT_TRUE(CanListen(*port)) << *port;
+    std::string error;
+    const int port = PickFreeLoopbackPort(&error);
+    ASSERT_NE(port, 0) << error;
+    EXPECT_TRUE(seen.insert(port).second) << port << " handed out twice";
+    EXPECT_GE(port, 10000);
+    if (low > 10000) EXPECT_LT(port, low) << "inside the ephemeral range " << low << ".." << high;
+    EXPECT_TRUE(CanListen(port)) << port;
   }
 }
 
 }  // namespace
-}  // namespace vramlab::server
+}  // namespace vramlab::net

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/net/loopback_port.h"
 #include "common/spec/allocator_conf.h"
 #include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
@@ -23,7 +24,6 @@
 #include "server/engine/experiment_files.h"
 #include "server/engine/worker_threads.h"
 #include "server/queue/gang_plan.h"
-#include "server/supervise/loopback_port.h"
 
 namespace vramlab::server {
 
@@ -274,14 +274,13 @@ bool Engine::LaunchLocked(Unfinished& unfinished) {
   const int world_size = static_cast<int>(unfinished.slots.size());
   int rendezvous_port = 0;
   if (world_size >= 2) {
-    absl::StatusOr<int> port = PickFreeLoopbackPort();
-    if (!port.ok()) {
+    std::string error;
+    rendezvous_port = net::PickFreeLoopbackPort(&error);
+    if (rendezvous_port == 0) {
       std::fprintf(stderr, "vramlabd: %s not started: no rendezvous port (%s)\n",
-                   unfinished.experiment.id().c_str(),
-                   std::string(port.status().message()).c_str());
+                   unfinished.experiment.id().c_str(), error.c_str());
       return false;
     }
-    rendezvous_port = *port;
   }
   const Slot& slot = options_.slots[unfinished.slots[0]];
   // The worker's files first: a disk that cannot take its spec keeps the experiment QUEUED

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/net/loopback_port.h"
 #include "server/engine/engine.h"
-#include "server/supervise/loopback_port.h"
 
 namespace vramlab::server {
 
@@ -60,15 +60,14 @@ std::optional<ExitVerdict> Engine::EndSweepPointLocked(Unfinished& unfinished,
   }
   int rendezvous_port = 0;  // a world of one has no rendezvous
   if (unfinished.slots.size() >= 2) {
-    absl::StatusOr<int> port = PickFreeLoopbackPort();
-    if (!port.ok()) {
+    std::string error;
+    rendezvous_port = net::PickFreeLoopbackPort(&error);
+    if (rendezvous_port == 0) {
       ExitVerdict failed;
-      failed.reason =
-          absl::StrCat("sweep point ", next->index, " could not be started: no rendezvous port (",
-                       port.status().message(), ")");
+      failed.reason = absl::StrCat("sweep point ", next->index,
+                                   " could not be started: no rendezvous port (", error, ")");
       return failed;
     }
-    rendezvous_port = *port;
   }
   SpawnGangLocked(unfinished, rendezvous_port);
   return std::nullopt;
