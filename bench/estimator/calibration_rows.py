@@ -17,7 +17,7 @@ the sweep removed). A row is one JSON object:
 limit_bytes is the spec's memory.device_memory_limit_bytes, or, for a run without one, the
 device's total memory from the worker's `started` event less the measured CUDA context (what the
 caching allocator could have had). The peaks are the worker's measured anatomy of that run or
-point (for an OOM: at the moment it ran out). Python 3 standard library only; exit status 0 or 2.
+point (for an OOM: at the moment it ran out; a single run's from its oom event). Python 3 standard library only; exit status 0 or 2.
 """
 
 import argparse
@@ -74,8 +74,13 @@ def rows(events_path, spec_path, source):
     out = []
     runs = measured_runs(events)
     sweep_indices = [as_int(e["sweep_point"].get("sweep_index")) for e in events if "sweep_point" in e]
+    oom_memory = next((e["oom"].get("memory") or {} for e in events if "oom" in e), {})
     for i, (label, value, anatomy, oom) in enumerate(runs):
-        anatomy = anatomy or {}
+        # A single run that ran out of memory has no report: its peaks are the ones its oom
+        # event carries (the run's highest allocated and reserved up to the refusal).
+        anatomy = anatomy or ({"peak_allocated_bytes": oom_memory.get("peak_allocated_bytes"),
+                               "peak_reserved_bytes": oom_memory.get("peak_reserved_bytes")}
+                              if oom and value is None else {})
         row_limit = limit
         if row_limit == 0:
             row_limit = as_int(started.get("device_total_bytes")) - as_int(

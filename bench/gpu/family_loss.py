@@ -11,6 +11,8 @@ and the same token ids give vramlab-worker and HF transformers the same first lo
       {"hf_loss": ..., "tokens": S} for input_ids = labels = D/ids.txt, in train mode.
   family_loss.py spec --preset P --dir D --seq-len S
       prints the worker's spec for the same step: weights from D, ids from D/ids.txt, one step.
+      The optimizer is SGD: the step-0 loss comes before any update, and without AdamW's state
+      the 7B step needs about 30 GB, so the check can share the GPU with other runs.
 """
 import argparse
 import json
@@ -61,7 +63,7 @@ def spec(args):
         "training": {
             "microBatchSize": 1, "gradAccumSteps": 1, "seqLen": args.seq_len, "steps": 1,
             "dtype": "BFLOAT16", "attention": "SDPA",
-            "optimizer": {"kind": "ADAMW", "learningRate": 1e-05},
+            "optimizer": {"kind": "SGD", "learningRate": 1e-05},
             "data": {"tokenIdsFile": os.path.join(os.path.abspath(args.dir), "ids.txt")},
         },
         "memory": {"recordHistory": False},
