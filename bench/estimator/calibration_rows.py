@@ -17,7 +17,8 @@ the sweep removed). A row is one JSON object:
 limit_bytes is the spec's memory.device_memory_limit_bytes, or, for a run without one, the
 device's total memory from the worker's `started` event less the measured CUDA context (what the
 caching allocator could have had). The peaks are the worker's measured anatomy of that run or
-point (for an OOM: at the moment it ran out; a single run's from its oom event). Python 3 standard library only; exit status 0 or 2.
+point (for an OOM: at the moment it ran out; a single run's from its oom event). Python 3
+standard library only; exit status 0 or 2.
 """
 
 import argparse

@@ -115,7 +115,8 @@ def estimate(estimator, spec, limit_bytes=None):
 
 
 def reserved_ratio(estimator, make, seq, limit_gib):
-    """Predicted peak reserved without a limit, over the limit."""
+    """Predicted peak reserved without a limit (one far above any device, so that the replay
+    never runs out), over the limit."""
     e = estimate(estimator, make(seq), limit_bytes=1 << 50)
     return int(e["anatomy"]["peakReservedBytes"]) / (limit_gib * GIB)
 
