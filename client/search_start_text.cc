@@ -11,9 +11,14 @@ std::string SearchStartText(const vramlab::v1::Experiment& experiment) {
   const vramlab::v1::SearchStart& search = experiment.search();
   std::string out;
   if (search.from_prediction()) {
-    const int32_t start = experiment.spec().sweep().predicted_largest_fit();
-    out = start > 0 ? absl::StrCat("from the prediction (largest predicted to fit: ", start, ")")
-                    : "from the prediction (none predicted to fit)";
+    const vramlab::v1::SweepSpec& sweep = experiment.spec().sweep();
+    const int32_t start = sweep.predicted_largest_fit();
+    out = start > 0 ? absl::StrCat("from the prediction (largest predicted to fit: ", start)
+                    : "from the prediction (none predicted to fit";
+    if (sweep.has_predicted_not_ruled_out()) {
+      absl::StrAppend(&out, "; TIGHT up to ", sweep.predicted_not_ruled_out());
+    }
+    absl::StrAppend(&out, ")");
   } else {
     out = absl::StrCat("plain bisection (", search.plain_reason(), ")");
   }

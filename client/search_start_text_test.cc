@@ -42,6 +42,16 @@ TEST(SearchStartTextTest, SaysWhereTheSearchStartedAndWhatItSaved) {
 
   EXPECT_EQ(SearchStartText(Search(true, 0)), "from the prediction (none predicted to fit)");
 
+  // From a TIGHT band: its upper end is said too.
+  Experiment band = Search(true, 1024);
+  band.mutable_spec()->mutable_sweep()->set_predicted_not_ruled_out(1536);
+  EXPECT_EQ(SearchStartText(band),
+            "from the prediction (largest predicted to fit: 1024; TIGHT up to 1536)");
+  Experiment none_band = Search(true, 0);
+  none_band.mutable_spec()->mutable_sweep()->set_predicted_not_ruled_out(512);
+  EXPECT_EQ(SearchStartText(none_band),
+            "from the prediction (none predicted to fit; TIGHT up to 512)");
+
   Experiment plain = Search(false, 0);
   EXPECT_EQ(SearchStartText(plain), "plain bisection (sweep.plain_bisection asks for it)");
   plain.mutable_search()->set_ended(true);

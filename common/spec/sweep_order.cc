@@ -36,13 +36,22 @@ SweepOrder SweepOrder::List(std::vector<int32_t> values) {
 }
 
 SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t granularity,
-                                 std::optional<int32_t> predicted_largest_fit) {
+                                 std::optional<int32_t> predicted_largest_fit,
+                                 std::optional<int32_t> predicted_not_ruled_out) {
   SweepOrder order(true, SearchCandidates(search_min, search_max, granularity));
   if (predicted_largest_fit.has_value()) {
     const std::vector<int32_t>& c = order.values_;
     order.predicted_ = std::upper_bound(c.begin(), c.end(), *predicted_largest_fit) - c.begin() - 1;
-    // Predicted that none fits: the "next one up" is the smallest candidate.
+    order.above_ = order.predicted_ + 1;
+    if (predicted_not_ruled_out.has_value()) {
+      order.above_ = std::max<int64_t>(
+          order.above_, std::upper_bound(c.begin(), c.end(), *predicted_not_ruled_out) - c.begin());
+    }
+    // Predicted that none fits: the candidate above the prediction is the first one run. A band
+    // that reaches the last candidate leaves none above it: bisect the band.
     order.phase_ = order.predicted_ >= 0 ? Phase::kPredicted : Phase::kAbove;
+    if (order.phase_ == Phase::kAbove && order.above_ >= order.fails_)
+      order.phase_ = Phase::kBisect;
   }
   return order;
 }
@@ -52,7 +61,7 @@ int64_t SweepOrder::ProbeIndex() const {
     case Phase::kPredicted:
       return predicted_;
     case Phase::kAbove:
-      return predicted_ + 1;
+      return above_;
     case Phase::kWidenDown:
       return std::max(fails_ - step_, fits_ + 1);
     case Phase::kWidenUp:
@@ -86,12 +95,14 @@ void SweepOrder::Record(bool out_of_memory) {
   }
   switch (phase_) {
     case Phase::kPredicted:
-      // Fits as predicted: the next one up. Out of memory: the prediction was too high.
-      phase_ = out_of_memory ? Phase::kWidenDown : Phase::kAbove;
+      // Fits as predicted: the one above the prediction (none above a band that reaches the last
+      // candidate: bisect the band). Out of memory: the prediction was too high.
+      phase_ = out_of_memory ? Phase::kWidenDown : above_ < fails_ ? Phase::kAbove : Phase::kBisect;
       step_ = 1;
       break;
     case Phase::kAbove:
-      // Out of memory as predicted: the boundary is found. Fits: the prediction was too low.
+      // Out of memory as predicted: the boundary lies between the two (found, or a TIGHT band to
+      // bisect). Fits: the prediction was too low.
       phase_ = out_of_memory ? Phase::kBisect : Phase::kWidenUp;
       step_ = 1;
       break;
@@ -118,11 +129,19 @@ bool SweepOrder::MayRun(int32_t index, int32_t value) const {
 SweepOrder SweepOrderOf(const plain::SweepSpec& sweep) {
   if (sweep.mode != plain::SweepMode::kSearchMax) return SweepOrder::List(sweep.values);
   std::optional<int32_t> start;
+  std::optional<int32_t> not_ruled_out;
   if (sweep.has_predicted_largest_fit && !sweep.plain_bisection) {
     start = sweep.predicted_largest_fit;
+    if (sweep.has_predicted_not_ruled_out) not_ruled_out = sweep.predicted_not_ruled_out;
   }
   return SweepOrder::SearchMax(sweep.search_min, sweep.search_max,
-                               std::max(1, sweep.search_granularity), start);
+                               std::max(1, sweep.search_granularity), start, not_ruled_out);
+}
+
+int32_t BisectionPointsAtMost(int64_t unknown) {
+  int32_t points = 0;
+  for (int64_t settled = 0; settled < unknown; settled = 2 * settled + 1) ++points;
+  return points;
 }
 
 int32_t PlainBisectionPoints(int32_t candidates, int32_t largest_fit) {

@@ -9,7 +9,9 @@
 //  - SEARCH_MAX: the largest candidate (SearchCandidates) that fits, assuming memory grows with
 //    the value. Without a start, by bisection over the whole range. From a predicted start (the
 //    daemon's estimate: SweepSpec.predicted_largest_fit), the predicted boundary first: the
-//    largest candidate predicted to fit, then the next one up; where a point contradicts the
+//    largest candidate predicted to fit, then the next one up (or, where the estimate leaves a
+//    band TIGHT, SweepSpec.predicted_not_ruled_out, the first candidate above the band, and the
+//    band is bisected once both edges agree); where a point contradicts the
 //    prediction the search widens from it in steps of 1, 2, 4, ... candidates until a point
 //    agrees, then bisects what lies between. Every point narrows the same interval the bisection
 //    keeps (the largest known to fit, the smallest known not to), so for memory that grows with
@@ -40,9 +42,12 @@ class SweepOrder {
   static SweepOrder List(std::vector<int32_t> values);
   // SEARCH_MAX over SearchCandidates(search_min, search_max, granularity), by plain bisection,
   // or, with `predicted_largest_fit`, from the candidates around it: the largest candidate <= it
-  // (none when it is below every candidate, e.g. 0: predicted that none fits) and the next one.
+  // (none when it is below every candidate, e.g. 0: predicted that none fits) and the next one
+  // up; with `predicted_not_ruled_out` too, the first candidate above that instead of the next
+  // one up (none when the band reaches the last candidate: the band is bisected at once).
   static SweepOrder SearchMax(int64_t search_min, int64_t search_max, int64_t granularity,
-                              std::optional<int32_t> predicted_largest_fit = std::nullopt);
+                              std::optional<int32_t> predicted_largest_fit = std::nullopt,
+                              std::optional<int32_t> predicted_not_ruled_out = std::nullopt);
 
   // The value of the next point to run; nullopt once the sweep is over.
   std::optional<int32_t> Next() const;
@@ -76,14 +81,20 @@ class SweepOrder {
   int64_t fails_ = 0;
   Phase phase_ = Phase::kBisect;
   int64_t predicted_ = -1;  // the index of the largest candidate predicted to fit; -1: none
-  int64_t step_ = 1;        // kWidenDown/kWidenUp: the distance of the next point
+  // The index of the candidate run second, predicted not to fit: predicted_ + 1, or the first
+  // above a TIGHT band; the number of candidates when there is none.
+  int64_t above_ = 0;
+  int64_t step_ = 1;  // kWidenDown/kWidenUp: the distance of the next point
 };
 
 // The order a spec's sweep runs in, the same for the worker (its one-process sweep) and the daemon
 // (a parallel sweep's gangs, a resumed sweep, the search's saving): SEARCH_MAX over the spec's
-// range (a granularity of 0 is 1), from predicted_largest_fit where the daemon set it and
-// plain_bisection is false; LIST over the values in their order.
+// range (a granularity of 0 is 1), from predicted_largest_fit (and predicted_not_ruled_out) where
+// the daemon set it and plain_bisection is false; LIST over the values in their order.
 SweepOrder SweepOrderOf(const plain::SweepSpec& sweep);
+
+// The most points a bisection runs to settle `unknown` candidates: ceil(log2(unknown + 1)).
+int32_t BisectionPointsAtMost(int64_t unknown);
 
 // The points a plain bisection over `candidates` candidates runs when the largest that fits is
 // the one at `largest_fit` (-1: none fits), memory growing with the value: what a search from a

@@ -121,6 +121,63 @@ TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
   }
 }
 
+TEST(SweepOrderTest, SearchFromATightBandRunsItsEdgesThenBisectsIt) {
+  // 32 candidates 16 .. 512, predicted to fit up to 256 and not ruled out up to 320: 256, then
+  // 336 (the first candidate above the band), then the band's bisection.
+  SweepOrder inside = SweepOrder::SearchMax(16, 512, 16, 256, 320);
+  EXPECT_EQ(RunToTheEnd(inside, 300), (std::vector<int32_t>{256, 336, 288, 304}));
+  // The band's upper end fits too: 336 runs out, the bisection ends at 320.
+  SweepOrder at_top = SweepOrder::SearchMax(16, 512, 16, 256, 320);
+  EXPECT_EQ(RunToTheEnd(at_top, 320), (std::vector<int32_t>{256, 336, 288, 304, 320}));
+  // Wrong on the high side: 336 fits, so the search widens up from it.
+  SweepOrder above = SweepOrder::SearchMax(16, 512, 16, 256, 320);
+  EXPECT_EQ(RunToTheEnd(above, 360), (std::vector<int32_t>{256, 336, 352, 384, 368}));
+  // Wrong on the low side: 256 runs out, so it widens down, as without a band.
+  SweepOrder below = SweepOrder::SearchMax(16, 512, 16, 256, 320);
+  EXPECT_EQ(RunToTheEnd(below, 200), (std::vector<int32_t>{256, 240, 208, 144, 176, 192}));
+  // A band that reaches the last candidate: no point above it; the band is bisected.
+  SweepOrder to_the_end = SweepOrder::SearchMax(16, 512, 16, 448, 4096);
+  EXPECT_EQ(RunToTheEnd(to_the_end, 480), (std::vector<int32_t>{448, 480, 496}));
+  // Predicted that none fits, TIGHT up to 48: 64 first, then the band below it.
+  SweepOrder none = SweepOrder::SearchMax(16, 512, 16, 0, 48);
+  EXPECT_EQ(RunToTheEnd(none, 32), (std::vector<int32_t>{64, 32, 48}));
+}
+
+// Every range of up to 24 candidates, every boundary and every band: the plain bisection's
+// answer, and, where the band holds the boundary, at most its two edges and its bisection
+// (BisectionPointsAtMost).
+TEST(SweepOrderTest, SearchFromAnyBandAnswersAsThePlainBisection) {
+  EXPECT_EQ(BisectionPointsAtMost(0), 0);
+  EXPECT_EQ(BisectionPointsAtMost(1), 1);
+  EXPECT_EQ(BisectionPointsAtMost(3), 2);
+  EXPECT_EQ(BisectionPointsAtMost(4), 3);
+  EXPECT_EQ(BisectionPointsAtMost(32), 6);
+  for (int32_t n = 1; n <= 24; ++n) {
+    for (int32_t largest_fit = -1; largest_fit < n; ++largest_fit) {
+      const int32_t fits_up_to = (largest_fit + 1) * 16;
+      SweepOrder plain = SweepOrder::SearchMax(16, 16 * n, 16);
+      const int32_t plain_answer = AnswerOf(RunToTheEnd(plain, fits_up_to), fits_up_to);
+      for (int32_t low = -1; low < n; ++low) {
+        for (int32_t high = low + 1; high <= n; ++high) {
+          const int32_t start = (low + 1) * 16, possible = (high + 1) * 16;
+          SweepOrder order = SweepOrder::SearchMax(16, 16 * n, 16, start, possible);
+          const std::vector<int32_t> run = RunToTheEnd(order, fits_up_to);
+          const std::string where = "n " + std::to_string(n) + " fits up to " +
+                                    std::to_string(fits_up_to) + " band " + std::to_string(start) +
+                                    ".." + std::to_string(possible);
+          EXPECT_EQ(AnswerOf(run, fits_up_to), plain_answer) << where;
+          EXPECT_LE(run.size(), static_cast<size_t>(n)) << where;
+          if (low <= largest_fit && largest_fit <= high) {
+            const int32_t edges = (low >= 0 ? 1 : 0) + (high + 1 < n ? 1 : 0);
+            EXPECT_LE(run.size(), static_cast<size_t>(edges + BisectionPointsAtMost(high - low)))
+                << where;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A spec's sweep: SEARCH_MAX from predicted_largest_fit unless plain_bisection (a granularity of
 // 0 is 1), LIST in the values' order.
 TEST(SweepOrderTest, SweepOrderOfReadsTheSpecsStartAndMode) {
@@ -132,6 +189,10 @@ TEST(SweepOrderTest, SweepOrderOfReadsTheSpecsStartAndMode) {
   search.has_predicted_largest_fit = true;
   SweepOrder from_prediction = SweepOrderOf(search);
   EXPECT_EQ(RunToTheEnd(from_prediction, 20), (std::vector<int32_t>{20, 21}));
+  search.predicted_not_ruled_out = 24;
+  search.has_predicted_not_ruled_out = true;
+  SweepOrder from_band = SweepOrderOf(search);
+  EXPECT_EQ(RunToTheEnd(from_band, 20), (std::vector<int32_t>{20, 25, 22, 21}));
   search.plain_bisection = true;
   SweepOrder plain_order = SweepOrderOf(search);
   SweepOrder bisection = SweepOrder::SearchMax(1, 32, 1);

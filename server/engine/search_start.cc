@@ -15,6 +15,21 @@ using vramlab::v1::SearchStart;
 
 namespace {
 
+// Whether a search started from a TIGHT band (fits up to `fits`, not ruled out up to `possible`)
+// runs fewer points at most than the plain bisection: its two edges and the band's bisection
+// against the whole range's.
+bool BandSavesPoints(const vramlab::v1::SweepSpec& sweep, int32_t fits, int32_t possible) {
+  const std::vector<int32_t> c = spec_rules::SearchCandidates(
+      sweep.search_min(), sweep.search_max(), std::max(1, sweep.search_granularity()));
+  const auto size = static_cast<int64_t>(c.size());
+  const int64_t largest_fit = std::upper_bound(c.begin(), c.end(), fits) - c.begin() - 1;
+  const int64_t above = std::max<int64_t>(
+      largest_fit + 1, std::upper_bound(c.begin(), c.end(), possible) - c.begin());
+  const int32_t from_band = (largest_fit >= 0 ? 1 : 0) + (above < size ? 1 : 0) +
+                            spec_rules::BisectionPointsAtMost(above - largest_fit - 1);
+  return from_band < spec_rules::BisectionPointsAtMost(size);
+}
+
 // Why the estimate cannot start the search; empty when it can.
 std::string WhyPlain(const absl::StatusOr<MemoryEstimate>& prediction, const ExperimentSpec& spec) {
   if (spec.sweep().plain_bisection()) return "sweep.plain_bisection asks for it";
@@ -33,9 +48,10 @@ std::string WhyPlain(const absl::StatusOr<MemoryEstimate>& prediction, const Exp
   }
   const int32_t fits = prediction->predicted_search_fits_up_to();
   const int32_t possible = prediction->predicted_search_not_ruled_out_up_to();
-  if (fits != possible) {
+  if (fits != possible && !BandSavesPoints(spec.sweep(), fits, possible)) {
     return absl::StrCat("the estimate is TIGHT at the boundary (fits up to ", fits,
-                        ", not ruled out up to ", possible, ")");
+                        ", not ruled out up to ", possible,
+                        "), a band too wide for a start from it to save points");
   }
   return "";
 }
@@ -47,12 +63,17 @@ std::optional<SearchStart> PlanSearchStart(const absl::StatusOr<MemoryEstimate>&
   // A spec without a sweep keeps none: mutable_sweep() would give it an empty one.
   if (!spec->has_sweep()) return std::nullopt;
   spec->mutable_sweep()->clear_predicted_largest_fit();
+  spec->mutable_sweep()->clear_predicted_not_ruled_out();
   if (spec->sweep().mode() != vramlab::v1::SEARCH_MAX) return std::nullopt;
   SearchStart start;
   start.set_plain_reason(WhyPlain(prediction, *spec));
   if (start.plain_reason().empty()) {
     start.set_from_prediction(true);
     spec->mutable_sweep()->set_predicted_largest_fit(prediction->predicted_search_fits_up_to());
+    const int32_t possible = prediction->predicted_search_not_ruled_out_up_to();
+    if (possible != prediction->predicted_search_fits_up_to()) {
+      spec->mutable_sweep()->set_predicted_not_ruled_out(possible);
+    }
   }
   return start;
 }

@@ -1,10 +1,10 @@
 // Where a SEARCH_MAX sweep starts (docs/ESTIMATOR.md, "Searches start from the prediction"): the
 // daemon decides at submission, from the estimate it makes of every spec, whether the sweep's
 // points start from the predicted boundary, and writes the start into the spec
-// (SweepSpec.predicted_largest_fit) that the worker and the daemon's own copy of the order
-// (SweepOrderOf) both read, so a one-process search run by the worker, a parallel search run one
-// gang per point by the daemon and a search resumed after a restart all run the same points. Once
-// the search has ended, what the start saved is counted against the plain bisection.
+// (SweepSpec.predicted_largest_fit, predicted_not_ruled_out) that the worker and the daemon's own
+// copy of the order (SweepOrderOf) both read, so a one-process search run by the worker, a parallel
+// search run one gang per point by the daemon and a search resumed after a restart all run the same
+// points. Once the search has ended, what the start saved is counted against the plain bisection.
 #ifndef VRAMLAB_SERVER_ENGINE_SEARCH_START_H_
 #define VRAMLAB_SERVER_ENGINE_SEARCH_START_H_
 
@@ -16,12 +16,15 @@
 
 namespace vramlab::server {
 
-// For a SEARCH_MAX `spec`: sets or clears spec->sweep.predicted_largest_fit and returns how the
-// search starts. It starts from the prediction when the estimate predicts a boundary it can be
-// trusted with: a memory limit to predict against, a verdict from the allocator's own rules (the
-// replay on a CUDA device; the CPU's counting allocator, whose reserved memory is its allocated),
-// one process, and no TIGHT candidate at the boundary. Otherwise the plain bisection, with the
-// reason. Nullopt (and the field cleared) for any other spec.
+// For a SEARCH_MAX `spec`: sets or clears spec->sweep.predicted_largest_fit (and
+// predicted_not_ruled_out) and returns how the search starts. It starts from the prediction when
+// the estimate predicts a boundary it can be trusted with: a memory limit to predict against, a
+// verdict from the allocator's own rules (the replay on a CUDA device; the CPU's counting
+// allocator, whose reserved memory is its allocated) and one process. Where candidates at the
+// boundary are TIGHT, it starts from that band (predicted_not_ruled_out set) when the band's two
+// edges and its bisection are fewer points at most than the plain bisection of the whole range.
+// Otherwise the plain bisection, with the reason. Nullopt (and the fields cleared) for any other
+// spec.
 std::optional<vramlab::v1::SearchStart> PlanSearchStart(
     const absl::StatusOr<vramlab::v1::MemoryEstimate>& prediction,
     vramlab::v1::ExperimentSpec* spec);

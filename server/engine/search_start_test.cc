@@ -42,11 +42,23 @@ TEST(SearchStartTest, ATrustedPredictionStartsTheSearchAtItsBoundary) {
   EXPECT_EQ(start->plain_reason(), "");
   ASSERT_TRUE(spec.sweep().has_predicted_largest_fit());
   EXPECT_EQ(spec.sweep().predicted_largest_fit(), 256);
+  EXPECT_FALSE(spec.sweep().has_predicted_not_ruled_out());  // decisive: no band
 
   // Predicted that none fits: the search starts at the smallest candidate.
   ExperimentSpec none = SearchSpec(vramlab::v1::CUDA);
   ASSERT_TRUE(PlanSearchStart(Predicted(0, 0), &none)->from_prediction());
   EXPECT_EQ(none.sweep().predicted_largest_fit(), 0);
+
+  // TIGHT from 240 to 272: its edges (240, 288) and the 2 candidates between are 4 points at
+  // most, against 6 for the bisection of 32 candidates: the search starts from the band.
+  ExperimentSpec band = SearchSpec(vramlab::v1::CUDA);
+  band.mutable_sweep()->set_predicted_not_ruled_out(16);  // a submitted value is replaced
+  std::optional<vramlab::v1::SearchStart> from_band = PlanSearchStart(Predicted(240, 272), &band);
+  ASSERT_TRUE(from_band.has_value());
+  EXPECT_TRUE(from_band->from_prediction()) << from_band->plain_reason();
+  EXPECT_EQ(band.sweep().predicted_largest_fit(), 240);
+  ASSERT_TRUE(band.sweep().has_predicted_not_ruled_out());
+  EXPECT_EQ(band.sweep().predicted_not_ruled_out(), 272);
 
   // The CPU's counting allocator: the step walk's verdict, no replay needed.
   ExperimentSpec cpu = SearchSpec(vramlab::v1::CPU);
@@ -76,15 +88,20 @@ TEST(SearchStartTest, AnUntrustedPredictionRunsThePlainBisectionAndSaysWhy) {
   MemoryEstimate walked = Predicted();
   walked.clear_replay();
   cases.push_back({"replay does not cover", SearchSpec(vramlab::v1::CUDA), walked});
-  cases.push_back({"TIGHT at the boundary (fits up to 240, not ruled out up to 272)",
-                   SearchSpec(vramlab::v1::CUDA), Predicted(240, 272)});
+  // TIGHT from 32 to 480: 2 edges and 28 candidates between (7 points at most) against 6.
+  cases.push_back(
+      {"TIGHT at the boundary (fits up to 32, not ruled out up to 480), a band too "
+       "wide for a start from it to save points",
+       SearchSpec(vramlab::v1::CUDA), Predicted(32, 480)});
   for (Case& c : cases) {
     c.spec.mutable_sweep()->set_predicted_largest_fit(256);
+    c.spec.mutable_sweep()->set_predicted_not_ruled_out(300);
     std::optional<vramlab::v1::SearchStart> start = PlanSearchStart(c.prediction, &c.spec);
     ASSERT_TRUE(start.has_value()) << c.why;
     EXPECT_FALSE(start->from_prediction()) << c.why;
     EXPECT_THAT(start->plain_reason(), HasSubstr(c.why));
     EXPECT_FALSE(c.spec.sweep().has_predicted_largest_fit()) << c.why;
+    EXPECT_FALSE(c.spec.sweep().has_predicted_not_ruled_out()) << c.why;
   }
 
   // No SEARCH_MAX: nothing to start, and no start left in the spec.

@@ -3,8 +3,8 @@
 // daemon's predicted boundary finds the same answer as the plain bisection of the same spec
 // (sweep.plain_bisection), in fewer points; the daemon's count of what the plain bisection runs
 // is the number of points the plain bisection ran; `vramlab show` and `show --json` say what the
-// prediction saved. Where the estimate is TIGHT at the boundary, the plain bisection runs, saying
-// why.
+// prediction saved. Where the estimate leaves a band TIGHT at the boundary, the search starts from
+// the band's edges.
 //
 // The limits are not constants: each lies halfway between two adjacent peaks that a LIST of the
 // same values measures, and the daemon's own estimate of the search at that limit decides which
@@ -187,23 +187,40 @@ TEST_F(DaemonSearchStartTest, ASearchFromThePredictionFindsThePlainAnswerInFewer
       << cli_test::Describe(plain_show);
 }
 
-// Where the estimate is TIGHT at the boundary the search is the plain bisection, and says why;
-// its answer is still the largest value that fits (the lower of the two peaks the limit lies
-// between).
-TEST_F(DaemonSearchStartTest, ATightBoundaryRunsThePlainBisectionAndSaysWhy) {
+// Where the estimate leaves a band TIGHT at the boundary the search starts from the band: its
+// edges first, then its bisection; the answer is still the largest value that fits (the lower of
+// the two peaks the limit lies between), in fewer points than the plain bisection's, and `show`
+// names the band.
+TEST_F(DaemonSearchStartTest, ATightBandStartsTheSearchFromItsEdges) {
   ASSERT_GT(tight_limit, 0) << "the first test measures the peaks";
+  const MemoryEstimate estimate = Estimate(Search(tight_limit, /*plain=*/false));
   Experiment searched;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(Search(tight_limit, /*plain=*/false), &searched));
   ASSERT_TRUE(searched.has_search());
-  EXPECT_FALSE(searched.search().from_prediction());
-  EXPECT_NE(searched.search().plain_reason().find("TIGHT at the boundary"), std::string::npos)
-      << searched.search().plain_reason();
-  EXPECT_FALSE(searched.spec().sweep().has_predicted_largest_fit());
+  EXPECT_TRUE(searched.search().from_prediction()) << searched.search().plain_reason();
+  EXPECT_EQ(searched.spec().sweep().predicted_largest_fit(),
+            estimate.predicted_search_fits_up_to());
+  ASSERT_TRUE(searched.spec().sweep().has_predicted_not_ruled_out());
+  EXPECT_EQ(searched.spec().sweep().predicted_not_ruled_out(),
+            estimate.predicted_search_not_ruled_out_up_to());
   EXPECT_EQ(searched.report().largest_fitting_value(), tight_answer);
   EXPECT_TRUE(searched.search().ended());
   EXPECT_EQ(searched.search().points_run(), searched.report().sweep_points_size());
-  EXPECT_EQ(searched.search().plain_bisection_points(), searched.report().sweep_points_size());
-  EXPECT_EQ(searched.search().points_saved(), 0);
+  EXPECT_LT(searched.search().points_run(), searched.search().plain_bisection_points());
+  EXPECT_EQ(searched.search().points_saved(),
+            searched.search().plain_bisection_points() - searched.search().points_run());
+  std::fprintf(stderr, "TIGHT band %d..%d at limit %lld: %d points, plain bisection %d\n",
+               searched.spec().sweep().predicted_largest_fit(),
+               searched.spec().sweep().predicted_not_ruled_out(),
+               static_cast<long long>(tight_limit), searched.search().points_run(),
+               searched.search().plain_bisection_points());
+
+  const cli_test::CliResult show =
+      cli_test::RunCli({"show", searched.id(), "--addr=" + daemon_->address()});
+  EXPECT_NE(show.out.find(absl::StrCat("; TIGHT up to ",
+                                       searched.spec().sweep().predicted_not_ruled_out(), ")")),
+            std::string::npos)
+      << cli_test::Describe(show);
 }
 
 }  // namespace
