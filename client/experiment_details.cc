@@ -156,6 +156,21 @@ static std::string CommandProbeSummary(const Experiment& e) {
   if (!e.has_report()) {
     return "no probe report (not a PyTorch program, or it ended before reporting)";
   }
+  switch (e.report().measured_by()) {
+    case vramlab::v1::FinalReport::GPU_DRIVER_PROCESSES:
+      return "the driver's view only: not a PyTorch program (peak device used is what the GPU "
+             "driver listed for the job's processes, read by the daemon)";
+    case vramlab::v1::FinalReport::GPU_DRIVER_DEVICE:
+      return "the driver's view only: not a PyTorch program (peak device used is the GPU's use "
+             "above its level at the job's start, other processes included: the driver's pids "
+             "are not the daemon's)";
+    case vramlab::v1::FinalReport::PROCESS_RESIDENT_SET:
+      return "the driver's view only: not a PyTorch program (peak device used is the process's "
+             "peak resident set)";
+    default:
+      break;
+  }
+  // A report stored without measured_by marks a torch-less run by its empty device name.
   if (e.report().device_name().empty()) {
     return "the driver's view only: not a PyTorch program (peak device used is the process's "
            "peak resident set)";

@@ -114,6 +114,7 @@ if $run_tests; then
   command -v clang-format-14 >/dev/null || missing+=(needs-clang-format-14)
   [ -r /usr/share/bash-completion/bash_completion ] || missing+=(needs-bash-completion)
   command -v sqlite3 >/dev/null || missing+=(needs-sqlite3)
+  nvidia-smi -L >/dev/null 2>&1 || missing+=(needs-nvidia-gpu)
   # A command job's cgroup (server/supervise/job_cgroup.h) goes under this process's own cgroup v2;
   # a container with a read-only /sys/fs/cgroup has none to give.
   cgroup2=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' \

@@ -194,6 +194,18 @@ absl::StatusOr<EngineOptions> OptionsFromFlags() {
     auto commands = CommandPolicy::Create(absl::GetFlag(FLAGS_command_user), probe_dir);
     if (!commands.ok()) return commands.status();
     options.commands = *std::move(commands);
+    if (options.device == vramlab::v1::CUDA) {
+      // A job whose probe says nothing (not Python, or never imports torch) is measured from the
+      // driver instead; without NVML such a job reports nothing, and the daemon still runs.
+      auto reader = OpenNvmlReader();
+      if (reader.ok()) {
+        options.gpu_memory_reader = *std::move(reader);
+      } else {
+        std::fprintf(stderr,
+                     "vramlabd: command jobs without a probe report get no driver's view: %s\n",
+                     std::string(reader.status().message()).c_str());
+      }
+    }
   } else if (!absl::GetFlag(FLAGS_command_user).empty()) {
     return absl::InvalidArgumentError("--command-user has no effect without --allow-commands");
   }

@@ -125,7 +125,8 @@ class Probe:
         self.notice("WARNING", "not a PyTorch program (torch was never imported): no allocator "
                                "readings, phases or anatomy; peak_device_used_bytes is the "
                                "process's peak resident set")
-        self.writer.write("report", {"anatomy": {"peakDeviceUsedBytes": events.int64(rss)}})
+        self.writer.write("report", {"anatomy": {"peakDeviceUsedBytes": events.int64(rss)},
+                                     "measuredBy": "PROCESS_RESIDENT_SET"})
 
     def notice(self, level, message):
         self.writer.write("notice", {"level": level, "message": message})

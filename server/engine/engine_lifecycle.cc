@@ -59,7 +59,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<DataDirLock> lock,
       store_(std::move(store)),
       metrics_(metrics),
       hub_(store_.get(), EventHubOptions{}),
-      supervisor_(options_.worker_limits, this),
+      supervisor_(options_.worker_limits, this, options_.gpu_memory_reader),
       start_time_(NowTimestamp()) {
   for (size_t i = 0; i < options_.slots.size(); ++i) {
     free_slots_.insert(static_cast<int>(i));
@@ -395,9 +395,12 @@ void Engine::SpawnGangLocked(Unfinished& unfinished, int rendezvous_port) {
     const bool any_hidden =
         std::find(devices.begin(), devices.end(), std::string()) != devices.end();
     const std::string visible = any_hidden ? std::string() : absl::StrJoin(devices, ",");
+    const int interval_ms = experiment.spec().memory().sample_interval_ms();
+    request.sample_interval_ms = interval_ms > 0 ? interval_ms : 10;
     for (int r = 0; r < world_size; ++r) {
       std::vector<std::string> env = common_env;
       const Slot& slot = options_.slots[unfinished.slots[r]];
+      request.gpus.push_back({.uuid = slot.uuid, .name = slot.name});
       env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
       env.push_back(absl::StrCat("VRAMLAB_HOST_MEMORY_LIMIT_BYTES=",
                                  WorkerHostMemoryLimit(options_.device, slot, HostMemoryBytes())));

@@ -3,6 +3,7 @@
 #define VRAMLAB_SERVER_ENGINE_ENGINE_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "server/spec/host_paths.h"
 #include "server/spec/spec_limits.h"
 #include "server/store/store.h"
+#include "server/supervise/gpu_memory_reader.h"
 #include "server/supervise/running_worker.h"
 #include "vramlab/v1/memory.pb.h"
 
@@ -48,6 +50,9 @@ struct EngineOptions {
   bool auth_enabled = false;
   // Whether and how submitters' own programs run (spec.command); refused by default.
   CommandPolicy commands;
+  // Reads the GPU driver for command jobs whose probe says nothing (server/supervise/
+  // driver_view.h); null: such jobs report nothing.
+  std::shared_ptr<GpuMemoryReader> gpu_memory_reader;
   StoreOptions store;
   RetentionOptions retention;
 };

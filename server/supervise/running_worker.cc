@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <google/protobuf/util/json_util.h>
@@ -71,6 +73,38 @@ void RunningWorker::MarkCommand(uid_t uid, std::string process_tag,
   }
 }
 
+void RunningWorker::AttachDriverView(std::unique_ptr<DriverView> view,
+                                     std::function<void(vramlab::v1::WorkerEvent)> emit) {
+  driver_view_ = std::move(view);
+  emit_driver_view_ = std::move(emit);
+}
+
+void RunningWorker::SampleDriverView(SteadyTime now) {
+  if (driver_view_ == nullptr || reaped_) return;
+  std::optional<vramlab::v1::WorkerEvent> sample =
+      driver_view_->Sample(now, [this](pid_t pid) { return IsJobProcess(pid); });
+  if (sample.has_value()) emit_driver_view_(*std::move(sample));
+}
+
+void RunningWorker::CloseDriverView() {
+  if (driver_view_ == nullptr) return;
+  for (vramlab::v1::WorkerEvent& event : driver_view_->Close(facts_.saw_final_report)) {
+    emit_driver_view_(std::move(event));
+  }
+  driver_view_.reset();
+}
+
+bool RunningWorker::IsJobProcess(pid_t pid) const {
+  if (pid <= 0) return false;
+  if (cgroup_ != nullptr) return cgroup_->Holds(pid);
+  if (pid == process_.pid || getpgid(pid) == process_.pid) return true;
+  if (!tagged()) return false;
+  std::ifstream environ(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(environ)),
+                          std::istreambuf_iterator<char>());
+  return EnvironHolds(image, process_tag_);
+}
+
 void RunningWorker::SignalGroup(int signal) {
   // The group outlives a reaped leader only through leftovers, which die with it too.
   kill(-process_.pid, signal);
@@ -128,6 +162,7 @@ void RunningWorker::PumpEvents(SteadyTime now,
                                "): ", shown));
         return;
       }
+      if (driver_view_ != nullptr) driver_view_->ProbeSpoke();
       switch (event.payload_case()) {
         case vramlab::v1::WorkerEvent::kReport:
           facts_.saw_final_report = true;
@@ -232,7 +267,10 @@ bool RunningWorker::LeftoversRemain(SteadyTime now) {
 bool RunningWorker::Finished(SteadyTime now) {
   if (!reaped_) return false;
   const bool leftovers = LeftoversRemain(now);
-  if (process_.events_fd < 0 && process_.log_fd < 0 && !leftovers) return true;
+  if (process_.events_fd < 0 && process_.log_fd < 0 && !leftovers) {
+    CloseDriverView();
+    return true;
+  }
   if (now - reaped_at_ > kDrainAfterExit) {
     if (leftovers && log_file_fd_ >= 0) {
       std::string note = absl::StrCat(
@@ -243,6 +281,7 @@ bool RunningWorker::Finished(SteadyTime now) {
     }
     CloseEvents();
     CloseLog();
+    CloseDriverView();
     return true;
   }
   return false;
@@ -267,6 +306,7 @@ void RunningWorker::KillAndReap() {
   if (!facts_.cancelled && !facts_.timed_out) facts_.interrupted = true;
   CloseEvents();
   CloseLog();
+  CloseDriverView();
 }
 
 }  // namespace vramlab::server

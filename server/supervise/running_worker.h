@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "server/supervise/driver_view.h"
 #include "server/supervise/exit_classifier.h"
 #include "server/supervise/job_cgroup.h"
 #include "server/supervise/line_buffer.h"
@@ -80,6 +81,17 @@ class RunningWorker {
   void MarkCommand(uid_t uid, std::string process_tag, std::unique_ptr<JobCgroup> cgroup,
                    const std::string& no_cgroup_reason);
 
+  // A command on a GPU: the daemon reads the driver for it while its probe says nothing
+  // (driver_view.h), and hands each event it makes to `emit` — samples from SampleDriverView, the
+  // closing notice and report once the process has finished (Finished, KillAndReap).
+  void AttachDriverView(std::unique_ptr<DriverView> view,
+                        std::function<void(vramlab::v1::WorkerEvent)> emit);
+  // A reading when one is due, while the process runs.
+  void SampleDriverView(SteadyTime now);
+  // Whether `pid` is one of this command's processes: in its cgroup; without one, in its process
+  // group or carrying its tag.
+  bool IsJobProcess(pid_t pid) const;
+
  private:
   void Violation(const std::string& reason);
   void SignalGroup(int signal);
@@ -88,6 +100,8 @@ class RunningWorker {
   // After the reap: whether a command still has processes running (in its cgroup, else by its
   // tag), killing those found.
   bool LeftoversRemain(SteadyTime now);
+  // The driver view's closing events, once.
+  void CloseDriverView();
   // A command whose processes carry a tag the supervisor may look for.
   bool tagged() const { return !process_tag_.empty() && command_uid_ != 0; }
 
@@ -112,6 +126,8 @@ class RunningWorker {
   // Set at the reap of a command; cleared by the first check that finds none.
   bool leftovers_possible_ = false;
   SteadyTime leftovers_scanned_at_;
+  std::unique_ptr<DriverView> driver_view_;
+  std::function<void(vramlab::v1::WorkerEvent)> emit_driver_view_;
 };
 
 }  // namespace vramlab::server

@@ -17,8 +17,9 @@ constexpr int kPollIntervalMs = 50;
 
 }  // namespace
 
-Supervisor::Supervisor(WorkerLimits limits, SupervisorListener* listener)
-    : limits_(limits), listener_(listener) {}
+Supervisor::Supervisor(WorkerLimits limits, SupervisorListener* listener,
+                       std::shared_ptr<GpuMemoryReader> gpu_reader)
+    : limits_(limits), listener_(listener), gpu_reader_(std::move(gpu_reader)) {}
 
 Supervisor::~Supervisor() { Stop(); }
 
@@ -171,6 +172,17 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
     if (request.command) {
       ranks.back()->MarkCommand(request.ranks[r].uid.value_or(0), request.ranks[r].process_tag,
                                 std::move(cgroup), no_cgroup_reason);
+      if (gpu_reader_ != nullptr && r < static_cast<int>(request.gpus.size()) &&
+          !request.gpus[r].uuid.empty()) {
+        ranks.back()->AttachDriverView(
+            std::make_unique<DriverView>(gpu_reader_.get(), request.gpus[r].uuid,
+                                         request.gpus[r].name,
+                                         std::chrono::milliseconds(request.sample_interval_ms), now),
+            [this, id, r](vramlab::v1::WorkerEvent event) {
+              event.set_rank(r);
+              listener_->OnWorkerEvent(id, std::move(event));
+            });
+      }
     }
     listener_->OnWorkerStarted(id, r, process->pid);
   }
@@ -260,6 +272,9 @@ void Supervisor::Loop() {
       } else {
         run.PumpLog();
       }
+    }
+    for (auto& [id, group] : runs_) {
+      for (int r = 0; r < group->size(); ++r) group->rank(r).SampleDriverView(now);
     }
     for (auto it = runs_.begin(); it != runs_.end();) {
       WorkerGroup& group = *it->second;

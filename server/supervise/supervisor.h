@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/supervise/exit_classifier.h"
+#include "server/supervise/gpu_memory_reader.h"
 #include "server/supervise/running_worker.h"
 #include "server/supervise/spawn.h"
 #include "server/supervise/worker_group.h"
@@ -48,6 +49,15 @@ struct LaunchRequest {
   bool command = false;
   // With no ranks: why nothing could be started (the experiment's "could not be started" reason).
   std::string not_started_reason;
+  // A command's GPUs, rank r's at gpus[r] (empty, or an empty uuid: a CPU slot), and the spec's
+  // sample interval: the daemon reads the driver for each rank on a GPU while its probe says
+  // nothing (server/supervise/driver_view.h), when the Supervisor has a GpuMemoryReader.
+  struct Gpu {
+    std::string uuid;
+    std::string name;
+  };
+  std::vector<Gpu> gpus;
+  int sample_interval_ms = 10;
 };
 
 class SupervisorListener {
@@ -64,7 +74,10 @@ class SupervisorListener {
 
 class Supervisor {
  public:
-  Supervisor(WorkerLimits limits, SupervisorListener* listener);
+  // `gpu_reader`, when set, reads the driver for command jobs on GPUs (LaunchRequest::gpus); it
+  // is used on the supervisor thread only.
+  Supervisor(WorkerLimits limits, SupervisorListener* listener,
+             std::shared_ptr<GpuMemoryReader> gpu_reader = nullptr);
   ~Supervisor();
 
   absl::Status Start();
@@ -89,6 +102,7 @@ class Supervisor {
 
   const WorkerLimits limits_;
   SupervisorListener* const listener_;
+  const std::shared_ptr<GpuMemoryReader> gpu_reader_;
   int wake_read_ = -1;
   int wake_write_ = -1;
   std::thread thread_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -88,8 +89,8 @@ class SupervisorTest : public ::testing::Test {
     supervisor_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void StartSupervisor() {
-    supervisor_ = std::make_unique<Supervisor>(limits_, &listener_);
+  void StartSupervisor(std::shared_ptr<GpuMemoryReader> gpu_reader = nullptr) {
+    supervisor_ = std::make_unique<Supervisor>(limits_, &listener_, std::move(gpu_reader));
     ASSERT_TRUE(supervisor_->Start().ok());
   }
   LaunchRequest Script(const std::string& id, const std::string& script, int time_limit = 30) {
@@ -356,6 +357,122 @@ TEST_F(SupervisorTest, ARankThatCannotStartFailsTheRun) {
   EXPECT_THAT(ends[0].state_reason, HasSubstr("stopped: rank 1: worker could not be started"));
   // Rank 0 had started: it is gone.
   for (int pid : listener_.RankPids("missing-rank")) EXPECT_NE(kill(pid, 0), 0) << pid;
+}
+
+// Lists pid 1 (never a job's) and whichever pids the test names, as the driver lists processes.
+class ListedPidsReader : public GpuMemoryReader {
+ public:
+  absl::StatusOr<GpuMemoryReading> Read(const std::string& gpu_uuid) override {
+    absl::MutexLock lock(&mu_);
+    GpuMemoryReading reading;
+    reading.total_bytes = 80LL << 30;
+    reading.used_bytes = 1LL << 30;
+    reading.processes.push_back({1, 999LL << 20});
+    for (pid_t pid : pids_) reading.processes.push_back({pid, 123LL << 20});
+    uuids_.push_back(gpu_uuid);
+    return reading;
+  }
+  void List(pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    pids_.push_back(pid);
+  }
+  std::vector<std::string> Uuids() {
+    absl::MutexLock lock(&mu_);
+    return uuids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<pid_t> pids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> uuids_ ABSL_GUARDED_BY(mu_);
+};
+
+LaunchRequest OnGpu(LaunchRequest request) {
+  request.command = true;
+  request.gpus = {{.uuid = "GPU-test", .name = "Test GPU"}};
+  request.sample_interval_ms = 20;
+  return request;
+}
+
+TEST_F(SupervisorTest, ACommandThatSaysNothingIsReadFromTheDriver) {
+  auto reader = std::make_shared<ListedPidsReader>();
+  StartSupervisor(reader);
+  supervisor_->Launch(OnGpu(Script("silent", "sleep 1")));
+  for (int i = 0; i < 200 && !listener_.Started("silent"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(listener_.Started("silent"));
+  reader->List(listener_.RankPids("silent")[0]);
+  auto verdict = listener_.WaitVerdict("silent", absl::Seconds(20));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->state, Experiment::SUCCEEDED) << verdict->reason;
+  int samples = 0, listed = 0;
+  std::optional<vramlab::v1::FinalReport> report;
+  for (const auto& event : listener_.Events("silent")) {
+    EXPECT_EQ(event.rank(), 0);
+    if (event.has_sample()) {
+      EXPECT_FALSE(report.has_value()) << "a sample after the report";
+      ++samples;
+      // pid 1's 999 MiB is never the job's.
+      EXPECT_TRUE(event.sample().allocated_bytes() == 0 ||
+                  event.sample().allocated_bytes() == (123LL << 20))
+          << event.sample().allocated_bytes();
+      if (event.sample().allocated_bytes() > 0) ++listed;
+      EXPECT_EQ(event.sample().device_used_bytes(), 1LL << 30);
+    }
+    if (event.has_report()) report = event.report();
+  }
+  // One second at most every 50 ms, the first reading at the start.
+  EXPECT_GE(samples, 5);
+  EXPECT_LE(samples, 22);
+  EXPECT_GE(listed, 1);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->measured_by(), vramlab::v1::FinalReport::GPU_DRIVER_PROCESSES);
+  EXPECT_EQ(report->anatomy().peak_device_used_bytes(), 123LL << 20);
+  EXPECT_EQ(report->device_name(), "Test GPU");
+  for (const std::string& uuid : reader->Uuids()) EXPECT_EQ(uuid, "GPU-test");
+}
+
+TEST_F(SupervisorTest, ACommandWhoseProbeSpeaksIsNotReadFromTheDriverAfterward) {
+  auto reader = std::make_shared<ListedPidsReader>();
+  StartSupervisor(reader);
+  supervisor_->Launch(OnGpu(Script("speaks", R"(
+    sleep 0.4
+    echo '{"notice":{"message":"probe"}}' >&3
+    sleep 0.4)")));
+  auto spoke = listener_.WaitVerdict("speaks", absl::Seconds(20));
+  ASSERT_TRUE(spoke.has_value());
+  EXPECT_EQ(spoke->state, Experiment::SUCCEEDED) << spoke->reason;
+  const auto events = listener_.Events("speaks");
+  int samples = 0;
+  bool probe_seen = false;
+  for (const auto& event : events) {
+    if (event.has_notice() && event.notice().message() == "probe") probe_seen = true;
+    if (event.has_sample()) {
+      EXPECT_FALSE(probe_seen) << "the daemon read the driver after the probe spoke";
+      ++samples;
+    }
+    EXPECT_FALSE(event.has_report()) << "the daemon reported for a job whose probe speaks";
+  }
+  EXPECT_TRUE(probe_seen);
+  EXPECT_GE(samples, 2);
+}
+
+TEST_F(SupervisorTest, ACommandOnACpuSlotOrAWorkerIsNeverReadFromTheDriver) {
+  auto reader = std::make_shared<ListedPidsReader>();
+  StartSupervisor(reader);
+  LaunchRequest cpu = OnGpu(Script("cpu-slot", "sleep 0.3"));
+  cpu.gpus = {{.uuid = "", .name = "cpu"}};
+  LaunchRequest worker = Script("worker", "sleep 0.3");
+  worker.gpus = {{.uuid = "GPU-test", .name = "Test GPU"}};  // not a command: ignored
+  supervisor_->Launch(cpu);
+  supervisor_->Launch(worker);
+  for (const char* id : {"cpu-slot", "worker"}) {
+    auto verdict = listener_.WaitVerdict(id, absl::Seconds(20));
+    ASSERT_TRUE(verdict.has_value()) << id;
+    EXPECT_TRUE(listener_.Events(id).empty()) << id;
+  }
+  EXPECT_TRUE(reader->Uuids().empty());
 }
 
 }  // namespace

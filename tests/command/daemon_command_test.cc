@@ -223,6 +223,39 @@ TEST_F(DaemonCommandTest, ExitCodeAndCpuDataCapDecideTheOutcome) {
   EXPECT_THAT(done->oom().message(), HasSubstr("allocate"));
 }
 
+// A Python program that never imports torch reports its peak resident set through the probe; a
+// program that is not Python says nothing, and on a CPU slot the daemon has no driver to read.
+TEST_F(DaemonCommandTest, ProgramsWithoutTorchReportWhatCanBeSeenOfThem) {
+  auto daemon = StartDaemon();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = (*daemon)->NewStub();
+  vramlab::v1::ExperimentSpec plain_python;
+  plain_python.set_name("no torch");
+  plain_python.mutable_command()->add_argv(kPython);
+  plain_python.mutable_command()->add_argv("-c");
+  plain_python.mutable_command()->add_argv("block = b\"x\" * (64 << 20)");
+  plain_python.mutable_command()->set_working_dir(jobs_);
+  auto done = SubmitAndWaitForFinalState(*stub, plain_python, absl::Seconds(120), kBob);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  ASSERT_TRUE(done->has_report());
+  EXPECT_EQ(done->report().measured_by(), vramlab::v1::FinalReport::PROCESS_RESIDENT_SET);
+  EXPECT_GE(done->report().anatomy().peak_device_used_bytes(), 64ll << 20);
+
+  vramlab::v1::ExperimentSpec not_python;
+  not_python.set_name("not python");
+  not_python.mutable_command()->add_argv("/usr/bin/sleep");
+  not_python.mutable_command()->add_argv("0.2");
+  not_python.mutable_command()->set_working_dir(jobs_);
+  done = SubmitAndWaitForFinalState(*stub, not_python, absl::Seconds(120), kBob);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), Experiment::SUCCEEDED) << done->state_reason();
+  EXPECT_FALSE(done->has_report());
+  auto events = WatchAll(*stub, done->id(), 0, absl::Seconds(60), kBob);
+  ASSERT_TRUE(events.ok()) << events.status();
+  for (const auto& event : *events) EXPECT_FALSE(event.has_worker_event()) << event.DebugString();
+}
+
 TEST_F(DaemonCommandTest, RefusalsNameTheirRule) {
   {
     // Commands off (the default).
