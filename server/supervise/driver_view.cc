@@ -105,17 +105,19 @@ std::vector<WorkerEvent> DriverView::Close(bool job_sent_report) {
   } else {
     report.set_measured_by(FinalReport::GPU_DRIVER_PROCESSES);
     anatomy.set_peak_device_used_bytes(peak_job_bytes_);
-    measured = absl::StrCat("peak device used is the most the GPU driver listed for the job's "
-                            "processes, CUDA contexts included: ",
-                            FormatBytes(peak_job_bytes_));
+    measured = absl::StrCat(
+        "peak device used is the most the GPU driver listed for the job's "
+        "processes, CUDA contexts included: ",
+        FormatBytes(peak_job_bytes_));
     if (job_bytes_unknown_) {
       absl::StrAppend(&measured, "; the driver gave no byte count for some of them");
     }
   }
-  notice(vramlab::v1::Notice::WARNING,
-         absl::StrCat("no probe report (not a PyTorch program): the daemon read the GPU driver ",
-                      readings_, " times, every ", interval_.count(), " ms at most; ", measured,
-                      read_error_.empty() ? "" : absl::StrCat("; a reading failed: ", read_error_)));
+  notice(
+      vramlab::v1::Notice::WARNING,
+      absl::StrCat("no probe report (not a PyTorch program): the daemon read the GPU driver ",
+                   readings_, " times, every ", interval_.count(), " ms at most; ", measured,
+                   read_error_.empty() ? "" : absl::StrCat("; a reading failed: ", read_error_)));
   WorkerEvent event;
   *event.mutable_report() = std::move(report);
   events.push_back(std::move(event));

@@ -53,9 +53,10 @@ class DriverViewTest : public ::testing::Test {
 };
 
 TEST_F(DriverViewTest, SamplesTheJobsProcessesAtMostEveryFiftyMilliseconds) {
-  reader_.script = {Reading(3000 * kMiB, {{100, 600 * kMiB}, {200, 1000 * kMiB}}),
-                    Reading(5000 * kMiB, {{100, 1600 * kMiB}, {101, 400 * kMiB}, {200, 1000 * kMiB}}),
-                    Reading(4000 * kMiB, {{100, 1000 * kMiB}, {200, 1000 * kMiB}})};
+  reader_.script = {
+      Reading(3000 * kMiB, {{100, 600 * kMiB}, {200, 1000 * kMiB}}),
+      Reading(5000 * kMiB, {{100, 1600 * kMiB}, {101, 400 * kMiB}, {200, 1000 * kMiB}}),
+      Reading(4000 * kMiB, {{100, 1000 * kMiB}, {200, 1000 * kMiB}})};
   DriverView view = View();  // 10 ms asked: raised to kDriverViewMinInterval
   std::optional<WorkerEvent> first = view.Sample(At(0), JobProcess);
   ASSERT_TRUE(first.has_value());

@@ -175,9 +175,9 @@ void Supervisor::StartWorker(LaunchRequest request, SteadyTime now) {
       if (gpu_reader_ != nullptr && r < static_cast<int>(request.gpus.size()) &&
           !request.gpus[r].uuid.empty()) {
         ranks.back()->AttachDriverView(
-            std::make_unique<DriverView>(gpu_reader_.get(), request.gpus[r].uuid,
-                                         request.gpus[r].name,
-                                         std::chrono::milliseconds(request.sample_interval_ms), now),
+            std::make_unique<DriverView>(
+                gpu_reader_.get(), request.gpus[r].uuid, request.gpus[r].name,
+                std::chrono::milliseconds(request.sample_interval_ms), now),
             [this, id, r](vramlab::v1::WorkerEvent event) {
               event.set_rank(r);
               listener_->OnWorkerEvent(id, std::move(event));
