@@ -50,7 +50,6 @@ std::optional<WorkerEvent> DriverView::Sample(Clock::time_point now,
   }
   if (readings_ == 0) first_device_used_ = reading->used_bytes;
   ++readings_;
-  total_bytes_ = reading->total_bytes;
   peak_job_bytes_ = std::max(peak_job_bytes_, job_bytes);
   peak_device_used_ = std::max(peak_device_used_, reading->used_bytes);
 

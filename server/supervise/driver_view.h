@@ -75,7 +75,6 @@ class DriverView {
   int readings_ = 0;
   // The first failure of a read, for the closing notice.
   std::string read_error_;
-  int64_t total_bytes_ = 0;
   // The job's processes, as listed by the driver: the highest sum seen, and whether any listed
   // process had no byte count.
   int64_t peak_job_bytes_ = 0;
