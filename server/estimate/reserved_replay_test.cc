@@ -75,9 +75,9 @@ vramlab::v1::ExperimentSpec RecordedSpec(const std::string& name) {
 }
 
 // The replayed estimate of the recorded runs against their measured peak reserved. Measured:
-// +1.34 % (default allocator) and +5.40 % (expandable segments), bounded here by 1.5 % and
-// 5.5 %; the 1 % the replay aims at is not reached yet (docs/ESTIMATOR.md, "Reserved by
-// replay", lists what the predicted sequence still differs in).
+// +0.00 % (default allocator) and +5.40 % (expandable segments), bounded here by 1 % and 5.5 %;
+// with expandable segments the 1 % the replay aims at is not reached yet (docs/ESTIMATOR.md,
+// "Reserved by replay", lists what the predicted sequence still differs in).
 TEST(ReservedReplayTest, ReproducesRecordedPeakReservedWithinItsMeasuredError) {
   struct Case {
     std::string name;
@@ -85,7 +85,7 @@ TEST(ReservedReplayTest, ReproducesRecordedPeakReservedWithinItsMeasuredError) {
     double bound;
   };
   for (const auto& [name, expandable, bound] :
-       {Case{"recorded_native", false, 0.015}, Case{"recorded_expandable", true, 0.055}}) {
+       {Case{"recorded_native", false, 0.01}, Case{"recorded_expandable", true, 0.055}}) {
     SCOPED_TRACE(name);
     const int64_t measured = RecordedPeakReserved(name + ".trace", expandable, 0);
     const ReplayOutcome predicted = ReplaySpec(RecordedSpec(name), 0);

@@ -132,6 +132,19 @@ class Planner {
   // A transient of `bytes`: allocated and freed at once.
   void T(int64_t bytes) { F(A(bytes)); }
 
+  // The cuBLAS workspace of a thread's first matmul, kept (device_model.h): the training
+  // thread's in the first forward, autograd's device thread's in the first backward. Up to
+  // kCudaBlasWorkspaceThreads of them.
+  enum BlasThread { kForwardThread, kBackwardThread };
+  void BlasWorkspace(BlasThread thread) {
+    if (run_.device != Device::kCuda || thread >= kCudaBlasWorkspaceThreads ||
+        workspaces_[thread]) {
+      return;
+    }
+    A(kCudaBlasWorkspaceBytes);
+    workspaces_[thread] = true;
+  }
+
   void AllocateWeights() {
     // Every parameter tensor in named_parameters() order, the weights' bytes shared by elements
     // (exact for dense weights; QLoRA's codes and constants, adapters, in proportion).
@@ -197,7 +210,9 @@ class Planner {
     Norm(saved);
     saved->push_back(A(H));  // norm 1's output, saved by the projections
     saved = &layer->attention;
-    const int64_t q = A(z_.q), k = A(KV), v = A(KV);
+    const int64_t q = A(z_.q);
+    BlasWorkspace(kForwardThread);  // fetched by the first matmul, after its output
+    const int64_t k = A(KV), v = A(KV);
     // Rotary: x*cos, rotate_half(x), its product with sin, then the sum.
     int64_t t1 = A(z_.q), t2 = A(z_.q), t3 = A(z_.q);
     const int64_t qr = A(z_.q);
@@ -275,7 +290,9 @@ class Planner {
     Norm(&transient);
     const int64_t n1 = A(H);
     FreeAll(&transient);
-    const int64_t q = A(z_.q), k = A(z_.kv), v = A(z_.kv);
+    const int64_t q = A(z_.q);
+    BlasWorkspace(kForwardThread);
+    const int64_t k = A(z_.kv), v = A(z_.kv);
     F(n1);
     if (run_.eager_attention) {
       const int64_t kr = A(z_.q), vr = A(z_.q);
@@ -372,11 +389,6 @@ class Planner {
     phase_ = vramlab::v1::FORWARD;
     const int64_t ids = A(inputs_.token_ids);
     const int64_t inputs = A(inputs_.in_forward);
-    if (!workspaces_ && run_.device == Device::kCuda) {
-      // cuBLAS workspaces, created by the first matmul and kept.
-      for (int i = 0; i < kCudaBlasWorkspaceThreads; ++i) A(kCudaBlasWorkspaceBytes);
-      workspaces_ = true;
-    }
     int64_t x = A(z_.hidden);  // the embedding's output
     std::vector<LayerSaved> saved(static_cast<size_t>(layers));
     std::vector<int64_t> inputs_kept(static_cast<size_t>(layers), -1);
@@ -425,7 +437,9 @@ class Planner {
       gy = A(z_.hidden);
       head_gradient();
       for (int64_t c = 0; c < z_.chunks; ++c) {
-        const int64_t l = A(z_.logits), l32 = A(z_.upcast ? z_.logits32 : 0);
+        const int64_t l = A(z_.logits);
+        BlasWorkspace(kBackwardThread);  // the chunk's logits, recomputed: backward's first matmul
+        const int64_t l32 = A(z_.upcast ? z_.logits32 : 0);
         T(z_.logits);
         F(l32), F(l);
       }
@@ -436,8 +450,12 @@ class Planner {
       F(log_probs);
       const int64_t gl = A(z_.logits);
       F(g2);
+      // Backward's first matmul is lm_head's weight gradient, else its input gradient; the
+      // workspace is fetched after the product's output is allocated.
       head_gradient();
+      if (p_.head_gradient > 0) BlasWorkspace(kBackwardThread);
       gy = A(z_.hidden);
+      BlasWorkspace(kBackwardThread);
       F(gl);
     }
     F(head_input);
@@ -517,7 +535,7 @@ class Planner {
   std::vector<AllocationEvent> events_;
   std::vector<int64_t> weights_, gradients_, state_;
   int64_t next_id_ = 1;
-  bool workspaces_ = false;
+  bool workspaces_[2] = {false, false};  // by BlasThread
   Phase phase_ = vramlab::v1::LOAD;
   int32_t step_ = 0, micro_ = 0;
 };
