@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/spec/model_family.h"
 #include "server/estimate/activation_model.h"
@@ -62,9 +64,8 @@ class Planner {
     // Each layer tensor's share of the layer's gradients and state (exact for full
     // fine-tuning, where every tensor's gradient is its own dtype copy).
     for (const auto& t : layer) {
-      const bool mlp = t.name.find("mlp.") != std::string::npos;
       LayerTensor lt;
-      lt.mlp = mlp;
+      lt.name = t.name;
       lt.gradient = total > 0 ? Share(p_.layer_gradients, t.elements(), total) : 0;
       lt.state = total > 0 ? Share(p_.layer_state, t.elements(), total) : 0;
       lt.elements = t.elements();
@@ -91,12 +92,16 @@ class Planner {
   }
 
  private:
-  // A decoder layer's saved tensors, by the part of its backward that frees them.
+  // A decoder layer's saved tensors, by the part of its backward that frees them. Eager
+  // attention's are at the kEager* places of `attention`, SwiGLU's at the kMlp* places of `mlp`
+  // (-1: freed, or none).
   struct LayerSaved {
     std::vector<int64_t> norm1, attention, norm2, mlp, extra;
   };
+  enum { kEagerKeys, kEagerValues, kEagerQuery, kEagerProbs32, kEagerProbs, kEagerOutput };
+  enum { kMlpInput, kMlpUp, kMlpGate, kMlpSilu, kMlpProduct };
   struct LayerTensor {
-    bool mlp = false;
+    std::string name;
     int64_t elements = 0, gradient = 0, state = 0;
   };
 
@@ -129,6 +134,8 @@ class Planner {
     for (int64_t id : *ids) F(id);
     ids->clear();
   }
+  // The saved tensor at `place` of `part`, freed by the node that saved it.
+  void Drop(std::vector<int64_t>* part, int place) { F((*part)[place]), (*part)[place] = -1; }
   // A transient of `bytes`: allocated and freed at once.
   void T(int64_t bytes) { F(A(bytes)); }
 
@@ -154,38 +161,42 @@ class Planner {
     for (int64_t n : tensors) weights_.push_back(A(Share(p_.weights, n, total)));
   }
 
-  // One gradient made by backward: kept (first micro-batch), added into the held one and freed
+  // One gradient made by backward: kept (first micro-batch; `order` is its parameter's place in
+  // named_parameters(), the order zero_grad frees them in), added into the held one and freed
   // (accumulation), or consumed by its update and freed (in_backward; the first step creates the
   // parameter's state first).
-  void Gradient(int64_t bytes, int64_t state_bytes, Gradients kind) {
+  void Gradient(int64_t bytes, int64_t state_bytes, Gradients kind, int64_t order) {
     if (bytes <= 0) return;
-    const int64_t id = A(bytes);
-    switch (kind) {
-      case Gradients::kCreated:
-        gradients_.push_back(id);
-        break;
-      case Gradients::kAccumulated:
-        F(id);
-        break;
-      case Gradients::kFreedAtOnce:
-        if (step_ == 0) CreateState(state_bytes);
-        T(std::min(p_.in_backward_update_temporaries, 2 * bytes));
-        F(id);
-        break;
+    KeepGradient(A(bytes), bytes, state_bytes, kind, order);
+  }
+  void KeepGradient(int64_t id, int64_t bytes, int64_t state_bytes, Gradients kind, int64_t order) {
+    if (kind == Gradients::kCreated) return gradients_.push_back({order, id});
+    if (kind == Gradients::kFreedAtOnce) {
+      if (step_ == 0) CreateState(state_bytes);
+      T(std::min(p_.in_backward_update_temporaries, 2 * bytes));
     }
+    F(id);
   }
   void CreateState(int64_t bytes) {
     for (int i = 0; i < state_tensors_; ++i) state_.push_back(A(bytes / state_tensors_));
   }
-  void LayerGradients(bool mlp, Gradients kind) {
-    for (const LayerTensor& t : layer_tensors_) {
-      if (t.mlp == mlp) Gradient(t.gradient, t.state, kind);
+  // The gradients of layer `layer`'s tensors whose names start with `prefix` not made yet, in
+  // named_parameters() order (a weight's, then its bias's).
+  void LayerGradients(int64_t layer, const std::string& prefix, Gradients kind) {
+    const auto n = static_cast<int64_t>(layer_tensors_.size());
+    for (int64_t j = 0; j < n; ++j) {
+      const LayerTensor& t = layer_tensors_[j];
+      if (made_[j] || t.name.compare(0, prefix.size(), prefix) != 0) continue;
+      made_[j] = true;
+      Gradient(t.gradient, t.state, kind, 1 + layer * n + j);
     }
   }
 
-  // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product.
+  // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
+  // h = x.to(fp32). h.pow(2) lives until its mean is taken.
   void Norm(std::vector<int64_t>* saved) {
     saved->push_back(A(z_.upcast ? z_.hidden32 : 0));
+    T(z_.hidden32);
     saved->push_back(A(z_.per_token32));
     const int64_t product = A(z_.upcast ? z_.hidden32 : 0);
     const int64_t normalized = A(z_.hidden);
@@ -197,9 +208,19 @@ class Planner {
       saved->push_back(normalized);
     }
   }
-  void NormBackward() {
-    const int64_t a = A(z_.hidden32), b = A(z_.hidden32), c = A(z_.hidden32);
-    F(a), F(b), F(c);
+  // RMSNorm's backward, to the fp32 gradient of h (returned; the caller frees it after the cast
+  // to the input's dtype): the cast's fp32 gradient; h * r's two (r's reduced to r's shape and
+  // freed); mean's expanded gradient; pow's h.pow(1), 2 * that and the product, which is added
+  // into h's gradient in place. Pow's node frees the saved h (the first of `saved`).
+  int64_t NormBackward(std::vector<int64_t>* saved) {
+    const int64_t H32 = z_.hidden32;
+    const int64_t cast = A(H32), r = A(H32), h = A(H32);
+    F(r), F(cast);
+    const int64_t mean = A(H32), pow1 = A(H32), twice = A(H32), product = A(H32);
+    F(twice), F(pow1), F(mean);
+    Drop(saved, 0);
+    F(product);
+    return h;
   }
 
   // One decoder layer's forward with autograd; `x` (its input) is freed and the output returned;
@@ -221,20 +242,22 @@ class Planner {
     const int64_t kr = A(KV);
     F(t1), F(t2), F(t3), F(q), F(k);
     if (run_.eager_attention) {
-      // k and v repeated to every head, matmul's contiguous copy of q, the masked scores, their
-      // fp32 copy and softmax's fp32 output, its cast, the output and its contiguous copy.
-      saved->push_back(A(z_.q));
-      saved->push_back(A(z_.q));
-      saved->push_back(A(z_.q));
+      // k and v repeated to every head, matmul's contiguous copy of q (saved at the kEager*
+      // places); scores = matmul(q, k^T) * scaling, then scores + mask, each freeing the one
+      // before; softmax's fp32 copy and its fp32 output, the cast; the output and its contiguous
+      // copy; the masked scores go at the return.
+      for (int i = 0; i < 3; ++i) saved->push_back(A(z_.q));
+      const int64_t product = A(z_.scores), scaled = A(z_.scores);
+      F(product);
       const int64_t masked = A(z_.scores);
+      F(scaled);
       const int64_t copy = A(z_.upcast ? z_.scores32 : 0);
       saved->push_back(A(z_.scores32));
       F(copy);
-      if (z_.upcast) saved->push_back(A(z_.scores));
-      F(masked);
+      saved->push_back(A(z_.upcast ? z_.scores : 0));
       const int64_t o = A(z_.q);
       saved->push_back(A(z_.q));
-      F(o), F(qr), F(kr), F(v);
+      F(o), F(masked), F(qr), F(kr), F(v);
     } else {
       // The fused kernel's output and log-sum-exp; q, k and v stay saved.
       saved->push_back(qr);
@@ -249,7 +272,8 @@ class Planner {
     F(x);
     Norm(&layer->norm2);
     layer->mlp.push_back(A(H));  // norm 2's output
-    // SwiGLU: gate, silu(gate), up, their product; then down_proj and the residual.
+    // SwiGLU, silu(gate_proj(x)) * up_proj(x) with the right operand first: up, gate, silu(gate),
+    // the product (the kMlp* places); then down_proj and the residual.
     for (int i = 0; i < 4; ++i) layer->mlp.push_back(A(z_.inter));
     if (run_.eager_attention) {
       // Two fp32 hidden-sized tensors per layer the op walk does not explain (measured:
@@ -295,15 +319,20 @@ class Planner {
     const int64_t k = A(z_.kv), v = A(z_.kv);
     F(n1);
     if (run_.eager_attention) {
+      // As with autograd (LayerForward), nothing saved: the fp32 output goes after its cast, the
+      // masked scores and probabilities at the return.
       const int64_t kr = A(z_.q), vr = A(z_.q);
+      const int64_t product = A(z_.scores), scaled = A(z_.scores);
+      F(product);
       const int64_t s = A(z_.scores);
+      F(scaled);
       const int64_t s32 = A(z_.upcast ? z_.scores32 : 0);
       const int64_t p32 = A(z_.scores32);
-      F(s32), F(s);
+      F(s32);
       const int64_t p = A(z_.upcast ? z_.scores : 0);
       F(p32);
       const int64_t o = A(z_.q);
-      F(p), F(kr), F(vr);
+      F(p), F(s), F(kr), F(vr);
       F(q), F(k), F(v);
       F(o);
     } else {
@@ -328,55 +357,77 @@ class Planner {
 
   // One decoder layer's backward: `gout` is the gradient of its output (freed); returns the
   // gradient of its input. Frees `saved`.
-  int64_t LayerBackward(int64_t gout, LayerSaved* saved, Gradients kind) {
+  int64_t LayerBackward(int64_t layer, int64_t gout, LayerSaved* saved, Gradients kind) {
     const int64_t H = z_.hidden;
-    // SwiGLU: down_proj's input gradient, then the gradients of gate and up; each node frees
-    // what it saved once it has run.
+    std::vector<int64_t>& mlp = saved->mlp;
+    made_.assign(layer_tensors_.size(), false);
+    // Each linear's weight gradient comes before its input's; each node frees what it saved once
+    // it has run. down_proj: its input's gradient; the product freed.
+    LayerGradients(layer, "mlp.down_proj", kind);
     const int64_t gd = A(z_.inter);
-    LayerGradients(true, kind);
-    const int64_t gg = A(z_.inter), gu = A(z_.inter);
+    Drop(&mlp, kMlpProduct);
+    // silu(gate) * up: the gradients of up and of silu(gate); then silu's, gate's gradient.
+    const int64_t gu = A(z_.inter), gs = A(z_.inter);
     F(gd);
+    Drop(&mlp, kMlpUp), Drop(&mlp, kMlpSilu);
+    const int64_t gg = A(z_.inter);
+    F(gs);
+    Drop(&mlp, kMlpGate);
+    // gate_proj (the later node), then up_proj; their input gradients summed.
+    LayerGradients(layer, "mlp.gate_proj", kind);
     const int64_t gmlp = A(H);
-    F(gg), F(gu);
-    FreeAll(&saved->mlp);
-    NormBackward();
+    F(gg);
+    LayerGradients(layer, "mlp.up_proj", kind);
+    F(gu);
+    FreeAll(&mlp);
+    LayerGradients(layer, "post_attention_layernorm", kind);
+    const int64_t h32 = NormBackward(&saved->norm2);
     const int64_t gh = A(H);
+    F(h32);
     F(gmlp);
     FreeAll(&saved->norm2);
+    LayerGradients(layer, "self_attn.o_proj", kind);
+    const int64_t go = A(z_.q);
+    int64_t gq = -1, gk = -1, gv = -1, gkr = -1, gvr = -1;
     if (run_.eager_attention) {
-      // softmax_backward: the fp32 gradient of the probabilities and its fp32 result.
-      const int64_t go = A(z_.q);
-      const int64_t gp = A(z_.scores32);
-      const int64_t gs32 = A(z_.scores32);
+      std::vector<int64_t>* att = &saved->attention;
+      Drop(att, kEagerOutput);
+      // matmul(probs, values): the gradients of the values and of the probabilities (bf16).
+      gv = A(z_.q);
+      const int64_t gp = A(z_.scores);
+      Drop(att, kEagerValues), Drop(att, kEagerProbs);
+      // The cast's fp32 gradient; softmax_backward's fp32 result (its fp32 workspace, in the
+      // recorded traces, is not listed: the step walk does not count it); the cast back to the
+      // dtype; the gradient through `* scaling`.
+      const int64_t gp32 = A(z_.upcast ? z_.scores32 : 0);
       F(gp);
+      const int64_t gs32 = A(z_.scores32);
+      F(gp32);
+      Drop(att, kEagerProbs32);
       const int64_t gs = A(z_.upcast ? z_.scores : 0);
       F(gs32);
-      const int64_t gq = A(z_.q), gk = A(z_.q), gv = A(z_.q);
-      F(gs), F(go);
+      const int64_t gm = A(z_.scores);
+      F(gs);
+      gq = A(z_.q), gk = A(z_.q);
+      F(gm), F(go);
+      FreeAll(att);
+    } else {
+      gq = A(z_.q), gk = A(z_.q), gv = A(z_.q);
+      T(z_.hidden32);  // the fp32 dq accumulator
+      gkr = A(z_.kv), gvr = A(z_.kv);
+      F(gk), F(gv), F(go);
+      gk = gv = -1;
       FreeAll(&saved->attention);
-      // repeat_kv's backward and rotary's temporaries.
-      T(z_.q), T(z_.q);
-      const int64_t gx = A(H);
-      LayerGradients(false, kind);
-      F(gq), F(gk), F(gv);
-      NormBackward();
-      FreeAll(&saved->norm1);
-      FreeAll(&saved->extra);
-      F(gh);
-      F(gout);
-      return gx;
     }
-    const int64_t go = A(z_.q);
-    const int64_t gq = A(z_.q), gk = A(z_.q), gv = A(z_.q);
-    T(z_.hidden32);  // the fp32 dq accumulator
-    const int64_t gkr = A(z_.kv), gvr = A(z_.kv);
-    F(gk), F(gv), F(go);
-    FreeAll(&saved->attention);
+    // repeat_kv's backward and rotary's temporaries; then v_proj, k_proj, q_proj.
     T(z_.q), T(z_.q);
     const int64_t gx = A(H);
-    LayerGradients(false, kind);
-    F(gq), F(gkr), F(gvr);
-    NormBackward();
+    for (const char* part : {"self_attn.v_proj", "self_attn.k_", "self_attn.q_"}) {
+      LayerGradients(layer, part, kind);
+    }
+    F(gq), F(gk), F(gv), F(gkr), F(gvr);
+    LayerGradients(layer, "", kind);  // input_layernorm (and any tensor not named above)
+    F(NormBackward(&saved->norm1));
     FreeAll(&saved->norm1);
     FreeAll(&saved->extra);
     F(gh);
@@ -423,13 +474,14 @@ class Planner {
 
     phase_ = vramlab::v1::BACKWARD;
     const bool tied = run_.model.tie_word_embeddings;
+    const auto last_parameter = static_cast<int64_t>(ParameterTensorElements(run_.model).size());
     int64_t waiting_head = -1;  // a tied embedding's lm_head gradient, until the embedding's
     auto head_gradient = [&]() {
       if (p_.head_gradient <= 0) return;
       if (tied) {
         waiting_head = A(p_.head_gradient);
       } else {
-        Gradient(p_.head_gradient, p_.head_state, kind);
+        Gradient(p_.head_gradient, p_.head_state, kind, last_parameter);
       }
     };
     int64_t gy = -1;
@@ -459,8 +511,9 @@ class Planner {
       F(gl);
     }
     F(head_input);
-    NormBackward();
+    const int64_t h32 = NormBackward(&loss_saved);
     const int64_t g = A(z_.hidden);
+    F(h32);
     F(gy);
     FreeAll(&loss_saved);
     gy = g;
@@ -471,32 +524,23 @@ class Planner {
         F(out);
         F(inputs_kept[i]);
       }
-      gy = LayerBackward(gy, &saved[i], kind);
+      gy = LayerBackward(i, gy, &saved[i], kind);
     }
-    // The embedding's backward: a fresh dense vocabulary x hidden gradient.
+    // The embedding's backward: a fresh dense vocabulary x hidden gradient, which autograd's
+    // input buffer adds to the waiting one out of place; the sum is the gradient.
     if (tied && waiting_head >= 0) {
-      T(p_.head_gradient);  // the fresh one, added into the waiting one
-      switch (kind) {
-        case Gradients::kCreated:
-          gradients_.push_back(waiting_head);
-          break;
-        case Gradients::kAccumulated:
-          F(waiting_head);
-          break;
-        case Gradients::kFreedAtOnce:
-          if (step_ == 0) CreateState(p_.head_state);
-          T(std::min(p_.in_backward_update_temporaries, 2 * p_.head_gradient));
-          F(waiting_head);
-          break;
-      }
+      const int64_t fresh = A(p_.head_gradient);
+      const int64_t sum = A(p_.head_gradient);
+      F(waiting_head), F(fresh);
+      KeepGradient(sum, p_.head_gradient, p_.head_state, kind, 0);
     }
     // Gradients outside the layers and the vocabulary-sized one: the final norm's and an untied
-    // embedding's.
+    // embedding's (the first parameter; else the final norm, after the layers).
     const int64_t rest = p_.all_gradients - run_.model.num_layers * p_.layer_gradients -
                          (p_.head_gradient > 0 ? p_.head_gradient : 0);
     const int64_t rest_state =
         p_.optimizer_state - run_.model.num_layers * p_.layer_state - p_.head_state;
-    Gradient(rest, rest_state, kind);
+    Gradient(rest, rest_state, kind, tied ? last_parameter - 1 : 0);
     F(gy);
     F(inputs);
     F(ids);
@@ -504,24 +548,31 @@ class Planner {
 
   void OptimizerStep() {
     phase_ = vramlab::v1::OPTIMIZER_STEP;
-    if (step_ == 0) {
-      // State created tensor by tensor as the update reaches it, each update's temporaries
-      // between (in proportion to the tensor; the largest takes the walk's step_temporaries).
-      const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
-      int64_t total = 0, largest = 1;
-      for (int64_t n : tensors) total += n, largest = std::max(largest, n);
-      for (int64_t n : tensors) {
-        CreateState(Share(p_.optimizer_state, n, total));
-        T(Share(p_.step_temporaries, n, largest));
-      }
-    } else {
-      const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
-      int64_t largest = 1;
-      for (int64_t n : tensors) largest = std::max(largest, n);
-      for (int64_t n : tensors) T(Share(p_.step_temporaries, n, largest));
+    // The first step creates the state tensor by tensor as the update reaches it (the
+    // vocabulary-sized tensor's is head_state; the others share the rest in proportion), each
+    // update's temporaries between (in proportion; the largest takes the walk's step_temporaries).
+    const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
+    const auto count = static_cast<int64_t>(tensors.size());
+    const int64_t head = run_.model.tie_word_embeddings ? 0 : count - 1;
+    const int64_t head_state = p_.head_gradient > 0 ? p_.head_state : 0;
+    int64_t rest = 0, largest = 1;
+    for (int64_t t = 0; t < count; ++t) {
+      largest = std::max(largest, tensors[t]);
+      if (t != head || head_state <= 0) rest += tensors[t];
     }
+    for (int64_t t = 0; t < count; ++t) {
+      if (step_ == 0) {
+        CreateState(t == head && head_state > 0
+                        ? head_state
+                        : Share(p_.optimizer_state - head_state, tensors[t], rest));
+      }
+      T(Share(p_.step_temporaries, tensors[t], largest));
+    }
+    // zero_grad(set_to_none) frees the gradients in named_parameters() order.
     phase_ = vramlab::v1::ZERO_GRAD;
-    FreeAll(&gradients_);
+    std::stable_sort(gradients_.begin(), gradients_.end());
+    for (const auto& g : gradients_) F(g.second);
+    gradients_.clear();
   }
 
   const RunSettings& run_;
@@ -533,7 +584,9 @@ class Planner {
   std::vector<LayerTensor> layer_tensors_;
   int state_tensors_ = 2;
   std::vector<AllocationEvent> events_;
-  std::vector<int64_t> weights_, gradients_, state_;
+  std::vector<int64_t> weights_, state_;
+  std::vector<std::pair<int64_t, int64_t>> gradients_;  // (named_parameters() place, id)
+  std::vector<bool> made_;  // by layer tensor: its gradient made in this layer's backward
   int64_t next_id_ = 1;
   bool workspaces_[2] = {false, false};  // by BlasThread
   Phase phase_ = vramlab::v1::LOAD;
