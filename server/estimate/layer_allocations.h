@@ -1,0 +1,78 @@
+// One decoder layer's allocations and frees, tensor by tensor in the order the worker's autograd
+// makes them (worker/model/): forward with autograd (its saved tensors kept for backward), forward
+// without it (a checkpointed layer's first pass), backward (each parameter's gradient made where
+// its node runs), and the RMSNorm both the layers and the loss use. Part of step_allocations.h's
+// plan; the sizes are activation_model.cc's, rounded as the device's allocator accounts them.
+#ifndef VRAMLAB_SERVER_ESTIMATE_LAYER_ALLOCATIONS_H_
+#define VRAMLAB_SERVER_ESTIMATE_LAYER_ALLOCATIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/estimate/allocation_log.h"
+#include "server/estimate/run_settings.h"
+
+namespace vramlab::server::estimate {
+
+// Tensor sizes of one micro-batch, as activation_model.cc names them (allocated bytes).
+struct StepTensorSizes {
+  explicit StepTensorSizes(const RunSettings& run);
+  bool upcast;  // the dtype is narrower than fp32: the fp32 copies exist
+  int64_t hidden, hidden32, per_token32, q, kv, inter, scores, scores32, lse, logits, logits32,
+      head, chunks;
+};
+
+// A decoder layer's saved tensors, by the part of its backward that frees them. Eager attention's
+// are at the kEager* places of `attention`, SwiGLU's at the kMlp* places of `mlp` (-1: freed, or
+// none).
+struct LayerSaved {
+  std::vector<int64_t> norm1, attention, norm2, mlp, extra;
+};
+
+// Makes the gradients of the layer's parameter tensors whose names (as DecoderLayerTensors names
+// them: "mlp.down_proj.weight") start with the prefix and are not made yet; "" makes the rest.
+using LayerGradients = std::function<void(const std::string& prefix)>;
+
+// Writes into `log`, which must outlive it.
+class LayerAllocations {
+ public:
+  LayerAllocations(const RunSettings& run, AllocationLog* log);
+
+  const StepTensorSizes& sizes() const { return z_; }
+
+  // Forward with autograd: `x` (the input) is freed and the output returned; the saved tensors go
+  // into `saved`, topped up to the step walk's per-layer saved bytes where a mode's tensors are
+  // not listed one by one.
+  int64_t Forward(int64_t x, LayerSaved* saved);
+  // Forward without autograd (a checkpointed layer): only transients; the input is kept.
+  int64_t ForwardNoGrad(int64_t x);
+  // Backward: `gout` (the gradient of the output) is freed and the gradient of the input
+  // returned; frees `saved`; calls `gradients` where each linear's and norm's node runs.
+  int64_t Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients);
+
+  // RMSNorm's saved tensors (activation_model.cc NormSaved), pushed onto `saved`; the first is
+  // h = x.to(fp32).
+  void Norm(std::vector<int64_t>* saved);
+  // RMSNorm's backward to the fp32 gradient of h (returned; the caller frees it after the cast to
+  // the input's dtype). Frees the first of `saved`.
+  int64_t NormBackward(std::vector<int64_t>* saved);
+  // One block that tops `listed` saved bytes up to `kept` (none when `listed` reaches it), pushed
+  // onto `saved`: for the modes whose tensors are not listed one by one (fused kernels, adapters,
+  // qk-norms).
+  void TopUp(int64_t listed, int64_t kept, std::vector<int64_t>* saved);
+
+ private:
+  enum { kEagerKeys, kEagerValues, kEagerQuery, kEagerProbs32, kEagerProbs, kEagerOutput };
+  enum { kMlpInput, kMlpUp, kMlpGate, kMlpSilu, kMlpProduct };
+
+  const RunSettings& run_;
+  AllocationLog* const log_;
+  const StepTensorSizes z_;
+  const int64_t kept_;  // the step walk's saved bytes of a layer with autograd
+};
+
+}  // namespace vramlab::server::estimate
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_LAYER_ALLOCATIONS_H_
