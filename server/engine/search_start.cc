@@ -42,10 +42,6 @@ std::string WhyPlain(const absl::StatusOr<MemoryEstimate>& prediction, const Exp
   if (prediction->limit_bytes() <= 0) {
     return "no memory limit to predict against (memory.device_memory_limit_bytes is unset)";
   }
-  if (spec.device() == vramlab::v1::CUDA && !prediction->has_replay()) {
-    return "the allocator replay does not cover this spec (adapters, fused kernels): its verdict "
-           "is the step walk's";
-  }
   const int32_t fits = prediction->predicted_search_fits_up_to();
   const int32_t possible = prediction->predicted_search_not_ruled_out_up_to();
   if (fits != possible && !BandSavesPoints(spec.sweep(), fits, possible)) {

@@ -18,9 +18,9 @@ namespace vramlab::server {
 
 // For a SEARCH_MAX `spec`: sets or clears spec->sweep.predicted_largest_fit (and
 // predicted_not_ruled_out) and returns how the search starts. It starts from the prediction when
-// the estimate predicts a boundary it can be trusted with: a memory limit to predict against, a
-// verdict from the allocator's own rules (the replay on a CUDA device; the CPU's counting
-// allocator, whose reserved memory is its allocated) and one process. Where candidates at the
+// the estimate predicts a boundary: a memory limit to predict against and one process (the
+// replay's verdict where it applies, else the step walk's; a boundary that is off costs points,
+// never the answer). Where candidates at the
 // boundary are TIGHT, it starts from that band (predicted_not_ruled_out set) when the band's two
 // edges and its bisection are fewer points at most than the plain bisection of the whole range.
 // Otherwise the plain bisection, with the reason. Nullopt (and the fields cleared) for any other

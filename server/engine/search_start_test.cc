@@ -60,11 +60,15 @@ TEST(SearchStartTest, ATrustedPredictionStartsTheSearchAtItsBoundary) {
   ASSERT_TRUE(band.sweep().has_predicted_not_ruled_out());
   EXPECT_EQ(band.sweep().predicted_not_ruled_out(), 272);
 
-  // The CPU's counting allocator: the step walk's verdict, no replay needed.
-  ExperimentSpec cpu = SearchSpec(vramlab::v1::CPU);
+  // The step walk's verdict, without a replay: the CPU's counting allocator, and on CUDA the
+  // specs the replay does not cover (adapters, FUSED kernels).
   MemoryEstimate walk = Predicted();
   walk.clear_replay();
-  EXPECT_TRUE(PlanSearchStart(walk, &cpu)->from_prediction());
+  for (vramlab::v1::DeviceKind device : {vramlab::v1::CPU, vramlab::v1::CUDA}) {
+    ExperimentSpec walked = SearchSpec(device);
+    EXPECT_TRUE(PlanSearchStart(walk, &walked)->from_prediction()) << device;
+    EXPECT_EQ(walked.sweep().predicted_largest_fit(), walk.predicted_search_fits_up_to());
+  }
 }
 
 TEST(SearchStartTest, AnUntrustedPredictionRunsThePlainBisectionAndSaysWhy) {
@@ -85,9 +89,6 @@ TEST(SearchStartTest, AnUntrustedPredictionRunsThePlainBisectionAndSaysWhy) {
   MemoryEstimate no_limit = Predicted();
   no_limit.set_limit_bytes(0);
   cases.push_back({"no memory limit", SearchSpec(vramlab::v1::CUDA), no_limit});
-  MemoryEstimate walked = Predicted();
-  walked.clear_replay();
-  cases.push_back({"replay does not cover", SearchSpec(vramlab::v1::CUDA), walked});
   // TIGHT from 32 to 480: 2 edges and 28 candidates between (7 points at most) against 6.
   cases.push_back(
       {"TIGHT at the boundary (fits up to 32, not ruled out up to 480), a band too "
