@@ -29,7 +29,6 @@ StepTensorSizes::StepTensorSizes(const RunSettings& r) {
   chunks = (t + chunk - 1) / chunk;
   logits = alloc(chunk * m.vocab_size * e);
   logits32 = alloc(chunk * m.vocab_size * kFp32);
-  head = alloc(m.vocab_size * m.hidden_size * e);
 }
 
 LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)

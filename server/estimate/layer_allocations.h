@@ -21,7 +21,7 @@ struct StepTensorSizes {
   explicit StepTensorSizes(const RunSettings& run);
   bool upcast;  // the dtype is narrower than fp32: the fp32 copies exist
   int64_t hidden, hidden32, per_token32, q, kv, inter, scores, scores32, lse, logits, logits32,
-      head, chunks;
+      chunks;
 };
 
 // A decoder layer's saved tensors, by the part of its backward that frees them. Eager attention's

@@ -39,7 +39,6 @@ class Planner {
       lt.name = t.name;
       lt.gradient = total > 0 ? Share(p_.layer_gradients, t.elements(), total) : 0;
       lt.state = total > 0 ? Share(p_.layer_state, t.elements(), total) : 0;
-      lt.elements = t.elements();
       layer_tensors_.push_back(lt);
     }
     state_tensors_ = StateTensorsPerParameter(run.optimizer);
@@ -64,7 +63,7 @@ class Planner {
  private:
   struct LayerTensor {
     std::string name;
-    int64_t elements = 0, gradient = 0, state = 0;
+    int64_t gradient = 0, state = 0;
   };
 
   static int64_t Share(int64_t total, int64_t part, int64_t whole) {
