@@ -25,6 +25,37 @@ void AppendField(std::string& out, const char* label, const std::string& value) 
 
 double Seconds(const google::protobuf::Timestamp& t) { return t.seconds() + t.nanos() * 1e-9; }
 
+const char* SweepVariableName(const Experiment& e) {
+  return e.spec().sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+}
+
+// The prediction of the one-process sweep point with `value`, where the stored prediction has one
+// with its anatomy (the daemon adds each point a search ran as it ends); else nullptr.
+const vramlab::v1::PointEstimate* PredictedSweepPoint(const Experiment& e, int64_t value) {
+  if (!e.spec().has_sweep() || IsParallel(e) || !e.has_prediction()) return nullptr;
+  const vramlab::v1::PointEstimate* point = FindPoint(e.prediction(), value);
+  return point != nullptr && point->has_anatomy() ? point : nullptr;
+}
+
+// The value of the sweep point the final report's anatomy describes: the largest that fit, else
+// (nothing fit) the last point run.
+int64_t ReportedSweepValue(const Experiment& e) {
+  if (e.report().largest_fitting_value() > 0) return e.report().largest_fitting_value();
+  const vramlab::v1::SweepPointResult* last = nullptr;
+  for (const auto& p : e.report().sweep_points()) {
+    if (last == nullptr || p.sweep_index() > last->sweep_index()) last = &p;
+  }
+  return last == nullptr ? 0 : last->value();
+}
+
+// The value of the sweep point an out-of-memory answer came from, 0 if not found.
+int64_t OomSweepValue(const Experiment& e) {
+  for (const auto& p : e.report().sweep_points()) {
+    if (p.sweep_index() == e.oom().sweep_index()) return p.value();
+  }
+  return 0;
+}
+
 std::string OomDetail(const Experiment& e) {
   if (!e.has_oom()) return "";
   const auto& oom = e.oom();
@@ -44,8 +75,18 @@ std::string OomDetail(const Experiment& e) {
       // A parallel run's OOM is one rank's: next to the prediction for one rank.
       const vramlab::v1::MemoryEstimate p =
           IsParallel(e) ? RankAsEstimate(e.prediction()) : e.prediction();
-      absl::StrAppend(&out, "; predicted ", FormatBytes(p.anatomy().peak_allocated_bytes()),
-                      " and ", FormatBytes(p.anatomy().peak_reserved_bytes()));
+      if (!e.spec().has_sweep()) {
+        absl::StrAppend(&out, "; predicted ", FormatBytes(p.anatomy().peak_allocated_bytes()),
+                        " and ", FormatBytes(p.anatomy().peak_reserved_bytes()));
+      } else if (const vramlab::v1::PointEstimate* point = FindPoint(p, OomSweepValue(e))) {
+        // A sweep's OOM is one point's: next to that point's prediction, where there is one.
+        absl::StrAppend(&out, "; predicted ", FormatBytes(point->peak_allocated_bytes()), " and ",
+                        FormatBytes(point->reserved_low_bytes()), " at ", SweepVariableName(e), " ",
+                        point->value());
+        if (point->verdict() != vramlab::v1::FIT_VERDICT_UNSPECIFIED) {
+          absl::StrAppend(&out, ", ", VerdictName(point->verdict()));
+        }
+      }
     }
   }
   absl::StrAppend(&out, "\n");
@@ -58,10 +99,17 @@ std::string AnatomySection(const Experiment& e) {
   const bool parallel = IsParallel(e);
   const vramlab::v1::MemoryEstimate p = parallel ? RankAsEstimate(e.prediction()) : e.prediction();
   const auto* measured = e.has_report() ? &e.report().anatomy() : nullptr;
-  const auto* predicted = e.has_prediction() ? &p.anatomy() : nullptr;
+  // A sweep's report describes one of its points: next to that point's prediction where the
+  // stored prediction has it.
+  const vramlab::v1::PointEstimate* point =
+      measured != nullptr ? PredictedSweepPoint(e, ReportedSweepValue(e)) : nullptr;
+  const auto* predicted = point != nullptr     ? &point->anatomy()
+                          : e.has_prediction() ? &p.anatomy()
+                                               : nullptr;
   if (measured == nullptr && predicted == nullptr) return "";
   const bool per_rank = parallel && e.prediction().has_parallel();
   std::string out = "\nmemory anatomy";
+  if (point != nullptr) absl::StrAppend(&out, " at ", SweepVariableName(e), " ", point->value());
   if (measured != nullptr && parallel) absl::StrAppend(&out, " of rank 0");
   if (measured != nullptr && per_rank) absl::StrAppend(&out, ", predicted per rank");
   if (measured == nullptr) {
@@ -69,7 +117,18 @@ std::string AnatomySection(const Experiment& e) {
                                    : " (predicted only: no final report)");
   }
   absl::StrAppend(&out, ":\n", RenderAnatomyTable(measured, predicted));
-  if (e.has_prediction()) {
+  if (point != nullptr) {
+    absl::StrAppend(&out, "predicted peak ", FormatBytes(point->peak_allocated_bytes()), " in ",
+                    PhaseName(point->peak_phase()), " at ", SweepVariableName(e), " ",
+                    point->value());
+    if (p.limit_bytes() > 0) {
+      absl::StrAppend(&out, "; limit ", FormatBytes(p.limit_bytes()), ": ",
+                      VerdictName(point->verdict()), " (reserved ",
+                      FormatBytes(point->reserved_low_bytes()), " .. ",
+                      FormatBytes(point->reserved_high_bytes()), ")");
+    }
+    absl::StrAppend(&out, "\n");
+  } else if (e.has_prediction()) {
     absl::StrAppend(&out, "predicted peak ", FormatBytes(p.predicted_peak_bytes()), " in ",
                     PhaseName(p.peak_phase()));
     if (p.limit_bytes() > 0) absl::StrAppend(&out, "; ", VerdictLine(p));
@@ -83,8 +142,7 @@ std::string AnatomySection(const Experiment& e) {
 std::string RenderSweepTable(const Experiment& e) {
   if (!e.has_report() || e.report().sweep_points_size() == 0) return "";
   using Align = TextTable::Align;
-  const char* variable =
-      e.spec().sweep().variable() == vramlab::v1::MICRO_BATCH_SIZE ? "micro_batch" : "seq_len";
+  const char* variable = SweepVariableName(e);
   // Predicted next to measured per point, where the stored prediction has the point (a parallel
   // run's points are rank 0's, next to the prediction for one rank).
   const vramlab::v1::MemoryEstimate prediction =

@@ -11,6 +11,7 @@ namespace vramlab::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using vramlab::v1::Experiment;
 using vramlab::v1::MemoryAnatomy;
 
@@ -116,6 +117,60 @@ TEST(SweepTableTest, PredictedNextToMeasuredPerPoint) {
                          "(.|\n)*\n +1 +4096 +fits +FITS +16.00 GiB +8.00 GiB (.|\n)*"));
   EXPECT_THAT(table, ::testing::MatchesRegex("(.|\n)*\n +2 +8192 +OOM +TIGHT +16.00 GiB\n(.|\n)*"));
   EXPECT_THAT(table, HasSubstr("predicted first point not to fit: 8192\n"));
+}
+
+// A search's report describes its answer, and its latest OOM another point: each stands next to
+// that point's prediction (the daemon adds the points a search ran), not the first point's.
+TEST(SweepTableTest, ASearchsAnatomyAndOomStandNextToTheirPointsPredictions) {
+  Experiment e;
+  auto* sweep = e.mutable_spec()->mutable_sweep();
+  sweep->set_variable(vramlab::v1::SEQ_LEN);
+  sweep->set_mode(vramlab::v1::SEARCH_MAX);
+  sweep->set_search_min(512);
+  sweep->set_search_max(65536);
+  auto* report = e.mutable_report();
+  report->set_largest_fitting_value(4096);
+  report->mutable_anatomy()->set_peak_allocated_bytes(int64_t{20} << 30);
+  report->mutable_anatomy()->set_activations_bytes(int64_t{9} << 30);
+  auto* fit = report->add_sweep_points();
+  fit->set_value(4096);
+  fit->mutable_anatomy()->set_peak_allocated_bytes(int64_t{20} << 30);
+  auto* oom = report->add_sweep_points();
+  oom->set_sweep_index(1);
+  oom->set_value(4608);
+  oom->set_oom(true);
+  e.mutable_oom()->set_sweep_index(1);
+  e.mutable_oom()->mutable_memory()->set_allocated_bytes(int64_t{21} << 30);
+  auto& prediction = *e.mutable_prediction();
+  prediction.set_limit_bytes(int64_t{24} << 30);
+  prediction.mutable_anatomy()->set_peak_allocated_bytes(int64_t{12} << 30);  // at 512
+  prediction.mutable_anatomy()->set_activations_bytes(int64_t{1} << 29);
+  for (int v : {4096, 4608}) {
+    auto* p = prediction.add_points();
+    p->set_value(v);
+    p->set_peak_allocated_bytes(int64_t{v / 256} << 29);
+    p->set_reserved_low_bytes(int64_t{v / 256 + 2} << 29);
+    p->set_reserved_high_bytes(int64_t{v / 256 + 4} << 29);
+    p->set_verdict(v == 4096 ? vramlab::v1::FITS : vramlab::v1::TIGHT);
+    p->set_peak_phase(vramlab::v1::BACKWARD);
+    p->mutable_anatomy()->set_peak_allocated_bytes(p->peak_allocated_bytes());
+    p->mutable_anatomy()->set_activations_bytes(int64_t{v / 512} << 30);
+  }
+  const std::string text = RenderExperimentDetails(e);
+  EXPECT_THAT(text, HasSubstr("memory anatomy at seq_len 4096:\n")) << text;
+  // Activations: measured 9 GiB next to the 8 GiB predicted at 4096 (not the 0.5 GiB at 512).
+  EXPECT_THAT(text, ::testing::MatchesRegex(
+                        "(.|\n)*\nactivations +9.00 GiB +8.00 GiB +\\+1.00 GiB\n(.|\n)*"))
+      << text;
+  EXPECT_THAT(text, HasSubstr("predicted peak 8.00 GiB in backward at seq_len 4096; limit 24.00 "
+                              "GiB: FITS (reserved 9.00 GiB .. 10.00 GiB)\n"));
+  EXPECT_THAT(text, HasSubstr("; predicted 9.00 GiB and 10.00 GiB at seq_len 4608, TIGHT\n"));
+  // Without the points' predictions (stored before the daemon added them) the search's OOM has no
+  // prediction beside it, and the anatomy keeps the first point's.
+  prediction.clear_points();
+  const std::string old = RenderExperimentDetails(e);
+  EXPECT_THAT(old, HasSubstr("memory anatomy:\n"));
+  EXPECT_THAT(old, Not(HasSubstr("; predicted")));
 }
 
 TEST(DescribeTest, DurationsPercentagesAndTimestamps) {

@@ -123,6 +123,13 @@ class Engine : public SupervisorListener {
   void OnWorkerExited(const std::string& experiment_id, const ExitVerdict& verdict) override;
 
  private:
+  // A one-process sweep's point with `value` ended: unless the experiment's prediction has that
+  // value, it is predicted (EstimateSweepPoint, with the submission's limit) and added to
+  // prediction.points, so that a search's every point and its answer stand next to a
+  // prediction. The estimate (one step walk and, on CUDA, one replay: tens of milliseconds) is
+  // made outside mu_, on the supervisor thread as a store write is.
+  void PredictEndedSweepPoint(const std::string& experiment_id, int32_t value)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // An experiment that has not ended: QUEUED or RUNNING (unfinished_ holds every one).
   struct Unfinished {
     int64_t seq = 0;

@@ -7,6 +7,7 @@
 #include "server/engine/engine.h"
 #include "server/engine/experiment_files.h"
 #include "server/engine/search_start.h"
+#include "server/estimate/estimator.h"
 
 namespace vramlab::server {
 
@@ -27,7 +28,47 @@ void Engine::OnWorkerStarted(const std::string& experiment_id, int rank, int pid
   }
 }
 
+namespace {
+
+bool HasPoint(const vramlab::v1::MemoryEstimate& estimate, int32_t value) {
+  for (const vramlab::v1::PointEstimate& point : estimate.points()) {
+    if (point.value() == value) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Engine::PredictEndedSweepPoint(const std::string& experiment_id, int32_t value) {
+  vramlab::v1::ExperimentSpec spec;
+  int64_t limit = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = unfinished_.find(experiment_id);
+    if (it == unfinished_.end()) return;
+    const Experiment& experiment = it->second.experiment;
+    if (!experiment.has_prediction() || experiment.spec().parallel().world_size() >= 2 ||
+        HasPoint(experiment.prediction(), value)) {
+      return;
+    }
+    spec = experiment.spec();
+    limit = experiment.prediction().limit_bytes();
+  }
+  // The submission's estimate succeeded on this spec, so this one does too unless the value is
+  // out of the estimator's range; then the point simply stays without a prediction.
+  absl::StatusOr<vramlab::v1::PointEstimate> point = EstimateSweepPoint(spec, limit, value);
+  if (!point.ok()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = unfinished_.find(experiment_id);
+  if (it == unfinished_.end()) return;
+  vramlab::v1::MemoryEstimate* prediction = it->second.experiment.mutable_prediction();
+  if (!HasPoint(*prediction, value)) *prediction->add_points() = *std::move(point);
+}
+
 void Engine::OnWorkerEvent(const std::string& experiment_id, vramlab::v1::WorkerEvent event) {
+  if (event.payload_case() == vramlab::v1::WorkerEvent::kSweepPoint) {
+    PredictEndedSweepPoint(experiment_id, event.sweep_point().value());
+  }
   absl::MutexLock lock(&mu_);
   auto it = unfinished_.find(experiment_id);
   if (it == unfinished_.end() || it->second.slots.empty()) return;

@@ -131,6 +131,7 @@ vramlab::v1::PointEstimate PointOf(int64_t value, const Prediction& point) {
   e.set_reserved_high_bytes(point.decision.reserved_high);
   e.set_verdict(point.decision.verdict);
   e.set_peak_phase(point.peaks.peak_phase());
+  *e.mutable_anatomy() = point.anatomy;
   return e;
 }
 
@@ -359,6 +360,26 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   }
   if (std::string note = VerdictNote(out); !note.empty()) out.add_notes(std::move(note));
   return out;
+}
+
+absl::StatusOr<vramlab::v1::PointEstimate> EstimateSweepPoint(
+    const vramlab::v1::ExperimentSpec& spec, int64_t limit_bytes, int32_t value) {
+  if (limit_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit_bytes: must not be negative, got ", limit_bytes));
+  }
+  const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
+  if (!sweep.active) return absl::InvalidArgumentError("sweep: the spec has no sweep");
+  if (value < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("value: must be positive, got ", value));
+  }
+  ASSIGN_OR_RETURN(RunSettings base, estimate::ResolveRunSettings(spec));
+  base.parallel = estimate::ParallelSettings{};
+  const int64_t limit = limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
+  const AllocatorKind allocator =
+      estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
+  return PointOf(value, Predict(estimate::AtSweepValue(base, sweep, value), allocator, limit,
+                                spec.memory().allocator()));
 }
 
 }  // namespace vramlab::server

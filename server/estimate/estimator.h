@@ -25,6 +25,13 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
                                                            int64_t limit_bytes,
                                                            const EstimateOptions& options = {});
 
+// One value of the spec's sweep (any value, not only the ones EstimateMemory lists), predicted for
+// one process as EstimateMemory predicts its points: the same numbers, and its anatomy.
+// `limit_bytes` as for EstimateMemory. INVALID_ARGUMENT for a spec without a sweep, a value
+// below 1, or a spec EstimateMemory refuses.
+absl::StatusOr<vramlab::v1::PointEstimate> EstimateSweepPoint(
+    const vramlab::v1::ExperimentSpec& spec, int64_t limit_bytes, int32_t value);
+
 }  // namespace vramlab::server
 
 #endif  // VRAMLAB_SERVER_ESTIMATE_ESTIMATOR_H_

@@ -458,6 +458,50 @@ TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
   EXPECT_EQ(verdict_at(possible + 1000), vramlab::v1::DOES_NOT_FIT);
 }
 
+// Any value of a sweep, predicted alone, is the point EstimateMemory would list for it: a search's
+// points between its ends get the same numbers and anatomy as a LIST of those values.
+TEST(EstimatorTest, OneSweepPointIsTheListedPointForThatValue) {
+  ExperimentSpec spec = Spec("qwen2.5-1.5b");
+  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
+  spec.mutable_training()->set_checkpoint_every_k_layers(1);
+  spec.mutable_training()->set_steps(2);
+  spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
+  ExperimentSpec list = spec;
+  list.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  for (int v : {2048, 40960, 98304}) list.mutable_sweep()->add_values(v);
+  const MemoryEstimate listed = MustEstimate(list);
+  ASSERT_EQ(listed.points_size(), 3);
+  ExperimentSpec search = spec;
+  search.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
+  search.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
+  search.mutable_sweep()->set_search_min(512);
+  search.mutable_sweep()->set_search_max(131072);
+  search.mutable_sweep()->set_search_granularity(512);
+  std::vector<vramlab::v1::FitVerdict> verdicts;
+  for (const vramlab::v1::PointEstimate& expected : listed.points()) {
+    absl::StatusOr<vramlab::v1::PointEstimate> point =
+        EstimateSweepPoint(search, 0, expected.value());
+    ASSERT_TRUE(point.ok()) << point.status();
+    EXPECT_EQ(point->SerializeAsString(), expected.SerializeAsString()) << expected.value();
+    EXPECT_GT(point->anatomy().activations_bytes(), 0);
+    EXPECT_EQ(point->anatomy().peak_allocated_bytes(), point->peak_allocated_bytes());
+    verdicts.push_back(point->verdict());
+  }
+  // The three values span the verdicts: the comparison above covers each kind.
+  EXPECT_EQ(verdicts.front(), vramlab::v1::FITS);
+  EXPECT_EQ(verdicts.back(), vramlab::v1::DOES_NOT_FIT);
+  // The limit argument overrides the spec's, as EstimateMemory's does.
+  absl::StatusOr<vramlab::v1::PointEstimate> roomy = EstimateSweepPoint(search, 256 * kGiB, 98304);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_EQ(roomy->verdict(), vramlab::v1::FITS);
+
+  EXPECT_EQ(EstimateSweepPoint(spec, 0, 2048).status().code(),
+            absl::StatusCode::kInvalidArgument);  // no sweep
+  absl::Status zero = EstimateSweepPoint(search, 0, 0).status();
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.message().find("value"), std::string::npos) << zero;
+}
+
 TEST(EstimatorTest, PeakIsTheLargestPhaseAndAtLeastTheStaticState) {
   for (const ExperimentSpec& spec : Variants("qwen2.5-1.5b")) {
     const MemoryEstimate e = MustEstimate(spec);

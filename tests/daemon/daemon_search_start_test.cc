@@ -164,9 +164,38 @@ TEST_F(DaemonSearchStartTest, ASearchFromThePredictionFindsThePlainAnswerInFewer
   EXPECT_EQ(predicted.search().points_saved(),
             plain.report().sweep_points_size() - predicted.report().sweep_points_size());
 
+  // Every point each search ran stands next to its prediction: the daemon predicted the values
+  // the submission did not list as their points ended, as a LIST of them is predicted.
+  for (const Experiment* e : {&plain, &predicted}) {
+    std::map<int, const vramlab::v1::PointEstimate*> predicted_points;
+    for (const auto& point : e->prediction().points()) predicted_points[point.value()] = &point;
+    ExperimentSpec listed = Sweep();
+    listed.mutable_memory()->set_device_memory_limit_bytes(limit);
+    for (const auto& point : e->report().sweep_points()) {
+      listed.mutable_sweep()->add_values(point.value());
+    }
+    const MemoryEstimate expected = Estimate(listed);
+    ASSERT_EQ(expected.points_size(), e->report().sweep_points_size());
+    for (const auto& want : expected.points()) {
+      ASSERT_TRUE(predicted_points.count(want.value()) == 1) << e->id() << " " << want.value();
+      const vramlab::v1::PointEstimate& got = *predicted_points[want.value()];
+      EXPECT_EQ(got.peak_allocated_bytes(), want.peak_allocated_bytes()) << want.value();
+      EXPECT_EQ(got.verdict(), want.verdict()) << want.value();
+      EXPECT_EQ(got.anatomy().activations_bytes(), want.anatomy().activations_bytes());
+      EXPECT_GT(got.anatomy().activations_bytes(), 0) << want.value();
+      std::fprintf(stderr, "%s %d: measured %lld, predicted %lld\n", e->id().c_str(), want.value(),
+                   static_cast<long long>(peaks[want.value()]),
+                   static_cast<long long>(got.peak_allocated_bytes()));
+    }
+  }
+
   const std::string address = "--addr=" + daemon_->address();
   const cli_test::CliResult show = cli_test::RunCli({"show", predicted.id(), address});
   EXPECT_EQ(show.exit_code, 0) << cli_test::Describe(show);
+  // The anatomy measured at the answer, next to the prediction at the answer.
+  EXPECT_NE(show.out.find(absl::StrCat("memory anatomy at seq_len ", answer, ":\n")),
+            std::string::npos)
+      << cli_test::Describe(show);
   EXPECT_NE(
       show.out.find(absl::StrCat("search:        from the prediction (largest predicted to fit: ",
                                  predicted.spec().sweep().predicted_largest_fit(), "); ",
