@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/net/loopback_port.h"
 #include "common/spec/allocator_conf.h"
+#include "common/spec/spec_ranges.h"
 #include "common/spec/sweep_order.h"
 #include "common/status_macros.h"
 #include "schema/vramlab_v1.plain_proto.h"
@@ -396,7 +397,8 @@ void Engine::SpawnGangLocked(Unfinished& unfinished, int rendezvous_port) {
         std::find(devices.begin(), devices.end(), std::string()) != devices.end();
     const std::string visible = any_hidden ? std::string() : absl::StrJoin(devices, ",");
     const int interval_ms = experiment.spec().memory().sample_interval_ms();
-    request.sample_interval_ms = interval_ms > 0 ? interval_ms : 10;
+    request.sample_interval_ms =
+        interval_ms > 0 ? interval_ms : spec_rules::kDefaultSampleIntervalMs;
     for (int r = 0; r < world_size; ++r) {
       std::vector<std::string> env = common_env;
       const Slot& slot = options_.slots[unfinished.slots[r]];

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/protobuf/blank_message.h"
+#include "common/spec/spec_ranges.h"
 #include "server/spec/display_text.h"
 #include "server/spec/validate_spec.h"
 
@@ -259,7 +260,8 @@ std::vector<std::string> CommandPolicy::Environment(const ExperimentSpec& spec,
   env["VRAMLAB_PROBE_EVENTS_FD"] = "3";
   env["VRAMLAB_PROBE_DEVICE"] = spec.device() == vramlab::v1::CUDA ? "cuda" : "cpu";
   env["VRAMLAB_PROBE_SAMPLE_INTERVAL_MS"] =
-      absl::StrCat(memory.sample_interval_ms() > 0 ? memory.sample_interval_ms() : 10);
+      absl::StrCat(memory.sample_interval_ms() > 0 ? memory.sample_interval_ms()
+                                                   : spec_rules::kDefaultSampleIntervalMs);
   env["VRAMLAB_PROBE_MEMORY_LIMIT_BYTES"] = absl::StrCat(memory.device_memory_limit_bytes());
   if (memory.record_history() && snapshot_fd_open) {
     env["VRAMLAB_PROBE_SNAPSHOT_FD"] = absl::StrCat(kCommandSnapshotFd);

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/spec/spec_ranges.h"
 #include "server/supervise/exit_classifier.h"
 #include "server/supervise/gpu_memory_reader.h"
 #include "server/supervise/running_worker.h"
@@ -57,7 +58,7 @@ struct LaunchRequest {
     std::string name;
   };
   std::vector<Gpu> gpus;
-  int sample_interval_ms = 10;
+  int sample_interval_ms = spec_rules::kDefaultSampleIntervalMs;
 };
 
 class SupervisorListener {
