@@ -403,14 +403,20 @@ TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   EXPECT_TRUE(replay_note);
 }
 
-// A LIST sweep gets a prediction per value and the predicted first OOM; a search the predicted
-// boundary on its grid; the top level describes the point the worker runs first.
-TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
+// qwen2.5-1.5b, sdpa, checkpointing every layer, two steps, under 24 GiB: the sweeps' base.
+ExperimentSpec SdpaCheckpointedAt24GiB() {
   ExperimentSpec spec = Spec("qwen2.5-1.5b");
   spec.mutable_training()->set_attention(vramlab::v1::SDPA);
   spec.mutable_training()->set_checkpoint_every_k_layers(1);
   spec.mutable_training()->set_steps(2);
   spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
+  return spec;
+}
+
+// A LIST sweep gets a prediction per value and the predicted first OOM; a search the predicted
+// boundary on its grid; the top level describes the point the worker runs first.
+TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
+  const ExperimentSpec spec = SdpaCheckpointedAt24GiB();
   ExperimentSpec list = spec;
   list.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   for (int v : {4096, 6144, 8192}) list.mutable_sweep()->add_values(v);
@@ -461,11 +467,7 @@ TEST(EstimatorTest, SweepsGetAPredictionPerPointAndABoundary) {
 // Any value of a sweep, predicted alone, is the point EstimateMemory would list for it: a search's
 // points between its ends get the same numbers and anatomy as a LIST of those values.
 TEST(EstimatorTest, OneSweepPointIsTheListedPointForThatValue) {
-  ExperimentSpec spec = Spec("qwen2.5-1.5b");
-  spec.mutable_training()->set_attention(vramlab::v1::SDPA);
-  spec.mutable_training()->set_checkpoint_every_k_layers(1);
-  spec.mutable_training()->set_steps(2);
-  spec.mutable_memory()->set_device_memory_limit_bytes(24 * kGiB);
+  const ExperimentSpec spec = SdpaCheckpointedAt24GiB();
   ExperimentSpec list = spec;
   list.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   for (int v : {2048, 40960, 98304}) list.mutable_sweep()->add_values(v);
