@@ -59,7 +59,7 @@ std::string JsonQuote(absl::string_view text) {
   return out + "\"";
 }
 
-// Seconds since the worker started as the format's microseconds.
+// Seconds since the (rank's first) worker started as the format's microseconds.
 std::string Micros(double seconds) { return absl::StrFormat("%.3f", seconds * 1e6); }
 
 std::string Metadata(const char* name, int pid, int tid, const std::string& value) {
@@ -68,13 +68,57 @@ std::string Metadata(const char* name, int pid, int tid, const std::string& valu
       JsonQuote(value));
 }
 
-// The counters of one reading: allocated and reserved, and the live bytes by category where the
-// reading has them (the adapter's categories only for an adapter run).
-void Counters(const MemorySample& s, int pid, bool adapter, std::vector<std::string>* out) {
+// The reading a worker event carries, if any.
+const MemorySample* ReadingOf(const vramlab::v1::WorkerEvent& worker) {
+  if (worker.has_sample()) return &worker.sample();
+  if (worker.has_phase() && worker.phase().has_memory()) return &worker.phase().memory();
+  if (worker.has_oom() && worker.oom().has_memory()) return &worker.oom().memory();
+  return nullptr;
+}
+
+// Seconds to add to each event's worker time so that every worker of a rank is on the clock of
+// the rank's first worker. A worker times its events from its own start, and a rank has a worker
+// per point when its sweep runs one per point (a parallel sweep's gangs; a one-process sweep
+// resumed after a restart): each `started` event begins the rank's next worker. Where a worker
+// started on the daemon's clock is the least (receipt time - worker time) over its readings
+// (exact up to the pipe's latency); a later worker is shifted by its start less the first's. The
+// first worker of each rank keeps its times, as does every worker when receipt times are missing.
+std::vector<double> WorkerClockShifts(const std::vector<ExperimentEvent>& events) {
+  std::vector<std::pair<int, int>> worker_of(events.size(), {-1, 0});  // (rank, worker)
+  std::map<int, int> started;                                          // rank -> workers begun
+  std::map<std::pair<int, int>, double> start;  // (rank, worker) -> start on the daemon's clock
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!events[i].has_worker_event()) continue;
+    const auto& worker = events[i].worker_event();
+    const int rank = worker.rank();
+    if (worker.has_started()) ++started[rank];
+    worker_of[i] = {rank, std::max(started[rank] - 1, 0)};
+    const MemorySample* reading = ReadingOf(worker);
+    if (reading == nullptr || !events[i].has_time()) continue;
+    const double received = events[i].time().seconds() + events[i].time().nanos() * 1e-9;
+    const double at = received - reading->time_seconds();
+    auto [it, inserted] = start.try_emplace(worker_of[i], at);
+    it->second = std::min(it->second, at);
+  }
+  std::vector<double> shifts(events.size(), 0.0);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto [rank, index] = worker_of[i];
+    if (index == 0) continue;
+    const auto first = start.find({rank, 0}), self = start.find(worker_of[i]);
+    if (first != start.end() && self != start.end()) shifts[i] = self->second - first->second;
+  }
+  return shifts;
+}
+
+// The counters of one reading, its time shifted by `shift` seconds: allocated and reserved, and
+// the live bytes by category where the reading has them (the adapter's categories only for an
+// adapter run).
+void Counters(const MemorySample& s, double shift, int pid, bool adapter,
+              std::vector<std::string>* out) {
   out->push_back(absl::StrFormat(
       "{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%s,\"pid\":%d,\"tid\":0,"
       "\"args\":{\"allocated\":%d,\"reserved\":%d}}",
-      Micros(s.time_seconds()), pid, s.allocated_bytes(), s.reserved_bytes()));
+      Micros(s.time_seconds() + shift), pid, s.allocated_bytes(), s.reserved_bytes()));
   if (!s.has_categories()) return;
   std::vector<std::string> args;
   for (const auto& c : AnatomyComponents()) {
@@ -85,7 +129,7 @@ void Counters(const MemorySample& s, int pid, bool adapter, std::vector<std::str
       absl::StrFormat("{\"name\":\"memory by "
                       "category\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%s,\"pid\":%d,\"tid\":0,"
                       "\"args\":{%s}}",
-                      Micros(s.time_seconds()), pid, absl::StrJoin(args, ",")));
+                      Micros(s.time_seconds() + shift), pid, absl::StrJoin(args, ",")));
 }
 
 struct Slice {
@@ -120,8 +164,11 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
   std::map<int, int> sweep_values;  // sweep index -> the swept variable's value
   for (int i = 0; i < e.spec().sweep().values_size(); ++i)
     sweep_values[i] = e.spec().sweep().values(i);
-  for (const ExperimentEvent& event : events) {
+  const std::vector<double> shifts = WorkerClockShifts(events);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const ExperimentEvent& event = events[i];
     if (!event.has_worker_event()) continue;
+    const double shift = shifts[i];
     const auto& worker = event.worker_event();
     const int pid = worker.rank() + 1;
     ranks.insert(worker.rank());
@@ -131,7 +178,7 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
     } else if (worker.has_phase()) {
       const auto& p = worker.phase();
       if (p.has_memory()) memory = &p.memory();
-      const double t = p.memory().time_seconds();
+      const double t = p.memory().time_seconds() + shift;
       const auto key = std::make_tuple(pid, static_cast<int>(p.phase()), p.step(), p.micro_step(),
                                        p.sweep_index());
       if (p.edge() == vramlab::v1::BEGIN) {
@@ -162,13 +209,13 @@ std::string RenderTraceReport(const Experiment& e, const std::vector<ExperimentE
           "\"micro_step\":%d,\"sweep_index\":%d,\"message\":%s}}",
           JsonQuote(
               absl::StrCat("OOM: request of ", FormatBytes(oom.requested_bytes()), " refused")),
-          Micros(oom.memory().time_seconds()), pid, kPhaseThread, oom.requested_bytes(),
+          Micros(oom.memory().time_seconds() + shift), pid, kPhaseThread, oom.requested_bytes(),
           oom.free_bytes(), oom.memory().allocated_bytes(), JsonQuote(PhaseName(oom.phase())),
           oom.step(), oom.micro_step(), oom.sweep_index(), JsonQuote(oom.message())));
     }
     if (memory != nullptr) {
-      Counters(*memory, pid, adapter, &out);
-      last_time[pid] = std::max(last_time[pid], memory->time_seconds());
+      Counters(*memory, shift, pid, adapter, &out);
+      last_time[pid] = std::max(last_time[pid], memory->time_seconds() + shift);
     }
   }
   // A phase cut short (the OOM, a cancellation) ends at its rank's last reading, and says so.

@@ -1,7 +1,8 @@
 // vramlab report --format perfetto for a normal, an OOM, a sweep and a two-rank run of the real
-// worker: the trace passes a strict reader of the Trace Event Format (tests/cli/check_trace.py:
-// phases, types, microsecond timestamps, slices that nest), and its counters, phase slices, sweep
-// points and OOM instant are exactly the run's stored events.
+// worker, and for a two-rank sweep (a gang of workers per point): the trace passes a strict reader
+// of the Trace Event Format (tests/cli/check_trace.py: phases, types, microsecond timestamps,
+// slices that nest), and its counters, phase slices, sweep points and OOM instant are exactly the
+// run's stored events.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -165,6 +166,53 @@ TEST_F(CliReportTraceTest, CountersSlicesAndTheOomAreTheStoredEvents) {
           << "the OOM cuts its phase short";
     }
     if (kind == "normal") EXPECT_GT(expected.at(0).readings, 100);
+  }
+}
+
+// A parallel sweep runs one gang of workers per point, so each rank has a worker per point: the
+// trace keeps the points apart on each rank's timeline, the slices still nest, and each point's
+// phase slices lie within its sweep-point slice, in the order the points ran.
+TEST_F(CliReportTraceTest, ASweepOfOneWorkerPerPointKeepsItsPointsApart) {
+  const CliResult submitted =
+      RunCli({"submit", "--addr", daemon_->address(), "--wait", "--preset", "tiny", "--dtype",
+              "fp32", "--steps", "2", "--world-size", "2", "--sharding", "optimizer",
+              "--sweep-seq-lens", "32,64", "--name", "parallel-sweep"});
+  ASSERT_EQ(submitted.exit_code, 0) << Describe(submitted);
+  const std::string id = submitted.OutLines().at(0);
+  const std::string path = TempPath("parallel-sweep.trace.json");
+  const CliResult r =
+      RunCli({"report", id, "--addr", daemon_->address(), "--format", "perfetto", "-o", path});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const CliResult checked = RunShell(
+      "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/check_trace.py") + " " +
+      ShellQuote(path));
+  ASSERT_EQ(checked.exit_code, 0) << Describe(checked);
+  const std::vector<std::string> lines = checked.OutLines();
+  ASSERT_EQ(lines.size(), 2u) << checked.out;
+  for (const std::string& line : lines) {
+    Struct process;
+    ASSERT_TRUE(ParseJson(line, process));
+    // [start, end] of each sweep point, and of each phase slice by its point.
+    std::map<int, std::pair<double, double>> points;
+    std::vector<std::pair<int, std::pair<double, double>>> phases;
+    for (const Value& slice : process.fields().at("slices").list_value().values()) {
+      const auto& fields = slice.list_value();
+      const double ts = fields.values(1).number_value();
+      const double end = ts + fields.values(2).number_value();
+      const int index = static_cast<int>(
+          fields.values(3).struct_value().fields().at("sweep_index").number_value());
+      if (fields.values(4).number_value() == 1) {
+        phases.push_back({index, {ts, end}});
+      } else {
+        points[index] = {ts, end};
+      }
+    }
+    ASSERT_EQ(points.size(), 2u) << line;
+    EXPECT_LE(points.at(0).second, points.at(1).first) << line;
+    for (const auto& [index, span] : phases) {
+      EXPECT_GE(span.first, points.at(index).first - 0.01) << line;
+      EXPECT_LE(span.second, points.at(index).second + 0.01) << line;
+    }
   }
 }
 
