@@ -59,6 +59,55 @@ Experiment Finished() {
   return e;
 }
 
+// `e` as the daemon received it, `at` seconds after the epoch.
+ExperimentEvent ReceivedAt(ExperimentEvent e, double at) {
+  e.mutable_time()->set_seconds(static_cast<int64_t>(at));
+  e.mutable_time()->set_nanos(static_cast<int32_t>((at - static_cast<int64_t>(at)) * 1e9));
+  return e;
+}
+
+ExperimentEvent Started() {
+  ExperimentEvent e;
+  e.mutable_worker_event()->mutable_started()->set_pid(1);
+  return e;
+}
+
+// A sweep run one worker per point: each worker times its readings from its own start. The
+// second worker started 5 s after the first by the daemon's clock (each reading arrives 10 to
+// 30 ms after it is taken; the least delay counts), so on the timeline its readings and phases
+// follow the first's by 5 s, and nothing of the two points interleaves.
+TEST(TimelineTest, LaterWorkersOfARankFollowTheFirstOnItsClock) {
+  std::vector<ExperimentEvent> events = {
+      ReceivedAt(Started(), 1000.5),
+      ReceivedAt(PhaseEdgeEvent(0.5, FORWARD, BEGIN, 100 << 10), 1000.51),
+      ReceivedAt(Sample(0.7, 300 << 10, FORWARD), 1000.73),
+      ReceivedAt(PhaseEdgeEvent(1.0, FORWARD, END, 200 << 10), 1001.02),
+      ReceivedAt(Started(), 1005.2),
+      ReceivedAt(PhaseEdgeEvent(0.2, FORWARD, BEGIN, 100 << 10), 1005.23),
+      ReceivedAt(Sample(0.4, 500 << 10, FORWARD), 1005.41),
+      ReceivedAt(PhaseEdgeEvent(0.6, FORWARD, END, 100 << 10), 1005.62)};
+  for (int i : {5, 7}) events[i].mutable_worker_event()->mutable_phase()->set_sweep_index(1);
+  const std::vector<double> shifts = WorkerClockShifts(events);
+  ASSERT_EQ(shifts.size(), events.size());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(shifts[i], 0.0) << i;
+  for (int i = 5; i < 8; ++i) EXPECT_NEAR(shifts[i], 5.0, 1e-6) << i;
+
+  const Timeline timeline = BuildTimeline(events);
+  ASSERT_EQ(timeline.samples.size(), 6u);
+  const std::vector<double> want = {0.5, 0.7, 1.0, 5.2, 5.4, 5.6};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(timeline.samples[i].time_seconds(), want[i], 1e-6) << i;
+  }
+  ASSERT_EQ(timeline.bands.size(), 2u);
+  EXPECT_NEAR(timeline.bands[1].start_seconds, 5.2, 1e-6);
+  EXPECT_EQ(timeline.bands[1].sweep_index, 1);
+  EXPECT_EQ(timeline.samples[timeline.peak_index].allocated_bytes(), 500 << 10);
+
+  // Without receipt times nothing moves.
+  for (ExperimentEvent& e : events) e.clear_time();
+  for (double shift : WorkerClockShifts(events)) EXPECT_EQ(shift, 0.0);
+}
+
 TEST(TimelineTest, SamplesInTimeOrderBandsPairedAndPeakFound) {
   const Timeline timeline = BuildTimeline(History());
   ASSERT_EQ(timeline.samples.size(), 7u);

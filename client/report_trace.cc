@@ -17,6 +17,7 @@
 #include "client/describe.h"
 #include "client/rank_views.h"
 #include "client/report_formats.h"
+#include "client/timeline.h"
 
 namespace vramlab::client {
 namespace {
@@ -66,48 +67,6 @@ std::string Metadata(const char* name, int pid, int tid, const std::string& valu
   return absl::StrFormat(
       "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":%s}}", name, pid, tid,
       JsonQuote(value));
-}
-
-// The reading a worker event carries, if any.
-const MemorySample* ReadingOf(const vramlab::v1::WorkerEvent& worker) {
-  if (worker.has_sample()) return &worker.sample();
-  if (worker.has_phase() && worker.phase().has_memory()) return &worker.phase().memory();
-  if (worker.has_oom() && worker.oom().has_memory()) return &worker.oom().memory();
-  return nullptr;
-}
-
-// Seconds to add to each event's worker time so that every worker of a rank is on the clock of
-// the rank's first worker. A worker times its events from its own start, and a rank has a worker
-// per point when its sweep runs one per point (a parallel sweep's gangs; a one-process sweep
-// resumed after a restart): each `started` event begins the rank's next worker. Where a worker
-// started on the daemon's clock is the least (receipt time - worker time) over its readings
-// (exact up to the pipe's latency); a later worker is shifted by its start less the first's. The
-// first worker of each rank keeps its times, as does every worker when receipt times are missing.
-std::vector<double> WorkerClockShifts(const std::vector<ExperimentEvent>& events) {
-  std::vector<std::pair<int, int>> worker_of(events.size(), {-1, 0});  // (rank, worker)
-  std::map<int, int> started;                                          // rank -> workers begun
-  std::map<std::pair<int, int>, double> start;  // (rank, worker) -> start on the daemon's clock
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (!events[i].has_worker_event()) continue;
-    const auto& worker = events[i].worker_event();
-    const int rank = worker.rank();
-    if (worker.has_started()) ++started[rank];
-    worker_of[i] = {rank, std::max(started[rank] - 1, 0)};
-    const MemorySample* reading = ReadingOf(worker);
-    if (reading == nullptr || !events[i].has_time()) continue;
-    const double received = events[i].time().seconds() + events[i].time().nanos() * 1e-9;
-    const double at = received - reading->time_seconds();
-    auto [it, inserted] = start.try_emplace(worker_of[i], at);
-    it->second = std::min(it->second, at);
-  }
-  std::vector<double> shifts(events.size(), 0.0);
-  for (size_t i = 0; i < events.size(); ++i) {
-    const auto [rank, index] = worker_of[i];
-    if (index == 0) continue;
-    const auto first = start.find({rank, 0}), self = start.find(worker_of[i]);
-    if (first != start.end() && self != start.end()) shifts[i] = self->second - first->second;
-  }
-  return shifts;
 }
 
 // The counters of one reading, its time shifted by `shift` seconds: allocated and reserved, and

@@ -8,21 +8,68 @@ namespace vramlab::client {
 
 using namespace vramlab::v1;  // NOLINT: many message types
 
+namespace {
+
+// The reading a worker event carries, if any.
+const MemorySample* ReadingOf(const vramlab::v1::WorkerEvent& worker) {
+  if (worker.has_sample()) return &worker.sample();
+  if (worker.has_phase() && worker.phase().has_memory()) return &worker.phase().memory();
+  if (worker.has_oom() && worker.oom().has_memory()) return &worker.oom().memory();
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<double> WorkerClockShifts(const std::vector<ExperimentEvent>& events) {
+  std::vector<std::pair<int, int>> worker_of(events.size(), {-1, 0});  // (rank, worker)
+  std::map<int, int> started;                                          // rank -> workers begun
+  std::map<std::pair<int, int>, double> start;  // (rank, worker) -> start on the daemon's clock
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!events[i].has_worker_event()) continue;
+    const auto& worker = events[i].worker_event();
+    const int rank = worker.rank();
+    if (worker.has_started()) ++started[rank];
+    worker_of[i] = {rank, std::max(started[rank] - 1, 0)};
+    const MemorySample* reading = ReadingOf(worker);
+    if (reading == nullptr || !events[i].has_time()) continue;
+    const double received = events[i].time().seconds() + events[i].time().nanos() * 1e-9;
+    const double at = received - reading->time_seconds();
+    auto [it, inserted] = start.try_emplace(worker_of[i], at);
+    it->second = std::min(it->second, at);
+  }
+  std::vector<double> shifts(events.size(), 0.0);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto [rank, index] = worker_of[i];
+    if (index == 0) continue;
+    const auto first = start.find({rank, 0}), self = start.find(worker_of[i]);
+    if (first != start.end() && self != start.end()) shifts[i] = self->second - first->second;
+  }
+  return shifts;
+}
+
 Timeline BuildTimeline(const std::vector<ExperimentEvent>& events) {
   Timeline timeline;
   // Open phases keyed by (phase, step, micro_step, sweep_index): BEGIN and END pair up exactly.
   std::map<std::tuple<int, int, int, int>, double> open;
-  for (const auto& event : events) {
+  const std::vector<double> shifts = WorkerClockShifts(events);
+  // A reading on the timeline's clock.
+  auto shifted = [&](const MemorySample& s, size_t i) {
+    MemorySample copy = s;
+    copy.set_time_seconds(s.time_seconds() + shifts[i]);
+    return copy;
+  };
+  for (size_t i = 0; i < events.size(); ++i) {
+    const ExperimentEvent& event = events[i];
     if (!event.has_worker_event()) continue;
     const WorkerEvent& worker = event.worker_event();
     if (worker.has_sample()) {
-      timeline.samples.push_back(worker.sample());
+      timeline.samples.push_back(shifted(worker.sample(), i));
     } else if (worker.has_phase()) {
       const PhaseEvent& p = worker.phase();
-      if (p.has_memory()) timeline.samples.push_back(p.memory());
+      if (p.has_memory()) timeline.samples.push_back(shifted(p.memory(), i));
       const auto key =
           std::make_tuple(static_cast<int>(p.phase()), p.step(), p.micro_step(), p.sweep_index());
-      const double t = p.memory().time_seconds();
+      const double t = p.memory().time_seconds() + shifts[i];
       if (p.edge() == BEGIN) {
         open[key] = t;
       } else if (p.edge() == END) {
@@ -34,7 +81,7 @@ Timeline BuildTimeline(const std::vector<ExperimentEvent>& events) {
         }
       }
     } else if (worker.has_oom() && worker.oom().has_memory()) {
-      timeline.samples.push_back(worker.oom().memory());
+      timeline.samples.push_back(shifted(worker.oom().memory(), i));
     }
   }
   std::stable_sort(timeline.samples.begin(), timeline.samples.end(),

@@ -32,7 +32,19 @@ struct Timeline {
   int64_t max_reserved_bytes = 0;
 };
 
+// The readings and phases of every worker of the events, each later worker of a rank on the clock
+// of the rank's first (WorkerClockShifts).
 Timeline BuildTimeline(const std::vector<vramlab::v1::ExperimentEvent>& events);
+
+// Seconds to add to each event's worker time so that every worker of a rank is on the clock of
+// the rank's first worker. A worker times its events from its own start, and a rank has a worker
+// per point when its sweep runs one per point (a parallel sweep's gangs; a one-process sweep
+// resumed after a restart): each `started` event begins the rank's next worker. Where a worker
+// started on the daemon's clock is the least (receipt time - worker time) over its readings
+// (exact up to the pipe's latency); a later worker is shifted by its start less the first's. The
+// first worker of each rank keeps its times, as does every worker when receipt times are missing.
+// One value per event, in order.
+std::vector<double> WorkerClockShifts(const std::vector<vramlab::v1::ExperimentEvent>& events);
 
 // Reduces `samples` to at most about 2 * `buckets` points, keeping each bucket's lowest and
 // highest allocated reading (and the highest reserved), so peaks survive the thinning.
