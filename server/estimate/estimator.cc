@@ -249,22 +249,43 @@ std::string VerdictNote(const vramlab::v1::MemoryEstimate& e) {
   }
 }
 
-}  // namespace
+// What every prediction of a spec shares: its settings for one process (the parallel settings
+// taken out), the limit it is judged against and its allocator.
+struct OneProcess {
+  RunSettings base;
+  estimate::ParallelSettings parallel;
+  int64_t limit = 0;
+  AllocatorKind allocator;
+};
 
-absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
-                                                           int64_t limit_bytes,
-                                                           const EstimateOptions& options) {
+// `limit_bytes` overrides the spec's limit when non-zero (EstimateMemory's contract).
+absl::StatusOr<OneProcess> ResolveOneProcess(const vramlab::v1::ExperimentSpec& spec,
+                                             int64_t limit_bytes) {
   if (limit_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("limit_bytes: must not be negative, got ", limit_bytes));
   }
   ASSIGN_OR_RETURN(RunSettings base, estimate::ResolveRunSettings(spec));
-  // Everything below is one process's until the rank's prediction at the end.
   const estimate::ParallelSettings parallel = base.parallel;
   base.parallel = estimate::ParallelSettings{};
-  const int64_t limit = limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
   const AllocatorKind allocator =
       estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
+  return OneProcess{std::move(base), parallel,
+                    limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes(),
+                    allocator};
+}
+
+}  // namespace
+
+absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
+                                                           int64_t limit_bytes,
+                                                           const EstimateOptions& options) {
+  ASSIGN_OR_RETURN(const OneProcess one, ResolveOneProcess(spec, limit_bytes));
+  // Everything below is one process's until the rank's prediction at the end.
+  const RunSettings& base = one.base;
+  const estimate::ParallelSettings& parallel = one.parallel;
+  const int64_t limit = one.limit;
+  const AllocatorKind allocator = one.allocator;
   const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
   const vramlab::v1::AllocatorConfig& conf = spec.memory().allocator();
   // The top level, the searches and the sweep's points differ from `base` only in seq_len and
@@ -364,22 +385,14 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
 
 absl::StatusOr<vramlab::v1::PointEstimate> EstimateSweepPoint(
     const vramlab::v1::ExperimentSpec& spec, int64_t limit_bytes, int32_t value) {
-  if (limit_bytes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit_bytes: must not be negative, got ", limit_bytes));
-  }
   const estimate::SweepPlan sweep = estimate::PlanSweep(spec.sweep());
   if (!sweep.active) return absl::InvalidArgumentError("sweep: the spec has no sweep");
   if (value < 1) {
     return absl::InvalidArgumentError(absl::StrCat("value: must be positive, got ", value));
   }
-  ASSIGN_OR_RETURN(RunSettings base, estimate::ResolveRunSettings(spec));
-  base.parallel = estimate::ParallelSettings{};
-  const int64_t limit = limit_bytes != 0 ? limit_bytes : spec.memory().device_memory_limit_bytes();
-  const AllocatorKind allocator =
-      estimate::AllocatorOf(base, spec.memory().allocator().expandable_segments());
-  return PointOf(value, Predict(estimate::AtSweepValue(base, sweep, value), allocator, limit,
-                                spec.memory().allocator()));
+  ASSIGN_OR_RETURN(const OneProcess one, ResolveOneProcess(spec, limit_bytes));
+  return PointOf(value, Predict(estimate::AtSweepValue(one.base, sweep, value), one.allocator,
+                                one.limit, spec.memory().allocator()));
 }
 
 }  // namespace vramlab::server
