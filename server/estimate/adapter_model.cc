@@ -31,6 +31,11 @@ bool Wraps(const RunSettings& run, int target) {
 
 }  // namespace
 
+ProjectionFeatures FeaturesOf(const RunSettings& run, AdapterProjection projection) {
+  const Projection p = Projections(run.model)[static_cast<size_t>(projection)];
+  return {p.in, p.out, run.adapter.enabled() && Wraps(run, p.target)};
+}
+
 AdapterTensors ListAdapterTensors(const RunSettings& run) {
   AdapterTensors tensors;
   const ModelShape& m = run.model;

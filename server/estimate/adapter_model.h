@@ -42,6 +42,13 @@ struct ProjectionActivations {
 
 enum AdapterProjection { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
 
+// A projection's input and output features in `run`'s model, and whether its adapter wraps it.
+struct ProjectionFeatures {
+  int64_t in = 0, out = 0;
+  bool wrapped = false;
+};
+ProjectionFeatures FeaturesOf(const RunSettings& run, AdapterProjection projection);
+
 struct AdapterActivations {
   int64_t kept = 0;  // the sum over the layer's projections
   std::array<ProjectionActivations, kNumProjections> projection;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -275,12 +276,22 @@ absl::StatusOr<OneProcess> ResolveOneProcess(const vramlab::v1::ExperimentSpec& 
                     allocator};
 }
 
+// `value`'s point of a one-process sweep over `base`: after other points in its worker unless it
+// is a LIST's first (a search runs its points in an order only the measurements decide).
+RunSettings SweepPointRun(const RunSettings& base, const estimate::SweepPlan& sweep,
+                          int64_t value) {
+  RunSettings run = estimate::AtSweepValue(base, sweep, value);
+  run.after_other_points = base.after_other_points || sweep.search || value != sweep.first();
+  return run;
+}
+
 }  // namespace
 
 absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::ExperimentSpec& spec,
                                                            int64_t limit_bytes,
                                                            const EstimateOptions& options) {
-  ASSIGN_OR_RETURN(const OneProcess one, ResolveOneProcess(spec, limit_bytes));
+  ASSIGN_OR_RETURN(OneProcess one, ResolveOneProcess(spec, limit_bytes));
+  one.base.after_other_points = options.after_other_points;
   // Everything below is one process's until the rank's prediction at the end.
   const RunSettings& base = one.base;
   const estimate::ParallelSettings& parallel = one.parallel;
@@ -291,9 +302,9 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
   // The top level, the searches and the sweep's points differ from `base` only in seq_len and
   // micro_batch, and ask for the same settings more than once (a point's value is also a search
   // step; fits and not ruled out): each (seq_len, micro_batch) is predicted once.
-  std::map<std::pair<int64_t, int64_t>, Prediction> predictions;
+  std::map<std::tuple<int64_t, int64_t, bool>, Prediction> predictions;
   auto predict_run = [&](const RunSettings& r, Need need) -> const Prediction& {
-    const auto key = std::make_pair(r.seq_len, r.micro_batch);
+    const auto key = std::make_tuple(r.seq_len, r.micro_batch, r.after_other_points);
     auto it = predictions.find(key);
     if (it != predictions.end() && (it->second.complete || need == Need::kVerdict)) {
       return it->second;
@@ -304,7 +315,7 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
     return it->second;
   };
   auto predict = [&](int64_t value) {
-    return predict_run(estimate::AtSweepValue(base, sweep, value), Need::kAll);
+    return predict_run(SweepPointRun(base, sweep, value), Need::kAll);
   };
   auto verdict_of = [&](const RunSettings& r) {
     return predict_run(r, Need::kVerdict).decision.verdict;
@@ -391,8 +402,8 @@ absl::StatusOr<vramlab::v1::PointEstimate> EstimateSweepPoint(
     return absl::InvalidArgumentError(absl::StrCat("value: must be positive, got ", value));
   }
   ASSIGN_OR_RETURN(const OneProcess one, ResolveOneProcess(spec, limit_bytes));
-  return PointOf(value, Predict(estimate::AtSweepValue(one.base, sweep, value), one.allocator,
-                                one.limit, spec.memory().allocator()));
+  return PointOf(value, Predict(SweepPointRun(one.base, sweep, value), one.allocator, one.limit,
+                                spec.memory().allocator()));
 }
 
 }  // namespace vramlab::server

@@ -14,6 +14,9 @@ namespace vramlab::server {
 struct EstimateOptions {
   // Also search the smallest world size whose rank fits (needs a limit): MemoryEstimate.parallel.
   bool smallest_world_size = false;
+  // The run is a later point of a one-process sweep (RunSettings::after_other_points): the
+  // verdict widens its band to the error measured on such points.
+  bool after_other_points = false;
 };
 
 // `limit_bytes` overrides spec.memory.device_memory_limit_bytes when non-zero. When both are 0
@@ -26,7 +29,9 @@ absl::StatusOr<vramlab::v1::MemoryEstimate> EstimateMemory(const vramlab::v1::Ex
                                                            const EstimateOptions& options = {});
 
 // One value of the spec's sweep (any value, not only the ones EstimateMemory lists), predicted for
-// one process as EstimateMemory predicts its points: the same numbers, and its anatomy.
+// one process as EstimateMemory predicts its points: the same numbers, and its anatomy. A point
+// of a one-process sweep other than a LIST's first runs after other points in the same worker:
+// every search point, every LIST point but the first (RunSettings::after_other_points).
 // `limit_bytes` as for EstimateMemory. INVALID_ARGUMENT for a spec without a sweep, a value
 // below 1, or a spec EstimateMemory refuses.
 absl::StatusOr<vramlab::v1::PointEstimate> EstimateSweepPoint(

@@ -1,8 +1,9 @@
 // The fit verdict against every recorded GPU run: testdata/estimator/fit_calibration.jsonl holds
 // one row per run or sweep point (its spec, its limit, whether it fit or ran out of memory;
 // format: testdata/estimator/README.md). No row may be FITS and have run out of memory, none
-// DOES_NOT_FIT and have fit. The FITS / TIGHT / DOES_NOT_FIT counts against the outcome are
-// printed (docs/ESTIMATOR.md, "Does it fit", quotes them).
+// DOES_NOT_FIT and have fit. A row with worker_run > 0 (a one-process sweep's later point) is
+// estimated as such (EstimateOptions::after_other_points). The FITS / TIGHT / DOES_NOT_FIT counts
+// against the outcome are printed (docs/ESTIMATOR.md, "Does it fit", quotes them).
 //
 // testdata/estimator/fit_heldout.jsonl holds near-limit runs that no constant of the estimator was
 // set from (docs/ESTIMATOR.md, "Held out"): the same two rules, and on the rows that fit and that
@@ -30,6 +31,7 @@ struct Row {
   int64_t limit = 0;
   bool oom = false;
   int64_t peak_reserved = 0;  // measured; 0: not recorded
+  int worker_run = 0;         // its place among its worker's runs (0: a fresh process)
 };
 
 // One JSON object per line; a field missing or of the wrong kind fails the test naming the line.
@@ -55,6 +57,15 @@ bool ParseRow(const std::string& line, Row* row, std::string* error) {
   row->oom = outcome == "OOM";
   if (const auto it = f.find("peak_reserved_bytes"); it != f.end()) {
     row->peak_reserved = static_cast<int64_t>(it->second.number_value());
+  }
+  if (const auto it = f.find("worker_run"); it != f.end()) {
+    const double run = it->second.number_value();
+    if (it->second.kind_case() != google::protobuf::Value::kNumberValue || run < 0 ||
+        run != std::floor(run)) {
+      *error = "worker_run: must be a whole number >= 0";
+      return false;
+    }
+    row->worker_run = static_cast<int>(run);
   }
   row->limit = static_cast<int64_t>(f.at("limit_bytes").number_value());
   if (row->limit <= 0) {
@@ -85,7 +96,10 @@ void CheckTable(const std::string& file, bool held_out) {
     Row row;
     std::string error;
     ASSERT_TRUE(ParseRow(line, &row, &error)) << path << ":" << number << ": " << error;
-    const auto estimate = EstimateMemory(row.spec, row.limit);
+    // A later run of a worker (a one-process sweep's point after the first) is estimated as one.
+    EstimateOptions options;
+    options.after_other_points = row.worker_run > 0;
+    const auto estimate = EstimateMemory(row.spec, row.limit, options);
     ASSERT_TRUE(estimate.ok()) << row.name << ": " << estimate.status();
     const FitVerdict verdict = estimate->verdict();
     ++counts[{verdict, row.oom}];
@@ -93,9 +107,11 @@ void CheckTable(const std::string& file, bool held_out) {
     if (estimate->has_replay()) {
       const auto& r = estimate->replay();
       std::printf(
-          "replay %-40s %s %-12s measured %6.2f GiB replayed %6.2f GiB (%+.2f %% of limit)%s %s\n",
-          row.name.c_str(), row.oom ? "OOM" : "FIT", vramlab::v1::FitVerdict_Name(verdict).c_str(),
-          row.peak_reserved / 1073741824.0, r.peak_reserved_bytes() / 1073741824.0,
+          "replay %-40s run %d %s %-12s measured %6.2f GiB replayed %6.2f GiB (%+.2f %% of "
+          "limit)%s %s\n",
+          row.name.c_str(), row.worker_run, row.oom ? "OOM" : "FIT",
+          vramlab::v1::FitVerdict_Name(verdict).c_str(), row.peak_reserved / 1073741824.0,
+          r.peak_reserved_bytes() / 1073741824.0,
           100.0 * (r.peak_reserved_bytes() - row.peak_reserved) / row.limit,
           r.oom() ? " replay-OOM" : "", r.reason().c_str());
       if (held_out && !row.oom && !r.oom()) {

@@ -32,7 +32,11 @@ StepTensorSizes::StepTensorSizes(const RunSettings& r) {
 }
 
 LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
-    : run_(run), log_(log), z_(run), kept_(EstimateLayerActivations(run).kept) {}
+    : run_(run),
+      log_(log),
+      z_(run),
+      kept_(EstimateLayerActivations(run).kept),
+      projections_(run, log) {}
 
 // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
 // h = x.to(fp32). h.pow(2) lives until its mean is taken.
@@ -72,9 +76,9 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   Norm(saved);
   saved->push_back(log_->A(H));  // norm 1's output, saved by the projections
   saved = &layer->attention;
-  const int64_t q = log_->A(z_.q);
+  const int64_t q = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);  // fetched by the first matmul, after its output
-  const int64_t k = log_->A(KV), v = log_->A(KV);
+  const int64_t k = projections_.Forward(kK), v = projections_.Forward(kV);
   // Rotary: x*cos, rotate_half(x), its product with sin, then the sum.
   int64_t t1 = log_->A(z_.q), t2 = log_->A(z_.q), t3 = log_->A(z_.q);
   const int64_t qr = log_->A(z_.q);
@@ -107,7 +111,7 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
     saved->push_back(log_->A(z_.q));
     saved->push_back(log_->A(z_.lse));
   }
-  const int64_t attn = log_->A(H);
+  const int64_t attn = projections_.Forward(kO);
   const int64_t h = log_->A(H);  // x + attn
   log_->F(attn);
   log_->F(x);
@@ -115,14 +119,16 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   layer->mlp.push_back(log_->A(H));  // norm 2's output
   // SwiGLU, silu(gate_proj(x)) * up_proj(x) with the right operand first: up, gate, silu(gate),
   // the product (the kMlp* places); then down_proj and the residual.
-  for (int i = 0; i < 4; ++i) layer->mlp.push_back(log_->A(z_.inter));
+  layer->mlp.push_back(projections_.Forward(kUp));
+  layer->mlp.push_back(projections_.Forward(kGate));
+  for (int i = 0; i < 2; ++i) layer->mlp.push_back(log_->A(z_.inter));
   if (run_.eager_attention) {
     // Two fp32 hidden-sized tensors per layer the op walk does not explain (measured:
     // activation_model.cc kUnexplainedFp32HiddenPerLayer).
     layer->extra.push_back(log_->A(z_.hidden32));
     layer->extra.push_back(log_->A(z_.hidden32));
   }
-  const int64_t down = log_->A(H);
+  const int64_t down = projections_.Forward(kDown);
   const int64_t out = log_->A(H);
   log_->F(down);
   log_->F(h);
@@ -145,9 +151,9 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   Norm(&transient);
   const int64_t n1 = log_->A(H);
   log_->FreeAll(&transient);
-  const int64_t q = log_->A(z_.q);
+  const int64_t q = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);
-  const int64_t k = log_->A(z_.kv), v = log_->A(z_.kv);
+  const int64_t k = projections_.Forward(kK), v = projections_.Forward(kV);
   log_->F(n1);
   if (run_.eager_attention) {
     // As with autograd (LayerForward), nothing saved: the fp32 output goes after its cast, the
@@ -172,14 +178,17 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
     log_->F(q), log_->F(k), log_->F(v);
     log_->F(o);
   }
+  // o_proj's output is h's operand only (listed where an adapter wraps o_proj).
+  const int64_t attn = projections_.Wraps(kO) ? projections_.Forward(kO) : -1;
   const int64_t h = log_->A(H);
+  log_->F(attn);
   Norm(&transient);
   const int64_t n2 = log_->A(H);
   log_->FreeAll(&transient);
-  const int64_t g = log_->A(z_.inter), s = log_->A(z_.inter), u = log_->A(z_.inter),
-                pr = log_->A(z_.inter);
+  const int64_t g = projections_.Forward(kGate), s = log_->A(z_.inter),
+                u = projections_.Forward(kUp), pr = log_->A(z_.inter);
   log_->F(g), log_->F(s), log_->F(u);
-  const int64_t d = log_->A(H);
+  const int64_t d = projections_.Forward(kDown);
   log_->F(pr), log_->F(n2);
   const int64_t out = log_->A(H);
   log_->F(d), log_->F(h);
@@ -194,7 +203,7 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
   // Each linear's weight gradient comes before its input's; each node frees what it saved once
   // it has run. down_proj: its input's gradient; the product freed.
   gradients("mlp.down_proj");
-  const int64_t gd = log_->A(z_.inter);
+  const int64_t gd = projections_.Backward(kDown);
   log_->Drop(&mlp, kMlpProduct);
   // silu(gate) * up: the gradients of up and of silu(gate); then silu's, gate's gradient.
   const int64_t gu = log_->A(z_.inter), gs = log_->A(z_.inter);
@@ -205,9 +214,10 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
   log_->Drop(&mlp, kMlpGate);
   // gate_proj (the later node), then up_proj; their input gradients summed.
   gradients("mlp.gate_proj");
-  const int64_t gmlp = log_->A(H);
+  const int64_t gmlp = projections_.Backward(kGate);
   log_->F(gg);
   gradients("mlp.up_proj");
+  projections_.AccumulatedBackward(kUp);
   log_->F(gu);
   log_->FreeAll(&mlp);
   gradients("post_attention_layernorm");
@@ -217,7 +227,7 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
   log_->F(gmlp);
   log_->FreeAll(&saved->norm2);
   gradients("self_attn.o_proj");
-  const int64_t go = log_->A(z_.q);
+  const int64_t go = projections_.Backward(kO);
   int64_t gq = -1, gk = -1, gv = -1, gkr = -1, gvr = -1;
   if (run_.eager_attention) {
     std::vector<int64_t>* att = &saved->attention;
@@ -251,10 +261,12 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
   }
   // repeat_kv's backward and rotary's temporaries; then v_proj, k_proj, q_proj.
   log_->T(z_.q), log_->T(z_.q);
-  const int64_t gx = log_->A(H);
-  for (const char* part : {"self_attn.v_proj", "self_attn.k_", "self_attn.q_"}) {
-    gradients(part);
-  }
+  const int64_t gx = projections_.Backward(kV);
+  gradients("self_attn.v_proj");
+  projections_.AccumulatedBackward(kK);
+  gradients("self_attn.k_");
+  projections_.AccumulatedBackward(kQ);
+  gradients("self_attn.q_");
   log_->F(gq), log_->F(gk), log_->F(gv), log_->F(gkr), log_->F(gvr);
   gradients("");  // input_layernorm (and any tensor not named above)
   log_->F(NormBackward(&saved->norm1));

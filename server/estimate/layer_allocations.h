@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/estimate/adapter_allocations.h"
 #include "server/estimate/allocation_log.h"
 #include "server/estimate/run_settings.h"
 
@@ -65,12 +66,14 @@ class LayerAllocations {
 
  private:
   enum { kEagerKeys, kEagerValues, kEagerQuery, kEagerProbs32, kEagerProbs, kEagerOutput };
+
   enum { kMlpInput, kMlpUp, kMlpGate, kMlpSilu, kMlpProduct };
 
   const RunSettings& run_;
   AllocationLog* const log_;
   const StepTensorSizes z_;
-  const int64_t kept_;  // the step walk's saved bytes of a layer with autograd
+  const int64_t kept_;              // the step walk's saved bytes of a layer with autograd
+  AdapterAllocations projections_;  // each projection's tensors, wrapped by an adapter or not
 };
 
 }  // namespace vramlab::server::estimate

@@ -26,7 +26,8 @@ namespace vramlab::server::estimate {
 constexpr int32_t kReplaySteps = 2;
 constexpr int32_t kReplayMicroSteps = 2;
 
-// The replay's error band, a fraction of the limit (docs/ESTIMATOR.md, "Reserved by replay").
+// The replay's error band, a fraction of the limit: by attention for a fresh process, wider for a
+// later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").
 double ReplayErrorBand(const RunSettings& run);
 
 struct ReplayVerdict {
@@ -36,12 +37,11 @@ struct ReplayVerdict {
   std::string reason;  // why TIGHT, or where DOES_NOT_FIT runs out
 };
 
-// Whether the replay decides `run`'s verdict: a single process on a CUDA device training every
-// weight with the ATEN kernels, whose tensors step_allocations.h lists one by one. The CPU's
-// counting allocator keeps reserved == allocated; adapters (LoRA, QLoRA), FUSED kernels and a
-// rank of a parallel run keep the step walk's verdict (fit_verdict.h) until their tensors are
-// listed too (their replay, topped up by blocks, missed QLoRA's measured peak reserved by up to
-// 12 % of the limit).
+// Whether the replay decides `run`'s verdict: a single process on a CUDA device with the ATEN
+// kernels, full fine-tuning or adapters (LoRA, QLoRA: adapter_allocations.h lists each wrapped
+// projection's tensors), whose tensors step_allocations.h lists. The CPU's counting allocator
+// keeps reserved == allocated; FUSED kernels and a rank of a parallel run keep the step walk's
+// verdict (fit_verdict.h) until their tensors are listed too.
 bool VerdictByReplay(const RunSettings& run);
 
 // `limit` 0: no limit (verdict FIT_VERDICT_UNSPECIFIED; the replay's peak is still given).

@@ -81,6 +81,11 @@ class Planner {
     }
   }
 
+  // A frozen lm_head's gradient buffer (the chunked loss's zeros_like of the weight).
+  int64_t FrozenHeadGradientBytes() const {
+    return run_.model.vocab_size * run_.model.hidden_size * run_.dtype_bytes;
+  }
+
   void AllocateWeights() {
     // Every parameter tensor in named_parameters() order, the weights' bytes shared by elements
     // (exact for dense weights; QLoRA's codes and constants, adapters, in proportion).
@@ -144,9 +149,11 @@ class Planner {
     log_.F(x);
     int64_t log_probs = -1;
     if (run_.chunked_loss) {
+      // Per chunk (loss.cc ChunkLogitsFp32): the dtype logits, their fp32 copy, the dtype ones
+      // freed as the call returns, then the fp32 ones after the chunk's loss.
       for (int64_t c = 0; c < z_.chunks; ++c) {
         const int64_t l = log_.A(z_.logits), l32 = log_.A(z_.upcast ? z_.logits32 : 0);
-        log_.F(l32), log_.F(l);
+        log_.F(l), log_.F(l32);
       }
     } else {
       const int64_t l = log_.A(z_.logits);
@@ -172,16 +179,23 @@ class Planner {
     };
     int64_t gy = -1;
     if (run_.chunked_loss) {
+      // ChunkedCrossEntropy::backward: the hidden states' gradient, then lm_head's, zeros_like
+      // of the weight also when it is frozen (adapters: discarded as the node returns).
       gy = log_.A(z_.hidden);
       head_gradient();
+      const int64_t frozen_head = p_.head_gradient > 0 ? -1 : log_.A(FrozenHeadGradientBytes());
       for (int64_t c = 0; c < z_.chunks; ++c) {
+        // The chunk's logits recomputed (backward's first matmul), their fp32 copy (the dtype
+        // ones freed as ChunkLogitsFp32 returns), softmax in place, the gradient cast to the
+        // dtype, then the fp32 chunk freed; both products write into existing tensors.
         const int64_t l = log_.A(z_.logits);
-        log_.BlasWorkspace(
-            kBackwardThread);  // the chunk's logits, recomputed: backward's first matmul
+        log_.BlasWorkspace(kBackwardThread);
         const int64_t l32 = log_.A(z_.upcast ? z_.logits32 : 0);
-        log_.T(z_.logits);
-        log_.F(l32), log_.F(l);
+        log_.F(l);
+        const int64_t g = log_.A(z_.upcast ? z_.logits : 0);
+        log_.F(l32), log_.F(g);
       }
+      log_.F(frozen_head);
     } else {
       // nll_loss's and log_softmax's fp32 gradients, the cast, lm_head's gradients.
       const int64_t g1 = log_.A(z_.logits32), g2 = log_.A(z_.logits32);

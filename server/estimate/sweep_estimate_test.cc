@@ -17,8 +17,8 @@ using vramlab::v1::MemoryEstimate;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-MemoryEstimate MustEstimate(const ExperimentSpec& spec) {
-  absl::StatusOr<MemoryEstimate> e = EstimateMemory(spec, 0);
+MemoryEstimate MustEstimate(const ExperimentSpec& spec, const EstimateOptions& options = {}) {
+  absl::StatusOr<MemoryEstimate> e = EstimateMemory(spec, 0, options);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *e : MemoryEstimate();
 }
@@ -80,10 +80,13 @@ TEST(SweepEstimateTest, SweepsGetAPredictionPerPointAndABoundary) {
   ASSERT_GT(fits, 0);
   EXPECT_EQ(fits % 1000, 0);
   EXPECT_GE(possible, fits);
+  // A search's points run in one worker after other points: estimated as such.
+  EstimateOptions later;
+  later.after_other_points = true;
   auto verdict_at = [&](int seq) {
     ExperimentSpec point = spec;
     point.mutable_training()->set_seq_len(seq);
-    return MustEstimate(point).verdict();
+    return MustEstimate(point, later).verdict();
   };
   EXPECT_EQ(verdict_at(fits), vramlab::v1::FITS);
   EXPECT_NE(verdict_at(fits + 1000), vramlab::v1::FITS);
@@ -92,11 +95,13 @@ TEST(SweepEstimateTest, SweepsGetAPredictionPerPointAndABoundary) {
 }
 
 // Any value of a sweep, predicted alone, is the point EstimateMemory would list for it: a search's
-// points between its ends get the same numbers and anatomy as a LIST of those values.
+// points between its ends get the same numbers and anatomy as a LIST's points after its first
+// (each runs after other points in the worker).
 TEST(SweepEstimateTest, OneSweepPointIsTheListedPointForThatValue) {
   const ExperimentSpec spec = SdpaCheckpointedAt24GiB();
-  const MemoryEstimate listed = MustEstimate(SeqLenList(spec, {2048, 40960, 98304}));
-  ASSERT_EQ(listed.points_size(), 3);
+  MemoryEstimate listed = MustEstimate(SeqLenList(spec, {1024, 2048, 40960, 98304}));
+  ASSERT_EQ(listed.points_size(), 4);
+  listed.mutable_points()->erase(listed.mutable_points()->begin());
   ExperimentSpec search = spec;
   search.mutable_sweep()->set_variable(vramlab::v1::SEQ_LEN);
   search.mutable_sweep()->set_mode(vramlab::v1::SEARCH_MAX);
@@ -126,6 +131,27 @@ TEST(SweepEstimateTest, OneSweepPointIsTheListedPointForThatValue) {
   absl::Status zero = EstimateSweepPoint(search, 0, 0).status();
   EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(zero.message().find("value"), std::string::npos) << zero;
+}
+
+// A one-process LIST runs its first point in a fresh worker and the others after it: the first
+// gets the band measured on fresh processes, the others the wider one measured on later points.
+TEST(SweepEstimateTest, ALaterPointOfAOneProcessSweepGetsTheWiderBand) {
+  const ExperimentSpec spec = SdpaCheckpointedAt24GiB();
+  const MemoryEstimate ab = MustEstimate(SeqLenList(spec, {2048, 4096}));
+  const MemoryEstimate ba = MustEstimate(SeqLenList(spec, {4096, 2048}));
+  ASSERT_EQ(ab.points_size(), 2);
+  ASSERT_EQ(ba.points_size(), 2);
+  auto band = [](const vramlab::v1::PointEstimate& p) {
+    return p.reserved_high_bytes() - p.reserved_low_bytes();
+  };
+  const int64_t limit = 24 * kGiB;
+  EXPECT_EQ(ab.points(0).verdict(), vramlab::v1::FITS);
+  EXPECT_EQ(band(ab.points(0)), (limit * 25 + 999) / 1000);  // 2.5 %, sdpa, fresh
+  EXPECT_EQ(band(ba.points(1)), (limit * 5 + 99) / 100);     // 5 %, after 4096
+  EXPECT_EQ(band(ba.points(0)), band(ab.points(0)));
+  EXPECT_EQ(band(ab.points(1)), band(ba.points(1)));
+  // The peak is the same prediction either way: only the band moves.
+  EXPECT_EQ(ab.points(1).reserved_low_bytes(), ba.points(0).reserved_low_bytes());
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// A projection wrapped by an adapter (worker/adapters/: lora_linear.cc, nf4_linear.cc, nf4.cc),
+// tensor by tensor in the order its forward and backward allocate and free: LoRA's one autograd
+// node with its casts; QLoRA's dequantised weight (the codes widened to int32, then the looked-up
+// weight, in forward and again in backward), the bias, the update and the sum. The sizes and what
+// lives together are adapter_model.h's ProjectionActivations, so the replay's peaks are the step
+// walk's. Part of layer_allocations.h's plan; a projection no adapter wraps allocates only its
+// output (or its input's gradient).
+#ifndef VRAMLAB_SERVER_ESTIMATE_ADAPTER_ALLOCATIONS_H_
+#define VRAMLAB_SERVER_ESTIMATE_ADAPTER_ALLOCATIONS_H_
+
+#include <cstdint>
+
+#include "server/estimate/adapter_model.h"
+#include "server/estimate/allocation_log.h"
+#include "server/estimate/run_settings.h"
+
+namespace vramlab::server::estimate {
+
+// Writes into `log`, which must outlive it.
+class AdapterAllocations {
+ public:
+  AdapterAllocations(const RunSettings& run, AllocationLog* log);
+
+  // The projection's forward; returns its output (what was live before stays live).
+  int64_t Forward(AdapterProjection projection);
+  // The projection's backward, the gradient of its output live and kept; returns the gradient of
+  // its input.
+  int64_t Backward(AdapterProjection projection);
+  // The backward of a projection whose input's gradient is added into one already made (k and q
+  // after v, up after gate): nothing listed unwrapped (the plain linear's gradient is summed in
+  // place); wrapped, all of Backward's tensors, freed after the sum.
+  void AccumulatedBackward(AdapterProjection projection);
+  // Whether an adapter wraps `projection`.
+  bool Wraps(AdapterProjection projection) const;
+
+ private:
+  struct Sizes {
+    int64_t in_e, in_a, out_e, out_a, weight, codes32;
+    bool cast, bias, wrapped;
+  };
+  Sizes SizesOf(AdapterProjection projection) const;
+  // DequantizeNf4: the codes widened to int32, then the weight; returns the weight.
+  int64_t Dequantize(const Sizes& z);
+
+  const RunSettings& run_;
+  AllocationLog* const log_;
+  const AdapterActivations activations_;
+};
+
+}  // namespace vramlab::server::estimate
+
+#endif  // VRAMLAB_SERVER_ESTIMATE_ADAPTER_ALLOCATIONS_H_
