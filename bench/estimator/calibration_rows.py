@@ -12,8 +12,12 @@ the sweep removed). A row is one JSON object:
     {"name": ..., "source": ..., "spec": {ExperimentSpec JSON, limit included},
      "allocator": "native" | "expandable",
      "outcome": "FIT" | "OOM", "oom_phase": "BACKWARD" (OOM rows),
-     "limit_bytes": N,  "peak_allocated_bytes": N, "peak_reserved_bytes": N}
+     "limit_bytes": N,  "peak_allocated_bytes": N, "peak_reserved_bytes": N,
+     "worker_run": N}
 
+worker_run is the run's place among the runs the log's one worker made (0: the worker's first,
+a fresh process; a one-process sweep's later points ran after others in the same process, which
+the estimate is told: EstimateOptions.after_other_points).
 limit_bytes is the spec's memory.device_memory_limit_bytes, or, for a run without one, the
 device's total memory from the worker's `started` event less the measured CUDA context (what the
 caching allocator could have had). The peaks are the worker's measured anatomy of that run or
@@ -100,6 +104,7 @@ def rows(events_path, spec_path, source):
             "limit_bytes": row_limit,
             "peak_allocated_bytes": as_int(anatomy.get("peak_allocated_bytes")),
             "peak_reserved_bytes": as_int(anatomy.get("peak_reserved_bytes")),
+            "worker_run": i,
         }
         if oom:
             index = sweep_indices[i] if i < len(sweep_indices) else 0

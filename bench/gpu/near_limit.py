@@ -2,8 +2,9 @@
 """Near-limit runs for the fit verdict (docs/ESTIMATOR.md, "Fit verdict"): configurations whose
 predicted peak reserved lies within 5 % of a 24 or 48 GiB limit, half of them held out.
 
-  near_limit.py plan [--estimator build/bin/vramlab-estimate] > PLAN.jsonl
-      For every configuration of the grid below, two sequence lengths on either side of the limit:
+  near_limit.py plan [--estimator build/bin/vramlab-estimate] [--grid 1|2] > PLAN.jsonl
+      For every configuration of the grid (1: the 28 of 2026-12-05, alternate ones held out;
+      2: 18 others, every one held out), two sequence lengths on either side of the limit:
       the first whose predicted peak reserved (the estimate without a limit) reaches
       limit x (1 - d), or the one before it when that is over the limit, and the first that
       reaches limit x (1 + d), d rotating through 1, 3 and 4.5 %; a side outside 5 % of the limit
@@ -56,11 +57,36 @@ def spec_of(preset, limit_gib, attention, micro_batch, checkpoint, expandable, o
     return {"device": "CUDA", "model": {"preset": preset}, "training": training, "memory": memory}
 
 
-def grid():
+# Grid 2: configurations no earlier grid has, for a held-out check of estimator changes made
+# after grid 1's runs (families with 8B presets, micro-batch 4 with eager, QLoRA at 48 GiB).
+GRID_2 = [
+    # preset, limit, attention, mb, ckpt, expandable, optimizer, adapter
+    ("qwen2.5-0.5b", 24, "SDPA", 1, True, True, "ADAMW", None),
+    ("qwen2.5-0.5b", 48, "EAGER", 2, False, False, "SGD", None),
+    ("qwen2.5-1.5b", 24, "EAGER", 4, False, True, "ADAMW_8BIT", None),
+    ("qwen2.5-1.5b", 48, "SDPA", 1, True, False, "ADAMW", None),
+    ("qwen2.5-1.5b", 24, "SDPA", 2, False, True, "ADAMW", LORA),
+    ("qwen2.5-3b", 24, "EAGER", 1, False, False, "SGD", None),
+    ("qwen2.5-3b", 48, "SDPA", 2, True, True, "ADAMW", LORA),
+    ("qwen2.5-3b", 24, "SDPA", 4, True, False, "ADAMW", QLORA),
+    ("llama-3.2-1b", 48, "EAGER", 1, True, True, "ADAMW", None),
+    ("llama-3.2-3b", 24, "SDPA", 1, True, False, "ADAMW_8BIT", None),
+    ("llama-3.1-8b", 24, "SDPA", 1, True, False, "ADAMW", LORA),
+    ("llama-3.1-8b", 48, "SDPA", 2, True, True, "ADAMW", QLORA),
+    ("qwen3-8b", 24, "SDPA", 1, True, True, "ADAMW", QLORA),
+    ("qwen3-4b", 48, "EAGER", 1, True, False, "ADAMW", LORA),
+    ("qwen3-1.7b", 48, "SDPA", 2, False, False, "SGD", None),
+    ("mistral-7b-v0.3", 24, "SDPA", 2, True, False, "ADAMW", QLORA),
+    ("qwen2.5-7b", 48, "SDPA", 1, True, True, "ADAMW", LORA),
+    ("qwen2.5-7b", 24, "EAGER", 1, True, False, "ADAMW", QLORA),
+]
+
+
+def grid(number=1):
     """(name, spec without seq_len) of each configuration: every dimension the issue names,
     spread so that no two configurations are the same."""
     out = []
-    rows = [
+    rows = GRID_2 if number == 2 else [
         # preset, limit, attention, mb, ckpt, expandable, optimizer, adapter
         ("qwen2.5-0.5b", 24, "EAGER", 1, False, False, "ADAMW", None),
         ("qwen2.5-0.5b", 24, "EAGER", 2, False, True, "SGD", None),
@@ -138,11 +164,11 @@ def first_seq_at_least(estimator, make, limit_gib, target, granule=GRANULE, top=
     return low * granule
 
 
-def plan_configuration(estimator, i, name, limit, make):
+def plan_configuration(estimator, i, name, limit, make, all_held_out=False):
     """The plan's lines of the i-th configuration, and what was left out of it."""
     lines, left_out = [], []
     margin = MARGINS[i % len(MARGINS)]
-    half = "tuning" if i % 2 == 0 else "held-out"
+    half = "tuning" if i % 2 == 0 and not all_held_out else "held-out"
     above = first_seq_at_least(estimator, make, limit, 1 + margin)
     at_limit = first_seq_at_least(estimator, make, limit, 1 - margin)
     if above is None or at_limit is None or at_limit <= GRANULE:
@@ -169,10 +195,11 @@ def plan_configuration(estimator, i, name, limit, make):
 
 
 def plan(args):
-    configurations = grid()
+    configurations = grid(args.grid)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = pool.map(lambda c: plan_configuration(args.estimator, c[0], *c[1]),
-                           enumerate(configurations))
+        results = pool.map(
+            lambda c: plan_configuration(args.estimator, c[0], *c[1], all_held_out=args.grid == 2),
+            enumerate(configurations))
         for lines, left_out in results:
             for line in lines:
                 print(line, flush=True)
@@ -232,6 +259,7 @@ def main(argv):
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan")
     p.add_argument("--estimator", default=os.path.join("build", "bin", "vramlab-estimate"))
+    p.add_argument("--grid", type=int, choices=[1, 2], default=1)
     p = sub.add_parser("run")
     p.add_argument("--plan", required=True)
     p.add_argument("--bin", required=True)

@@ -32,6 +32,7 @@ struct Row {
   bool oom = false;
   int64_t peak_reserved = 0;  // measured; 0: not recorded
   int worker_run = 0;         // its place among its worker's runs (0: a fresh process)
+  std::string source;         // where it was recorded
 };
 
 // One JSON object per line; a field missing or of the wrong kind fails the test naming the line.
@@ -49,6 +50,7 @@ bool ParseRow(const std::string& line, Row* row, std::string* error) {
     }
   }
   row->name = f.at("name").string_value();
+  if (const auto it = f.find("source"); it != f.end()) row->source = it->second.string_value();
   const std::string outcome = f.at("outcome").string_value();
   if (outcome != "FIT" && outcome != "OOM") {
     *error = "outcome: must be FIT or OOM, got \"" + outcome + "\"";
@@ -88,6 +90,8 @@ void CheckTable(const std::string& file, bool held_out) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;
   std::map<std::pair<FitVerdict, bool>, int> counts;
+  // The same counts by where the rows were recorded (the held-out sets, each run in one go).
+  std::map<std::string, std::map<std::pair<FitVerdict, bool>, int>> by_source;
   std::string line;
   int number = 0, rows = 0;
   while (std::getline(in, line)) {
@@ -103,6 +107,7 @@ void CheckTable(const std::string& file, bool held_out) {
     ASSERT_TRUE(estimate.ok()) << row.name << ": " << estimate.status();
     const FitVerdict verdict = estimate->verdict();
     ++counts[{verdict, row.oom}];
+    ++by_source[row.source.substr(0, row.source.rfind('/'))][{verdict, row.oom}];
     ++rows;
     if (estimate->has_replay()) {
       const auto& r = estimate->replay();
@@ -128,11 +133,21 @@ void CheckTable(const std::string& file, bool held_out) {
     EXPECT_NE(verdict, vramlab::v1::FIT_VERDICT_UNSPECIFIED) << row.name;
   }
   ASSERT_GT(rows, 0) << path;
-  std::cout << "verdict        fit  oom\n";
-  for (FitVerdict v : {vramlab::v1::FITS, vramlab::v1::TIGHT, vramlab::v1::DOES_NOT_FIT}) {
-    std::printf("%-13s %4d %4d\n", vramlab::v1::FitVerdict_Name(v).c_str(), counts[{v, false}],
-                counts[{v, true}]);
+  auto print = [](std::map<std::pair<FitVerdict, bool>, int>& c) {
+    std::cout << "verdict        fit  oom\n";
+    for (FitVerdict v : {vramlab::v1::FITS, vramlab::v1::TIGHT, vramlab::v1::DOES_NOT_FIT}) {
+      std::printf("%-13s %4d %4d\n", vramlab::v1::FitVerdict_Name(v).c_str(), c[{v, false}],
+                  c[{v, true}]);
+    }
+  };
+  if (held_out) {
+    for (auto& [source, c] : by_source) {
+      std::printf("recorded in %s:\n", source.c_str());
+      print(c);
+    }
   }
+  std::printf("all rows:\n");
+  print(counts);
   std::printf("rows %d\n", rows);
 }
 
