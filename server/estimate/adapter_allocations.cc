@@ -5,12 +5,17 @@
 namespace vramlab::server::estimate {
 
 AdapterAllocations::AdapterAllocations(const RunSettings& run, AllocationLog* log)
-    : run_(run), log_(log), activations_(EstimateAdapterActivations(run)) {}
+    : run_(run), log_(log), activations_(EstimateAdapterActivations(run)) {
+  for (int p = 0; p < kNumProjections; ++p) {
+    sizes_[p] = SizesOf(run, static_cast<AdapterProjection>(p));
+  }
+}
 
-AdapterAllocations::Sizes AdapterAllocations::SizesOf(AdapterProjection projection) const {
-  const ProjectionFeatures f = FeaturesOf(run_, projection);
-  const int64_t tokens = run_.tokens(), e = run_.dtype_bytes, ab = run_.adapter.dtype_bytes;
-  auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run_.device, nbytes); };
+AdapterAllocations::Sizes AdapterAllocations::SizesOf(const RunSettings& run,
+                                                      AdapterProjection projection) {
+  const ProjectionFeatures f = FeaturesOf(run, projection);
+  const int64_t tokens = run.tokens(), e = run.dtype_bytes, ab = run.adapter.dtype_bytes;
+  auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
   const int64_t n = f.in * f.out;
   return {alloc(tokens * f.in * e),
           alloc(tokens * f.in * ab),
@@ -31,7 +36,7 @@ int64_t AdapterAllocations::Dequantize(const Sizes& z) {
 }
 
 int64_t AdapterAllocations::Forward(AdapterProjection projection) {
-  const Sizes z = SizesOf(projection);
+  const Sizes& z = sizes_[projection];
   if (!z.wrapped) return log_->A(z.out_e);
   if (run_.adapter.dropout) {
     // The plain autograd path (LoraLinear::Update): what its call allocates beyond the output
@@ -79,7 +84,7 @@ int64_t AdapterAllocations::Forward(AdapterProjection projection) {
 }
 
 int64_t AdapterAllocations::Backward(AdapterProjection projection) {
-  const Sizes z = SizesOf(projection);
+  const Sizes& z = sizes_[projection];
   if (!z.wrapped) return log_->A(z.in_e);
   if (run_.adapter.dropout) {
     const int64_t extra = log_->A(activations_.projection[projection].backward - z.in_e);
@@ -124,10 +129,6 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection) {
 
 void AdapterAllocations::AccumulatedBackward(AdapterProjection projection) {
   if (Wraps(projection)) log_->F(Backward(projection));
-}
-
-bool AdapterAllocations::Wraps(AdapterProjection projection) const {
-  return FeaturesOf(run_, projection).wrapped;
 }
 
 }  // namespace vramlab::server::estimate

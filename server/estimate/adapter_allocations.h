@@ -8,6 +8,7 @@
 #ifndef VRAMLAB_SERVER_ESTIMATE_ADAPTER_ALLOCATIONS_H_
 #define VRAMLAB_SERVER_ESTIMATE_ADAPTER_ALLOCATIONS_H_
 
+#include <array>
 #include <cstdint>
 
 #include "server/estimate/adapter_model.h"
@@ -31,20 +32,21 @@ class AdapterAllocations {
   // place); wrapped, all of Backward's tensors, freed after the sum.
   void AccumulatedBackward(AdapterProjection projection);
   // Whether an adapter wraps `projection`.
-  bool Wraps(AdapterProjection projection) const;
+  bool Wraps(AdapterProjection projection) const { return sizes_[projection].wrapped; }
 
  private:
   struct Sizes {
     int64_t in_e, in_a, out_e, out_a, weight, codes32;
     bool cast, bias, wrapped;
   };
-  Sizes SizesOf(AdapterProjection projection) const;
+  static Sizes SizesOf(const RunSettings& run, AdapterProjection projection);
   // DequantizeNf4: the codes widened to int32, then the weight; returns the weight.
   int64_t Dequantize(const Sizes& z);
 
   const RunSettings& run_;
   AllocationLog* const log_;
   const AdapterActivations activations_;
+  std::array<Sizes, kNumProjections> sizes_;  // by projection, computed once
 };
 
 }  // namespace vramlab::server::estimate

@@ -53,7 +53,7 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
   p.peaks = peaks;
   p.gathered_parameters = params.gathered_parameters;
   p.communication_buffer = params.communication_buffer;
-  if (!estimate::VerdictByReplay(run)) {
+  if (!estimate::VerdictByReplay(run, allocator)) {
     p.decision = estimate::DecideFit(estimate::PredictReserved(run, peaks, allocator),
                                      estimate::MeasuredModelError(run, allocator), limit);
   } else if (need == Need::kVerdict && limit > 0 &&

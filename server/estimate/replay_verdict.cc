@@ -34,8 +34,9 @@ double ReplayErrorBand(const RunSettings& run) {
   return run.eager_attention ? kEagerBand : kSdpaBand;
 }
 
-bool VerdictByReplay(const RunSettings& run) {
-  return run.device == Device::kCuda && !run.parallel.parallel() && !run.fused_kernels;
+bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator) {
+  return run.device == Device::kCuda && !run.parallel.parallel() && !run.fused_kernels &&
+         !(run.adapter.qlora && allocator != AllocatorKind::kExpandable);
 }
 
 ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
