@@ -9,17 +9,18 @@
 namespace vramlab::server::estimate {
 namespace {
 
-// The replay's error against the calibration's runs (testdata/estimator/fit_calibration.jsonl;
-// fit_calibration_test prints every row), by what the replay models: a fresh process. On the runs
-// that were their worker's first and that fit, its peak reserved (where it ran out: allocated +
-// the request) less the measured one spans -0.56 % .. +2.14 % of the limit with sdpa and
-// -0.37 % .. +2.25 % with eager attention, and an eager run that ran out was replayed to fit 3.02 %
-// below its limit; rounded up to the next half percent: 2.5 % and 3.5 %. Later points of
-// one-process sweeps inherit their worker's cache: there it spans -4.98 % .. +4.75 %, so 5 %.
+// The replay's error against the calibration's runs it decides (testdata/estimator/
+// fit_calibration.jsonl; fit_calibration_test prints every row), by what the replay models: a
+// fresh process. On the runs that were their worker's first and that fit, its peak reserved
+// (where it ran out: allocated + the request) less the measured one spans -0.56 % .. +2.14 % of
+// the limit with sdpa (33 rows) and -0.37 % .. +2.25 % with eager attention (8 rows), and an eager
+// run that ran out of memory was replayed to fit 3.02 % below its limit; rounded up to the next
+// half percent: 2.5 % and 3.5 %. A later point of a one-process sweep inherits its worker's cache:
+// on the 37 such rows that fit it spans -4.49 % .. +2.67 %, so 4.5 %.
 // docs/ESTIMATOR.md, "Reserved by replay".
 constexpr double kSdpaBand = 0.025;
 constexpr double kEagerBand = 0.035;
-constexpr double kAfterOtherPointsBand = 0.05;
+constexpr double kAfterOtherPointsBand = 0.045;
 
 std::string Where(const ReplayPoint& at) {
   return absl::StrFormat("the %s of step %d", vramlab::v1::Phase_Name(at.phase), at.step);
