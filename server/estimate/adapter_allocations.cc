@@ -35,16 +35,20 @@ int64_t AdapterAllocations::Dequantize(const Sizes& z) {
   return weight;
 }
 
+int64_t AdapterAllocations::BlockAround(int64_t extra, int64_t bytes) {
+  const int64_t block = log_->A(extra);
+  const int64_t result = log_->A(bytes);
+  log_->F(block);
+  return result;
+}
+
 int64_t AdapterAllocations::Forward(AdapterProjection projection) {
   const Sizes& z = sizes_[projection];
   if (!z.wrapped) return log_->A(z.out_e);
   if (run_.adapter.dropout) {
     // The plain autograd path (LoraLinear::Update): what its call allocates beyond the output
     // (adapter_model.cc), as one block live while the output is made.
-    const int64_t extra = log_->A(activations_.projection[projection].forward - z.out_e);
-    const int64_t out = log_->A(z.out_e);
-    log_->F(extra);
-    return out;
+    return BlockAround(activations_.projection[projection].forward - z.out_e, z.out_e);
   }
   const int64_t x_cast = z.cast ? z.in_a : 0;
   if (!run_.adapter.qlora) {
@@ -87,10 +91,7 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection) {
   const Sizes& z = sizes_[projection];
   if (!z.wrapped) return log_->A(z.in_e);
   if (run_.adapter.dropout) {
-    const int64_t extra = log_->A(activations_.projection[projection].backward - z.in_e);
-    const int64_t in = log_->A(z.in_e);
-    log_->F(extra);
-    return in;
+    return BlockAround(activations_.projection[projection].backward - z.in_e, z.in_e);
   }
   const int64_t x_cast = z.cast ? z.in_a : 0;
   if (!run_.adapter.qlora) {

@@ -42,6 +42,9 @@ class AdapterAllocations {
   static Sizes SizesOf(const RunSettings& run, AdapterProjection projection);
   // DequantizeNf4: the codes widened to int32, then the weight; returns the weight.
   int64_t Dequantize(const Sizes& z);
+  // A tensor of `bytes` (returned) made while one block of `extra` bytes is live: a call's
+  // tensors beyond its result where they are not listed one by one.
+  int64_t BlockAround(int64_t extra, int64_t bytes);
 
   const RunSettings& run_;
   AllocationLog* const log_;

@@ -73,30 +73,42 @@ class AdapterAllocationsTest
   }
 };
 
-TEST_P(AdapterAllocationsTest, EachProjectionHoldsTheStepWalksBytesAndLeavesOneTensor) {
-  const RunSettings run = Run();
+// Every projection of `run` (all wrapped), forward and backward.
+void CheckEveryProjection(const RunSettings& run) {
   ASSERT_TRUE(run.adapter.enabled());
   const AdapterActivations walk = EstimateAdapterActivations(run);
   for (int p = kQ; p < kNumProjections; ++p) {
     const auto projection = static_cast<AdapterProjection>(p);
     ASSERT_TRUE(FeaturesOf(run, projection).wrapped) << p;
-    {
+    // Each direction: what the call returns is the only tensor left, and the most it held at
+    // once is the walk's count.
+    auto check = [&](const char* direction, int64_t (AdapterAllocations::*call)(AdapterProjection),
+                     int64_t walk_bytes) {
       AllocationLog log(run.device);
-      const int64_t out = AdapterAllocations(run, &log).Forward(projection);
+      AdapterAllocations allocations(run, &log);
+      const int64_t result = (allocations.*call)(projection);
       const Live live = LiveOf(log.TakeEvents());
-      EXPECT_EQ(live.peak, walk.projection[p].forward) << "forward of projection " << p;
-      ASSERT_EQ(live.at_end.size(), 1u) << p;
-      EXPECT_EQ(live.at_end.begin()->first, out) << p;
-    }
-    {
-      AllocationLog log(run.device);
-      const int64_t in = AdapterAllocations(run, &log).Backward(projection);
-      const Live live = LiveOf(log.TakeEvents());
-      EXPECT_EQ(live.peak, walk.projection[p].backward) << "backward of projection " << p;
-      ASSERT_EQ(live.at_end.size(), 1u) << p;
-      EXPECT_EQ(live.at_end.begin()->first, in) << p;
-    }
+      EXPECT_EQ(live.peak, walk_bytes) << direction << " of projection " << p;
+      ASSERT_EQ(live.at_end.size(), 1u) << direction << " of projection " << p;
+      EXPECT_EQ(live.at_end.begin()->first, result) << direction << " of projection " << p;
+    };
+    check("forward", &AdapterAllocations::Forward, walk.projection[p].forward);
+    check("backward", &AdapterAllocations::Backward, walk.projection[p].backward);
   }
+}
+
+TEST_P(AdapterAllocationsTest, EachProjectionHoldsTheStepWalksBytesAndLeavesOneTensor) {
+  CheckEveryProjection(Run());
+}
+
+// With dropout LoRA takes the plain autograd path, whose call is one block beside its result.
+TEST(AdapterAllocationsDropoutTest, EachProjectionHoldsTheStepWalksBytesAndLeavesOneTensor) {
+  vramlab::v1::ExperimentSpec spec = AdapterSpec(vramlab::v1::LORA, vramlab::v1::FLOAT32, 1024);
+  spec.mutable_training()->mutable_adapter()->set_dropout(0.1);
+  const absl::StatusOr<RunSettings> run = ResolveRunSettings(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->adapter.dropout);
+  CheckEveryProjection(*run);
 }
 
 // The whole step's sequence holds what the step walk counts at its peak, within 2 % (the walk's
