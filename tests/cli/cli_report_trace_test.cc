@@ -183,6 +183,23 @@ TEST_F(CliReportTraceTest, ASweepOfOneWorkerPerPointKeepsItsPointsApart) {
   const CliResult r =
       RunCli({"report", id, "--addr", daemon_->address(), "--format", "perfetto", "-o", path});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  // Each point's workers label every phase with that point, their SETUP included: per rank, a
+  // SETUP for each point.
+  auto stub = daemon_->NewStub();
+  auto events = vramlab::testing::WatchAll(*stub, id);
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::map<int, std::vector<int>> setups;  // rank -> sweep index of each SETUP begun
+  for (const auto& event : *events) {
+    if (!event.has_worker_event() || !event.worker_event().has_phase()) continue;
+    const auto& phase = event.worker_event().phase();
+    if (phase.phase() == vramlab::v1::SETUP && phase.edge() == vramlab::v1::BEGIN) {
+      setups[event.worker_event().rank()].push_back(phase.sweep_index());
+    }
+  }
+  ASSERT_EQ(setups.size(), 2u);
+  for (const auto& [rank, indices] : setups) {
+    EXPECT_EQ(indices, (std::vector<int>{0, 1})) << "rank " << rank;
+  }
   const CliResult checked = RunShell(
       "python3 " + ShellQuote(std::string(VRAMLAB_SOURCE_DIR) + "/tests/cli/check_trace.py") + " " +
       ShellQuote(path));

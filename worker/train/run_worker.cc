@@ -171,6 +171,8 @@ class Session {
 
   void Setup() {
     PhaseTracker tracker(monitor_.get(), &sink_, nullptr);
+    // A worker run for one point of a sweep sets up for that point.
+    if (hooks_.sweep_point.has_value()) tracker.set_sweep_index(hooks_.sweep_point->index);
     tracker.Begin(Phase::kSetup, 0, 0);
     backend_->SetLimit(spec_.memory.device_memory_limit_bytes);
     if (spec_.memory.record_history) {

@@ -46,8 +46,8 @@ done
 tag=$VRAMLAB_EXPERIMENT_ID; index=0
 if [ -n "$point" ]; then index=${point%%:*}; value=${point#*:}; tag=$tag.$index; fi
 out=$root/$tag.$rank
-echo "$@" > $out.args
-env > $out.env
+echo "$@" > $out.args.part && mv $out.args.part $out.args
+env > $out.env.part && mv $out.env.part $out.env
 head -c $noise /dev/zero | tr '\0' x >&2
 # A sweep point's result, then its report listing the point, as the worker's --sweep-point run
 # sends them.
@@ -136,7 +136,9 @@ report false 1.0
     for (int i = 0; i < 500 && !std::filesystem::exists(path); ++i) {
       absl::SleepFor(absl::Milliseconds(20));
     }
-    absl::SleepFor(absl::Milliseconds(50));  // written by one echo, then closed
+    // Written whole under another name, then renamed: a file that exists is complete. The pause
+    // lets the daemon take in what the worker does next.
+    absl::SleepFor(absl::Milliseconds(50));
     std::ifstream in(path);
     std::stringstream s;
     s << in.rdbuf();
