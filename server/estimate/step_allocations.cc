@@ -188,10 +188,11 @@ class Planner {
         // The chunk's logits recomputed (backward's first matmul), their fp32 copy (the dtype
         // ones freed as ChunkLogitsFp32 returns), softmax in place, the gradient cast to the
         // dtype, then the fp32 chunk freed; both products write into existing tensors.
+        // In fp32 the logits are the fp32 chunk and the cast is the same tensor.
         const int64_t l = log_.A(z_.logits);
         log_.BlasWorkspace(kBackwardThread);
-        const int64_t l32 = log_.A(z_.upcast ? z_.logits32 : 0);
-        log_.F(l);
+        const int64_t l32 = z_.upcast ? log_.A(z_.logits32) : l;
+        if (z_.upcast) log_.F(l);
         const int64_t g = log_.A(z_.upcast ? z_.logits : 0);
         log_.F(l32), log_.F(g);
       }

@@ -5,8 +5,9 @@
 // logits (fp32 for the full loss), backward's gradients of every activation and, as backward
 // reaches each parameter, its gradient; the optimizer step's state (created in the first step)
 // and temporaries; zero_grad. Sizes are the ones activation_model.cc and parameter_state.cc
-// count, rounded as the device's allocator accounts them; where a mode's tensors are not listed
-// one by one (fused kernels, adapters, qk-norms) each layer's and the loss's saved bytes are
+// count, rounded as the device's allocator accounts them; an adapter's projections as
+// adapter_allocations.h lists them; where a mode's tensors are not listed one by one (fused
+// kernels, qk-norms, an adapter's saved A output) each layer's and the loss's saved bytes are
 // topped up to the step walk's (step_timeline.h) with one block. The sequence is what
 // reserved_replay.h replays through CachingAllocatorSim. Contract and the tensors of each moment:
 // docs/ESTIMATOR.md, "Reserved by replay".
