@@ -60,8 +60,8 @@ class LayerAllocations {
   // the input's dtype). Frees the first of `saved`.
   int64_t NormBackward(std::vector<int64_t>* saved);
   // One block that tops `listed` saved bytes up to `kept` (none when `listed` reaches it), pushed
-  // onto `saved`: for the modes whose tensors are not listed one by one (fused kernels, adapters,
-  // qk-norms).
+  // onto `saved`: for the modes whose tensors are not listed one by one (fused kernels, an
+  // adapter's saved A output, qk-norms).
   void TopUp(int64_t listed, int64_t kept, std::vector<int64_t>* saved);
 
  private:
