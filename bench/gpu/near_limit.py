@@ -2,9 +2,10 @@
 """Near-limit runs for the fit verdict (docs/ESTIMATOR.md, "Fit verdict"): configurations whose
 predicted peak reserved lies within 5 % of a 24 or 48 GiB limit, half of them held out.
 
-  near_limit.py plan [--estimator build/bin/vramlab-estimate] [--grid 1|2] > PLAN.jsonl
+  near_limit.py plan [--estimator build/bin/vramlab-estimate] [--grid 1|2|3] > PLAN.jsonl
       For every configuration of the grid (1: the 28 of 2026-12-05, alternate ones held out;
-      2: 18 others, every one held out), two sequence lengths on either side of the limit:
+      2 and 3: 18 others each, every one held out), two sequence lengths on either side of the
+      limit:
       the first whose predicted peak reserved (the estimate without a limit) reaches
       limit x (1 - d), or the one before it when that is over the limit, and the first that
       reaches limit x (1 + d), d rotating through 1, 3 and 4.5 %; a side outside 5 % of the limit
@@ -82,11 +83,36 @@ GRID_2 = [
 ]
 
 
+# Grid 3: 18 configurations neither earlier grid has, a third held-out set for the fit verdict
+# as it stood after the second (docs/ESTIMATOR.md, "Held out").
+GRID_3 = [
+    # preset, limit, attention, mb, ckpt, expandable, optimizer, adapter
+    ("qwen2.5-0.5b", 48, "SDPA", 1, True, False, "ADAMW", None),
+    ("qwen2.5-0.5b", 24, "EAGER", 4, True, False, "ADAMW_8BIT", None),
+    ("qwen2.5-1.5b", 24, "SDPA", 4, False, False, "SGD", None),
+    ("qwen2.5-1.5b", 48, "EAGER", 1, True, False, "ADAMW", LORA),
+    ("qwen2.5-1.5b", 24, "SDPA", 1, True, True, "ADAMW", QLORA),
+    ("qwen2.5-3b", 24, "SDPA", 2, False, False, "ADAMW", LORA),
+    ("qwen2.5-3b", 48, "EAGER", 2, True, True, "SGD", None),
+    ("qwen2.5-3b", 48, "SDPA", 1, True, False, "ADAMW_8BIT", None),
+    ("llama-3.2-1b", 24, "SDPA", 4, True, True, "ADAMW", None),
+    ("llama-3.2-3b", 24, "EAGER", 1, True, True, "ADAMW", LORA),
+    ("llama-3.1-8b", 24, "SDPA", 2, True, True, "ADAMW", QLORA),
+    ("llama-3.1-8b", 48, "SDPA", 1, True, False, "ADAMW", LORA),
+    ("qwen3-1.7b", 24, "EAGER", 2, False, False, "ADAMW", None),
+    ("qwen3-4b", 48, "SDPA", 1, True, True, "ADAMW_8BIT", None),
+    ("qwen3-8b", 48, "SDPA", 1, True, True, "ADAMW", LORA),
+    ("mistral-7b-v0.3", 48, "SDPA", 1, True, True, "ADAMW", QLORA),
+    ("qwen2.5-7b", 24, "SDPA", 1, True, False, "ADAMW", QLORA),
+    ("qwen2.5-7b", 48, "SDPA", 2, True, True, "ADAMW", LORA),
+]
+
+
 def grid(number=1):
     """(name, spec without seq_len) of each configuration: every dimension the issue names,
     spread so that no two configurations are the same."""
     out = []
-    rows = GRID_2 if number == 2 else [
+    rows = {2: GRID_2, 3: GRID_3}.get(number) or [
         # preset, limit, attention, mb, ckpt, expandable, optimizer, adapter
         ("qwen2.5-0.5b", 24, "EAGER", 1, False, False, "ADAMW", None),
         ("qwen2.5-0.5b", 24, "EAGER", 2, False, True, "SGD", None),
@@ -198,7 +224,7 @@ def plan(args):
     configurations = grid(args.grid)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         results = pool.map(
-            lambda c: plan_configuration(args.estimator, c[0], *c[1], all_held_out=args.grid == 2),
+            lambda c: plan_configuration(args.estimator, c[0], *c[1], all_held_out=args.grid >= 2),
             enumerate(configurations))
         for lines, left_out in results:
             for line in lines:
@@ -259,7 +285,7 @@ def main(argv):
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan")
     p.add_argument("--estimator", default=os.path.join("build", "bin", "vramlab-estimate"))
-    p.add_argument("--grid", type=int, choices=[1, 2], default=1)
+    p.add_argument("--grid", type=int, choices=[1, 2, 3], default=1)
     p = sub.add_parser("run")
     p.add_argument("--plan", required=True)
     p.add_argument("--bin", required=True)

@@ -355,8 +355,8 @@ TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
 
 // The three-way verdict from the allocator replay (replay_verdict.h): FITS when the replayed
 // peak reserved stays below the limit by more than the error band, TIGHT within the band (the
-// reason names it and where), DOES_NOT_FIT when the replay runs out of memory even with the
-// band's room, naming the failing request.
+// reason names it and where) or where the replay runs out only without the band's room above the
+// limit, DOES_NOT_FIT when it runs out even with that room, naming the failing request.
 TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   const ExperimentSpec spec = Spec("qwen2.5-1.5b");
   const MemoryEstimate unlimited = MustEstimate(spec);
@@ -395,6 +395,21 @@ TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   EXPECT_TRUE(out.replay().oom());
   EXPECT_GT(out.replay().oom_requested_bytes(), 0);
   EXPECT_LE(out.replay().oom_reserved_bytes(), unlimited.predicted_peak_bytes() / 2);
+  // The largest limit the replay runs out under (to 16 MiB): the run may still fit there, the
+  // replay having come up to the band above runs that fit, so TIGHT, naming the request; a limit
+  // whose band stays below it: DOES_NOT_FIT.
+  int64_t fails = unlimited.predicted_peak_bytes() / 2, fits = roomy;
+  while (fits - fails > (int64_t{16} << 20)) {
+    const int64_t mid = fails + (fits - fails) / 2;
+    (MustEstimate(spec, mid).replay().oom() ? fails : fits) = mid;
+  }
+  const MemoryEstimate edge = MustEstimate(spec, fails);
+  ASSERT_TRUE(edge.replay().oom());
+  EXPECT_EQ(edge.verdict(), vramlab::v1::TIGHT) << edge.replay().reason();
+  EXPECT_NE(edge.replay().reason().find("% above the limit"), std::string::npos)
+      << edge.replay().reason();
+  const auto ruled_out = static_cast<int64_t>(static_cast<double>(fails) / (1 + band)) - 1;
+  EXPECT_EQ(MustEstimate(spec, ruled_out).verdict(), vramlab::v1::DOES_NOT_FIT);
   EXPECT_EQ(verdict_note(unlimited), "");
   bool replay_note = false;
   for (const std::string& note : unlimited.notes()) {

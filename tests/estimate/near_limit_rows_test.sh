@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench/gpu/near_limit.py over the near-limit runs committed in docs/results: the held-out table
 # (testdata/estimator/fit_heldout.jsonl) is exactly what its `rows` gives for the first set's
-# held-out half followed by the second set (every run held out), and every tuning row is in the
-# calibration table, so both tables rest on the committed logs; the first set's two halves share
-# no configuration, and the second set none with the first; a half it has no name for is refused,
-# naming --half.
+# held-out half followed by the second and third sets (every run held out), and every tuning row
+# is in the calibration table, so both tables rest on the committed logs; the first set's two
+# halves share no configuration, and each later set none with the sets before it; a half it has
+# no name for is refused, naming --half.
 set -euo pipefail
 src="${VRAMLAB_SOURCE_DIR:?}"
 runs="$src/docs/results/h200-2026-12-05/near-limit"
@@ -12,6 +12,9 @@ source="docs/results/h200-2026-12-05/near-limit"
 runs2="$src/docs/results/h100-2026-12-06-near-limit/near-limit"
 source2="docs/results/h100-2026-12-06-near-limit/near-limit"
 plan2="$src/docs/results/h100-2026-12-06-near-limit/plan.jsonl"
+runs3="$src/docs/results/h100-2026-12-06-grid3/near-limit"
+source3="docs/results/h100-2026-12-06-grid3/near-limit"
+plan3="$src/docs/results/h100-2026-12-06-grid3/plan.jsonl"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -20,8 +23,12 @@ python3 "$src/bench/gpu/near_limit.py" rows --plan "$runs/plan.jsonl" --out "$ru
   --half held-out --source "$source" > "$work/held-out.jsonl"
 python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan2" --out "$runs2" \
   --half held-out --source "$source2" >> "$work/held-out.jsonl"
+python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan3" --out "$runs3" \
+  --half held-out --source "$source3" >> "$work/held-out.jsonl"
 [ "$(python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan2" --out "$runs2" --half tuning \
   --source "$source2" | wc -l)" -eq 0 ] || fail "the second set has tuning rows"
+[ "$(python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan3" --out "$runs3" --half tuning \
+  --source "$source3" | wc -l)" -eq 0 ] || fail "the third set has tuning rows"
 cmp "$work/held-out.jsonl" "$src/testdata/estimator/fit_heldout.jsonl" ||
   fail "fit_heldout.jsonl is not the held-out half's rows"
 
@@ -48,11 +55,12 @@ for line in open(sys.argv[1], encoding="utf-8"):
     halves.setdefault(config, set()).add(r["half"])
 sys.exit(0 if all(len(h) == 1 for h in halves.values()) else 1)
 PY
-python3 - "$runs/plan.jsonl" "$plan2" <<'PY' || fail "a configuration of the second set is in the first"
+python3 - "$runs/plan.jsonl" "$plan2" "$plan3" <<'PY' || fail "a configuration of a later set is in an earlier one"
 import json, sys
 def configs(path):
     return {json.loads(line)["name"].rsplit("-s", 1)[0] for line in open(path, encoding="utf-8")}
-sys.exit(0 if not configs(sys.argv[1]) & configs(sys.argv[2]) else 1)
+sets = [configs(path) for path in sys.argv[1:]]
+sys.exit(0 if all(not sets[i] & sets[j] for j in range(len(sets)) for i in range(j)) else 1)
 PY
 
 if python3 "$src/bench/gpu/near_limit.py" rows --plan "$runs/plan.jsonl" --out "$runs" \
