@@ -266,7 +266,9 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
   StepInputs in;
   in.token_ids = z.Alloc(tokens * kInt64);
   const int64_t targets = z.Alloc(tokens * kInt64);  // labels shifted by one (loss.cc)
-  const int64_t rope = 2 * z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
+  in.rope_table = z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
+  in.rope_freqs32 = z.Alloc(run.seq_len * run.model.head_dim() * 4);
+  const int64_t rope = 2 * in.rope_table;
   const int64_t mask =
       run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
   // A sliding window shorter than the sequence: its own mask beside the causal one, additive in

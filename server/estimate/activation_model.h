@@ -51,7 +51,9 @@ struct LossActivations {
 // tables and eager attention's causal mask (created inside forward).
 struct StepInputs {
   int64_t token_ids = 0;
-  int64_t in_forward = 0;
+  int64_t in_forward = 0;    // the targets, the rotary tables and the masks
+  int64_t rope_table = 0;    // one of the rotary cos / sin tables, in the dtype (two in in_forward)
+  int64_t rope_freqs32 = 0;  // their fp32 source [seq, head_dim] (made and freed in the forward)
 };
 
 StepInputs EstimateStepInputs(const RunSettings& run);

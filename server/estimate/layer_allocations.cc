@@ -79,13 +79,7 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   const int64_t q = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);  // fetched by the first matmul, after its output
   const int64_t k = projections_.Forward(kK), v = projections_.Forward(kV);
-  // Rotary: x*cos, rotate_half(x), its product with sin, then the sum.
-  int64_t t1 = log_->A(z_.q), t2 = log_->A(z_.q), t3 = log_->A(z_.q);
-  const int64_t qr = log_->A(z_.q);
-  log_->F(t1), log_->F(t2), log_->F(t3);
-  t1 = log_->A(KV), t2 = log_->A(KV), t3 = log_->A(KV);
-  const int64_t kr = log_->A(KV);
-  log_->F(t1), log_->F(t2), log_->F(t3), log_->F(q), log_->F(k);
+  const int64_t qr = Rotary(q, z_.q), kr = Rotary(k, KV);
   if (run_.eager_attention) {
     // k and v repeated to every head, matmul's contiguous copy of q (saved at the kEager*
     // places); scores = matmul(q, k^T) * scaling, then scores + mask, each freeing the one
@@ -145,16 +139,20 @@ void LayerAllocations::TopUp(int64_t listed, int64_t kept, std::vector<int64_t>*
   if (kept > listed) saved->push_back(log_->A(kept - listed));
 }
 
+// The worker's C++ keeps a call's temporaries until its full expression ends: norm 1's output
+// until h = x + attention(...) is made, SwiGLU's four intermediate tensors until down_proj's output
+// is (worker/model/qwen2_layers.cc).
 int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   const int64_t H = z_.hidden;
   std::vector<int64_t> transient;
   Norm(&transient);
   const int64_t n1 = log_->A(H);
   log_->FreeAll(&transient);
-  const int64_t q = projections_.Forward(kQ);
+  const int64_t q0 = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);
-  const int64_t k = projections_.Forward(kK), v = projections_.Forward(kV);
-  log_->F(n1);
+  const int64_t k0 = projections_.Forward(kK), v = projections_.Forward(kV);
+  const int64_t q = Rotary(q0, z_.q), k = Rotary(k0, z_.kv);
+  int64_t o = -1;
   if (run_.eager_attention) {
     // As with autograd (LayerForward), nothing saved: the fp32 output goes after its cast, the
     // masked scores and probabilities at the return.
@@ -168,32 +166,41 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
     log_->F(s32);
     const int64_t p = log_->A(z_.upcast ? z_.scores : 0);
     log_->F(p32);
-    const int64_t o = log_->A(z_.q);
+    o = log_->A(z_.q);
     log_->F(p), log_->F(s), log_->F(kr), log_->F(vr);
-    log_->F(q), log_->F(k), log_->F(v);
-    log_->F(o);
   } else {
-    const int64_t o = log_->A(z_.q);
-    log_->T(z_.lse);
-    log_->F(q), log_->F(k), log_->F(v);
-    log_->F(o);
+    o = log_->A(z_.q);  // without autograd the fused kernel keeps no log-sum-exp
   }
-  // o_proj's output is h's operand only (listed where an adapter wraps o_proj).
-  const int64_t attn = projections_.Wraps(kO) ? projections_.Forward(kO) : -1;
+  // o_proj's output; then the attention's locals go (out, v, k, q), h = x + attn is made and
+  // the call's temporaries go.
+  const int64_t attn = projections_.Forward(kO);
+  log_->F(o), log_->F(v), log_->F(k), log_->F(q);
   const int64_t h = log_->A(H);
-  log_->F(attn);
+  log_->F(attn), log_->F(n1);
   Norm(&transient);
   const int64_t n2 = log_->A(H);
   log_->FreeAll(&transient);
   const int64_t g = projections_.Forward(kGate), s = log_->A(z_.inter),
                 u = projections_.Forward(kUp), pr = log_->A(z_.inter);
-  log_->F(g), log_->F(s), log_->F(u);
   const int64_t d = projections_.Forward(kDown);
-  log_->F(pr), log_->F(n2);
+  log_->F(pr), log_->F(u), log_->F(s), log_->F(g);
   const int64_t out = log_->A(H);
-  log_->F(d), log_->F(h);
+  log_->F(d), log_->F(n2), log_->F(h);
   (void)x;  // kept: the checkpoint's saved input
   return out;
+}
+
+// x * cos + rotate_half(x) * sin (qwen2_layers.cc ApplyRotary), as the recorded traces order it:
+// rotate_half's negated half and its concatenation, the two products, the sum; the products and
+// the concatenation go as the call returns, x as its caller's statement ends.
+int64_t LayerAllocations::Rotary(int64_t x, int64_t bytes) {
+  const int64_t negated = log_->A(AllocatedBytes(run_.device, bytes / 2));
+  const int64_t rotated = log_->A(bytes);
+  log_->F(negated);
+  const int64_t by_sin = log_->A(bytes), by_cos = log_->A(bytes);
+  const int64_t sum = log_->A(bytes);
+  log_->F(by_cos), log_->F(by_sin), log_->F(rotated), log_->F(x);
+  return sum;
 }
 
 int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,

@@ -8,6 +8,7 @@
 #include "common/spec/model_family.h"
 #include "server/estimate/activation_model.h"
 #include "server/estimate/allocation_log.h"
+#include "server/estimate/device_model.h"
 #include "server/estimate/layer_allocations.h"
 #include "server/estimate/model_shape.h"
 #include "server/estimate/step_timeline.h"
@@ -130,7 +131,8 @@ class Planner {
     const int64_t layers = run_.model.num_layers;
     log_.At(vramlab::v1::FORWARD);
     const int64_t ids = log_.A(inputs_.token_ids);
-    const int64_t inputs = log_.A(inputs_.in_forward);
+    const int64_t inputs = log_.A(inputs_.in_forward - 2 * inputs_.rope_table);
+    const auto [cos, sin] = RotaryTables();
     int64_t x = log_.A(z_.hidden);  // the embedding's output
     std::vector<LayerSaved> saved(static_cast<size_t>(layers));
     std::vector<int64_t> inputs_kept(static_cast<size_t>(layers), -1);
@@ -246,8 +248,22 @@ class Planner {
         p_.optimizer_state - run_.model.num_layers * p_.layer_state - p_.head_state;
     Gradient(rest, rest_state, kind, tied ? last_parameter - 1 : 0);
     log_.F(gy);
+    log_.F(sin), log_.F(cos);
     log_.F(inputs);
     log_.F(ids);
+  }
+
+  // The rotary tables for this forward (qwen2_layers.cc MakeDecoderInputs): positions x inverse
+  // frequencies and their doubled copy in fp32, then cos and sin each in fp32 and cast to the
+  // dtype; the two casts stay (saved by checkpointed layers for their recompute).
+  std::pair<int64_t, int64_t> RotaryTables() {
+    const int64_t half = AllocatedBytes(run_.device, inputs_.rope_freqs32 / 2);
+    const int64_t freqs = log_.A(half), emb = log_.A(inputs_.rope_freqs32);
+    const int64_t cos32 = log_.A(inputs_.rope_freqs32), cos = log_.A(inputs_.rope_table);
+    log_.F(cos32);
+    const int64_t sin32 = log_.A(inputs_.rope_freqs32), sin = log_.A(inputs_.rope_table);
+    log_.F(sin32), log_.F(emb), log_.F(freqs);
+    return {cos, sin};
   }
 
   void OptimizerStep() {
