@@ -144,10 +144,7 @@ void LayerAllocations::TopUp(int64_t listed, int64_t kept, std::vector<int64_t>*
 // is (worker/model/qwen2_layers.cc).
 int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   const int64_t H = z_.hidden;
-  std::vector<int64_t> transient;
-  Norm(&transient);
-  const int64_t n1 = log_->A(H);
-  log_->FreeAll(&transient);
+  const int64_t n1 = NormNoGrad();
   const int64_t q0 = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);
   const int64_t k0 = projections_.Forward(kK), v = projections_.Forward(kV);
@@ -177,9 +174,7 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   log_->F(o), log_->F(v), log_->F(k), log_->F(q);
   const int64_t h = log_->A(H);
   log_->F(attn), log_->F(n1);
-  Norm(&transient);
-  const int64_t n2 = log_->A(H);
-  log_->FreeAll(&transient);
+  const int64_t n2 = NormNoGrad();
   const int64_t g = projections_.Forward(kGate), s = log_->A(z_.inter),
                 u = projections_.Forward(kUp), pr = log_->A(z_.inter);
   const int64_t d = projections_.Forward(kDown);
@@ -187,6 +182,20 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   const int64_t out = log_->A(H);
   log_->F(d), log_->F(n2), log_->F(h);
   (void)x;  // kept: the checkpoint's saved input
+  return out;
+}
+
+// RMSNorm without autograd (qwen2_layers.cc RMSNormImpl::forward): h = x in fp32, its pow(2)
+// until the mean is taken, h * rsqrt(...) replacing h, then the cast to the dtype and the weight's
+// product, the cast going as the product is made and the fp32 h as the call returns.
+int64_t LayerAllocations::NormNoGrad() {
+  const int64_t h = log_->A(z_.upcast ? z_.hidden32 : 0);
+  log_->T(z_.hidden32);
+  const int64_t rstd = log_->A(z_.per_token32);
+  const int64_t scaled = log_->A(z_.upcast ? z_.hidden32 : 0);
+  log_->F(h);
+  const int64_t cast = log_->A(z_.hidden), out = log_->A(z_.hidden);
+  log_->F(cast), log_->F(scaled), log_->F(rstd);
   return out;
 }
 

@@ -63,6 +63,8 @@ class LayerAllocations {
   // onto `saved`: for the modes whose tensors are not listed one by one (fused kernels, an
   // adapter's saved A output, qk-norms).
   void TopUp(int64_t listed, int64_t kept, std::vector<int64_t>* saved);
+  // RMSNorm without autograd: only transients; returns its output.
+  int64_t NormNoGrad();
   // The rotary embedding of `x` (`bytes` each), freeing x; returns the rotated tensor.
   int64_t Rotary(int64_t x, int64_t bytes);
 
