@@ -39,20 +39,24 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
       projections_(run, log) {}
 
 // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
-// h = x.to(fp32). h.pow(2) lives until its mean is taken.
-void LayerAllocations::Norm(std::vector<int64_t>* saved) {
+// h = x.to(fp32). h.pow(2) lives until its mean is taken. Returns the output (the weight times the
+// cast), made before the fp32 product goes as the call returns (the recorded traces' order).
+int64_t LayerAllocations::Norm(std::vector<int64_t>* saved) {
   saved->push_back(log_->A(z_.upcast ? z_.hidden32 : 0));
   log_->T(z_.hidden32);
   saved->push_back(log_->A(z_.per_token32));
   const int64_t product = log_->A(z_.upcast ? z_.hidden32 : 0);
   const int64_t normalized = log_->A(z_.hidden);
-  log_->F(product);
   if (run_.adapter.enabled()) {
+    log_->F(product);
     log_->T(z_.hidden);  // the frozen weight's product only
     log_->F(normalized);
-  } else {
-    saved->push_back(normalized);
+    return log_->A(z_.hidden);
   }
+  saved->push_back(normalized);
+  const int64_t out = log_->A(z_.hidden);
+  log_->F(product);
+  return out;
 }
 // RMSNorm's backward, to the fp32 gradient of h (returned; the caller frees it after the cast
 // to the input's dtype): the cast's fp32 gradient; h * r's two (r's reduced to r's shape and
@@ -73,8 +77,8 @@ int64_t LayerAllocations::NormBackward(std::vector<int64_t>* saved) {
 int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   const int64_t H = z_.hidden, KV = z_.kv;
   std::vector<int64_t>* saved = &layer->norm1;
-  Norm(saved);
-  saved->push_back(log_->A(H));  // norm 1's output, saved by the projections
+  const int64_t n1 = Norm(saved);
+  saved->push_back(n1);  // norm 1's output, saved by the projections
   saved = &layer->attention;
   const int64_t q = projections_.Forward(kQ);
   log_->BlasWorkspace(kForwardThread);  // fetched by the first matmul, after its output
@@ -109,8 +113,8 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   const int64_t h = log_->A(H);  // x + attn
   log_->F(attn);
   log_->F(x);
-  Norm(&layer->norm2);
-  layer->mlp.push_back(log_->A(H));  // norm 2's output
+  const int64_t n2 = Norm(&layer->norm2);
+  layer->mlp.push_back(n2);  // norm 2's output
   // SwiGLU, silu(gate_proj(x)) * up_proj(x) with the right operand first: up, gate, silu(gate),
   // the product (the kMlp* places); then down_proj and the residual.
   layer->mlp.push_back(projections_.Forward(kUp));

@@ -53,9 +53,9 @@ class LayerAllocations {
   // returned; frees `saved`; calls `gradients` where each linear's and norm's node runs.
   int64_t Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients);
 
-  // RMSNorm's saved tensors (activation_model.cc NormSaved), pushed onto `saved`; the first is
-  // h = x.to(fp32).
-  void Norm(std::vector<int64_t>* saved);
+  // RMSNorm's saved tensors (activation_model.cc NormSaved), pushed onto `saved`, the first
+  // h = x.to(fp32); returns its output.
+  int64_t Norm(std::vector<int64_t>* saved);
   // RMSNorm's backward to the fp32 gradient of h (returned; the caller frees it after the cast to
   // the input's dtype). Frees the first of `saved`.
   int64_t NormBackward(std::vector<int64_t>* saved);

@@ -146,8 +146,7 @@ class Planner {
     }
     // Loss forward: the final norm, then the logits.
     std::vector<int64_t> loss_saved;
-    layers_.Norm(&loss_saved);
-    const int64_t head_input = log_.A(z_.hidden);  // lm_head's input
+    const int64_t head_input = layers_.Norm(&loss_saved);  // lm_head's input
     log_.F(x);
     int64_t log_probs = -1;
     if (run_.chunked_loss) {

@@ -147,7 +147,7 @@ TEST(SweepEstimateTest, ALaterPointOfAOneProcessSweepGetsTheWiderBand) {
   const int64_t limit = 24 * kGiB;
   EXPECT_EQ(ab.points(0).verdict(), vramlab::v1::FITS);
   EXPECT_EQ(band(ab.points(0)), (limit * 25 + 999) / 1000);  // 2.5 %, sdpa, fresh
-  EXPECT_EQ(band(ba.points(1)), (limit * 50 + 999) / 1000);  // 5 %, after 4096
+  EXPECT_EQ(band(ba.points(1)), (limit * 40 + 999) / 1000);  // 4 %, after 4096
   EXPECT_EQ(band(ba.points(0)), band(ab.points(0)));
   EXPECT_EQ(band(ab.points(1)), band(ba.points(1)));
   // The peak is the same prediction either way: only the band moves.
