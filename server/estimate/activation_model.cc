@@ -268,7 +268,6 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
   const int64_t targets = z.Alloc(tokens * kInt64);  // labels shifted by one (loss.cc)
   in.rope_table = z.Alloc(run.seq_len * run.model.head_dim() * run.dtype_bytes);
   in.rope_freqs32 = z.Alloc(run.seq_len * run.model.head_dim() * 4);
-  const int64_t rope = 2 * in.rope_table;
   const int64_t mask =
       run.eager_attention ? z.Alloc(run.seq_len * run.seq_len * run.dtype_bytes) : 0;
   // A sliding window shorter than the sequence: its own mask beside the causal one, additive in
@@ -277,7 +276,7 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
       run.model.WindowedLayers(run.seq_len) == 0
           ? 0
           : z.Alloc(run.seq_len * run.seq_len * (run.eager_attention ? run.dtype_bytes : 1));
-  in.in_forward = targets + rope + mask + window_mask;
+  in.targets_and_masks = targets + mask + window_mask;
   return in;
 }
 

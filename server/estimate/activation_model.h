@@ -51,9 +51,11 @@ struct LossActivations {
 // tables and eager attention's causal mask (created inside forward).
 struct StepInputs {
   int64_t token_ids = 0;
-  int64_t in_forward = 0;    // the targets, the rotary tables and the masks
-  int64_t rope_table = 0;    // one of the rotary cos / sin tables, in the dtype (two in in_forward)
+  int64_t targets_and_masks = 0;  // the shifted labels and the attention masks
+  int64_t rope_table = 0;         // one of the rotary cos / sin tables, in the dtype
   int64_t rope_freqs32 = 0;  // their fp32 source [seq, head_dim] (made and freed in the forward)
+  // What a forward holds beside the activations: the targets, masks and both rotary tables.
+  int64_t InForward() const { return targets_and_masks + 2 * rope_table; }
 };
 
 StepInputs EstimateStepInputs(const RunSettings& run);

@@ -24,6 +24,10 @@ namespace vramlab::server::estimate {
 namespace {
 
 const std::string kSource = VRAMLAB_SOURCE_DIR;
+// Where the recorded runs behind testdata/estimator/traces/recorded_*.trace are kept: the
+// two-layer ones and the whole-model one.
+const std::string kTwoLayerRuns = "docs/results/h200-2026-12-01/traces";
+const std::string kWholeModelRuns = "docs/results/h100-2026-12-06-grid3/traces";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -84,11 +88,10 @@ TEST(ReservedReplayTest, ReproducesRecordedPeakReservedWithinItsMeasuredError) {
     bool expandable;
     double bound;
   };
-  const std::string small = "docs/results/h200-2026-12-01/traces";
-  const std::string whole = "docs/results/h100-2026-12-06-grid3/traces";
   for (const auto& [folder, name, expandable, bound] :
-       {Case{small, "recorded_native", false, 0.01}, Case{small, "recorded_expandable", true, 0.01},
-        Case{whole, "recorded_longest_native", false, 0.01}}) {
+       {Case{kTwoLayerRuns, "recorded_native", false, 0.01},
+        Case{kTwoLayerRuns, "recorded_expandable", true, 0.01},
+        Case{kWholeModelRuns, "recorded_longest_native", false, 0.01}}) {
     SCOPED_TRACE(name);
     const int64_t measured = RecordedPeakReserved(name + ".trace", expandable, 0);
     const ReplayOutcome predicted = ReplaySpec(RecordedSpec(folder, name), 0);
@@ -104,8 +107,7 @@ TEST(ReservedReplayTest, ReproducesRecordedPeakReservedWithinItsMeasuredError) {
 
 TEST(ReservedReplayTest, RecordedOutOfMemoryIsPredicted) {
   // recorded_oom ran out of memory under 1 GiB; so must its replayed estimate.
-  const ReplayOutcome predicted =
-      ReplaySpec(RecordedSpec("docs/results/h200-2026-12-01/traces", "recorded_oom"), kGiB);
+  const ReplayOutcome predicted = ReplaySpec(RecordedSpec(kTwoLayerRuns, "recorded_oom"), kGiB);
   EXPECT_TRUE(predicted.oom);
   EXPECT_LE(predicted.oom_reserved, kGiB);
 }
@@ -212,7 +214,7 @@ TEST(ReservedReplayTest, PhasePeaksFollowTheLoopAndHoldThePeaks) {
 TEST(ReservedReplayTest, AnEstimateIsDeterministic) {
   for (const auto& spec :
        {IssueSpec(2, 1024, "EAGER", 0, 3, false), IssueSpec(1, 8192, "SDPA", 1, 2, true),
-        RecordedSpec("docs/results/h200-2026-12-01/traces", "recorded_native")}) {
+        RecordedSpec(kTwoLayerRuns, "recorded_native")}) {
     const auto first = EstimateMemory(spec, 0);
     const auto second = EstimateMemory(spec, 0);
     ASSERT_TRUE(first.ok() && second.ok());

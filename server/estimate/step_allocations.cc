@@ -131,7 +131,7 @@ class Planner {
     const int64_t layers = run_.model.num_layers;
     log_.At(vramlab::v1::FORWARD);
     const int64_t ids = log_.A(inputs_.token_ids);
-    const int64_t inputs = log_.A(inputs_.in_forward - 2 * inputs_.rope_table);
+    const int64_t inputs = log_.A(inputs_.targets_and_masks);
     const auto [cos, sin] = RotaryTables();
     int64_t x = log_.A(z_.hidden);  // the embedding's output
     std::vector<LayerSaved> saved(static_cast<size_t>(layers));

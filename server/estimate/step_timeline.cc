@@ -137,7 +137,7 @@ MicroStepPeaks WalkMicroStep(const Model& m, MicroStepKind kind) {
   const int64_t layers = m.run.model.num_layers;
   // At both ends of the micro-step: weights, token ids and (CUDA) the cuBLAS workspaces.
   const int64_t fixed = m.params.weights + m.inputs.token_ids + BlasWorkspaces(m.run);
-  const int64_t in_step = fixed + m.inputs.in_forward;
+  const int64_t in_step = fixed + m.inputs.InForward();
   // A rank of a parallel run: gathered parameters through forward and backward, gradients in
   // flight to their collective (and, under SHARD_FULL, full gradients awaiting theirs) through
   // backward (0 in one process). SHARD_GRADIENTS' are the others' gradients, which `held` adds as
