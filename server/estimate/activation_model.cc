@@ -140,6 +140,7 @@ LayerActivations AtenLayerActivations(const RunSettings& run, const Sizes& z) {
   // (docs/ESTIMATOR.md, "Accuracy").
   const int64_t extra = run.eager_attention ? kUnexplainedFp32HiddenPerLayer * z.hidden32 : 0;
   a.kept = 2 * (norm + H) + attention + 4 * I + extra;
+  a.kept_unexplained = extra;
 
   // Forward with autograd; each moment is above what was live before (the input x included).
   const int64_t after_norm1 = norm + H;
@@ -202,6 +203,7 @@ LayerActivations FusedLayerActivations(const RunSettings& run, const Sizes& z) {
   a.hidden = H;
   a.checkpoint_input = H;
   a.kept = 2 * (norm + H) + attention + mlp + extra;
+  a.kept_unexplained = extra;
 
   // Forward, above the live input (which norm 1 saves: its H is in `kept`, not in these moments).
   const int64_t after_norm1 = pt + H;

@@ -21,6 +21,9 @@ struct LayerActivations {
   // Net growth of kept memory over the layer's forward with autograd: its saved tensors (the
   // input it frees and the output it returns are the same size).
   int64_t kept = 0;
+  // Of `kept`, the eager layers' fp32 hidden-sized tensors the op walk does not explain
+  // (measured on the CPU; the CUDA allocator's recorded traces have none of them).
+  int64_t kept_unexplained = 0;
   // Most live at once during that forward, above what was live before it (its input included).
   int64_t forward_peak = 0;
   // Same without autograd (a checkpointed layer's forward).

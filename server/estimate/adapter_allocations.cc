@@ -128,8 +128,4 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection) {
   return in;
 }
 
-void AdapterAllocations::AccumulatedBackward(AdapterProjection projection) {
-  if (Wraps(projection)) log_->F(Backward(projection));
-}
-
 }  // namespace vramlab::server::estimate

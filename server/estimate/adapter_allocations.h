@@ -27,12 +27,6 @@ class AdapterAllocations {
   // The projection's backward, the gradient of its output live and kept; returns the gradient of
   // its input.
   int64_t Backward(AdapterProjection projection);
-  // The backward of a projection whose input's gradient is added into one already made (k and q
-  // after v, up after gate): nothing listed unwrapped (the plain linear's gradient is summed in
-  // place); wrapped, all of Backward's tensors, freed after the sum.
-  void AccumulatedBackward(AdapterProjection projection);
-  // Whether an adapter wraps `projection`.
-  bool Wraps(AdapterProjection projection) const { return sizes_[projection].wrapped; }
 
  private:
   struct Sizes {

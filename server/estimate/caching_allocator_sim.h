@@ -73,8 +73,8 @@ class CachingAllocatorSim {
 
   // Replaying a recorded trace: the next segment a cudaMalloc maps (not an expandable page) is at
   // `address`. Best fit breaks ties between equal free blocks by address, so a replay must place
-  // segments where the device did to choose as c10 chose; the estimator's own addresses only
-  // ever grow. Addresses queue in order.
+  // segments where the device did to choose as c10 chose; without them each new segment lies
+  // below the earlier ones, as the device mostly places them. Addresses queue in order.
   void QueueSegmentAddress(int64_t address) { queued_segment_addresses_.push_back(address); }
 
   static int64_t RoundSize(int64_t bytes);
@@ -120,7 +120,8 @@ class CachingAllocatorSim {
   std::map<int64_t, int64_t> live_;  // tensor id -> block address
   // Expandable: each pool's segment (small, large) start; 0 until first used.
   int64_t expandable_base_[2] = {0, 0};
-  int64_t next_address_ = int64_t{1} << 40;
+  int64_t next_address_ = int64_t{1} << 40;      // expandable reservations, growing up
+  int64_t next_segment_top_ = int64_t{1} << 62;  // cudaMalloc'd segments, growing down
   std::deque<int64_t> queued_segment_addresses_;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   int64_t frees_ = 0;

@@ -46,8 +46,10 @@ AllocatorSimConfig ParseConfig(std::istringstream& words) {
   return config;
 }
 
-// Replays one trace; every failed expectation is reported with its line.
-void Replay(const std::string& name) {
+// Replays one trace; every failed expectation is reported with its line. Recorded segments are
+// placed at their recorded addresses unless `place_segments` is false: then the simulator's own
+// placement decides best fit's ties.
+void Replay(const std::string& name, bool place_segments = true) {
   std::ifstream in(kTraceDir + "/" + name);
   ASSERT_TRUE(in) << name;
   std::unique_ptr<CachingAllocatorSim> sim;
@@ -79,7 +81,8 @@ void Replay(const std::string& name) {
       ASSERT_TRUE(words >> bytes) << where;
       (op == "segment_alloc" ? expect_mapped : expect_released).push_back(bytes);
       // A recorded segment's address: placed where the device placed it.
-      if (op == "segment_alloc" && words >> address && !config.expandable_segments) {
+      if (op == "segment_alloc" && words >> address && !config.expandable_segments &&
+          place_segments) {
         sim->QueueSegmentAddress(address);
       }
     } else if (op == "alloc") {
@@ -137,6 +140,17 @@ TEST(CachingAllocatorSimTest, EveryCommittedTraceReplays) {
   for (const std::string& name : files) {
     SCOPED_TRACE(name);
     Replay(name);
+  }
+}
+
+// The estimator's replays know no addresses. Placing each new segment below the earlier ones,
+// as the device mostly did, reproduces the recorded runs segment for segment all the same; with
+// growing addresses the whole-model run's ties went the other way and its peak reserved came out
+// 2.9 % low.
+TEST(CachingAllocatorSimTest, RecordedRunsReplayWithoutTheirAddresses) {
+  for (const char* name : {"recorded_native.trace", "recorded_longest_native.trace"}) {
+    SCOPED_TRACE(name);
+    Replay(name, /*place_segments=*/false);
   }
 }
 

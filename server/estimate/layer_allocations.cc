@@ -5,10 +5,36 @@
 #include "server/estimate/activation_model.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
+#include "server/estimate/reduction_staging.h"
 
 namespace vramlab::server::estimate {
 namespace {
 constexpr int64_t kFp32 = 4;
+
+// The step walk's saved bytes of a layer with autograd, less the eager tensors it keeps for the
+// CPU's measurements that the recorded CUDA traces do not have.
+int64_t KeptAsListed(const RunSettings& run) {
+  const LayerActivations a = EstimateLayerActivations(run);
+  return a.kept - a.kept_unexplained;
+}
+
+// A staging buffer of ReductionStagingBytes for a sum over `tokens` rows of `columns`, on CUDA.
+int64_t Staging(const RunSettings& run, int64_t tokens, int64_t columns) {
+  if (run.device != Device::kCuda) return 0;
+  return AllocatedBytes(run.device, ReductionStagingBytes(tokens, columns));
+}
+
+// The fused attention's backward workspace on CUDA (cuDNN with native GQA): two fp32 tensors of
+// q's shape, one fp32 value per head and token and 256 bytes more, one request. Measured:
+// 404,226,304 B for Qwen2.5-1.5B at 32,768 tokens on an H100
+// (testdata/estimator/traces/recorded_longest_native.trace).
+constexpr int64_t kSdpaWorkspaceExtraBytes = 256;
+int64_t SdpaBackwardWorkspace(const RunSettings& run) {
+  if (run.device != Device::kCuda) return 0;
+  const int64_t t = run.tokens();
+  return AllocatedBytes(run.device, 2 * t * run.model.q_dim() * kFp32 +
+                                        t * run.model.num_heads * kFp32 + kSdpaWorkspaceExtraBytes);
+}
 }  // namespace
 
 StepTensorSizes::StepTensorSizes(const RunSettings& r) {
@@ -35,8 +61,12 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
     : run_(run),
       log_(log),
       z_(run),
-      kept_(EstimateLayerActivations(run).kept),
-      projections_(run, log) {}
+      kept_(KeptAsListed(run)),
+      projections_(run, log),
+      norm_staging_(Staging(run, run.tokens(), run.model.hidden_size)),
+      q_bias_staging_(Staging(run, run.tokens(), run.model.q_dim())),
+      kv_bias_staging_(Staging(run, run.tokens(), run.model.kv_dim())),
+      sdpa_workspace_(SdpaBackwardWorkspace(run)) {}
 
 // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
 // h = x.to(fp32). h.pow(2) lives until its mean is taken. Returns the output (the weight times the
@@ -58,20 +88,60 @@ int64_t LayerAllocations::Norm(std::vector<int64_t>* saved) {
   log_->F(product);
   return out;
 }
-// RMSNorm's backward, to the fp32 gradient of h (returned; the caller frees it after the cast
-// to the input's dtype): the cast's fp32 gradient; h * r's two (r's reduced to r's shape and
-// freed); mean's expanded gradient; pow's h.pow(1), 2 * that and the product, which is added
-// into h's gradient in place. Pow's node frees the saved h (the first of `saved`).
-int64_t LayerAllocations::NormBackward(std::vector<int64_t>* saved) {
-  const int64_t H32 = z_.hidden32;
-  const int64_t cast = log_->A(H32), r = log_->A(H32), h = log_->A(H32);
-  log_->F(r), log_->F(cast);
-  const int64_t mean = log_->A(H32), pow1 = log_->A(H32), twice = log_->A(H32),
-                product = log_->A(H32);
+// RMSNorm's backward (qwen2_layers.cc RMSNormImpl::forward, the recorded traces' order): the
+// weight's product first, weight * cast giving the cast's gradient and, when the weight trains,
+// gout * cast summed over the tokens into the weight's gradient through a staging buffer; gout
+// and the saved cast go. Then the cast's fp32 gradient; h * r's two (r's reduced to per token);
+// rsqrt's and mean's per-token steps, which free r; mean's expanded gradient and pow's h.pow(1),
+// 2 * that and the product, added into h's gradient in place as pow's node frees the saved h;
+// last the cast back to the input's dtype.
+int64_t LayerAllocations::NormBackward(std::vector<int64_t>* saved, int64_t gout,
+                                       const std::function<void()>& weight_gradient) {
+  const int64_t H32 = z_.hidden32, pt = z_.per_token32;
+  const int64_t g_cast = log_->A(z_.hidden);
+  if (!run_.adapter.enabled()) {
+    const int64_t product = log_->A(z_.hidden);
+    weight_gradient();
+    log_->T(norm_staging_);
+    log_->F(product);
+  }
+  log_->F(gout);
+  if (!run_.adapter.enabled()) log_->Drop(saved, kNormCast);
+  int64_t g32 = g_cast;  // in fp32 the cast is the tensor itself
+  if (z_.upcast) {
+    g32 = log_->A(H32);
+    log_->F(g_cast);
+  }
+  const int64_t g_r = log_->A(H32), g_h = log_->A(H32);
+  const int64_t g_rstd = log_->A(pt);
+  log_->F(g_r), log_->F(g32);
+  const int64_t t1 = log_->A(pt), t2 = log_->A(pt), g_var = log_->A(pt);
+  log_->F(t2), log_->F(t1), log_->F(g_rstd);
+  log_->Drop(saved, kNormRstd);
+  const int64_t mean = log_->A(H32);
+  log_->F(g_var);
+  const int64_t pow1 = log_->A(H32), twice = log_->A(H32), product = log_->A(H32);
   log_->F(twice), log_->F(pow1), log_->F(mean);
-  log_->Drop(saved, 0);
+  log_->Drop(saved, kNormH32);
   log_->F(product);
-  return h;
+  if (!z_.upcast) return g_h;
+  const int64_t g_in = log_->A(z_.hidden);
+  log_->F(g_h);
+  return g_in;
+}
+
+// x * cos + rotate_half(x) * sin backward (the recorded traces' order): the gradient times cos and
+// times sin, the incoming one freed; rotate_half's backward (its concatenation's and negation's
+// pieces) is added into the cos product, which is returned.
+int64_t LayerAllocations::RotaryBackward(int64_t g, int64_t bytes) {
+  const int64_t by_cos = log_->A(bytes), by_sin = log_->A(bytes);
+  log_->F(g);
+  log_->T(bytes);
+  const int64_t half = log_->A(AllocatedBytes(run_.device, bytes / 2));
+  log_->F(by_sin);
+  const int64_t unrotated = log_->A(bytes);
+  log_->F(half), log_->F(unrotated);
+  return by_cos;
 }
 
 int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
@@ -88,7 +158,8 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
     // k and v repeated to every head, matmul's contiguous copy of q (saved at the kEager*
     // places); scores = matmul(q, k^T) * scaling, then scores + mask, each freeing the one
     // before; softmax's fp32 copy and its fp32 output, the cast; the output and its contiguous
-    // copy; the masked scores go at the return.
+    // copy; the masked scores go at the return, the rotated q and k and v (the attention's
+    // locals) once o_proj's output is made.
     for (int i = 0; i < 3; ++i) saved->push_back(log_->A(z_.q));
     const int64_t product = log_->A(z_.scores), scaled = log_->A(z_.scores);
     log_->F(product);
@@ -100,19 +171,17 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
     saved->push_back(log_->A(z_.upcast ? z_.scores : 0));
     const int64_t o = log_->A(z_.q);
     saved->push_back(log_->A(z_.q));
-    log_->F(o), log_->F(masked), log_->F(qr), log_->F(kr), log_->F(v);
+    log_->F(o), log_->F(masked);
   } else {
-    // The fused kernel's output and log-sum-exp; q, k and v stay saved.
-    saved->push_back(qr);
-    saved->push_back(kr);
-    saved->push_back(v);
-    saved->push_back(log_->A(z_.q));
-    saved->push_back(log_->A(z_.lse));
+    // The fused kernel's output and log-sum-exp; q, k and v stay saved (listed in the order its
+    // backward frees them).
+    const int64_t o = log_->A(z_.q), lse = log_->A(z_.lse);
+    saved->insert(saved->end(), {kr, qr, v, lse, o});
   }
   const int64_t attn = projections_.Forward(kO);
+  if (run_.eager_attention) log_->F(v), log_->F(kr), log_->F(qr);
   const int64_t h = log_->A(H);  // x + attn
   log_->F(attn);
-  log_->F(x);
   const int64_t n2 = Norm(&layer->norm2);
   layer->mlp.push_back(n2);  // norm 2's output
   // SwiGLU, silu(gate_proj(x)) * up_proj(x) with the right operand first: up, gate, silu(gate),
@@ -120,16 +189,11 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
   layer->mlp.push_back(projections_.Forward(kUp));
   layer->mlp.push_back(projections_.Forward(kGate));
   for (int i = 0; i < 2; ++i) layer->mlp.push_back(log_->A(z_.inter));
-  if (run_.eager_attention) {
-    // Two fp32 hidden-sized tensors per layer the op walk does not explain (measured:
-    // activation_model.cc kUnexplainedFp32HiddenPerLayer).
-    layer->extra.push_back(log_->A(z_.hidden32));
-    layer->extra.push_back(log_->A(z_.hidden32));
-  }
   const int64_t down = projections_.Forward(kDown);
   const int64_t out = log_->A(H);
   log_->F(down);
   log_->F(h);
+  log_->F(x);  // the caller's variable, reassigned to the output
   int64_t listed = 0;
   for (const auto* part :
        {&layer->norm1, &layer->attention, &layer->norm2, &layer->mlp, &layer->extra}) {
@@ -216,12 +280,12 @@ int64_t LayerAllocations::Rotary(int64_t x, int64_t bytes) {
   return sum;
 }
 
-int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
-                                   const LayerGradients& gradients) {
+int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients,
+                                   bool gout_held) {
   const int64_t H = z_.hidden;
   std::vector<int64_t>& mlp = saved->mlp;
-  // Each linear's weight gradient comes before its input's; each node frees what it saved once
-  // it has run. down_proj: its input's gradient; the product freed.
+  // Each bias-free linear's weight gradient comes before its input's; each node frees what it
+  // saved once it has run. down_proj: its input's gradient; the product freed.
   gradients("mlp.down_proj");
   const int64_t gd = projections_.Backward(kDown);
   log_->Drop(&mlp, kMlpProduct);
@@ -232,69 +296,111 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved,
   const int64_t gg = log_->A(z_.inter);
   log_->F(gs);
   log_->Drop(&mlp, kMlpGate);
-  // gate_proj (the later node), then up_proj; their input gradients summed.
+  // gate_proj (the later node), then up_proj, which frees norm 2's output; autograd sums their
+  // input gradients out of place.
   gradients("mlp.gate_proj");
-  const int64_t gmlp = projections_.Backward(kGate);
+  const int64_t g_gate = projections_.Backward(kGate);
   log_->F(gg);
   gradients("mlp.up_proj");
-  projections_.AccumulatedBackward(kUp);
+  const int64_t g_up = projections_.Backward(kUp);
   log_->F(gu);
+  log_->Drop(&mlp, kMlpInput);
+  const int64_t g_mlp = log_->A(H);
+  log_->F(g_gate), log_->F(g_up);
   log_->FreeAll(&mlp);
-  gradients("post_attention_layernorm");
-  const int64_t h32 = NormBackward(&saved->norm2);
-  const int64_t gh = log_->A(H);
-  log_->F(h32);
-  log_->F(gmlp);
+  const int64_t g_n2 =
+      NormBackward(&saved->norm2, g_mlp, [&]() { gradients("post_attention_layernorm"); });
   log_->FreeAll(&saved->norm2);
+  // h's gradient: gout plus norm 2's, added into gout in place unless gout is still held (a
+  // checkpointed layer's backward keeps its incoming gradient to the end): then a new sum.
+  int64_t gh = gout;
+  if (gout_held) gh = log_->A(H);
+  log_->F(g_n2);
   gradients("self_attn.o_proj");
   const int64_t go = projections_.Backward(kO);
-  int64_t gq = -1, gk = -1, gv = -1, gkr = -1, gvr = -1;
-  if (run_.eager_attention) {
-    std::vector<int64_t>* att = &saved->attention;
-    log_->Drop(att, kEagerOutput);
-    // matmul(probs, values): the gradients of the values and of the probabilities (bf16).
-    gv = log_->A(z_.q);
-    const int64_t gp = log_->A(z_.scores);
-    log_->Drop(att, kEagerValues), log_->Drop(att, kEagerProbs);
-    // The cast's fp32 gradient; softmax_backward's fp32 result (its fp32 workspace, in the
-    // recorded traces, is not listed: the step walk does not count it); the cast back to the
-    // dtype; the gradient through `* scaling`.
-    const int64_t gp32 = log_->A(z_.upcast ? z_.scores32 : 0);
-    log_->F(gp);
-    const int64_t gs32 = log_->A(z_.scores32);
-    log_->F(gp32);
-    log_->Drop(att, kEagerProbs32);
-    const int64_t gs = log_->A(z_.upcast ? z_.scores : 0);
-    log_->F(gs32);
-    const int64_t gm = log_->A(z_.scores);
-    log_->F(gs);
-    gq = log_->A(z_.q), gk = log_->A(z_.q);
-    log_->F(gm), log_->F(go);
-    log_->FreeAll(att);
-  } else {
-    gq = log_->A(z_.q), gk = log_->A(z_.q), gv = log_->A(z_.q);
-    log_->T(z_.hidden32);  // the fp32 dq accumulator
-    gkr = log_->A(z_.kv), gvr = log_->A(z_.kv);
-    log_->F(gk), log_->F(gv), log_->F(go);
-    gk = gv = -1;
-    log_->FreeAll(&saved->attention);
-  }
-  // repeat_kv's backward and rotary's temporaries; then v_proj, k_proj, q_proj.
-  log_->T(z_.q), log_->T(z_.q);
-  const int64_t gx = projections_.Backward(kV);
-  gradients("self_attn.v_proj");
-  projections_.AccumulatedBackward(kK);
-  gradients("self_attn.k_");
-  projections_.AccumulatedBackward(kQ);
-  gradients("self_attn.q_");
-  log_->F(gq), log_->F(gk), log_->F(gv), log_->F(gkr), log_->F(gvr);
-  gradients("");  // input_layernorm (and any tensor not named above)
-  log_->F(NormBackward(&saved->norm1));
+  const auto [gq, gk, gv] = AttentionBackward(go, &saved->attention);
+  // The rotary embeddings, k's (the later forward op) first.
+  const int64_t gk_pre = RotaryBackward(gk, z_.kv), gq_pre = RotaryBackward(gq, z_.q);
+  // v_proj, k_proj, q_proj: each its input's gradient, then its weight's and bias's (the bias
+  // summed over the tokens through a staging buffer); eager attention's gradients are first made
+  // contiguous in the projections' layout. k's input gradient is summed with v's out of place, q's
+  // added in place; q_proj frees norm 1's output.
+  const int64_t g_v = ProjectionInputBackward(kV, gv, "self_attn.v_proj", gradients);
+  const int64_t g_k = ProjectionInputBackward(kK, gk_pre, "self_attn.k_", gradients);
+  const int64_t g_qkv = log_->A(H);
+  log_->F(g_v), log_->F(g_k);
+  const int64_t g_q = ProjectionInputBackward(kQ, gq_pre, "self_attn.q_", gradients);
+  log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
+  log_->F(g_q);
+  // input_layernorm (and any tensor not named above); its input's gradient is added into h's in
+  // place, which is the layer input's.
+  const int64_t g_n1 = NormBackward(&saved->norm1, g_qkv, [&]() { gradients(""); });
+  log_->F(g_n1);
   log_->FreeAll(&saved->norm1);
   log_->FreeAll(&saved->extra);
-  log_->F(gh);
-  log_->F(gout);
-  return gx;
+  return gh;
+}
+
+LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,
+                                                                    std::vector<int64_t>* att) {
+  if (!run_.eager_attention) {
+    // The fused kernel (cuDNN on the lab's devices, native GQA): the gradients of q and of the
+    // un-repeated k and v, and its workspace; then o_proj's gradient and the saved tensors go.
+    const int64_t gq = log_->A(z_.q), gk = log_->A(z_.kv), gv = log_->A(z_.kv);
+    log_->T(sdpa_workspace_);
+    log_->F(go);
+    log_->FreeAll(att);
+    return {gq, gk, gv};
+  }
+  // The output's contiguous copy goes with o_proj; its gradient is made [b, h, s, d] again.
+  log_->Drop(att, kEagerOutput);
+  const int64_t g_out = log_->A(z_.q);
+  log_->F(go);
+  // matmul(probs, values): the gradients of the values and of the probabilities (bf16).
+  const int64_t gv_heads = log_->A(z_.q), gp = log_->A(z_.scores);
+  log_->F(g_out);
+  log_->Drop(att, kEagerValues), log_->Drop(att, kEagerProbs);
+  // The cast's fp32 gradient; softmax_backward's fp32 result and its fp32 workspace; the cast
+  // back to the dtype; the gradient through `* scaling`.
+  const int64_t gp32 = log_->A(z_.upcast ? z_.scores32 : 0);
+  log_->F(gp);
+  const int64_t gs32 = log_->A(z_.scores32);
+  log_->T(z_.scores32);
+  log_->F(gp32);
+  log_->Drop(att, kEagerProbs32);
+  const int64_t gs = log_->A(z_.upcast ? z_.scores : 0);
+  log_->F(gs32);
+  const int64_t gm = log_->A(z_.scores);
+  log_->F(gs);
+  // matmul(q, keys^T): the keys' gradient, then q's; then repeat_kv's backward sums each to the
+  // kv heads.
+  const int64_t gk_heads = log_->A(z_.q), gq = log_->A(z_.q);
+  log_->F(gm);
+  log_->Drop(att, kEagerKeys), log_->Drop(att, kEagerQuery);
+  const int64_t gv = log_->A(z_.kv);
+  log_->F(gv_heads);
+  const int64_t gk = log_->A(z_.kv);
+  log_->F(gk_heads);
+  log_->FreeAll(att);
+  return {gq, gk, gv};
+}
+
+int64_t LayerAllocations::ProjectionInputBackward(AdapterProjection projection, int64_t g,
+                                                  const char* prefix,
+                                                  const LayerGradients& gradients) {
+  const bool q = projection == kQ;
+  int64_t consumed = g;
+  if (run_.eager_attention) {
+    consumed = log_->A(q ? z_.q : z_.kv);
+    log_->F(g);
+  }
+  const int64_t in = projections_.Backward(projection);
+  gradients(prefix);
+  if (run_.model.qkv_bias && !run_.adapter.enabled()) {
+    log_->T(q ? q_bias_staging_ : kv_bias_staging_);
+  }
+  log_->F(consumed);
+  return in;
 }
 
 }  // namespace vramlab::server::estimate

@@ -49,16 +49,21 @@ class LayerAllocations {
   int64_t Forward(int64_t x, LayerSaved* saved);
   // Forward without autograd (a checkpointed layer): only transients; the input is kept.
   int64_t ForwardNoGrad(int64_t x);
-  // Backward: `gout` (the gradient of the output) is freed and the gradient of the input
-  // returned; frees `saved`; calls `gradients` where each linear's and norm's node runs.
-  int64_t Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients);
+  // Backward: `gout` (the gradient of the output) is consumed and the gradient of the input
+  // returned; frees `saved`; calls `gradients` where each linear's and norm's node runs. Unless
+  // `gout_held` (a checkpointed layer's backward, whose caller frees gout after it), the input's
+  // gradient is gout itself, accumulated in place.
+  int64_t Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients,
+                   bool gout_held);
 
   // RMSNorm's saved tensors (activation_model.cc NormSaved), pushed onto `saved`, the first
   // h = x.to(fp32); returns its output.
   int64_t Norm(std::vector<int64_t>* saved);
-  // RMSNorm's backward to the fp32 gradient of h (returned; the caller frees it after the cast to
-  // the input's dtype). Frees the first of `saved`.
-  int64_t NormBackward(std::vector<int64_t>* saved);
+  // RMSNorm's backward from `gout` (freed) to the gradient of its input in the input's dtype
+  // (returned); calls `weight_gradient` where the weight's gradient is made (not when an adapter
+  // freezes it) and frees the saved tensors at the kNorm* places of `saved`.
+  int64_t NormBackward(std::vector<int64_t>* saved, int64_t gout,
+                       const std::function<void()>& weight_gradient);
   // One block that tops `listed` saved bytes up to `kept` (none when `listed` reaches it), pushed
   // onto `saved`: for the modes whose tensors are not listed one by one (fused kernels, an
   // adapter's saved A output, qk-norms).
@@ -67,17 +72,36 @@ class LayerAllocations {
   int64_t NormNoGrad();
   // The rotary embedding of `x` (`bytes` each), freeing x; returns the rotated tensor.
   int64_t Rotary(int64_t x, int64_t bytes);
+  // Its backward from `g` (freed); returns the gradient of x.
+  int64_t RotaryBackward(int64_t g, int64_t bytes);
 
  private:
   enum { kEagerKeys, kEagerValues, kEagerQuery, kEagerProbs32, kEagerProbs, kEagerOutput };
 
   enum { kMlpInput, kMlpUp, kMlpGate, kMlpSilu, kMlpProduct };
 
+  // Norm's saved tensors: h = x.to(fp32), rsqrt's output and, when the weight trains, the cast.
+  enum { kNormH32, kNormRstd, kNormCast };
+
+  struct QueryKeyValue {
+    int64_t q, k, v;
+  };
+  // The attention's backward from o_proj's input gradient `go` (freed) to the gradients of the
+  // rotated q and k and of v, in the kv heads; frees the attention's saved tensors.
+  QueryKeyValue AttentionBackward(int64_t go, std::vector<int64_t>* att);
+  // A q, k or v projection's backward from `g` (freed after it): its input's gradient (returned),
+  // then its weight's and bias's.
+  int64_t ProjectionInputBackward(AdapterProjection projection, int64_t g, const char* prefix,
+                                  const LayerGradients& gradients);
+
   const RunSettings& run_;
   AllocationLog* const log_;
   const StepTensorSizes z_;
-  const int64_t kept_;              // the step walk's saved bytes of a layer with autograd
+  const int64_t kept_;  // the step walk's saved bytes of a layer with autograd (KeptAsListed)
   AdapterAllocations projections_;  // each projection's tensors, wrapped by an adapter or not
+  // CUDA's transient workspaces (reduction_staging.h; none on the CPU): the sums over the tokens
+  // of a norm weight's, q bias's and k/v bias's gradient, and the fused attention's backward.
+  const int64_t norm_staging_, q_bias_staging_, kv_bias_staging_, sdpa_workspace_;
 };
 
 }  // namespace vramlab::server::estimate

@@ -27,9 +27,15 @@ namespace vramlab::server::estimate {
 constexpr int32_t kReplaySteps = 2;
 constexpr int32_t kReplayMicroSteps = 2;
 
-// The replay's error band, a fraction of the limit: by attention for a fresh process, wider for a
-// later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").
-double ReplayErrorBand(const RunSettings& run);
+// Whether the sequence lists some of `run`'s tensors by proportion or top-up rather than one by
+// one as the recorded traces show them: an adapter under the default allocator, 8-bit AdamW,
+// q/k-normed models.
+bool ListedInPart(const RunSettings& run, AllocatorKind allocator);
+
+// The replay's error band, a fraction of the limit: for a fresh process, narrow where the sequence
+// lists every tensor and wider where it lists some in part; wider for a later point of a
+// one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").
+double ReplayErrorBand(const RunSettings& run, AllocatorKind allocator);
 
 struct ReplayVerdict {
   FitDecision decision;

@@ -214,30 +214,40 @@ class Planner {
       log_.F(gl);
     }
     log_.F(head_input);
-    const int64_t h32 = layers_.NormBackward(&loss_saved);
-    const int64_t g = log_.A(z_.hidden);
-    log_.F(h32);
-    log_.F(gy);
+    // The final norm's weight gradient is made with the rest after the layers.
+    gy = layers_.NormBackward(&loss_saved, gy, [] {});
     log_.FreeAll(&loss_saved);
-    gy = g;
     for (int64_t i = layers - 1; i >= 0; --i) {
-      if (IsCheckpointed(run_, i)) {
-        // Recompute with autograd from the saved input (which the recompute does not free).
-        const int64_t out = layers_.Forward(-1, &saved[i]);
-        log_.F(out);
-        log_.F(inputs_kept[i]);
-      }
       made_.assign(layer_tensors_.size(), false);
-      gy = layers_.Backward(gy, &saved[i],
-                            [&](const std::string& prefix) { LayerGradients(i, prefix, kind); });
+      const auto gradients = [&](const std::string& prefix) { LayerGradients(i, prefix, kind); };
+      if (!IsCheckpointed(run_, i)) {
+        gy = layers_.Backward(gy, &saved[i], gradients, /*gout_held=*/false);
+        continue;
+      }
+      // Recompute with autograd from the saved input; the checkpoint's node holds the output's
+      // gradient, the recomputed output and the input until the layer's backward returns.
+      const int64_t out = layers_.Forward(-1, &saved[i]);
+      const int64_t gx = layers_.Backward(gy, &saved[i], gradients, /*gout_held=*/true);
+      log_.F(out), log_.F(gy), log_.F(inputs_kept[i]);
+      gy = gx;
     }
-    // The embedding's backward: a fresh dense vocabulary x hidden gradient, which autograd's
-    // input buffer adds to the waiting one out of place; the sum is the gradient.
+    // The embedding's backward: a fresh dense vocabulary x hidden gradient (and the sort path's
+    // per-segment partial sums), the incoming gradient freed. Tied, autograd's input buffer adds
+    // it to the waiting lm_head gradient: in place into the chunked loss's own tensor, out of
+    // place into a matmul's (the recorded traces).
     if (tied && waiting_head >= 0) {
       const int64_t fresh = log_.A(p_.head_gradient);
-      const int64_t sum = log_.A(p_.head_gradient);
-      log_.F(waiting_head), log_.F(fresh);
-      KeepGradient(sum, p_.head_gradient, p_.head_state, kind, 0);
+      log_.T(EmbeddingBackwardPartials());
+      log_.F(gy);
+      if (run_.chunked_loss) {
+        log_.F(fresh);
+        KeepGradient(waiting_head, p_.head_gradient, p_.head_state, kind, 0);
+      } else {
+        const int64_t sum = log_.A(p_.head_gradient);
+        log_.F(waiting_head), log_.F(fresh);
+        KeepGradient(sum, p_.head_gradient, p_.head_state, kind, 0);
+      }
+      gy = -1;
     }
     // Gradients outside the layers and the vocabulary-sized one: the final norm's and an untied
     // embedding's (the first parameter; else the final norm, after the layers).
@@ -246,10 +256,23 @@ class Planner {
     const int64_t rest_state =
         p_.optimizer_state - run_.model.num_layers * p_.layer_state - p_.head_state;
     Gradient(rest, rest_state, kind, tied ? last_parameter - 1 : 0);
+    if (!tied) log_.T(EmbeddingBackwardPartials());
     log_.F(gy);
     log_.F(sin), log_.F(cos);
     log_.F(inputs);
     log_.F(ids);
+  }
+
+  // The fp32 partial sums of embedding_dense_backward's sort path on CUDA (more than 3,072
+  // indices; ATen's embedding_backward_cuda_kernel sizes them without a device sync): one row of
+  // hidden values for each of up to min(tokens, vocabulary) segments plus tokens / 10 partial
+  // segments. Measured: 221,454,336 B for Qwen2.5-1.5B at 32,768 tokens. None when the
+  // embedding is frozen (adapters).
+  int64_t EmbeddingBackwardPartials() const {
+    const int64_t t = run_.tokens();
+    if (run_.device != Device::kCuda || run_.adapter.enabled() || t <= 3072) return 0;
+    const int64_t segments = std::min(t, run_.model.vocab_size) + t / 10;
+    return AllocatedBytes(run_.device, segments * run_.model.hidden_size * 4);
   }
 
   // The rotary tables for this forward (qwen2_layers.cc MakeDecoderInputs): positions x inverse
