@@ -278,7 +278,8 @@ StepInputs EstimateStepInputs(const RunSettings& run) {
       run.model.WindowedLayers(run.seq_len) == 0
           ? 0
           : z.Alloc(run.seq_len * run.seq_len * (run.eager_attention ? run.dtype_bytes : 1));
-  in.targets_and_masks = targets + mask + window_mask;
+  in.masks = mask + window_mask;
+  in.targets_and_masks = targets + in.masks;
   return in;
 }
 

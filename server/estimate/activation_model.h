@@ -55,6 +55,7 @@ struct LossActivations {
 struct StepInputs {
   int64_t token_ids = 0;
   int64_t targets_and_masks = 0;  // the shifted labels and the attention masks
+  int64_t masks = 0;              // of which the attention masks (eager's causal, a window's)
   int64_t rope_table = 0;         // one of the rotary cos / sin tables, in the dtype
   int64_t rope_freqs32 = 0;  // their fp32 source [seq, head_dim] (made and freed in the forward)
   // What a forward holds beside the activations: the targets, masks and both rotary tables.

@@ -92,9 +92,9 @@ TEST(ActivationModelTest, EstimateOfTheBenchmarkRowShrinksByTheLayersSavings) {
 // Qwen2.5-7B QLoRA r=16 (fp32 adapters over bf16), sdpa, micro-batch 1 x 28,672 tokens (the
 // H200 search's longest fitting length; every tensor a multiple of 512 bytes). The layer's
 // backward peak is down_proj's LoraUpdateFunction backward: everything the layer saved, the
-// incoming gradient (2h), the widened gradient and its scaled copy (4h + 4h), grad_h·A in fp32
-// (4I) and its bf16 cast (2I) — 8h + 6I bytes per token above the saved tensors and the
-// incoming gradient (adapter_model.cc).
+// incoming gradient (2h), the widened gradient and its scaled copy (4h + 4h), grad_h = grad·B in
+// fp32 (4·16), grad_h·A in fp32 (4I) and its bf16 cast (2I) — 8h + 64 + 6I bytes per token above
+// the saved tensors and the incoming gradient (adapter_model.cc).
 TEST(ActivationModelTest, QloraDownProjBackwardHoldsEverythingTheLayerSaved) {
   vramlab::v1::ExperimentSpec spec = Spec(vramlab::v1::ATEN, vramlab::v1::SDPA);
   spec.mutable_model()->set_preset("qwen2.5-7b");
@@ -115,7 +115,7 @@ TEST(ActivationModelTest, QloraDownProjBackwardHoldsEverythingTheLayerSaved) {
   // A's output 4·16 for each of the 7 projections.
   EXPECT_EQ(layer.kept,
             (2 * (4 * h + 4 + 2 * h) + 4 * h + 2048 + 112 + 8 * inter + 7 * 64) * tokens);
-  EXPECT_EQ(layer.backward_peak, layer.kept + (2 * h + 8 * h + 6 * inter) * tokens);
+  EXPECT_EQ(layer.backward_peak, layer.kept + (2 * h + 8 * h + 64 + 6 * inter) * tokens);
   // The chunked loss's backward with frozen lm_head weights: the hidden-state gradient, the
   // zeros_like(weight) gradient it still allocates (vocabulary x hidden, bf16) and one chunk's
   // bf16 and fp32 logits.

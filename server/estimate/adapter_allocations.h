@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/allocation_log.h"
@@ -22,18 +23,24 @@ class AdapterAllocations {
  public:
   AdapterAllocations(const RunSettings& run, AllocationLog* log);
 
-  // The projection's forward; returns its output (what was live before stays live).
-  int64_t Forward(AdapterProjection projection);
+  // The projection's forward; returns its output (what was live before stays live). A wrapped
+  // projection's node saves A's output: its id goes to `saved_h` (-1 for none); with a null
+  // `saved_h` (no autograd) it is freed as the call returns.
+  int64_t Forward(AdapterProjection projection, int64_t* saved_h);
   // The projection's backward, the gradient of its output live and kept; returns the gradient of
-  // its input.
-  int64_t Backward(AdapterProjection projection);
+  // its input (-1 unless `input_grad`). Calls `gradient("lora_B")` and `gradient("lora_A")` where
+  // a wrapped projection's node makes its adapter's gradients.
+  int64_t Backward(AdapterProjection projection, bool input_grad,
+                   const std::function<void(const char*)>& gradient);
 
  private:
   struct Sizes {
-    int64_t in_e, in_a, out_e, out_a, weight, codes32;
+    int64_t in_e, in_a, out_e, out_a, rank_a, weight, codes32;
     bool cast, bias, wrapped;
   };
   static Sizes SizesOf(const RunSettings& run, AdapterProjection projection);
+  // x cast to the adapter dtype (`x_cast` bytes, freed after) and A's output; returns the output.
+  int64_t CastAndProject(int64_t x_cast, const Sizes& z);
   // DequantizeNf4: the codes widened to int32, then the weight; returns the weight.
   int64_t Dequantize(const Sizes& z);
   // A tensor of `bytes` (returned) made while one block of `extra` bytes is live: a call's

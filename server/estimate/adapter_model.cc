@@ -87,13 +87,14 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
       pa.backward = out_cast + out_a + (cast ? out_e : 0) + 2 * in_a + in_e;
     } else if (!run.adapter.qlora) {
       // LoraLinearFunction (one node; saves x, the frozen weight, A, B and A's output).
-      // Forward: the base output; x cast for A (freed after it); the base output widened and
-      // addmm's sum; the sum cast back (the output).
-      pa.forward = out_e + std::max({in_cast, out_cast + out_a, out_a + (cast ? out_e : 0)});
-      // Backward: the gradient widened (held until return); x cast again for A's gradient; then
-      // grad·W, grad_h·A in the adapter dtype, its cast and their sum (the input's gradient) in
-      // one expression.
-      pa.backward = out_cast + std::max(in_cast, in_e + in_a + (cast ? in_e : 0) + in_e);
+      // Forward: the base output; x cast for A and A's output (the cast freed after it); the base
+      // output widened and addmm's sum; the sum cast back (the output).
+      pa.forward =
+          out_e + pa.kept + std::max({in_cast, out_cast + out_a, out_a + (cast ? out_e : 0)});
+      // Backward: the gradient widened and grad_h = grad·B (held until return); x cast again for
+      // A's gradient; then grad·W, grad_h·A in the adapter dtype, its cast and their sum (the
+      // input's gradient) in one expression.
+      pa.backward = out_cast + pa.kept + std::max(in_cast, in_e + in_a + (cast ? in_e : 0) + in_e);
     } else {
       // QLoRA (Nf4LoraLinear::Forward): Nf4Matmul (saves nothing), the bias add, then
       // LoraUpdateFunction (saves x, A, B and A's output) and the sum in the base dtype.
@@ -109,13 +110,16 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
       // the update (adapter dtype) cast to the base dtype and the sum, with the base output.
       const int64_t update = out_e + std::max(in_cast, 2 * out_a);
       const int64_t sum = cast ? out_e + out_a + out_e + out_e : 3 * out_e;
-      pa.forward = std::max({base_matmul, bias_add, update, sum});
+      // A's output lives from the update on.
+      pa.forward = std::max({base_matmul, bias_add, update + pa.kept, sum + pa.kept});
       // Backward, in the engine's order (the later node first): the widened gradient
-      // (ToCopyBackward), then LoraUpdateFunction: its scaled copy, x cast again for A's
-      // gradient, then grad_h·A in the adapter dtype and its cast (the update's input gradient),
-      // with the widened gradient still held by the call. Then Nf4MatmulFunction dequantises again
-      // and forms grad·W while the update's input gradient waits; the two are summed.
-      const int64_t update_bwd = out_cast + out_a + std::max(in_cast, in_a + (cast ? in_e : 0));
+      // (ToCopyBackward), then LoraUpdateFunction: its scaled copy and grad_h = grad·B, x cast
+      // again for A's gradient, then grad_h·A in the adapter dtype and its cast (the update's input
+      // gradient), with the widened gradient still held by the call. Then Nf4MatmulFunction
+      // dequantises again and forms grad·W while the update's input gradient waits; the two are
+      // summed.
+      const int64_t update_bwd =
+          out_cast + out_a + pa.kept + std::max(in_cast, in_a + (cast ? in_e : 0));
       const int64_t base_bwd = in_e + std::max({dequantize, weight + in_e, 2 * in_e});
       pa.backward = std::max(update_bwd, base_bwd);
     }

@@ -42,6 +42,11 @@ struct ProjectionActivations {
 
 enum AdapterProjection { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
 
+// Each projection's module path inside a decoder layer (its parameters' name prefix).
+constexpr const char* kProjectionPaths[kNumProjections] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+
 // A projection's input and output features in `run`'s model, and whether its adapter wraps it.
 struct ProjectionFeatures {
   int64_t in = 0, out = 0;

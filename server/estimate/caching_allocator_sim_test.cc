@@ -144,11 +144,15 @@ TEST(CachingAllocatorSimTest, EveryCommittedTraceReplays) {
 }
 
 // The estimator's replays know no addresses. Placing each new segment below the earlier ones,
-// as the device mostly did, reproduces the recorded runs segment for segment all the same; with
+// as the device mostly did, reproduces these recorded runs segment for segment all the same; with
 // growing addresses the whole-model run's ties went the other way and its peak reserved came out
-// 2.9 % low.
+// 2.9 % low. (The LoRA and Qwen3 runs' small pool is placed differently without its addresses:
+// the device fits its 2 MiB segments into gaps between large ones. Their peak reserved comes out
+// +2 MiB and exact.)
 TEST(CachingAllocatorSimTest, RecordedRunsReplayWithoutTheirAddresses) {
-  for (const char* name : {"recorded_native.trace", "recorded_longest_native.trace"}) {
+  for (const char* name :
+       {"recorded_native.trace", "recorded_oom.trace", "recorded_longest_native.trace",
+        "recorded_lora8b_native.trace", "recorded_adamw8bit.trace"}) {
     SCOPED_TRACE(name);
     Replay(name, /*place_segments=*/false);
   }

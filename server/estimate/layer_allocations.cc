@@ -63,28 +63,38 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
       z_(run),
       kept_(KeptAsListed(run)),
       projections_(run, log),
-      norm_staging_(Staging(run, run.tokens(), run.model.hidden_size)),
-      q_bias_staging_(Staging(run, run.tokens(), run.model.q_dim())),
-      kv_bias_staging_(Staging(run, run.tokens(), run.model.kv_dim())),
-      sdpa_workspace_(SdpaBackwardWorkspace(run)) {}
+      hidden_norm_(NormSizesOf(run.model.hidden_size, run.tokens())),
+      q_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_heads)),
+      k_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.kv_dim() /
+                                                    std::max<int64_t>(1, run.model.head_dim()))),
+      sdpa_workspace_(SdpaBackwardWorkspace(run)) {
+  for (int p = 0; p < kNumProjections; ++p) {
+    bias_staging_[p] =
+        Staging(run, run.tokens(), FeaturesOf(run, static_cast<AdapterProjection>(p)).out);
+  }
+}
+
+LayerAllocations::NormSizes LayerAllocations::NormSizesOf(int64_t width, int64_t rows) const {
+  auto alloc = [&](int64_t n) { return AllocatedBytes(run_.device, n); };
+  return {alloc(rows * width * run_.dtype_bytes), alloc(rows * width * kFp32), alloc(rows * kFp32),
+          Staging(run_, rows, width)};
+}
 
 // A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
 // h = x.to(fp32). h.pow(2) lives until its mean is taken. Returns the output (the weight times the
 // cast), made before the fp32 product goes as the call returns (the recorded traces' order).
-int64_t LayerAllocations::Norm(std::vector<int64_t>* saved) {
-  saved->push_back(log_->A(z_.upcast ? z_.hidden32 : 0));
-  log_->T(z_.hidden32);
-  saved->push_back(log_->A(z_.per_token32));
-  const int64_t product = log_->A(z_.upcast ? z_.hidden32 : 0);
-  const int64_t normalized = log_->A(z_.hidden);
+int64_t LayerAllocations::Norm(std::vector<int64_t>* saved, const NormSizes& n) {
+  saved->push_back(log_->A(z_.upcast ? n.x32 : 0));
+  log_->T(n.x32);
+  saved->push_back(log_->A(n.rows32));
+  const int64_t product = log_->A(z_.upcast ? n.x32 : 0);
+  const int64_t normalized = log_->A(n.x);
+  const int64_t out = log_->A(n.x);
   if (run_.adapter.enabled()) {
-    log_->F(product);
-    log_->T(z_.hidden);  // the frozen weight's product only
-    log_->F(normalized);
-    return log_->A(z_.hidden);
+    log_->F(normalized);  // a frozen weight's product saves nothing
+  } else {
+    saved->push_back(normalized);
   }
-  saved->push_back(normalized);
-  const int64_t out = log_->A(z_.hidden);
   log_->F(product);
   return out;
 }
@@ -96,13 +106,14 @@ int64_t LayerAllocations::Norm(std::vector<int64_t>* saved) {
 // 2 * that and the product, added into h's gradient in place as pow's node frees the saved h;
 // last the cast back to the input's dtype.
 int64_t LayerAllocations::NormBackward(std::vector<int64_t>* saved, int64_t gout,
-                                       const std::function<void()>& weight_gradient) {
-  const int64_t H32 = z_.hidden32, pt = z_.per_token32;
-  const int64_t g_cast = log_->A(z_.hidden);
+                                       const std::function<void()>& weight_gradient,
+                                       const NormSizes& n) {
+  const int64_t H32 = n.x32, pt = n.rows32;
+  const int64_t g_cast = log_->A(n.x);
   if (!run_.adapter.enabled()) {
-    const int64_t product = log_->A(z_.hidden);
+    const int64_t product = log_->A(n.x);
     weight_gradient();
-    log_->T(norm_staging_);
+    log_->T(n.staging);
     log_->F(product);
   }
   log_->F(gout);
@@ -125,7 +136,7 @@ int64_t LayerAllocations::NormBackward(std::vector<int64_t>* saved, int64_t gout
   log_->Drop(saved, kNormH32);
   log_->F(product);
   if (!z_.upcast) return g_h;
-  const int64_t g_in = log_->A(z_.hidden);
+  const int64_t g_in = log_->A(n.x);
   log_->F(g_h);
   return g_in;
 }
@@ -144,15 +155,26 @@ int64_t LayerAllocations::RotaryBackward(int64_t g, int64_t bytes) {
   return by_cos;
 }
 
-int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
+int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer, bool input_requires_grad) {
   const int64_t H = z_.hidden, KV = z_.kv;
   std::vector<int64_t>* saved = &layer->norm1;
-  const int64_t n1 = Norm(saved);
+  // Without a gradient into x (an adapter's first layer over the frozen embedding) norm 1 runs
+  // without autograd: only transients, nothing saved.
+  const int64_t n1 = input_requires_grad ? Norm(saved) : NormNoGrad();
   saved->push_back(n1);  // norm 1's output, saved by the projections
   saved = &layer->attention;
-  const int64_t q = projections_.Forward(kQ);
+  std::array<int64_t, kNumProjections>& h = layer->adapter_h;
+  int64_t q = projections_.Forward(kQ, &h[kQ]);
   log_->BlasWorkspace(kForwardThread);  // fetched by the first matmul, after its output
-  const int64_t k = projections_.Forward(kK), v = projections_.Forward(kV);
+  int64_t k = projections_.Forward(kK, &h[kK]);
+  const int64_t v = projections_.Forward(kV, &h[kV]);
+  if (run_.model.qk_norm) {
+    // qwen3: each head of q, then of k, normalised (the projection's output goes after).
+    const int64_t qn = Norm(&layer->q_norm, q_norm_);
+    log_->F(q), q = qn;
+    const int64_t kn = Norm(&layer->k_norm, k_norm_);
+    log_->F(k), k = kn;
+  }
   const int64_t qr = Rotary(q, z_.q), kr = Rotary(k, KV);
   if (run_.eager_attention) {
     // k and v repeated to every head, matmul's contiguous copy of q (saved at the kEager*
@@ -178,28 +200,32 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer) {
     const int64_t o = log_->A(z_.q), lse = log_->A(z_.lse);
     saved->insert(saved->end(), {kr, qr, v, lse, o});
   }
-  const int64_t attn = projections_.Forward(kO);
+  const int64_t attn = projections_.Forward(kO, &h[kO]);
   if (run_.eager_attention) log_->F(v), log_->F(kr), log_->F(qr);
-  const int64_t h = log_->A(H);  // x + attn
+  const int64_t residual = log_->A(H);  // x + attn
   log_->F(attn);
   const int64_t n2 = Norm(&layer->norm2);
   layer->mlp.push_back(n2);  // norm 2's output
   // SwiGLU, silu(gate_proj(x)) * up_proj(x) with the right operand first: up, gate, silu(gate),
   // the product (the kMlp* places); then down_proj and the residual.
-  layer->mlp.push_back(projections_.Forward(kUp));
-  layer->mlp.push_back(projections_.Forward(kGate));
+  layer->mlp.push_back(projections_.Forward(kUp, &h[kUp]));
+  layer->mlp.push_back(projections_.Forward(kGate, &h[kGate]));
   for (int i = 0; i < 2; ++i) layer->mlp.push_back(log_->A(z_.inter));
-  const int64_t down = projections_.Forward(kDown);
+  const int64_t down = projections_.Forward(kDown, &h[kDown]);
   const int64_t out = log_->A(H);
   log_->F(down);
-  log_->F(h);
+  log_->F(residual);
   log_->F(x);  // the caller's variable, reassigned to the output
   int64_t listed = 0;
-  for (const auto* part :
-       {&layer->norm1, &layer->attention, &layer->norm2, &layer->mlp, &layer->extra}) {
+  for (const auto* part : {&layer->norm1, &layer->q_norm, &layer->k_norm, &layer->attention,
+                           &layer->norm2, &layer->mlp, &layer->extra}) {
     for (int64_t id : *part) listed += log_->BytesOf(id);
   }
-  TopUp(listed, kept_, &layer->extra);
+  for (int64_t id : h) listed += log_->BytesOf(id);
+  // Norm 1's autograd would have saved h (fp32) and rstd.
+  const int64_t not_saved =
+      input_requires_grad ? 0 : (z_.upcast ? z_.hidden32 : 0) + z_.per_token32;
+  TopUp(listed, kept_ - not_saved, &layer->extra);
   return out;
 }
 
@@ -213,9 +239,16 @@ void LayerAllocations::TopUp(int64_t listed, int64_t kept, std::vector<int64_t>*
 int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   const int64_t H = z_.hidden;
   const int64_t n1 = NormNoGrad();
-  const int64_t q0 = projections_.Forward(kQ);
+  int64_t q0 = projections_.Forward(kQ, nullptr);
   log_->BlasWorkspace(kForwardThread);
-  const int64_t k0 = projections_.Forward(kK), v = projections_.Forward(kV);
+  int64_t k0 = projections_.Forward(kK, nullptr);
+  const int64_t v = projections_.Forward(kV, nullptr);
+  if (run_.model.qk_norm) {
+    const int64_t qn = NormNoGrad(q_norm_);
+    log_->F(q0), q0 = qn;
+    const int64_t kn = NormNoGrad(k_norm_);
+    log_->F(k0), k0 = kn;
+  }
   const int64_t q = Rotary(q0, z_.q), k = Rotary(k0, z_.kv);
   int64_t o = -1;
   if (run_.eager_attention) {
@@ -238,15 +271,15 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   }
   // o_proj's output; then the attention's locals go (out, v, k, q), h = x + attn is made and
   // the call's temporaries go.
-  const int64_t attn = projections_.Forward(kO);
+  const int64_t attn = projections_.Forward(kO, nullptr);
   log_->F(o), log_->F(v), log_->F(k), log_->F(q);
   const int64_t h = log_->A(H);
   log_->F(attn), log_->F(n1);
   const int64_t n2 = NormNoGrad();
-  const int64_t g = projections_.Forward(kGate), s = log_->A(z_.inter),
-                u = projections_.Forward(kUp), pr = log_->A(z_.inter);
-  const int64_t d = projections_.Forward(kDown);
-  log_->F(pr), log_->F(u), log_->F(s), log_->F(g);
+  const int64_t g = projections_.Forward(kGate, nullptr), u = projections_.Forward(kUp, nullptr),
+                s = log_->A(z_.inter), pr = log_->A(z_.inter);
+  const int64_t d = projections_.Forward(kDown, nullptr);
+  log_->F(pr), log_->F(s), log_->F(u), log_->F(g);
   const int64_t out = log_->A(H);
   log_->F(d), log_->F(n2), log_->F(h);
   (void)x;  // kept: the checkpoint's saved input
@@ -256,13 +289,13 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
 // RMSNorm without autograd (qwen2_layers.cc RMSNormImpl::forward): h = x in fp32, its pow(2)
 // until the mean is taken, h * rsqrt(...) replacing h, then the cast to the dtype and the weight's
 // product, the cast going as the product is made and the fp32 h as the call returns.
-int64_t LayerAllocations::NormNoGrad() {
-  const int64_t h = log_->A(z_.upcast ? z_.hidden32 : 0);
-  log_->T(z_.hidden32);
-  const int64_t rstd = log_->A(z_.per_token32);
-  const int64_t scaled = log_->A(z_.upcast ? z_.hidden32 : 0);
+int64_t LayerAllocations::NormNoGrad(const NormSizes& n) {
+  const int64_t h = log_->A(z_.upcast ? n.x32 : 0);
+  log_->T(n.x32);
+  const int64_t rstd = log_->A(n.rows32);
+  const int64_t scaled = log_->A(z_.upcast ? n.x32 : 0);
   log_->F(h);
-  const int64_t cast = log_->A(z_.hidden), out = log_->A(z_.hidden);
+  const int64_t cast = log_->A(n.x), out = log_->A(n.x);
   log_->F(cast), log_->F(scaled), log_->F(rstd);
   return out;
 }
@@ -281,14 +314,14 @@ int64_t LayerAllocations::Rotary(int64_t x, int64_t bytes) {
 }
 
 int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerGradients& gradients,
-                                   bool gout_held) {
+                                   bool gout_held, bool input_requires_grad) {
   const int64_t H = z_.hidden;
   std::vector<int64_t>& mlp = saved->mlp;
-  // Each bias-free linear's weight gradient comes before its input's; each node frees what it
-  // saved once it has run. down_proj: its input's gradient; the product freed.
-  gradients("mlp.down_proj");
-  const int64_t gd = projections_.Backward(kDown);
+  // Each node frees what it saved once it has run; an adapter's node its A output last.
+  // down_proj: its input's gradient; the product freed.
+  const int64_t gd = ProjectionBackward(kDown, "mlp.down_proj", true, gradients);
   log_->Drop(&mlp, kMlpProduct);
+  log_->F(saved->adapter_h[kDown]);
   // silu(gate) * up: the gradients of up and of silu(gate); then silu's, gate's gradient.
   const int64_t gu = log_->A(z_.inter), gs = log_->A(z_.inter);
   log_->F(gd);
@@ -298,13 +331,13 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   log_->Drop(&mlp, kMlpGate);
   // gate_proj (the later node), then up_proj, which frees norm 2's output; autograd sums their
   // input gradients out of place.
-  gradients("mlp.gate_proj");
-  const int64_t g_gate = projections_.Backward(kGate);
+  const int64_t g_gate = ProjectionBackward(kGate, "mlp.gate_proj", true, gradients);
   log_->F(gg);
-  gradients("mlp.up_proj");
-  const int64_t g_up = projections_.Backward(kUp);
+  log_->F(saved->adapter_h[kGate]);
+  const int64_t g_up = ProjectionBackward(kUp, "mlp.up_proj", true, gradients);
   log_->F(gu);
   log_->Drop(&mlp, kMlpInput);
+  log_->F(saved->adapter_h[kUp]);
   const int64_t g_mlp = log_->A(H);
   log_->F(g_gate), log_->F(g_up);
   log_->FreeAll(&mlp);
@@ -316,29 +349,82 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   int64_t gh = gout;
   if (gout_held) gh = log_->A(H);
   log_->F(g_n2);
-  gradients("self_attn.o_proj");
-  const int64_t go = projections_.Backward(kO);
+  const int64_t go = ProjectionBackward(kO, "self_attn.o_proj", true, gradients);
+  log_->F(saved->adapter_h[kO]);
+  // Without a gradient into x, h's goes with o_proj's node.
+  if (!input_requires_grad) log_->F(gh), gh = -1;
   const auto [gq, gk, gv] = AttentionBackward(go, &saved->attention);
-  // The rotary embeddings, k's (the later forward op) first.
-  const int64_t gk_pre = RotaryBackward(gk, z_.kv), gq_pre = RotaryBackward(gq, z_.q);
-  // v_proj, k_proj, q_proj: each its input's gradient, then its weight's and bias's (the bias
-  // summed over the tokens through a staging buffer); eager attention's gradients are first made
-  // contiguous in the projections' layout. k's input gradient is summed with v's out of place, q's
-  // added in place; q_proj frees norm 1's output.
-  const int64_t g_v = ProjectionInputBackward(kV, gv, "self_attn.v_proj", gradients);
-  const int64_t g_k = ProjectionInputBackward(kK, gk_pre, "self_attn.k_", gradients);
-  const int64_t g_qkv = log_->A(H);
+  // The rotary embeddings, k's (the later forward op) first; then qwen3's k and q norms.
+  int64_t gk_pre = RotaryBackward(gk, z_.kv), gq_pre = RotaryBackward(gq, z_.q);
+  if (run_.model.qk_norm) {
+    gk_pre = NormBackward(
+        &saved->k_norm, gk_pre, [&]() { gradients("self_attn.k_norm"); }, k_norm_);
+    gq_pre = NormBackward(
+        &saved->q_norm, gq_pre, [&]() { gradients("self_attn.q_norm"); }, q_norm_);
+    log_->FreeAll(&saved->k_norm), log_->FreeAll(&saved->q_norm);
+  }
+  // v_proj, k_proj, q_proj (eager attention's gradients first made contiguous in the
+  // projections' layout), each freeing the gradient it consumed. k's input gradient is summed with
+  // v's out of place, q's added in place; q_proj frees norm 1's output.
+  const int64_t g_v =
+      QkvBackward(kV, gv, "self_attn.v_proj", input_requires_grad, saved, gradients);
+  const int64_t g_k =
+      QkvBackward(kK, gk_pre, "self_attn.k_", input_requires_grad, saved, gradients);
+  const int64_t g_qkv = input_requires_grad ? log_->A(H) : -1;
   log_->F(g_v), log_->F(g_k);
-  const int64_t g_q = ProjectionInputBackward(kQ, gq_pre, "self_attn.q_", gradients);
-  log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
+  const int64_t g_q =
+      QkvBackward(kQ, gq_pre, "self_attn.q_", input_requires_grad, saved, gradients);
   log_->F(g_q);
   // input_layernorm (and any tensor not named above); its input's gradient is added into h's in
   // place, which is the layer input's.
-  const int64_t g_n1 = NormBackward(&saved->norm1, g_qkv, [&]() { gradients(""); });
-  log_->F(g_n1);
+  if (input_requires_grad) {
+    log_->F(NormBackward(&saved->norm1, g_qkv, [&]() { gradients(""); }));
+  } else {
+    gradients("");
+  }
   log_->FreeAll(&saved->norm1);
   log_->FreeAll(&saved->extra);
   return gh;
+}
+
+int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, const char* prefix,
+                                             bool input_grad, const LayerGradients& gradients) {
+  // Frozen under an adapter, which makes its own A and B gradients inside its node.
+  const bool base_trains = !run_.adapter.enabled();
+  const bool bias = HasBias(projection);
+  // A bias-free linear (matmul) makes its weight's gradient first; with a bias (addmm) its
+  // input's comes first, then the weight's and the bias's, summed over the tokens through a
+  // staging buffer.
+  if (base_trains && !bias) gradients(prefix);
+  const int64_t in = projections_.Backward(projection, input_grad, [&](const char* which) {
+    gradients(std::string(kProjectionPaths[projection]) + "." + which);
+  });
+  if (base_trains && bias) {
+    gradients(prefix);
+    log_->T(bias_staging_[projection]);
+  }
+  return in;
+}
+
+int64_t LayerAllocations::QkvBackward(AdapterProjection projection, int64_t g, const char* prefix,
+                                      bool input_grad, LayerSaved* saved,
+                                      const LayerGradients& gradients) {
+  int64_t consumed = g;
+  if (run_.eager_attention) {
+    consumed = log_->A(projection == kQ ? z_.q : z_.kv);
+    log_->F(g);
+  }
+  const int64_t in = ProjectionBackward(projection, prefix, input_grad, gradients);
+  log_->F(consumed);
+  if (projection == kQ) log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
+  log_->F(saved->adapter_h[projection]);
+  return in;
+}
+
+bool LayerAllocations::HasBias(AdapterProjection projection) const {
+  const ModelShape& m = run_.model;
+  if (projection <= kV) return m.qkv_bias;
+  return projection == kO ? m.o_bias : m.mlp_bias;
 }
 
 LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,
@@ -383,24 +469,6 @@ LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,
   log_->F(gk_heads);
   log_->FreeAll(att);
   return {gq, gk, gv};
-}
-
-int64_t LayerAllocations::ProjectionInputBackward(AdapterProjection projection, int64_t g,
-                                                  const char* prefix,
-                                                  const LayerGradients& gradients) {
-  const bool q = projection == kQ;
-  int64_t consumed = g;
-  if (run_.eager_attention) {
-    consumed = log_->A(q ? z_.q : z_.kv);
-    log_->F(g);
-  }
-  const int64_t in = projections_.Backward(projection);
-  gradients(prefix);
-  if (run_.model.qkv_bias && !run_.adapter.enabled()) {
-    log_->T(q ? q_bias_staging_ : kv_bias_staging_);
-  }
-  log_->F(consumed);
-  return in;
 }
 
 }  // namespace vramlab::server::estimate

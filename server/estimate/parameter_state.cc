@@ -260,8 +260,15 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
     const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
     s.layer_gradients += grad_bytes(made);
-    if (state_on_device && parts.state[i] > 0)
-      s.layer_state += StateBytes(adapter_run, parts.state[i]);
+    s.layer_tensor_gradients.push_back(grad_bytes(made));
+    const int64_t state =
+        state_on_device && parts.state[i] > 0 ? StateBytes(adapter_run, parts.state[i]) : 0;
+    s.layer_state += state;
+    s.layer_tensor_state.push_back(state);
+  }
+  for (size_t i = 0; i < adapters.trainable.size(); ++i) {
+    s.tensor_state.push_back(
+        state_on_device && parts.state[i] > 0 ? StateBytes(adapter_run, parts.state[i]) : 0);
   }
   if (par.partitions_gradients() && per_layer > 0) {
     std::vector<int64_t> bytes;
@@ -381,8 +388,13 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   for (size_t t = LayerTensorBegin(run.model, 0);
        t < LayerTensorBegin(run.model, 1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
     s.layer_gradients += grad_of(t);
-    if (state_on_device) s.layer_state += state_of(t);
+    s.layer_tensor_gradients.push_back(grad_of(t));
+    const int64_t state = state_on_device ? state_of(t) : 0;
+    s.layer_state += state;
+    s.layer_tensor_state.push_back(state);
   }
+  for (size_t t = 0; t < tensors.size(); ++t)
+    s.tensor_state.push_back(state_on_device ? state_of(t) : 0);
   s.head_gradient = grad_of(head);
   if (state_on_device) s.head_state = state_of(head);
   if (par.partitions_gradients()) {

@@ -27,15 +27,14 @@ namespace vramlab::server::estimate {
 constexpr int32_t kReplaySteps = 2;
 constexpr int32_t kReplayMicroSteps = 2;
 
-// Whether the sequence lists some of `run`'s tensors by proportion or top-up rather than one by
-// one as the recorded traces show them: an adapter under the default allocator, 8-bit AdamW,
-// q/k-normed models.
-bool ListedInPart(const RunSettings& run, AllocatorKind allocator);
+// Whether the sequence lists some of `run`'s tensors by proportion rather than one by one as the
+// recorded traces show them: 8-bit AdamW's update inside backward.
+bool ListedInPart(const RunSettings& run);
 
 // The replay's error band, a fraction of the limit: for a fresh process, narrow where the sequence
 // lists every tensor and wider where it lists some in part; wider for a later point of a
 // one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").
-double ReplayErrorBand(const RunSettings& run, AllocatorKind allocator);
+double ReplayErrorBand(const RunSettings& run);
 
 struct ReplayVerdict {
   FitDecision decision;

@@ -7,6 +7,8 @@
 
 #include "common/spec/model_family.h"
 #include "server/estimate/activation_model.h"
+#include "server/estimate/adamw_8bit_allocations.h"
+#include "server/estimate/adapter_model.h"
 #include "server/estimate/allocation_log.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/layer_allocations.h"
@@ -29,17 +31,39 @@ class Planner {
         z_(layers_.sizes()),
         loss_(EstimateLossActivations(run)),
         inputs_(EstimateStepInputs(run)) {
-    const std::vector<spec_rules::ParameterTensorInfo> layer =
-        spec_rules::DecoderLayerTensors(run.model.Decoder());
+    // A layer's trainable tensors in named_parameters() order, each with its gradient and its
+    // share of the layer's optimizer state: the decoder layer's own tensors, or with an adapter
+    // each wrapped projection's lora_A and lora_B (named after the projection).
+    std::vector<std::pair<std::string, int64_t>> layer;  // name, elements
+    if (run.adapter.enabled()) {
+      for (int p = 0; p < kNumProjections; ++p) {
+        const ProjectionFeatures f = FeaturesOf(run, static_cast<AdapterProjection>(p));
+        if (!f.wrapped) continue;
+        layer.push_back({std::string(kProjectionPaths[p]) + ".lora_A", run.adapter.rank * f.in});
+        layer.push_back({std::string(kProjectionPaths[p]) + ".lora_B", f.out * run.adapter.rank});
+      }
+    } else {
+      for (const auto& t : spec_rules::DecoderLayerTensors(run.model.Decoder())) {
+        layer.push_back({t.name, t.elements()});
+      }
+    }
     int64_t total = 0;
-    for (const auto& t : layer) total += t.elements();
-    // Each layer tensor's share of the layer's gradients and state (exact for full
-    // fine-tuning, where every tensor's gradient is its own dtype copy).
-    for (const auto& t : layer) {
+    for (const auto& t : layer) total += t.second;
+    // Tensor by tensor as the parameter state lists them; else the layer's totals shared by
+    // elements.
+    const bool listed = p_.layer_tensor_gradients.size() == layer.size() &&
+                        p_.layer_tensor_state.size() == layer.size();
+    for (size_t j = 0; j < layer.size(); ++j) {
+      const int64_t elements = layer[j].second;
       LayerTensor lt;
-      lt.name = t.name;
-      lt.gradient = total > 0 ? Share(p_.layer_gradients, t.elements(), total) : 0;
-      lt.state = total > 0 ? Share(p_.layer_state, t.elements(), total) : 0;
+      lt.name = layer[j].first;
+      if (listed) {
+        lt.gradient = p_.layer_tensor_gradients[j];
+        lt.state = p_.layer_tensor_state[j];
+      } else if (total > 0) {
+        lt.gradient = Share(p_.layer_gradients, elements, total);
+        lt.state = Share(p_.layer_state, elements, total);
+      }
       layer_tensors_.push_back(lt);
     }
     state_tensors_ = StateTensorsPerParameter(run.optimizer);
@@ -88,9 +112,28 @@ class Planner {
   }
 
   void AllocateWeights() {
-    // Every parameter tensor in named_parameters() order, the weights' bytes shared by elements
-    // (exact for dense weights; QLoRA's codes and constants, adapters, in proportion).
     const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
+    if (!run_.adapter.qlora) {
+      // Every parameter tensor in named_parameters() order in the dtype; with LoRA (the recorded
+      // trace) then each layer's adapters, A then B of each wrapped projection in q, k, v, o,
+      // gate, up, down order, in the adapter's dtype.
+      for (int64_t n : tensors) {
+        weights_.push_back(log_.A(AllocatedBytes(run_.device, n * run_.dtype_bytes)));
+      }
+      if (!run_.adapter.enabled()) return;
+      const int64_t rank = run_.adapter.rank, ab = run_.adapter.dtype_bytes;
+      for (int64_t layer = 0; layer < run_.model.num_layers; ++layer) {
+        for (int p = 0; p < kNumProjections; ++p) {
+          const ProjectionFeatures f = FeaturesOf(run_, static_cast<AdapterProjection>(p));
+          if (!f.wrapped) continue;
+          weights_.push_back(log_.A(AllocatedBytes(run_.device, rank * f.in * ab)));
+          weights_.push_back(log_.A(AllocatedBytes(run_.device, f.out * rank * ab)));
+        }
+      }
+      return;
+    }
+    // QLoRA: every parameter tensor in named_parameters() order, the weights' bytes (its codes,
+    // constants and adapters) shared by elements.
     int64_t total = 0;
     for (int64_t n : tensors) total += n;
     for (int64_t n : tensors) weights_.push_back(log_.A(Share(p_.weights, n, total)));
@@ -131,8 +174,13 @@ class Planner {
     const int64_t layers = run_.model.num_layers;
     log_.At(vramlab::v1::FORWARD);
     const int64_t ids = log_.A(inputs_.token_ids);
-    const int64_t inputs = log_.A(inputs_.targets_and_masks);
+    const int64_t inputs = log_.A(inputs_.targets_and_masks - inputs_.masks);
     const auto [cos, sin] = RotaryTables();
+    // The attention masks, made with the tables; a checkpointed layer's node keeps them for its
+    // recompute, else they go as the model's forward returns.
+    bool any_checkpointed = false;
+    for (int64_t i = 0; i < layers; ++i) any_checkpointed |= IsCheckpointed(run_, i);
+    int64_t masks = log_.A(inputs_.masks);
     int64_t x = log_.A(z_.hidden);  // the embedding's output
     std::vector<LayerSaved> saved(static_cast<size_t>(layers));
     std::vector<int64_t> inputs_kept(static_cast<size_t>(layers), -1);
@@ -141,14 +189,15 @@ class Planner {
         inputs_kept[i] = x;
         x = layers_.ForwardNoGrad(x);
       } else {
-        x = layers_.Forward(x, &saved[i]);
+        x = layers_.Forward(x, &saved[i], InputRequiresGrad(i));
       }
     }
     // Loss forward: the final norm, then the logits.
     std::vector<int64_t> loss_saved;
-    const int64_t head_input = layers_.Norm(&loss_saved);  // lm_head's input
+    int64_t head_input = layers_.Norm(&loss_saved);  // lm_head's input
     log_.F(x);
-    int64_t log_probs = -1;
+    if (!any_checkpointed) log_.F(masks), masks = -1;
+    int64_t log_probs = -1, not_kept = 0;
     if (run_.chunked_loss) {
       // Per chunk (loss.cc ChunkLogitsFp32): the dtype logits, their fp32 copy, the dtype ones
       // freed as the call returns, then the fp32 ones after the chunk's loss.
@@ -158,13 +207,19 @@ class Planner {
       }
     } else {
       const int64_t l = log_.A(z_.logits);
+      // A frozen lm_head's product saves no input: the final norm's output goes with the call
+      // (and is not part of what the loss keeps).
+      if (p_.head_gradient <= 0 && run_.adapter.enabled()) {
+        not_kept = log_.BytesOf(head_input);
+        log_.F(head_input), head_input = -1;
+      }
       const int64_t up = log_.A(z_.upcast ? z_.logits32 : 0);
       log_probs = log_.A(z_.logits32);
       log_.F(up), log_.F(l);
     }
     int64_t listed = log_.BytesOf(head_input) + (log_probs >= 0 ? log_.BytesOf(log_probs) : 0);
     for (int64_t id : loss_saved) listed += log_.BytesOf(id);
-    layers_.TopUp(listed, loss_.kept, &loss_saved);
+    layers_.TopUp(listed, loss_.kept - not_kept, &loss_saved);
 
     log_.At(vramlab::v1::BACKWARD);
     const bool tied = run_.model.tie_word_embeddings;
@@ -221,7 +276,7 @@ class Planner {
       made_.assign(layer_tensors_.size(), false);
       const auto gradients = [&](const std::string& prefix) { LayerGradients(i, prefix, kind); };
       if (!IsCheckpointed(run_, i)) {
-        gy = layers_.Backward(gy, &saved[i], gradients, /*gout_held=*/false);
+        gy = layers_.Backward(gy, &saved[i], gradients, /*gout_held=*/false, InputRequiresGrad(i));
         continue;
       }
       // Recompute with autograd from the saved input; the checkpoint's node holds the output's
@@ -258,9 +313,15 @@ class Planner {
     Gradient(rest, rest_state, kind, tied ? last_parameter - 1 : 0);
     if (!tied) log_.T(EmbeddingBackwardPartials());
     log_.F(gy);
-    log_.F(sin), log_.F(cos);
+    log_.F(sin), log_.F(cos), log_.F(masks);
     log_.F(inputs);
     log_.F(ids);
+  }
+
+  // Whether decoder layer i's input needs a gradient: not for the first layer over an adapter's
+  // frozen embedding, unless checkpointed (the recompute's input always requires one).
+  bool InputRequiresGrad(int64_t i) const {
+    return i > 0 || !run_.adapter.enabled() || IsCheckpointed(run_, i);
   }
 
   // The fp32 partial sums of embedding_dense_backward's sort path on CUDA (more than 3,072
@@ -293,24 +354,37 @@ class Planner {
     // The first step creates the state tensor by tensor as the update reaches it (the
     // vocabulary-sized tensor's is head_state; the others share the rest in proportion), each
     // update's temporaries between (in proportion; the largest takes the walk's step_temporaries).
-    const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
+    // With an adapter the trainable tensors are its lora_A and lora_B, layer by layer.
+    const std::vector<int64_t> tensors = run_.adapter.enabled()
+                                             ? ListAdapterTensors(run_).trainable
+                                             : ParameterTensorElements(run_.model);
     const auto count = static_cast<int64_t>(tensors.size());
     const int64_t head = run_.model.tie_word_embeddings ? 0 : count - 1;
-    const int64_t head_state = p_.head_gradient > 0 ? p_.head_state : 0;
+    const int64_t head_state = p_.head_gradient > 0 && !run_.adapter.enabled() ? p_.head_state : 0;
     int64_t rest = 0, largest = 1;
     for (int64_t t = 0; t < count; ++t) {
       largest = std::max(largest, tensors[t]);
       if (t != head || head_state <= 0) rest += tensors[t];
     }
+    if (run_.optimizer == vramlab::v1::ADAMW_8BIT && !run_.offload_to_cpu) {
+      PlanAdamW8bitStep(run_, tensors, log_.step() == 0, &log_, &state_);
+      return ZeroGrad();
+    }
+    const bool listed = static_cast<int64_t>(p_.tensor_state.size()) == count;
     for (int64_t t = 0; t < count; ++t) {
       if (log_.step() == 0) {
-        CreateState(t == head && head_state > 0
+        CreateState(listed ? p_.tensor_state[t]
+                    : t == head && head_state > 0
                         ? head_state
                         : Share(p_.optimizer_state - head_state, tensors[t], rest));
       }
       log_.T(Share(p_.step_temporaries, tensors[t], largest));
     }
-    // zero_grad(set_to_none) frees the gradients in named_parameters() order.
+    ZeroGrad();
+  }
+
+  // zero_grad(set_to_none) frees the gradients in named_parameters() order.
+  void ZeroGrad() {
     log_.At(vramlab::v1::ZERO_GRAD);
     std::stable_sort(gradients_.begin(), gradients_.end());
     for (const auto& g : gradients_) log_.F(g.second);
