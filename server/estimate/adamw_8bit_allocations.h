@@ -17,9 +17,12 @@ namespace vramlab::server::estimate {
 
 // The step over the trainable tensors of `elements` (the update's order). With `create_state`
 // (the first step) each tensor's state is made first and its ids pushed onto `state`, kept, as
-// are the two code maps the first quantised update makes.
+// are the two code maps the first quantised update makes. Unless `all_ranges`, each kind of
+// range (its length, quantised or not) is listed twice at most: the later ones leave the
+// allocator as it is.
 void PlanAdamW8bitStep(const RunSettings& run, const std::vector<int64_t>& elements,
-                       bool create_state, AllocationLog* log, std::vector<int64_t>* state);
+                       bool create_state, AllocationLog* log, std::vector<int64_t>* state,
+                       bool all_ranges = false);
 
 }  // namespace vramlab::server::estimate
 

@@ -34,6 +34,8 @@ class AllocationLog {
     const int64_t id = next_id_++;
     if (bytes <= 0) return -1;
     events_.push_back({AllocationEvent::kAlloc, id, bytes, phase_, step_, micro_});
+    bytes_of_.resize(static_cast<size_t>(next_id_), 0);
+    bytes_of_[static_cast<size_t>(id)] = bytes;
     return id;
   }
   // Frees tensor `id` (nothing for -1).
@@ -65,11 +67,8 @@ class AllocationLog {
 
   // The request of tensor `id` (0 for -1 or an id not allocated).
   int64_t BytesOf(int64_t id) const {
-    // Ids are allocated in order and every kAlloc event carries its id; search from the back.
-    for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
-      if (it->kind == AllocationEvent::kAlloc && it->id == id) return it->bytes;
-    }
-    return 0;
+    if (id < 0 || id >= static_cast<int64_t>(bytes_of_.size())) return 0;
+    return bytes_of_[static_cast<size_t>(id)];
   }
 
   std::vector<AllocationEvent> TakeEvents() { return std::move(events_); }
@@ -77,6 +76,7 @@ class AllocationLog {
  private:
   const Device device_;
   std::vector<AllocationEvent> events_;
+  std::vector<int64_t> bytes_of_;  // by id: the request, 0 for none
   int64_t next_id_ = 1;
   bool workspaces_[2] = {false, false};  // by BlasThread
   vramlab::v1::Phase phase_ = vramlab::v1::LOAD;

@@ -23,8 +23,9 @@ enum class Gradients { kCreated, kAccumulated, kFreedAtOnce };
 
 class Planner {
  public:
-  Planner(const RunSettings& run, const ParameterState& params)
+  Planner(const RunSettings& run, const ParameterState& params, bool every_8bit_range)
       : run_(run),
+        every_8bit_range_(every_8bit_range),
         p_(params),
         log_(run.device),
         layers_(run, &log_),
@@ -367,7 +368,7 @@ class Planner {
       if (t != head || head_state <= 0) rest += tensors[t];
     }
     if (run_.optimizer == vramlab::v1::ADAMW_8BIT && !run_.offload_to_cpu) {
-      PlanAdamW8bitStep(run_, tensors, log_.step() == 0, &log_, &state_);
+      PlanAdamW8bitStep(run_, tensors, log_.step() == 0, &log_, &state_, every_8bit_range_);
       return ZeroGrad();
     }
     const bool listed = static_cast<int64_t>(p_.tensor_state.size()) == count;
@@ -392,6 +393,7 @@ class Planner {
   }
 
   const RunSettings& run_;
+  const bool every_8bit_range_;
   const ParameterState& p_;
   AllocationLog log_;
   LayerAllocations layers_;
@@ -409,10 +411,10 @@ class Planner {
 
 std::vector<AllocationEvent> PlanStepAllocations(const RunSettings& run,
                                                  const ParameterState& params, int32_t steps,
-                                                 int32_t micro_steps) {
+                                                 int32_t micro_steps, bool every_8bit_range) {
   const int32_t s = std::max<int32_t>(1, std::min<int64_t>(steps, run.steps));
   const int32_t m = std::max<int32_t>(1, std::min<int64_t>(micro_steps, run.grad_accum_steps));
-  return Planner(run, params).Plan(s, m);
+  return Planner(run, params, every_8bit_range).Plan(s, m);
 }
 
 }  // namespace vramlab::server::estimate

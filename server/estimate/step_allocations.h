@@ -36,9 +36,12 @@ struct AllocationEvent {
 // The run's first `steps` steps (at most run.steps; at least 1) of at most `micro_steps`
 // micro-batches each (the later micro-batches of a cycle repeat the second's allocations).
 // Single process only: a rank of a parallel run is not listed (its verdict stays the step walk's).
+// `every_8bit_range` lists each of 8-bit AdamW's update ranges rather than two of each kind
+// (adamw_8bit_allocations.h; the replay's outcome is the same).
 std::vector<AllocationEvent> PlanStepAllocations(const RunSettings& run,
                                                  const ParameterState& params, int32_t steps,
-                                                 int32_t micro_steps);
+                                                 int32_t micro_steps,
+                                                 bool every_8bit_range = false);
 
 }  // namespace vramlab::server::estimate
 
