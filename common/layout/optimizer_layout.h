@@ -17,6 +17,13 @@ inline constexpr int64_t kAdamW8bitBlockElements = 256;
 inline constexpr int64_t kAdamW8bitMinElements = 4096;
 inline constexpr int64_t kAdamW8bitMapEntries = 256;
 
+// Whether a tensor of `n` elements keeps 8-bit moments (else fp32 ones).
+inline constexpr bool AdamW8bitQuantized(int64_t n) { return n >= kAdamW8bitMinElements; }
+// Blocks (one fp32 absmax each) of a moment of `n` elements.
+inline constexpr int64_t AdamW8bitBlocks(int64_t n) {
+  return (n + kAdamW8bitBlockElements - 1) / kAdamW8bitBlockElements;
+}
+
 // ADAMW_FP32_MASTER's fused path (worker/optim/adamw_master_rule.cc): the fp32 gradient copies of a
 // group of parameters alive at once, at most this many bytes a group.
 inline constexpr int64_t kMasterUpcastGroupBytes = int64_t{256} << 20;

@@ -6,14 +6,13 @@
 
 #include "common/layout/optimizer_layout.h"
 #include "server/estimate/device_model.h"
+#include "server/estimate/parameter_state.h"
 
 namespace vramlab::server::estimate {
 namespace {
 
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kInt32 = 4;
-// worker/optim/host_stepper.h kStagingChunkElements: the range the device update takes at once.
-constexpr int64_t kRangeElements = int64_t{16} << 20;
 constexpr int64_t kBlock = layout::kAdamW8bitBlockElements;
 
 class Planner8bit {
@@ -27,11 +26,11 @@ class Planner8bit {
   // The moments' codes (one byte an element) and their fp32 block scales; fp32 moments below
   // the quantisation threshold.
   void CreateState(int64_t n, std::vector<int64_t>* state) {
-    if (!Quantized(n)) {
+    if (!layout::AdamW8bitQuantized(n)) {
       state->push_back(A(n * kFp32)), state->push_back(A(n * kFp32));
       return;
     }
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    const int64_t blocks = layout::AdamW8bitBlocks(n);
     state->push_back(A(n)), state->push_back(A(n));
     state->push_back(A(blocks * kFp32)), state->push_back(A(blocks * kFp32));
   }
@@ -44,7 +43,8 @@ class Planner8bit {
     const int64_t param32 = upcast ? A(r * kFp32) : -1;
     const int64_t grad32 = upcast ? A(r * kFp32) : -1;
     int64_t m = -1, v = -1;
-    if (Quantized(n)) {
+    const bool quantized = layout::AdamW8bitQuantized(n);
+    if (quantized) {
       if (!maps_made_) {
         // The signed and unsigned maps' values and midpoints, kept with the state.
         for (int i = 0; i < 2; ++i) {
@@ -57,13 +57,11 @@ class Planner8bit {
       v = Dequantize(r);
     }
     log_->T(AllocatedBytes(run_.device, r * kFp32));  // v.sqrt(), divided and shifted in place
-    if (Quantized(n)) Quantize(r), Quantize(r);
+    if (quantized) Quantize(r), Quantize(r);
     log_->F(v), log_->F(m), log_->F(grad32), log_->F(param32);
   }
 
  private:
-  static bool Quantized(int64_t n) { return n >= layout::kAdamW8bitMinElements; }
-
   // codes.to(int32) and the looked-up values (the int32 copy freed at the statement's end).
   int64_t Dequantize(int64_t r) {
     const int64_t wide = A(r * kInt32);
@@ -112,9 +110,9 @@ void PlanAdamW8bitStep(const RunSettings& run, const std::vector<int64_t>& eleme
   // adamw_8bit_allocations_test checks the replays' outcomes against the full listing.
   std::map<std::pair<int64_t, bool>, int> listed;
   for (int64_t n : elements) {
-    for (int64_t begin = 0; begin < n; begin += kRangeElements) {
-      const int64_t r = std::min(kRangeElements, n - begin);
-      if (!all_ranges && listed[{r, n >= layout::kAdamW8bitMinElements}]++ >= 2) continue;
+    for (int64_t begin = 0; begin < n; begin += kDeviceUpdateRangeElements) {
+      const int64_t r = std::min(kDeviceUpdateRangeElements, n - begin);
+      if (!all_ranges && listed[{r, layout::AdamW8bitQuantized(n)}]++ >= 2) continue;
       planner.UpdateRange(n, r, state);
     }
   }

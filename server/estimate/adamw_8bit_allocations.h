@@ -1,9 +1,10 @@
 // 8-bit AdamW's optimizer step, tensor by tensor in the order the worker's range path allocates
 // and frees (worker/optim/adamw_8bit_rule.cc, blockwise_quantizer.cc, rule_optimizer.cc): every
 // parameter's state created first (step 0), then each parameter updated in ranges of
-// kStagingChunkElements, each range with its fp32 copies, the moments dequantised, AdamW's
-// denominator and the requantisation's temporaries. The worker built without kernels/optim (no
-// fused multi-tensor update) takes this path on CUDA. Part of step_allocations.h's plan.
+// kDeviceUpdateRangeElements (parameter_state.h), each range with its fp32 copies, the moments
+// dequantised, AdamW's denominator and the requantisation's temporaries. The worker built without
+// kernels/optim (no fused multi-tensor update) takes this path on CUDA. Part of
+// step_allocations.h's plan.
 #ifndef VRAMLAB_SERVER_ESTIMATE_ADAMW_8BIT_ALLOCATIONS_H_
 #define VRAMLAB_SERVER_ESTIMATE_ADAMW_8BIT_ALLOCATIONS_H_
 

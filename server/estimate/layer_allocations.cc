@@ -65,8 +65,7 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
       projections_(run, log),
       hidden_norm_(NormSizesOf(run.model.hidden_size, run.tokens())),
       q_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_heads)),
-      k_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.kv_dim() /
-                                                    std::max<int64_t>(1, run.model.head_dim()))),
+      k_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_kv_heads)),
       sdpa_workspace_(SdpaBackwardWorkspace(run)) {
   for (int p = 0; p < kNumProjections; ++p) {
     bias_staging_[p] =
@@ -224,7 +223,7 @@ int64_t LayerAllocations::Forward(int64_t x, LayerSaved* layer, bool input_requi
   for (int64_t id : h) listed += log_->BytesOf(id);
   // Norm 1's autograd would have saved h (fp32) and rstd.
   const int64_t not_saved =
-      input_requires_grad ? 0 : (z_.upcast ? z_.hidden32 : 0) + z_.per_token32;
+      input_requires_grad ? 0 : (z_.upcast ? hidden_norm_.x32 : 0) + hidden_norm_.rows32;
   TopUp(listed, kept_ - not_saved, &layer->extra);
   return out;
 }

@@ -15,11 +15,6 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 
-bool IsQuantized(int64_t n) { return n >= layout::kAdamW8bitMinElements; }
-int64_t Blocks(int64_t n) {
-  return (n + layout::kAdamW8bitBlockElements - 1) / layout::kAdamW8bitBlockElements;
-}
-
 // Optimizer state of one parameter tensor of `n` elements (UpdateRule::CreateState).
 int64_t StateBytes(const RunSettings& run, int64_t n) {
   auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
@@ -32,8 +27,8 @@ int64_t StateBytes(const RunSettings& run, int64_t n) {
     case vramlab::v1::SGD:  // momentum buffer in the parameter dtype
       return alloc(n * e);
     case vramlab::v1::ADAMW_8BIT:
-      if (!IsQuantized(n)) return 2 * alloc(n * kFp32);
-      return 2 * (alloc(n) + alloc(Blocks(n) * kFp32));
+      if (!layout::AdamW8bitQuantized(n)) return 2 * alloc(n * kFp32);
+      return 2 * (alloc(n) + alloc(layout::AdamW8bitBlocks(n) * kFp32));
     default:
       return 0;
   }
@@ -57,8 +52,8 @@ int64_t RangeTemporaries(const RunSettings& run, int64_t n, int64_t r) {
       // fp32 moments' denominator, or both moments dequantized to fp32 while one is requantized
       // (rows / scale and the searchsorted codes), with per-block absmax, scale and zero mask.
       const int64_t copies = upcast ? 2 * alloc(r * kFp32) : 0;
-      if (!IsQuantized(n)) return copies + alloc(r * kFp32);
-      const int64_t blocks = Blocks(r);
+      if (!layout::AdamW8bitQuantized(n)) return copies + alloc(r * kFp32);
+      const int64_t blocks = layout::AdamW8bitBlocks(r);
       return copies + 4 * alloc(r * kFp32) + 2 * alloc(blocks * kFp32) + alloc(blocks);
     }
     default:
@@ -260,13 +255,12 @@ ParameterState EstimateAdapterParameterState(const RunSettings& run) {
   for (size_t i = 0; i < per_layer && i < adapters.trainable.size(); ++i) {
     const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
     s.layer_gradients += grad_bytes(made);
-    s.layer_tensor_gradients.push_back(grad_bytes(made));
-    const int64_t state =
-        state_on_device && parts.state[i] > 0 ? StateBytes(adapter_run, parts.state[i]) : 0;
-    s.layer_state += state;
-    s.layer_tensor_state.push_back(state);
+    if (state_on_device && parts.state[i] > 0)
+      s.layer_state += StateBytes(adapter_run, parts.state[i]);
   }
   for (size_t i = 0; i < adapters.trainable.size(); ++i) {
+    const int64_t made = par.partitions_gradients() ? adapters.trainable[i] : parts.gradients[i];
+    s.tensor_gradients.push_back(grad_bytes(made));
     s.tensor_state.push_back(
         state_on_device && parts.state[i] > 0 ? StateBytes(adapter_run, parts.state[i]) : 0);
   }
@@ -388,13 +382,12 @@ ParameterState EstimateParameterState(const RunSettings& run) {
   for (size_t t = LayerTensorBegin(run.model, 0);
        t < LayerTensorBegin(run.model, 1) && t < tensors.size() && run.model.num_layers > 0; ++t) {
     s.layer_gradients += grad_of(t);
-    s.layer_tensor_gradients.push_back(grad_of(t));
-    const int64_t state = state_on_device ? state_of(t) : 0;
-    s.layer_state += state;
-    s.layer_tensor_state.push_back(state);
+    if (state_on_device) s.layer_state += state_of(t);
   }
-  for (size_t t = 0; t < tensors.size(); ++t)
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    s.tensor_gradients.push_back(grad_of(t));
     s.tensor_state.push_back(state_on_device ? state_of(t) : 0);
+  }
   s.head_gradient = grad_of(head);
   if (state_on_device) s.head_state = state_of(head);
   if (par.partitions_gradients()) {

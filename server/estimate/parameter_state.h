@@ -78,11 +78,10 @@ struct ParameterState {
   // Optimizer state of one decoder layer's parameters and of the vocabulary-sized parameter
   // (in_backward creates state as backward reaches each parameter).
   int64_t layer_state = 0;
-  // The same tensor by tensor, for one process: layer 0's trainable tensors' gradients and state
-  // (spec_rules::DecoderLayerTensors order; with an adapter its lora_A and lora_B of each wrapped
-  // projection, in ListAdapterTensors order), and every trainable tensor's state in the order the
-  // update walks them (ParameterTensorElements order; with an adapter ListAdapterTensors').
-  std::vector<int64_t> layer_tensor_gradients, layer_tensor_state, tensor_state;
+  // Tensor by tensor, for one process: every trainable tensor's gradient and optimizer state, in
+  // the order the update walks them (ParameterTensorElements order; with an adapter
+  // ListAdapterTensors' trainable order, layer 0's first).
+  std::vector<int64_t> tensor_gradients, tensor_state;
   int64_t head_state = 0;
   // Peak above the weights while they are initialized (random init makes an fp32 copy of each
   // matrix on the host; counted only where the host is the device). Under SHARD_FULL, `weights`

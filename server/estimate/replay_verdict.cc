@@ -28,11 +28,13 @@ std::string Where(const ReplayPoint& at) {
 
 double Gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
 
-}  // namespace
-
+// Whether the sequence lists some of `run`'s tensors by proportion rather than one by one as the
+// recorded traces show them: 8-bit AdamW's update inside backward.
 bool ListedInPart(const RunSettings& run) {
   return run.in_backward && run.optimizer == vramlab::v1::ADAMW_8BIT;
 }
+
+}  // namespace
 
 double ReplayErrorBand(const RunSettings& run) {
   if (run.after_other_points) return kAfterOtherPointsBand;

@@ -27,10 +27,6 @@ namespace vramlab::server::estimate {
 constexpr int32_t kReplaySteps = 2;
 constexpr int32_t kReplayMicroSteps = 2;
 
-// Whether the sequence lists some of `run`'s tensors by proportion rather than one by one as the
-// recorded traces show them: 8-bit AdamW's update inside backward.
-bool ListedInPart(const RunSettings& run);
-
 // The replay's error band, a fraction of the limit: for a fresh process, narrow where the sequence
 // lists every tensor and wider where it lists some in part; wider for a later point of a
 // one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").

@@ -33,41 +33,29 @@ class Planner {
         loss_(EstimateLossActivations(run)),
         inputs_(EstimateStepInputs(run)) {
     // A layer's trainable tensors in named_parameters() order, each with its gradient and its
-    // share of the layer's optimizer state: the decoder layer's own tensors, or with an adapter
-    // each wrapped projection's lora_A and lora_B (named after the projection).
-    std::vector<std::pair<std::string, int64_t>> layer;  // name, elements
+    // optimizer state (layer 0's entries of the parameter state's lists): the decoder layer's own
+    // tensors, or with an adapter each wrapped projection's lora_A and lora_B (named after the
+    // projection).
+    std::vector<std::string> names;
+    size_t first = 0;  // layer 0's first entry in the parameter state's lists
     if (run.adapter.enabled()) {
       for (int p = 0; p < kNumProjections; ++p) {
-        const ProjectionFeatures f = FeaturesOf(run, static_cast<AdapterProjection>(p));
-        if (!f.wrapped) continue;
-        layer.push_back({std::string(kProjectionPaths[p]) + ".lora_A", run.adapter.rank * f.in});
-        layer.push_back({std::string(kProjectionPaths[p]) + ".lora_B", f.out * run.adapter.rank});
+        if (!FeaturesOf(run, static_cast<AdapterProjection>(p)).wrapped) continue;
+        names.push_back(std::string(kProjectionPaths[p]) + ".lora_A");
+        names.push_back(std::string(kProjectionPaths[p]) + ".lora_B");
       }
     } else {
       for (const auto& t : spec_rules::DecoderLayerTensors(run.model.Decoder())) {
-        layer.push_back({t.name, t.elements()});
+        names.push_back(t.name);
       }
+      first = LayerTensorBegin(run.model, 0);
     }
-    int64_t total = 0;
-    for (const auto& t : layer) total += t.second;
-    // Tensor by tensor as the parameter state lists them; else the layer's totals shared by
-    // elements.
-    const bool listed = p_.layer_tensor_gradients.size() == layer.size() &&
-                        p_.layer_tensor_state.size() == layer.size();
-    for (size_t j = 0; j < layer.size(); ++j) {
-      const int64_t elements = layer[j].second;
-      LayerTensor lt;
-      lt.name = layer[j].first;
-      if (listed) {
-        lt.gradient = p_.layer_tensor_gradients[j];
-        lt.state = p_.layer_tensor_state[j];
-      } else if (total > 0) {
-        lt.gradient = Share(p_.layer_gradients, elements, total);
-        lt.state = Share(p_.layer_state, elements, total);
-      }
-      layer_tensors_.push_back(lt);
+    for (size_t j = 0; j < names.size() && first + j < p_.tensor_state.size(); ++j) {
+      layer_tensors_.push_back(
+          {names[j], p_.tensor_gradients[first + j], p_.tensor_state[first + j]});
     }
     state_tensors_ = StateTensorsPerParameter(run.optimizer);
+    for (int64_t i = 0; i < run.model.num_layers; ++i) any_checkpointed_ |= IsCheckpointed(run, i);
   }
 
   std::vector<AllocationEvent> Plan(int32_t steps, int32_t micro_steps) {
@@ -179,8 +167,6 @@ class Planner {
     const auto [cos, sin] = RotaryTables();
     // The attention masks, made with the tables; a checkpointed layer's node keeps them for its
     // recompute, else they go as the model's forward returns.
-    bool any_checkpointed = false;
-    for (int64_t i = 0; i < layers; ++i) any_checkpointed |= IsCheckpointed(run_, i);
     int64_t masks = log_.A(inputs_.masks);
     int64_t x = log_.A(z_.hidden);  // the embedding's output
     std::vector<LayerSaved> saved(static_cast<size_t>(layers));
@@ -197,7 +183,7 @@ class Planner {
     std::vector<int64_t> loss_saved;
     int64_t head_input = layers_.Norm(&loss_saved);  // lm_head's input
     log_.F(x);
-    if (!any_checkpointed) log_.F(masks), masks = -1;
+    if (!any_checkpointed_) log_.F(masks), masks = -1;
     int64_t log_probs = -1, not_kept = 0;
     if (run_.chunked_loss) {
       // Per chunk (loss.cc ChunkLogitsFp32): the dtype logits, their fp32 copy, the dtype ones
@@ -352,33 +338,21 @@ class Planner {
 
   void OptimizerStep() {
     log_.At(vramlab::v1::OPTIMIZER_STEP);
-    // The first step creates the state tensor by tensor as the update reaches it (the
-    // vocabulary-sized tensor's is head_state; the others share the rest in proportion), each
-    // update's temporaries between (in proportion; the largest takes the walk's step_temporaries).
+    // The first step creates the state tensor by tensor as the update reaches it (the parameter
+    // state's per-tensor bytes), each update's temporaries between (in proportion; the largest
+    // takes the walk's step_temporaries).
     // With an adapter the trainable tensors are its lora_A and lora_B, layer by layer.
     const std::vector<int64_t> tensors = run_.adapter.enabled()
                                              ? ListAdapterTensors(run_).trainable
                                              : ParameterTensorElements(run_.model);
-    const auto count = static_cast<int64_t>(tensors.size());
-    const int64_t head = run_.model.tie_word_embeddings ? 0 : count - 1;
-    const int64_t head_state = p_.head_gradient > 0 && !run_.adapter.enabled() ? p_.head_state : 0;
-    int64_t rest = 0, largest = 1;
-    for (int64_t t = 0; t < count; ++t) {
-      largest = std::max(largest, tensors[t]);
-      if (t != head || head_state <= 0) rest += tensors[t];
-    }
     if (run_.optimizer == vramlab::v1::ADAMW_8BIT && !run_.offload_to_cpu) {
       PlanAdamW8bitStep(run_, tensors, log_.step() == 0, &log_, &state_, every_8bit_range_);
       return ZeroGrad();
     }
-    const bool listed = static_cast<int64_t>(p_.tensor_state.size()) == count;
-    for (int64_t t = 0; t < count; ++t) {
-      if (log_.step() == 0) {
-        CreateState(listed ? p_.tensor_state[t]
-                    : t == head && head_state > 0
-                        ? head_state
-                        : Share(p_.optimizer_state - head_state, tensors[t], rest));
-      }
+    int64_t largest = 1;
+    for (int64_t n : tensors) largest = std::max(largest, n);
+    for (size_t t = 0; t < tensors.size() && t < p_.tensor_state.size(); ++t) {
+      if (log_.step() == 0) CreateState(p_.tensor_state[t]);
       log_.T(Share(p_.step_temporaries, tensors[t], largest));
     }
     ZeroGrad();
@@ -402,6 +376,7 @@ class Planner {
   const StepInputs inputs_;
   std::vector<LayerTensor> layer_tensors_;
   int state_tensors_ = 2;
+  bool any_checkpointed_ = false;  // some layer keeps its forward's inputs for a recompute
   std::vector<int64_t> weights_, state_;
   std::vector<std::pair<int64_t, int64_t>> gradients_;  // (named_parameters() place, id)
   std::vector<bool> made_;  // by layer tensor: its gradient made in this layer's backward
