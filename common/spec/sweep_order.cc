@@ -29,10 +29,23 @@ std::vector<int32_t> SearchCandidates(int64_t search_min, int64_t search_max, in
 }
 
 SweepOrder::SweepOrder(bool search, std::vector<int32_t> values)
-    : search_(search), values_(std::move(values)), fails_(static_cast<int64_t>(values_.size())) {}
+    : search_(search),
+      values_(std::move(values)),
+      fails_(static_cast<int64_t>(values_.size())),
+      measured_fails_(fails_),
+      above_(fails_) {}
 
 SweepOrder SweepOrder::List(std::vector<int32_t> values) {
   return SweepOrder(false, std::move(values));
+}
+
+SweepOrder SweepOrder::SearchIndices(int64_t candidates, int64_t predicted, int64_t above) {
+  SweepOrder order(true, {});
+  order.fails_ = order.measured_fails_ = candidates;
+  order.predicted_ = predicted;
+  order.above_ = std::max(above, predicted + 1);
+  order.Settle();
+  return order;
 }
 
 SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t granularity,
@@ -47,21 +60,21 @@ SweepOrder SweepOrder::SearchMax(int64_t search_min, int64_t search_max, int64_t
       order.above_ = std::max<int64_t>(
           order.above_, std::upper_bound(c.begin(), c.end(), *predicted_not_ruled_out) - c.begin());
     }
-    // Predicted that none fits: the candidate above the prediction is the first one run. A band
-    // that reaches the last candidate leaves none above it: bisect the band.
-    order.phase_ = order.predicted_ >= 0 ? Phase::kPredicted : Phase::kAbove;
-    if (order.phase_ == Phase::kAbove && order.above_ >= order.fails_)
-      order.phase_ = Phase::kBisect;
+    order.Settle();
   }
   return order;
 }
 
+bool SweepOrder::HasProbe() const {
+  return phase_ == Phase::kConfirmFit || phase_ == Phase::kConfirmFail || fails_ - fits_ > 1;
+}
+
 int64_t SweepOrder::ProbeIndex() const {
   switch (phase_) {
-    case Phase::kPredicted:
-      return predicted_;
-    case Phase::kAbove:
-      return above_;
+    case Phase::kConfirmFit:
+      return fits_;
+    case Phase::kConfirmFail:
+      return fails_;
     case Phase::kWidenDown:
       return std::max(fails_ - step_, fits_ + 1);
     case Phase::kWidenUp:
@@ -72,9 +85,72 @@ int64_t SweepOrder::ProbeIndex() const {
   return fits_ + (fails_ - fits_) / 2;
 }
 
+void SweepOrder::Settle() {
+  if (phase_ != Phase::kBisect) return;
+  while (fails_ - fits_ > 1) {
+    const int64_t probe = ProbeIndex();
+    if (probe <= predicted_) {
+      fits_ = probe;
+    } else if (probe >= above_) {
+      fails_ = probe;
+    } else {
+      return;  // inside the band: it runs
+    }
+  }
+  // Settled: the deciding candidates that were only predicted run, the fit first.
+  if (fits_ > measured_fits_) {
+    phase_ = Phase::kConfirmFit;
+  } else if (fails_ < measured_fails_) {
+    phase_ = Phase::kConfirmFail;
+  }
+}
+
+void SweepOrder::DropPredicted() {
+  predicted_ = -1;
+  above_ = measured_fails_;  // above every probe from here on
+  fits_ = measured_fits_;
+  fails_ = measured_fails_;
+}
+
+void SweepOrder::RecordProbe(bool out_of_memory) {
+  const int64_t probe = ProbeIndex();
+  if (out_of_memory) {
+    measured_fails_ = std::min(measured_fails_, probe);
+  } else {
+    measured_fits_ = std::max(measured_fits_, probe);
+  }
+  switch (phase_) {
+    case Phase::kBisect:
+      (out_of_memory ? fails_ : fits_) = probe;
+      break;
+    case Phase::kConfirmFit:
+    case Phase::kConfirmFail:
+      phase_ = Phase::kBisect;
+      // Predicted to fit and ran out, or predicted not to and fitted: the prediction is wrong,
+      // so the search widens from here on measured points alone.
+      if (out_of_memory == (probe == fits_)) {
+        DropPredicted();
+        phase_ = out_of_memory ? Phase::kWidenDown : Phase::kWidenUp;
+        step_ = 1;
+      }
+      break;
+    case Phase::kWidenDown:
+    case Phase::kWidenUp:
+      (out_of_memory ? fails_ : fits_) = probe;
+      // A point on the far side of the boundary ends the widening; the rest is bisection.
+      if (out_of_memory == (phase_ == Phase::kWidenUp)) {
+        phase_ = Phase::kBisect;
+      } else {
+        step_ *= 2;
+      }
+      break;
+  }
+  Settle();
+}
+
 std::optional<int32_t> SweepOrder::Next() const {
   if (search_) {
-    if (fails_ - fits_ <= 1) return std::nullopt;
+    if (!HasProbe()) return std::nullopt;
     return values_[static_cast<size_t>(ProbeIndex())];
   }
   if (stopped_ || static_cast<size_t>(recorded_) >= values_.size()) return std::nullopt;
@@ -83,40 +159,10 @@ std::optional<int32_t> SweepOrder::Next() const {
 
 void SweepOrder::Record(bool out_of_memory) {
   ++recorded_;
-  if (!search_) {
-    stopped_ = out_of_memory;
-    return;
-  }
-  const int64_t probe = ProbeIndex();
-  if (out_of_memory) {
-    fails_ = probe;
+  if (search_) {
+    RecordProbe(out_of_memory);
   } else {
-    fits_ = probe;
-  }
-  switch (phase_) {
-    case Phase::kPredicted:
-      // Fits as predicted: the one above the prediction (none above a band that reaches the last
-      // candidate: bisect the band). Out of memory: the prediction was too high.
-      phase_ = out_of_memory ? Phase::kWidenDown : above_ < fails_ ? Phase::kAbove : Phase::kBisect;
-      step_ = 1;
-      break;
-    case Phase::kAbove:
-      // Out of memory as predicted: the boundary lies between the two (found, or a TIGHT band to
-      // bisect). Fits: the prediction was too low.
-      phase_ = out_of_memory ? Phase::kBisect : Phase::kWidenUp;
-      step_ = 1;
-      break;
-    case Phase::kWidenDown:
-    case Phase::kWidenUp:
-      // A point on the far side of the boundary ends the widening; the rest is bisection.
-      if (out_of_memory == (phase_ == Phase::kWidenUp)) {
-        phase_ = Phase::kBisect;
-      } else {
-        step_ *= 2;
-      }
-      break;
-    case Phase::kBisect:
-      break;
+    stopped_ = out_of_memory;
   }
 }
 
@@ -142,6 +188,20 @@ int32_t BisectionPointsAtMost(int64_t unknown) {
   int32_t points = 0;
   for (int64_t settled = 0; settled < unknown; settled = 2 * settled + 1) ++points;
   return points;
+}
+
+int32_t SearchPointsAtMost(int64_t candidates, int64_t predicted_largest_fit,
+                           int64_t predicted_not_ruled_out) {
+  const int64_t first = std::max<int64_t>(predicted_largest_fit, -1);
+  const int64_t last = std::min(std::max(predicted_not_ruled_out, first), candidates - 1);
+  int32_t most = 0;
+  for (int64_t largest_fit = first; largest_fit <= last; ++largest_fit) {
+    SweepOrder order = SweepOrder::SearchIndices(candidates, first, last + 1);
+    int32_t points = 0;
+    for (; order.HasProbe(); ++points) order.RecordProbe(order.ProbeIndex() > largest_fit);
+    most = std::max(most, points);
+  }
+  return most;
 }
 
 int32_t PlainBisectionPoints(int32_t candidates, int32_t largest_fit) {

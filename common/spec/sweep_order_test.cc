@@ -87,10 +87,17 @@ TEST(SweepOrderTest, SearchFromAPredictionRunsTheBoundaryFirst) {
   EXPECT_EQ(RunToTheEnd(none_wrong, 40), (std::vector<int32_t>{16, 32, 64, 48}));
 }
 
+// The bound on a search from a prediction that is off by `d` candidates: 2 points when it is
+// right, else 2 * ceil(log2(d + 1)) + 1.
+size_t PointsWhenOffBy(int32_t d) {
+  int32_t log2_ceil = 0;
+  while ((1 << log2_ceil) < d + 1) ++log2_ceil;
+  return static_cast<size_t>(d == 0 ? 2 : 2 * log2_ceil + 1);
+}
+
 // Every range of up to 40 candidates, every boundary and every predicted start (on a candidate,
 // between two, below and above the range): the same answer as the plain bisection, never more
-// than the candidates, at most two points when the prediction is right and about 2 log2 of the
-// distance when it is not, and
+// points than candidates, at most PointsWhenOffBy the prediction's distance, and
 // PlainBisectionPoints counts the plain bisection's points.
 TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
   for (int32_t n = 0; n <= 40; ++n) {
@@ -109,11 +116,8 @@ TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
                                     std::to_string(fits_up_to) + " start " + std::to_string(start);
           EXPECT_EQ(AnswerOf(run, fits_up_to), plain_answer) << where;
           EXPECT_LE(run.size(), static_cast<size_t>(n)) << where;
-          // Off by d candidates: at most 2 points when d is 0, else 2 * ceil(log2(d + 1)) + 1.
           const int32_t d = std::abs(std::min(predicted, n - 1) - largest_fit);
-          int32_t log2_ceil = 0;
-          while ((1 << log2_ceil) < d + 1) ++log2_ceil;
-          EXPECT_LE(run.size(), static_cast<size_t>(d == 0 ? 2 : 2 * log2_ceil + 1)) << where;
+          EXPECT_LE(run.size(), PointsWhenOffBy(d)) << where;
           if (d == 0) EXPECT_LE(run.size(), plain_run.size()) << where;
         }
       }
@@ -121,31 +125,33 @@ TEST(SweepOrderTest, SearchFromAnyPredictionAnswersAsThePlainBisection) {
   }
 }
 
-TEST(SweepOrderTest, SearchFromATightBandRunsItsEdgesThenBisectsIt) {
-  // 32 candidates 16 .. 512, predicted to fit up to 256 and not ruled out up to 320: 256, then
-  // 336 (the first candidate above the band), then the band's bisection.
+TEST(SweepOrderTest, SearchFromATightBandRunsTheBisectionsPointsInsideIt) {
+  // 32 candidates 16 .. 512, predicted to fit up to 256 and not ruled out up to 320: the
+  // bisection's path (256 and 384 taken as predicted) reaches 320, the band's first point.
   SweepOrder inside = SweepOrder::SearchMax(16, 512, 16, 256, 320);
-  EXPECT_EQ(RunToTheEnd(inside, 300), (std::vector<int32_t>{256, 336, 288, 304}));
-  // The band's upper end fits too: 336 runs out, the bisection ends at 320.
+  EXPECT_EQ(RunToTheEnd(inside, 300), (std::vector<int32_t>{320, 288, 304}));
+  // The band's upper end fits: 336, above the band, was only predicted not to fit, so it runs.
   SweepOrder at_top = SweepOrder::SearchMax(16, 512, 16, 256, 320);
-  EXPECT_EQ(RunToTheEnd(at_top, 320), (std::vector<int32_t>{256, 336, 288, 304, 320}));
+  EXPECT_EQ(RunToTheEnd(at_top, 320), (std::vector<int32_t>{320, 336}));
   // Wrong on the high side: 336 fits, so the search widens up from it.
   SweepOrder above = SweepOrder::SearchMax(16, 512, 16, 256, 320);
-  EXPECT_EQ(RunToTheEnd(above, 360), (std::vector<int32_t>{256, 336, 352, 384, 368}));
-  // Wrong on the low side: 256 runs out, so it widens down, as without a band.
+  EXPECT_EQ(RunToTheEnd(above, 360), (std::vector<int32_t>{320, 336, 352, 384, 368}));
+  // Wrong on the low side: the band's points run out, 256 (predicted to fit) runs out too, so it
+  // widens down from there on measured points alone.
   SweepOrder below = SweepOrder::SearchMax(16, 512, 16, 256, 320);
-  EXPECT_EQ(RunToTheEnd(below, 200), (std::vector<int32_t>{256, 240, 208, 144, 176, 192}));
-  // A band that reaches the last candidate: no point above it; the band is bisected.
+  EXPECT_EQ(RunToTheEnd(below, 200),
+            (std::vector<int32_t>{320, 288, 272, 256, 240, 208, 144, 176, 192}));
+  // A band that reaches the last candidate: nothing above it is predicted.
   SweepOrder to_the_end = SweepOrder::SearchMax(16, 512, 16, 448, 4096);
-  EXPECT_EQ(RunToTheEnd(to_the_end, 480), (std::vector<int32_t>{448, 480, 496}));
-  // Predicted that none fits, TIGHT up to 48: 64 first, then the band below it.
+  EXPECT_EQ(RunToTheEnd(to_the_end, 480), (std::vector<int32_t>{480, 496}));
+  // Predicted that none fits, TIGHT up to 48: the band's bisection alone.
   SweepOrder none = SweepOrder::SearchMax(16, 512, 16, 0, 48);
-  EXPECT_EQ(RunToTheEnd(none, 32), (std::vector<int32_t>{64, 32, 48}));
+  EXPECT_EQ(RunToTheEnd(none, 32), (std::vector<int32_t>{32, 48}));
 }
 
 // Every range of up to 24 candidates, every boundary and every band: the plain bisection's
-// answer, and, where the band holds the boundary, at most its two edges and its bisection
-// (BisectionPointsAtMost).
+// answer; where the band holds the boundary, at most SearchPointsAtMost, which is the most any
+// such boundary takes and at most the band's bisection and its two edges.
 TEST(SweepOrderTest, SearchFromAnyBandAnswersAsThePlainBisection) {
   EXPECT_EQ(BisectionPointsAtMost(0), 0);
   EXPECT_EQ(BisectionPointsAtMost(1), 1);
@@ -153,13 +159,17 @@ TEST(SweepOrderTest, SearchFromAnyBandAnswersAsThePlainBisection) {
   EXPECT_EQ(BisectionPointsAtMost(4), 3);
   EXPECT_EQ(BisectionPointsAtMost(32), 6);
   for (int32_t n = 1; n <= 24; ++n) {
-    for (int32_t largest_fit = -1; largest_fit < n; ++largest_fit) {
-      const int32_t fits_up_to = (largest_fit + 1) * 16;
-      SweepOrder plain = SweepOrder::SearchMax(16, 16 * n, 16);
-      const int32_t plain_answer = AnswerOf(RunToTheEnd(plain, fits_up_to), fits_up_to);
-      for (int32_t low = -1; low < n; ++low) {
-        for (int32_t high = low + 1; high <= n; ++high) {
-          const int32_t start = (low + 1) * 16, possible = (high + 1) * 16;
+    for (int32_t low = -1; low < n; ++low) {
+      for (int32_t high = low; high <= n; ++high) {
+        const int32_t start = (low + 1) * 16, possible = (high + 1) * 16;
+        const int32_t at_most = SearchPointsAtMost(n, low, high);
+        const int32_t edges = (low >= 0 ? 1 : 0) + (high + 1 < n ? 1 : 0);
+        EXPECT_LE(at_most, edges + BisectionPointsAtMost(std::min(high, n - 1) - low));
+        size_t most_inside = 0;
+        for (int32_t largest_fit = -1; largest_fit < n; ++largest_fit) {
+          const int32_t fits_up_to = (largest_fit + 1) * 16;
+          SweepOrder plain = SweepOrder::SearchMax(16, 16 * n, 16);
+          const int32_t plain_answer = AnswerOf(RunToTheEnd(plain, fits_up_to), fits_up_to);
           SweepOrder order = SweepOrder::SearchMax(16, 16 * n, 16, start, possible);
           const std::vector<int32_t> run = RunToTheEnd(order, fits_up_to);
           const std::string where = "n " + std::to_string(n) + " fits up to " +
@@ -167,10 +177,53 @@ TEST(SweepOrderTest, SearchFromAnyBandAnswersAsThePlainBisection) {
                                     ".." + std::to_string(possible);
           EXPECT_EQ(AnswerOf(run, fits_up_to), plain_answer) << where;
           EXPECT_LE(run.size(), static_cast<size_t>(n)) << where;
-          if (low <= largest_fit && largest_fit <= high) {
-            const int32_t edges = (low >= 0 ? 1 : 0) + (high + 1 < n ? 1 : 0);
-            EXPECT_LE(run.size(), static_cast<size_t>(edges + BisectionPointsAtMost(high - low)))
-                << where;
+          if (low <= largest_fit && largest_fit <= high)
+            most_inside = std::max(most_inside, run.size());
+        }
+        EXPECT_EQ(most_inside, static_cast<size_t>(at_most)) << n << " " << low << " " << high;
+      }
+    }
+  }
+}
+
+// Where fitting is not monotone in the value inside the band (the allocator's fragmentation near
+// a limit), but the prediction holds outside it: every range of up to 12 candidates, every band
+// and every outcome of the band's candidates. The search runs only points the plain bisection
+// runs (the two deciding candidates, where only predicted, last) and ends at its answer.
+TEST(SweepOrderTest, SearchFromABandFollowsThePlainBisectionWhereFittingIsNotMonotone) {
+  for (int32_t n = 1; n <= 12; ++n) {
+    for (int32_t low = -1; low < n; ++low) {
+      for (int32_t high = low; high < n; ++high) {
+        const int32_t band = high - low;
+        for (uint32_t outcomes = 0; outcomes < (1u << band); ++outcomes) {
+          // Candidate k fits below the band, not above it, and as bit (k - low - 1) says in it.
+          const auto runs_out = [&](int32_t value) {
+            const int32_t k = value / 16 - 1;
+            if (k <= low) return false;
+            if (k > high) return true;
+            return ((outcomes >> (k - low - 1)) & 1u) != 0;
+          };
+          const auto run_with = [&](SweepOrder order) {
+            std::vector<int32_t> run;
+            int32_t answer = 0;
+            while (std::optional<int32_t> value = order.Next()) {
+              run.push_back(*value);
+              const bool oom = runs_out(*value);
+              if (!oom) answer = std::max(answer, *value);
+              order.Record(oom);
+            }
+            return std::make_pair(run, answer);
+          };
+          const auto [plain_run, plain_answer] = run_with(SweepOrder::SearchMax(16, 16 * n, 16));
+          const auto [run, answer] =
+              run_with(SweepOrder::SearchMax(16, 16 * n, 16, (low + 1) * 16, (high + 1) * 16));
+          const std::string where = "n " + std::to_string(n) + " band " + std::to_string(low) +
+                                    ".." + std::to_string(high) + " outcomes " +
+                                    std::to_string(outcomes);
+          EXPECT_EQ(answer, plain_answer) << where;
+          for (int32_t value : run) {
+            EXPECT_NE(std::find(plain_run.begin(), plain_run.end(), value), plain_run.end())
+                << where << " ran " << value;
           }
         }
       }
@@ -192,7 +245,7 @@ TEST(SweepOrderTest, SweepOrderOfReadsTheSpecsStartAndMode) {
   search.predicted_not_ruled_out = 24;
   search.has_predicted_not_ruled_out = true;
   SweepOrder from_band = SweepOrderOf(search);
-  EXPECT_EQ(RunToTheEnd(from_band, 20), (std::vector<int32_t>{20, 25, 22, 21}));
+  EXPECT_EQ(RunToTheEnd(from_band, 20), (std::vector<int32_t>{24, 22, 21, 20}));
   search.plain_bisection = true;
   SweepOrder plain_order = SweepOrderOf(search);
   SweepOrder bisection = SweepOrder::SearchMax(1, 32, 1);

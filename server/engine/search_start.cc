@@ -16,18 +16,16 @@ using vramlab::v1::SearchStart;
 namespace {
 
 // Whether a search started from a TIGHT band (fits up to `fits`, not ruled out up to `possible`)
-// runs fewer points at most than the plain bisection: its two edges and the band's bisection
-// against the whole range's.
+// runs fewer points at most than the plain bisection, wherever in the band the boundary lies.
 bool BandSavesPoints(const vramlab::v1::SweepSpec& sweep, int32_t fits, int32_t possible) {
   const std::vector<int32_t> c = spec_rules::SearchCandidates(
       sweep.search_min(), sweep.search_max(), std::max(1, sweep.search_granularity()));
+  const auto index_of = [&c](int32_t value) -> int64_t {
+    return std::upper_bound(c.begin(), c.end(), value) - c.begin() - 1;
+  };
   const auto size = static_cast<int64_t>(c.size());
-  const int64_t largest_fit = std::upper_bound(c.begin(), c.end(), fits) - c.begin() - 1;
-  const int64_t above = std::max<int64_t>(
-      largest_fit + 1, std::upper_bound(c.begin(), c.end(), possible) - c.begin());
-  const int32_t from_band = (largest_fit >= 0 ? 1 : 0) + (above < size ? 1 : 0) +
-                            spec_rules::BisectionPointsAtMost(above - largest_fit - 1);
-  return from_band < spec_rules::BisectionPointsAtMost(size);
+  return spec_rules::SearchPointsAtMost(size, index_of(fits), index_of(possible)) <
+         spec_rules::BisectionPointsAtMost(size);
 }
 
 // Why the estimate cannot start the search; empty when it can.

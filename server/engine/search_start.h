@@ -21,8 +21,9 @@ namespace vramlab::server {
 // the estimate predicts a boundary: a memory limit to predict against and one process (the
 // replay's verdict where it applies, else the step walk's; a boundary that is off costs points,
 // never the answer). Where candidates at the
-// boundary are TIGHT, it starts from that band (predicted_not_ruled_out set) when the band's two
-// edges and its bisection are fewer points at most than the plain bisection of the whole range.
+// boundary are TIGHT, it starts from that band (predicted_not_ruled_out set) when a search from it
+// runs fewer points at most (spec_rules::SearchPointsAtMost) than the plain bisection of the
+// whole range.
 // Otherwise the plain bisection, with the reason. Nullopt (and the fields cleared) for any other
 // spec.
 std::optional<vramlab::v1::SearchStart> PlanSearchStart(

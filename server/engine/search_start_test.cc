@@ -49,8 +49,8 @@ TEST(SearchStartTest, ATrustedPredictionStartsTheSearchAtItsBoundary) {
   ASSERT_TRUE(PlanSearchStart(Predicted(0, 0), &none)->from_prediction());
   EXPECT_EQ(none.sweep().predicted_largest_fit(), 0);
 
-  // TIGHT from 240 to 272: its edges (240, 288) and the 2 candidates between are 4 points at
-  // most, against 6 for the bisection of 32 candidates: the search starts from the band.
+  // TIGHT from 240 to 272: a search from the band runs fewer points at most than the 6 of the
+  // bisection of 32 candidates (SearchPointsAtMost): it starts from the band.
   ExperimentSpec band = SearchSpec(vramlab::v1::CUDA);
   band.mutable_sweep()->set_predicted_not_ruled_out(16);  // a submitted value is replaced
   std::optional<vramlab::v1::SearchStart> from_band = PlanSearchStart(Predicted(240, 272), &band);
@@ -89,11 +89,12 @@ TEST(SearchStartTest, AnUntrustedPredictionRunsThePlainBisectionAndSaysWhy) {
   MemoryEstimate no_limit = Predicted();
   no_limit.set_limit_bytes(0);
   cases.push_back({"no memory limit", SearchSpec(vramlab::v1::CUDA), no_limit});
-  // TIGHT from 32 to 480: 2 edges and 28 candidates between (7 points at most) against 6.
+  // TIGHT from 16 to 512, all but one of the 32 candidates: up to 6 points from the band, as
+  // many as the bisection's.
   cases.push_back(
-      {"TIGHT at the boundary (fits up to 32, not ruled out up to 480), a band too "
+      {"TIGHT at the boundary (fits up to 16, not ruled out up to 512), a band too "
        "wide for a start from it to save points",
-       SearchSpec(vramlab::v1::CUDA), Predicted(32, 480)});
+       SearchSpec(vramlab::v1::CUDA), Predicted(16, 512)});
   for (Case& c : cases) {
     c.spec.mutable_sweep()->set_predicted_largest_fit(256);
     c.spec.mutable_sweep()->set_predicted_not_ruled_out(300);
