@@ -47,8 +47,10 @@ std::string ReplayDetail(const MemoryEstimate& estimate) {
                     FormatBytes(r.oom_allocated_bytes()), " allocated, ",
                     FormatBytes(r.oom_reserved_bytes()), " reserved)");
     if (estimate.verdict() == vramlab::v1::TIGHT) {
-      absl::StrAppend(&line, ", but fits within the ",
-                      absl::StrFormat("%.1f", 100 * r.error_band()), " % error band");
+      // Estimates stored before the band had two sides have one, for both.
+      const double over = r.error_band_over() > 0 ? r.error_band_over() : r.error_band();
+      absl::StrAppend(&line, ", but fits within the ", absl::StrFormat("%.1f", 100 * over),
+                      " % error band above the limit");
     }
   } else if (estimate.verdict() == vramlab::v1::TIGHT) {
     absl::StrAppend(&line, ": within ", absl::StrFormat("%.1f", 100 * r.error_band()),

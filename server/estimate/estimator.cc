@@ -58,7 +58,7 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
                                      estimate::MeasuredModelError(run, allocator), limit);
   } else if (need == Need::kVerdict && limit > 0 &&
              static_cast<double>(peaks.peak()) >
-                 static_cast<double>(limit) * (1 + estimate::ReplayErrorBand(run))) {
+                 static_cast<double>(limit) * (1 + estimate::ReplayErrorBand(run).over)) {
     // Reserved is never below allocated: out of memory whatever the cache does.
     p.decision.verdict = vramlab::v1::DOES_NOT_FIT;
     p.complete = false;
@@ -205,7 +205,8 @@ void SetReplay(const estimate::ReplayVerdict& v, vramlab::v1::MemoryEstimate::Re
     p->set_reserved_bytes(peak.reserved);
     p->set_allocated_bytes(peak.allocated);
   }
-  out->set_error_band(v.band);
+  out->set_error_band(v.band.under);
+  out->set_error_band_over(v.band.over);
   out->set_reason(v.reason);
 }
 

@@ -363,9 +363,12 @@ TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   EXPECT_EQ(unlimited.verdict(), vramlab::v1::FIT_VERDICT_UNSPECIFIED);
   ASSERT_TRUE(unlimited.has_replay());
   const int64_t peak = unlimited.replay().peak_reserved_bytes();
+  // The band's two sides: below the limit for FITS, above it for DOES_NOT_FIT.
   const double band = unlimited.replay().error_band();
+  const double band_over = unlimited.replay().error_band_over();
   ASSERT_GE(peak, unlimited.predicted_peak_bytes());
   ASSERT_GT(band, 0);
+  ASSERT_GT(band_over, 0);
   EXPECT_EQ(unlimited.reserved_low_bytes(), peak);
 
   // The smallest limit whose band lies above the peak: FITS; one byte less: TIGHT.
@@ -408,7 +411,7 @@ TEST(EstimatorTest, VerdictIsThreeWayAroundTheReplayedPeakReserved) {
   EXPECT_EQ(edge.verdict(), vramlab::v1::TIGHT) << edge.replay().reason();
   EXPECT_NE(edge.replay().reason().find("% above the limit"), std::string::npos)
       << edge.replay().reason();
-  const auto ruled_out = static_cast<int64_t>(static_cast<double>(fails) / (1 + band)) - 1;
+  const auto ruled_out = static_cast<int64_t>(static_cast<double>(fails) / (1 + band_over)) - 1;
   EXPECT_EQ(MustEstimate(spec, ruled_out).verdict(), vramlab::v1::DOES_NOT_FIT);
   EXPECT_EQ(verdict_note(unlimited), "");
   bool replay_note = false;

@@ -1,9 +1,9 @@
 // The fit verdict from the caching allocator's own rules: a run's predicted allocations
 // (step_allocations.h) replayed under the spec's allocator settings and limit
 // (reserved_replay.h). FITS when the replay never fails and its peak reserved stays below the
-// limit by more than the measured error band; DOES_NOT_FIT when it fails even under the limit
-// widened by the band; TIGHT otherwise, with the reason. The band and the measurements it rests
-// on: docs/ESTIMATOR.md, "Reserved by replay".
+// limit by more than the replay has read below a measured run; DOES_NOT_FIT when it fails even
+// under the limit widened by as much as it has read above one; TIGHT otherwise, with the reason.
+// The band and the measurements it rests on: docs/ESTIMATOR.md, "Reserved by replay".
 #ifndef VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
 #define VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
 
@@ -27,15 +27,24 @@ namespace vramlab::server::estimate {
 constexpr int32_t kReplaySteps = 2;
 constexpr int32_t kReplayMicroSteps = 2;
 
-// The replay's error band, a fraction of the limit: for a fresh process, narrow where the sequence
-// lists every tensor and wider where it lists some in part; wider for a later point of a
-// one-process sweep (docs/ESTIMATOR.md, "Reserved by replay").
-double ReplayErrorBand(const RunSettings& run);
+// The replay's measured error, each side a fraction of the limit. `under`: the most a run's
+// measured peak reserved has exceeded its replayed one (what FITS must leave below the limit);
+// `over`: the most the replayed one has exceeded the measured (the room above the limit a
+// replay that runs out is given before it is DOES_NOT_FIT).
+struct ErrorBand {
+  double under = 0;
+  double over = 0;
+};
+
+// For a fresh process, narrow where the sequence lists every tensor and wider where it lists
+// some in part; wider for a later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by
+// replay").
+ErrorBand ReplayErrorBand(const RunSettings& run);
 
 struct ReplayVerdict {
   FitDecision decision;
   ReplayOutcome replay;  // under the limit (none when limit is 0)
-  double band = 0;
+  ErrorBand band;
   std::string reason;  // why TIGHT, or where DOES_NOT_FIT runs out
 };
 
