@@ -25,7 +25,7 @@ AdapterAllocations::Sizes AdapterAllocations::SizesOf(const RunSettings& run,
           alloc(n * e),
           alloc((n + 1) / 2 * 4),
           ab != e,
-          projection <= kV,  // q, k and v have a bias
+          f.bias,
           f.wrapped};
 }
 

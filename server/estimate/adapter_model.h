@@ -47,10 +47,12 @@ constexpr const char* kProjectionPaths[kNumProjections] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
     "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 
-// A projection's input and output features in `run`'s model, and whether its adapter wraps it.
+// A projection's input and output features in `run`'s model, whether its adapter wraps it and
+// whether it has a bias (the model's qkv_bias, o_bias, mlp_bias).
 struct ProjectionFeatures {
   int64_t in = 0, out = 0;
   bool wrapped = false;
+  bool bias = false;
 };
 ProjectionFeatures FeaturesOf(const RunSettings& run, AdapterProjection projection);
 

@@ -421,9 +421,7 @@ int64_t LayerAllocations::QkvBackward(AdapterProjection projection, int64_t g, c
 }
 
 bool LayerAllocations::HasBias(AdapterProjection projection) const {
-  const ModelShape& m = run_.model;
-  if (projection <= kV) return m.qkv_bias;
-  return projection == kO ? m.o_bias : m.mlp_bias;
+  return FeaturesOf(run_, projection).bias;
 }
 
 LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,
