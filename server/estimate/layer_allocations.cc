@@ -79,14 +79,19 @@ LayerAllocations::NormSizes LayerAllocations::NormSizesOf(int64_t width, int64_t
           Staging(run_, rows, width)};
 }
 
-// A norm's saved tensors (activation_model.cc NormSaved), after its fp32 product; the first is
-// h = x.to(fp32). h.pow(2) lives until its mean is taken. Returns the output (the weight times the
-// cast), made before the fp32 product goes as the call returns (the recorded traces' order).
+// A norm's saved tensors (activation_model.cc NormSaved): h = x.to(fp32), the rsqrt and the cast,
+// in that order. As the recorded traces order it: h.pow(2) lives until its mean (the variance, a
+// local) is made; variance + eps until the product h * rsqrt is; the output (the weight times
+// the cast) is made before the variance and the fp32 product go as the call returns.
 int64_t LayerAllocations::Norm(std::vector<int64_t>* saved, const NormSizes& n) {
   saved->push_back(log_->A(z_.upcast ? n.x32 : 0));
-  log_->T(n.x32);
+  const int64_t squared = log_->A(n.x32);
+  const int64_t variance = log_->A(n.rows32);
+  log_->F(squared);
+  const int64_t shifted = log_->A(n.rows32);
   saved->push_back(log_->A(n.rows32));
   const int64_t product = log_->A(z_.upcast ? n.x32 : 0);
+  log_->F(shifted);
   const int64_t normalized = log_->A(n.x);
   const int64_t out = log_->A(n.x);
   if (run_.adapter.enabled()) {
@@ -94,9 +99,10 @@ int64_t LayerAllocations::Norm(std::vector<int64_t>* saved, const NormSizes& n) 
   } else {
     saved->push_back(normalized);
   }
-  log_->F(product);
+  log_->F(variance), log_->F(product);
   return out;
 }
+
 // RMSNorm's backward (qwen2_layers.cc RMSNormImpl::forward, the recorded traces' order): the
 // weight's product first, weight * cast giving the cast's gradient and, when the weight trains,
 // gout * cast summed over the tokens into the weight's gradient through a staging buffer; gout
@@ -285,17 +291,23 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
   return out;
 }
 
-// RMSNorm without autograd (qwen2_layers.cc RMSNormImpl::forward): h = x in fp32, its pow(2)
-// until the mean is taken, h * rsqrt(...) replacing h, then the cast to the dtype and the weight's
-// product, the cast going as the product is made and the fp32 h as the call returns.
+// RMSNorm without autograd (qwen2_layers.cc RMSNormImpl::forward), as the recorded Qwen3 trace
+// orders it (its q/k norms' per-row tensors are large-pool blocks at 16k tokens): h = x in fp32;
+// its pow(2), freed once the mean (the variance, a local) is made; variance + eps and its rsqrt,
+// h * rsqrt replacing h, the two going as the statement ends; then the cast to the dtype and the
+// weight's product, the cast going as the product is made, the variance and the fp32 h as the
+// call returns.
 int64_t LayerAllocations::NormNoGrad(const NormSizes& n) {
   const int64_t h = log_->A(z_.upcast ? n.x32 : 0);
-  log_->T(n.x32);
-  const int64_t rstd = log_->A(n.rows32);
+  const int64_t squared = log_->A(n.x32);
+  const int64_t variance = log_->A(n.rows32);
+  log_->F(squared);
+  const int64_t shifted = log_->A(n.rows32), rstd = log_->A(n.rows32);
   const int64_t scaled = log_->A(z_.upcast ? n.x32 : 0);
   log_->F(h);
+  log_->F(shifted), log_->F(rstd);
   const int64_t cast = log_->A(n.x), out = log_->A(n.x);
-  log_->F(cast), log_->F(scaled), log_->F(rstd);
+  log_->F(cast), log_->F(variance), log_->F(scaled);
   return out;
 }
 

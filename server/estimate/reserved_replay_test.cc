@@ -29,6 +29,8 @@ const std::string kSource = VRAMLAB_SOURCE_DIR;
 const std::string kTwoLayerRuns = "docs/results/h200-2026-12-01/traces";
 const std::string kWholeModelRuns = "docs/results/h100-2026-12-06-grid3/traces";
 const std::string kFamilyRuns = "docs/results/h100-2026-12-06-traces";
+// A held-out run that ran out of memory, recorded again with its history.
+const std::string kRecordedOomRuns = "docs/results/h100-2026-12-07-traces";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -116,6 +118,30 @@ TEST(ReservedReplayTest, RecordedOutOfMemoryIsPredicted) {
   const ReplayOutcome predicted = ReplaySpec(RecordedSpec(kTwoLayerRuns, "recorded_oom"), kGiB);
   EXPECT_TRUE(predicted.oom);
   EXPECT_LE(predicted.oom_reserved, kGiB);
+}
+
+// Held-out qwen3-4b-48g-sdpa-mb1-ckpt-exp-adamw8bit-s16640, recorded with the allocator's history
+// on an H100 (docs/results/h100-2026-12-07-traces/q3oom.*): out of memory in the BACKWARD of
+// step 1 asking for the fp32 gradient of the logits (16,640 x 151,936 x 4 B) with
+// 41,494,249,472 B reserved, 51,608,813,568 B with the request (rounded to 2 MiB). Its replay fit
+// until Qwen3's q/k norms' per-row tensors, large-pool blocks at 16k tokens, were listed as the
+// trace shows them.
+TEST(ReservedReplayTest, Qwen3HeadNormsRunOutWhereTheRecordedRunDid) {
+  const auto e = EstimateMemory(RecordedSpec(kRecordedOomRuns, "q3oom"), 0);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const auto& r = e->replay();
+  ASSERT_TRUE(r.oom()) << "replayed peak reserved " << r.peak_reserved_bytes();
+  EXPECT_EQ(r.oom_phase(), vramlab::v1::BACKWARD);
+  EXPECT_EQ(r.oom_step(), 1);
+  EXPECT_EQ(r.oom_requested_bytes(), int64_t{16640} * 151936 * 4);
+  // What the run needed: the replay with the band's room above the limit fits at that, within
+  // 0.1 % of the limit.
+  const int64_t limit = int64_t{48} * kGiB, needed = 51608813568;
+  EXPECT_EQ(e->verdict(), vramlab::v1::TIGHT) << r.reason();
+  EXPECT_NEAR(static_cast<double>(e->reserved_high_bytes()), static_cast<double>(needed),
+              0.001 * static_cast<double>(limit));
+  std::printf("replayed: %s; needs %lld B, measured %lld B\n", r.reason().c_str(),
+              static_cast<long long>(e->reserved_high_bytes()), static_cast<long long>(needed));
 }
 
 vramlab::v1::ExperimentSpec IssueSpec(int micro_batch, int seq_len, const char* attention,
