@@ -68,8 +68,9 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
       k_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_kv_heads)),
       sdpa_workspace_(SdpaBackwardWorkspace(run)) {
   for (int p = 0; p < kNumProjections; ++p) {
-    bias_staging_[p] =
-        Staging(run, run.tokens(), FeaturesOf(run, static_cast<AdapterProjection>(p)).out);
+    const ProjectionFeatures f = FeaturesOf(run, static_cast<AdapterProjection>(p));
+    bias_staging_[p] = Staging(run, run.tokens(), f.out);
+    has_bias_[p] = f.bias;
   }
 }
 
@@ -330,7 +331,7 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   std::vector<int64_t>& mlp = saved->mlp;
   // Each node frees what it saved once it has run; an adapter's node its A output last.
   // down_proj: its input's gradient; the product freed.
-  const int64_t gd = ProjectionBackward(kDown, "mlp.down_proj", true, gradients);
+  const int64_t gd = ProjectionBackward(kDown, true, gradients);
   log_->Drop(&mlp, kMlpProduct);
   log_->F(saved->adapter_h[kDown]);
   // silu(gate) * up: the gradients of up and of silu(gate); then silu's, gate's gradient.
@@ -342,10 +343,10 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   log_->Drop(&mlp, kMlpGate);
   // gate_proj (the later node), then up_proj, which frees norm 2's output; autograd sums their
   // input gradients out of place.
-  const int64_t g_gate = ProjectionBackward(kGate, "mlp.gate_proj", true, gradients);
+  const int64_t g_gate = ProjectionBackward(kGate, true, gradients);
   log_->F(gg);
   log_->F(saved->adapter_h[kGate]);
-  const int64_t g_up = ProjectionBackward(kUp, "mlp.up_proj", true, gradients);
+  const int64_t g_up = ProjectionBackward(kUp, true, gradients);
   log_->F(gu);
   log_->Drop(&mlp, kMlpInput);
   log_->F(saved->adapter_h[kUp]);
@@ -360,7 +361,7 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   int64_t gh = gout;
   if (gout_held) gh = log_->A(H);
   log_->F(g_n2);
-  const int64_t go = ProjectionBackward(kO, "self_attn.o_proj", true, gradients);
+  const int64_t go = ProjectionBackward(kO, true, gradients);
   log_->F(saved->adapter_h[kO]);
   // Without a gradient into x, h's goes with o_proj's node.
   if (!input_requires_grad) log_->F(gh), gh = -1;
@@ -377,14 +378,11 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   // v_proj, k_proj, q_proj (eager attention's gradients first made contiguous in the
   // projections' layout), each freeing the gradient it consumed. k's input gradient is summed with
   // v's out of place, q's added in place; q_proj frees norm 1's output.
-  const int64_t g_v =
-      QkvBackward(kV, gv, "self_attn.v_proj", input_requires_grad, saved, gradients);
-  const int64_t g_k =
-      QkvBackward(kK, gk_pre, "self_attn.k_", input_requires_grad, saved, gradients);
+  const int64_t g_v = QkvBackward(kV, gv, input_requires_grad, saved, gradients);
+  const int64_t g_k = QkvBackward(kK, gk_pre, input_requires_grad, saved, gradients);
   const int64_t g_qkv = input_requires_grad ? log_->A(H) : -1;
   log_->F(g_v), log_->F(g_k);
-  const int64_t g_q =
-      QkvBackward(kQ, gq_pre, "self_attn.q_", input_requires_grad, saved, gradients);
+  const int64_t g_q = QkvBackward(kQ, gq_pre, input_requires_grad, saved, gradients);
   log_->F(g_q);
   // input_layernorm (and any tensor not named above); its input's gradient is added into h's in
   // place, which is the layer input's.
@@ -398,42 +396,37 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   return gh;
 }
 
-int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, const char* prefix,
-                                             bool input_grad, const LayerGradients& gradients) {
+int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, bool input_grad,
+                                             const LayerGradients& gradients) {
   // Frozen under an adapter, which makes its own A and B gradients inside its node.
   const bool base_trains = !run_.adapter.enabled();
-  const bool bias = HasBias(projection);
+  const bool bias = has_bias_[projection];
+  const std::string path = kProjectionPaths[projection];
   // A bias-free linear (matmul) makes its weight's gradient first; with a bias (addmm) its
   // input's comes first, then the weight's and the bias's, summed over the tokens through a
   // staging buffer.
-  if (base_trains && !bias) gradients(prefix);
-  const int64_t in = projections_.Backward(projection, input_grad, [&](const char* which) {
-    gradients(std::string(kProjectionPaths[projection]) + "." + which);
-  });
+  if (base_trains && !bias) gradients(path);
+  const int64_t in = projections_.Backward(
+      projection, input_grad, [&](const char* which) { gradients(path + "." + which); });
   if (base_trains && bias) {
-    gradients(prefix);
+    gradients(path);
     log_->T(bias_staging_[projection]);
   }
   return in;
 }
 
-int64_t LayerAllocations::QkvBackward(AdapterProjection projection, int64_t g, const char* prefix,
-                                      bool input_grad, LayerSaved* saved,
-                                      const LayerGradients& gradients) {
+int64_t LayerAllocations::QkvBackward(AdapterProjection projection, int64_t g, bool input_grad,
+                                      LayerSaved* saved, const LayerGradients& gradients) {
   int64_t consumed = g;
   if (run_.eager_attention) {
     consumed = log_->A(projection == kQ ? z_.q : z_.kv);
     log_->F(g);
   }
-  const int64_t in = ProjectionBackward(projection, prefix, input_grad, gradients);
+  const int64_t in = ProjectionBackward(projection, input_grad, gradients);
   log_->F(consumed);
   if (projection == kQ) log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
   log_->F(saved->adapter_h[projection]);
   return in;
-}
-
-bool LayerAllocations::HasBias(AdapterProjection projection) const {
-  return FeaturesOf(run_, projection).bias;
 }
 
 LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,

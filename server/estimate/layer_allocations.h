@@ -108,15 +108,14 @@ class LayerAllocations {
   // rotated q and k and of v, in the kv heads; frees the attention's saved tensors.
   QueryKeyValue AttentionBackward(int64_t go, std::vector<int64_t>* att);
   // A projection's backward: its input's gradient (returned; -1 unless `input_grad`) and its
-  // parameters' gradients, `prefix` naming the base's for `gradients` (an adapter's are named
-  // after kProjectionPaths).
-  int64_t ProjectionBackward(AdapterProjection projection, const char* prefix, bool input_grad,
+  // parameters' gradients, named for `gradients` after kProjectionPaths (the base's weight and
+  // bias, or an adapter's lora_A and lora_B).
+  int64_t ProjectionBackward(AdapterProjection projection, bool input_grad,
                              const LayerGradients& gradients);
   // A q, k or v projection's backward from `g` (freed after it, as is the adapter's A output and,
   // for q, norm 1's output).
-  int64_t QkvBackward(AdapterProjection projection, int64_t g, const char* prefix, bool input_grad,
-                      LayerSaved* saved, const LayerGradients& gradients);
-  bool HasBias(AdapterProjection projection) const;
+  int64_t QkvBackward(AdapterProjection projection, int64_t g, bool input_grad, LayerSaved* saved,
+                      const LayerGradients& gradients);
 
   const RunSettings& run_;
   AllocationLog* const log_;
@@ -128,6 +127,7 @@ class LayerAllocations {
   const NormSizes hidden_norm_, q_norm_, k_norm_;
   const int64_t sdpa_workspace_;
   std::array<int64_t, kNumProjections> bias_staging_;
+  std::array<bool, kNumProjections> has_bias_;  // ProjectionFeatures.bias, read once
 };
 
 }  // namespace vramlab::server::estimate

@@ -111,13 +111,15 @@ class Planner {
       }
       if (!run_.adapter.enabled()) return;
       const int64_t rank = run_.adapter.rank, ab = run_.adapter.dtype_bytes;
+      std::vector<int64_t> layer_adapters;  // A then B of each wrapped projection
+      for (int p = 0; p < kNumProjections; ++p) {
+        const ProjectionFeatures f = FeaturesOf(run_, static_cast<AdapterProjection>(p));
+        if (!f.wrapped) continue;
+        layer_adapters.push_back(AllocatedBytes(run_.device, rank * f.in * ab));
+        layer_adapters.push_back(AllocatedBytes(run_.device, f.out * rank * ab));
+      }
       for (int64_t layer = 0; layer < run_.model.num_layers; ++layer) {
-        for (int p = 0; p < kNumProjections; ++p) {
-          const ProjectionFeatures f = FeaturesOf(run_, static_cast<AdapterProjection>(p));
-          if (!f.wrapped) continue;
-          weights_.push_back(log_.A(AllocatedBytes(run_.device, rank * f.in * ab)));
-          weights_.push_back(log_.A(AllocatedBytes(run_.device, f.out * rank * ab)));
-        }
+        for (int64_t bytes : layer_adapters) weights_.push_back(log_.A(bytes));
       }
       return;
     }
