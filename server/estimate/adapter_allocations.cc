@@ -1,5 +1,6 @@
 #include "server/estimate/adapter_allocations.h"
 
+#include "common/spec/adapter_sizes.h"
 #include "server/estimate/device_model.h"
 
 namespace vramlab::server::estimate {
@@ -17,6 +18,7 @@ AdapterAllocations::Sizes AdapterAllocations::SizesOf(const RunSettings& run,
   const int64_t tokens = run.tokens(), e = run.dtype_bytes, ab = run.adapter.dtype_bytes;
   auto alloc = [&](int64_t nbytes) { return AllocatedBytes(run.device, nbytes); };
   const int64_t n = f.in * f.out;
+  const int64_t blocks = spec_rules::CeilDiv(n, spec_rules::kNf4BlockSize);
   return {alloc(tokens * f.in * e),
           alloc(tokens * f.in * ab),
           alloc(tokens * f.out * e),
@@ -24,6 +26,8 @@ AdapterAllocations::Sizes AdapterAllocations::SizesOf(const RunSettings& run,
           alloc(tokens * run.adapter.rank * ab),
           alloc(n * e),
           alloc((n + 1) / 2 * 4),
+          alloc(blocks * 4),
+          e != 4 ? alloc(blocks * e) : 0,
           ab != e,
           f.bias,
           f.wrapped};
@@ -33,6 +37,13 @@ int64_t AdapterAllocations::Dequantize(const Sizes& z) {
   const int64_t codes = log_->A(z.codes32);
   const int64_t weight = log_->A(z.weight);
   log_->F(codes);
+  const int64_t absmax_codes = log_->A(z.absmax32);
+  const int64_t decoded = log_->A(z.absmax32);
+  log_->F(absmax_codes);
+  const int64_t absmax = log_->A(z.absmax32);
+  log_->F(decoded);
+  const int64_t cast = log_->A(z.absmax_e);  // none where the base dtype is fp32
+  log_->F(cast), log_->F(absmax);
   return weight;
 }
 
@@ -106,13 +117,28 @@ int64_t AdapterAllocations::CastAndProject(int64_t x_cast, const Sizes& z) {
   return h;
 }
 
-int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_grad,
-                                     const std::function<void(const char*)>& gradient) {
+int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_grad, int64_t gout,
+                                     int64_t into, const std::function<void(const char*)>& gradient,
+                                     const std::function<void()>& saved_released) {
   const Sizes& z = sizes_[projection];
-  if (!z.wrapped) return input_grad ? log_->A(z.in_e) : -1;
+  // A gradient `made` by a node, as the engine places it: added into `into` in place.
+  auto accumulate = [&](int64_t made) {
+    if (into < 0 || made < 0) return made;
+    log_->F(made);
+    return into;
+  };
+  if (!z.wrapped) {
+    const int64_t in = input_grad ? log_->A(z.in_e) : -1;
+    log_->F(gout);
+    saved_released();
+    return accumulate(in);
+  }
   if (run_.adapter.dropout) {
     gradient("lora_B"), gradient("lora_A");
-    return BlockAround(activations_.projection[projection].backward - z.in_e, z.in_e);
+    const int64_t in = BlockAround(activations_.projection[projection].backward - z.in_e, z.in_e);
+    log_->F(gout);
+    saved_released();
+    return in;
   }
   const int64_t x_cast = z.cast ? z.in_a : 0;
   // The adapter's gradients, as LoraLinearFunction's and LoraUpdateFunction's backward make them:
@@ -140,12 +166,16 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_gr
       log_->F(base), log_->F(update_cast), log_->F(update);
     }
     log_->F(grad_h), log_->F(wide);
+    log_->F(gout);
+    saved_released();
     return in;
   }
   // The later node first: the widened gradient (ToCopyBackward), then LoraUpdateFunction: its
   // scaled copy, the adapter's gradients, grad_h·A in the adapter dtype and its cast (the
-  // update's input gradient). Then Nf4MatmulFunction dequantises again and forms grad·W; the two
-  // are summed. Without the input's gradient the base product has no node.
+  // update's input gradient), then what it saved goes. Then Nf4MatmulFunction dequantises again
+  // and forms grad·W; as the node returns, the engine drops its input (gout) and then adds grad·W
+  // into the update in place (the update is its only reference) and frees it. Without the
+  // input's gradient the base product has no node.
   const int64_t wide = log_->A(z.cast ? z.out_a : 0);
   const int64_t scaled = log_->A(z.out_a);
   const int64_t grad_h = adapter_gradients();
@@ -159,13 +189,18 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_gr
     }
   }
   log_->F(grad_h), log_->F(scaled), log_->F(wide);
-  if (!input_grad) return -1;
+  saved_released();
+  update = accumulate(update);
+  if (!input_grad) {
+    log_->F(gout);
+    return -1;
+  }
   const int64_t weight = Dequantize(z);
   const int64_t base = log_->A(z.in_e);
   log_->F(weight);
-  const int64_t in = log_->A(z.in_e);
-  log_->F(base), log_->F(update);
-  return in;
+  log_->F(gout);
+  log_->F(base);
+  return update;
 }
 
 }  // namespace vramlab::server::estimate

@@ -27,21 +27,32 @@ class AdapterAllocations {
   // projection's node saves A's output: its id goes to `saved_h` (-1 for none); with a null
   // `saved_h` (no autograd) it is freed as the call returns.
   int64_t Forward(AdapterProjection projection, int64_t* saved_h);
-  // The projection's backward, the gradient of its output live and kept; returns the gradient of
-  // its input (-1 unless `input_grad`). Calls `gradient("lora_B")` and `gradient("lora_A")` where
-  // a wrapped projection's node makes its adapter's gradients.
-  int64_t Backward(AdapterProjection projection, bool input_grad,
-                   const std::function<void(const char*)>& gradient);
+  // The projection's backward from the gradient of its output, `gout`, which it frees as its last
+  // node returns unless `gout` is -1 (held by the caller); returns the gradient of its input (-1
+  // unless `input_grad`). Calls `gradient("lora_B")` and `gradient("lora_A")` where a wrapped
+  // projection's node makes its adapter's gradients, and `saved_released()` where the last node
+  // that saved the projection's input has run: QLoRA's LoraUpdateFunction, before the base
+  // product's node (which saves only the codes); else the projection's one node, after `gout`.
+  // `into` (-1: none) is a gradient of the same input already waiting in the next node's buffer:
+  // each of the projection's nodes' input gradients is added into it in place and freed, and
+  // `into` is returned (autograd's in-place accumulation; the caller passes one only where the
+  // recorded traces show it: QLoRA).
+  int64_t Backward(AdapterProjection projection, bool input_grad, int64_t gout, int64_t into,
+                   const std::function<void(const char*)>& gradient,
+                   const std::function<void()>& saved_released);
 
  private:
   struct Sizes {
     int64_t in_e, in_a, out_e, out_a, rank_a, weight, codes32;
+    int64_t absmax32, absmax_e;  // one value per NF4 block: fp32 / int32, the base dtype
     bool cast, bias, wrapped;
   };
   static Sizes SizesOf(const RunSettings& run, AdapterProjection projection);
   // x cast to the adapter dtype (`x_cast` bytes, freed after) and A's output; returns the output.
   int64_t CastAndProject(int64_t x_cast, const Sizes& z);
-  // DequantizeNf4: the codes widened to int32, then the weight; returns the weight.
+  // DequantizeNf4: the codes widened to int32, then the weight; then Nf4Absmax (the absmax codes
+  // widened to int32, their decoded values, the offset added) cast to the base dtype for the
+  // in-place scaling. Returns the weight.
   int64_t Dequantize(const Sizes& z);
   // A tensor of `bytes` (returned) made while one block of `extra` bytes is live: a call's
   // tensors beyond its result where they are not listed one by one.

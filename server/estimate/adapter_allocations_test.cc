@@ -90,9 +90,10 @@ void CheckEveryProjection(const RunSettings& run) {
       AdapterAllocations allocations(run, &log);
       int64_t saved_h = -1;
       int gradients = 0;
-      const int64_t result =
-          forward ? allocations.Forward(projection, &saved_h)
-                  : allocations.Backward(projection, true, [&](const char*) { ++gradients; });
+      const int64_t result = forward ? allocations.Forward(projection, &saved_h)
+                                     : allocations.Backward(
+                                           projection, true, /*gout=*/-1, /*into=*/-1,
+                                           [&](const char*) { ++gradients; }, [] {});
       std::vector<AllocationEvent> events = log.TakeEvents();
       events.erase(events.begin());  // the workspace
       const Live live = LiveOf(events);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/spec/adapter_sizes.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/model_shape.h"
 
@@ -118,11 +119,12 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
       // (ToCopyBackward), then LoraUpdateFunction: its scaled copy and grad_h = grad·B, x cast
       // again for A's gradient, then grad_h·A in the adapter dtype and its cast (the update's input
       // gradient), with the widened gradient still held by the call. Then Nf4MatmulFunction
-      // dequantises again and forms grad·W while the update's input gradient waits; the two are
-      // summed.
+      // dequantises again (the absmax decoded through two fp32 temporaries at a time) and forms
+      // grad·W while the update's input gradient waits; the engine adds grad·W into it in place.
       const int64_t update_bwd =
           out_cast + out_a + pa.kept + std::max(in_cast, in_a + (cast ? in_e : 0));
-      const int64_t base_bwd = in_e + std::max({dequantize, weight + in_e, 2 * in_e});
+      const int64_t absmax = alloc(spec_rules::CeilDiv(n, spec_rules::kNf4BlockSize) * 4);
+      const int64_t base_bwd = in_e + std::max({dequantize, weight + 2 * absmax, weight + in_e});
       pa.backward = std::max(update_bwd, base_bwd);
     }
     a.kept += pa.kept;

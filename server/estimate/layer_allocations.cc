@@ -66,7 +66,8 @@ LayerAllocations::LayerAllocations(const RunSettings& run, AllocationLog* log)
       hidden_norm_(NormSizesOf(run.model.hidden_size, run.tokens())),
       q_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_heads)),
       k_norm_(NormSizesOf(run.model.head_dim(), run.tokens() * run.model.num_kv_heads)),
-      sdpa_workspace_(SdpaBackwardWorkspace(run)) {
+      sdpa_workspace_(SdpaBackwardWorkspace(run)),
+      sums_in_place_(run.adapter.qlora && !run.adapter.dropout) {
   for (int p = 0; p < kNumProjections; ++p) {
     const ProjectionFeatures f = FeaturesOf(run, static_cast<AdapterProjection>(p));
     bias_staging_[p] = Staging(run, run.tokens(), f.out);
@@ -331,9 +332,10 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   std::vector<int64_t>& mlp = saved->mlp;
   // Each node frees what it saved once it has run; an adapter's node its A output last.
   // down_proj: its input's gradient; the product freed.
-  const int64_t gd = ProjectionBackward(kDown, true, gradients);
-  log_->Drop(&mlp, kMlpProduct);
-  log_->F(saved->adapter_h[kDown]);
+  const int64_t gd = ProjectionBackward(kDown, true, -1, -1, gradients, [&]() {
+    log_->Drop(&mlp, kMlpProduct);
+    log_->F(saved->adapter_h[kDown]);
+  });
   // silu(gate) * up: the gradients of up and of silu(gate); then silu's, gate's gradient.
   const int64_t gu = log_->A(z_.inter), gs = log_->A(z_.inter);
   log_->F(gd);
@@ -342,16 +344,19 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   log_->F(gs);
   log_->Drop(&mlp, kMlpGate);
   // gate_proj (the later node), then up_proj, which frees norm 2's output; autograd sums their
-  // input gradients out of place.
-  const int64_t g_gate = ProjectionBackward(kGate, true, gradients);
-  log_->F(gg);
-  log_->F(saved->adapter_h[kGate]);
-  const int64_t g_up = ProjectionBackward(kUp, true, gradients);
-  log_->F(gu);
-  log_->Drop(&mlp, kMlpInput);
-  log_->F(saved->adapter_h[kUp]);
-  const int64_t g_mlp = log_->A(H);
-  log_->F(g_gate), log_->F(g_up);
+  // input gradients out of place (in place under sums_in_place_).
+  const int64_t g_gate = ProjectionBackward(kGate, true, gg, -1, gradients,
+                                            [&]() { log_->F(saved->adapter_h[kGate]); });
+  const int64_t g_up =
+      ProjectionBackward(kUp, true, gu, sums_in_place_ ? g_gate : -1, gradients, [&]() {
+        log_->Drop(&mlp, kMlpInput);
+        log_->F(saved->adapter_h[kUp]);
+      });
+  int64_t g_mlp = g_up;
+  if (!sums_in_place_) {
+    g_mlp = log_->A(H);
+    log_->F(g_gate), log_->F(g_up);
+  }
   log_->FreeAll(&mlp);
   const int64_t g_n2 =
       NormBackward(&saved->norm2, g_mlp, [&]() { gradients("post_attention_layernorm"); });
@@ -361,8 +366,8 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   int64_t gh = gout;
   if (gout_held) gh = log_->A(H);
   log_->F(g_n2);
-  const int64_t go = ProjectionBackward(kO, true, gradients);
-  log_->F(saved->adapter_h[kO]);
+  const int64_t go =
+      ProjectionBackward(kO, true, -1, -1, gradients, [&]() { log_->F(saved->adapter_h[kO]); });
   // Without a gradient into x, h's goes with o_proj's node.
   if (!input_requires_grad) log_->F(gh), gh = -1;
   const auto [gq, gk, gv] = AttentionBackward(go, &saved->attention);
@@ -377,13 +382,19 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
   }
   // v_proj, k_proj, q_proj (eager attention's gradients first made contiguous in the
   // projections' layout), each freeing the gradient it consumed. k's input gradient is summed with
-  // v's out of place, q's added in place; q_proj frees norm 1's output.
-  const int64_t g_v = QkvBackward(kV, gv, input_requires_grad, saved, gradients);
-  const int64_t g_k = QkvBackward(kK, gk_pre, input_requires_grad, saved, gradients);
-  const int64_t g_qkv = input_requires_grad ? log_->A(H) : -1;
-  log_->F(g_v), log_->F(g_k);
-  const int64_t g_q = QkvBackward(kQ, gq_pre, input_requires_grad, saved, gradients);
-  log_->F(g_q);
+  // v's out of place, q's added in place (both in place under sums_in_place_); q_proj frees norm
+  // 1's output.
+  const int64_t g_v = QkvBackward(kV, gv, input_requires_grad, -1, saved, gradients);
+  int64_t g_qkv = -1;
+  if (sums_in_place_) {
+    g_qkv = QkvBackward(kK, gk_pre, input_requires_grad, g_v, saved, gradients);
+    QkvBackward(kQ, gq_pre, input_requires_grad, g_qkv, saved, gradients);
+  } else {
+    const int64_t g_k = QkvBackward(kK, gk_pre, input_requires_grad, -1, saved, gradients);
+    g_qkv = input_requires_grad ? log_->A(H) : -1;
+    log_->F(g_v), log_->F(g_k);
+    log_->F(QkvBackward(kQ, gq_pre, input_requires_grad, -1, saved, gradients));
+  }
   // input_layernorm (and any tensor not named above); its input's gradient is added into h's in
   // place, which is the layer input's.
   if (input_requires_grad) {
@@ -397,7 +408,9 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
 }
 
 int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, bool input_grad,
-                                             const LayerGradients& gradients) {
+                                             int64_t gout, int64_t into,
+                                             const LayerGradients& gradients,
+                                             const std::function<void()>& saved_released) {
   // Frozen under an adapter, which makes its own A and B gradients inside its node.
   const bool base_trains = !run_.adapter.enabled();
   const bool bias = has_bias_[projection];
@@ -406,27 +419,31 @@ int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, bool 
   // input's comes first, then the weight's and the bias's, summed over the tokens through a
   // staging buffer.
   if (base_trains && !bias) gradients(path);
+  // A trained base's node saved its input for its weight's gradient: released after it.
   const int64_t in = projections_.Backward(
-      projection, input_grad, [&](const char* which) { gradients(path + "." + which); });
+      projection, input_grad, base_trains ? -1 : gout, into,
+      [&](const char* which) { gradients(path + "." + which); },
+      base_trains ? [] {} : saved_released);
   if (base_trains && bias) {
     gradients(path);
     log_->T(bias_staging_[projection]);
   }
+  if (base_trains) log_->F(gout), saved_released();
   return in;
 }
 
 int64_t LayerAllocations::QkvBackward(AdapterProjection projection, int64_t g, bool input_grad,
-                                      LayerSaved* saved, const LayerGradients& gradients) {
+                                      int64_t into, LayerSaved* saved,
+                                      const LayerGradients& gradients) {
   int64_t consumed = g;
   if (run_.eager_attention) {
     consumed = log_->A(projection == kQ ? z_.q : z_.kv);
     log_->F(g);
   }
-  const int64_t in = ProjectionBackward(projection, input_grad, gradients);
-  log_->F(consumed);
-  if (projection == kQ) log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
-  log_->F(saved->adapter_h[projection]);
-  return in;
+  return ProjectionBackward(projection, input_grad, consumed, into, gradients, [&]() {
+    if (projection == kQ) log_->Drop(&saved->norm1, static_cast<int>(saved->norm1.size()) - 1);
+    log_->F(saved->adapter_h[projection]);
+  });
 }
 
 LayerAllocations::QueryKeyValue LayerAllocations::AttentionBackward(int64_t go,

@@ -107,15 +107,19 @@ class LayerAllocations {
   // The attention's backward from o_proj's input gradient `go` (freed) to the gradients of the
   // rotated q and k and of v, in the kv heads; frees the attention's saved tensors.
   QueryKeyValue AttentionBackward(int64_t go, std::vector<int64_t>* att);
-  // A projection's backward: its input's gradient (returned; -1 unless `input_grad`) and its
+  // A projection's backward from its output's gradient `gout` (freed after the projection's last
+  // node; -1: held by the caller): its input's gradient (returned; -1 unless `input_grad`) and its
   // parameters' gradients, named for `gradients` after kProjectionPaths (the base's weight and
-  // bias, or an adapter's lora_A and lora_B).
-  int64_t ProjectionBackward(AdapterProjection projection, bool input_grad,
-                             const LayerGradients& gradients);
+  // bias, or an adapter's lora_A and lora_B); `saved_released` frees what the projection's nodes
+  // saved, where the last of them has run, and `into` takes the input's gradient in place
+  // (AdapterAllocations::Backward).
+  int64_t ProjectionBackward(AdapterProjection projection, bool input_grad, int64_t gout,
+                             int64_t into, const LayerGradients& gradients,
+                             const std::function<void()>& saved_released);
   // A q, k or v projection's backward from `g` (freed after it, as is the adapter's A output and,
   // for q, norm 1's output).
-  int64_t QkvBackward(AdapterProjection projection, int64_t g, bool input_grad, LayerSaved* saved,
-                      const LayerGradients& gradients);
+  int64_t QkvBackward(AdapterProjection projection, int64_t g, bool input_grad, int64_t into,
+                      LayerSaved* saved, const LayerGradients& gradients);
 
   const RunSettings& run_;
   AllocationLog* const log_;
@@ -128,6 +132,9 @@ class LayerAllocations {
   const int64_t sdpa_workspace_;
   std::array<int64_t, kNumProjections> bias_staging_;
   std::array<bool, kNumProjections> has_bias_;  // ProjectionFeatures.bias, read once
+  // Whether the input gradients of projections sharing an input are summed in place (QLoRA's two
+  // nodes per projection, the traces show it) rather than the first two out of place.
+  const bool sums_in_place_;
 };
 
 }  // namespace vramlab::server::estimate

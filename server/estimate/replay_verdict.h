@@ -50,12 +50,10 @@ struct ReplayVerdict {
 
 // Whether the replay decides `run`'s verdict under `allocator`: a single process on a CUDA device
 // with the ATEN kernels, full fine-tuning or an adapter (adapter_allocations.h lists each wrapped
-// projection's tensors), whose tensors step_allocations.h lists. The CPU's counting allocator
-// keeps reserved == allocated; FUSED kernels, a rank of a parallel run and QLoRA under the default
-// allocator keep the step walk's verdict (fit_verdict.h). QLoRA's tensors are listed there too,
-// but at long sequences its replay runs out of memory with gigabytes cached where the measured
-// runs fit (seeds 44 and 47 at 24 GiB: docs/ESTIMATOR.md, "Reserved by replay"); with
-// expandable segments its replay is within the band of every recorded run.
+// projection's tensors, qlora_load_allocations.h QLoRA's quantisation), whose tensors
+// step_allocations.h lists. The CPU's counting allocator keeps reserved == allocated; FUSED
+// kernels, a rank of a parallel run and a later point of a one-process QLoRA sweep under the
+// default allocator keep the step walk's verdict (fit_verdict.h).
 bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator);
 
 // `limit` 0: no limit (verdict FIT_VERDICT_UNSPECIFIED; the replay's peak is still given).

@@ -13,6 +13,7 @@
 #include "server/estimate/device_model.h"
 #include "server/estimate/layer_allocations.h"
 #include "server/estimate/model_shape.h"
+#include "server/estimate/qlora_load_allocations.h"
 #include "server/estimate/step_timeline.h"
 
 namespace vramlab::server::estimate {
@@ -123,11 +124,7 @@ class Planner {
       }
       return;
     }
-    // QLoRA: every parameter tensor in named_parameters() order, the weights' bytes (its codes,
-    // constants and adapters) shared by elements.
-    int64_t total = 0;
-    for (int64_t n : tensors) total += n;
-    for (int64_t n : tensors) weights_.push_back(log_.A(Share(p_.weights, n, total)));
+    PlanQloraLoad(run_, &log_);
   }
 
   // One gradient made by backward: kept (first micro-batch; `order` is its parameter's place in
