@@ -12,7 +12,7 @@ segment releases that no allocation follows -> `empty_cache` (an empty_cache dir
 an allocation that maps a segment is read as that allocation's retry). A first `config` line carries the
 snapshot's allocator settings (expandable segments, max_split_size) and --limit (the run's
 device_memory_limit_bytes). Only the standard library: the pickle holds plain Python values.
-The history keeps the last `max_entries` entries (torch's default 100,000); a trace that does
+The history keeps the last `max_entries` entries (the worker's: 250,000); a trace that does
 not start at the allocator's start cannot replay, so record with a large enough history.
 """
 

@@ -16,8 +16,10 @@ namespace vramlab::worker {
 #if defined(VRAMLAB_HAVE_CUDA_SNAPSHOT)
 
 namespace {
-// Enough for several steps of a 7B model; older entries are dropped first.
-constexpr size_t kMaxHistoryEntries = 100000;
+// The newest entries kept; older ones are dropped first. Two steps of an 8B QLoRA run, its
+// quantisation included, make about 125,000 entries (an allocation is one, its free two), so
+// a trace of such a run starts at the allocator's start (bench/estimator/snapshot_to_trace.py).
+constexpr size_t kMaxHistoryEntries = 250000;
 }  // namespace
 
 bool StartCudaMemoryHistory(std::string* why_not) {
