@@ -11,7 +11,8 @@
 #
 # WAY is prediction or plain. OUT/SEED-WAY/ gets that run's files (search_from_prediction.sh's);
 # OUT/summary.txt gets each run's line as it ends, and at the end the seeds whose two ways
-# answered differently (the exit status is then 1).
+# answered differently (the exit status is then 1). OUT.tgz holds all of OUT in one file, for a
+# host that gives back only a few files.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:?usage: search_seeds_parallel.sh BIN OUT JOBS "SEED:WAY ..."}
@@ -52,4 +53,5 @@ for seed in $(for task in $tasks; do echo "${task%%:*}"; done | sort -u); do
     status=1
   fi
 done
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
 exit $status

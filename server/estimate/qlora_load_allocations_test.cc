@@ -22,8 +22,8 @@ namespace {
 // Qwen2.5-7B QLoRA (rank 16), sdpa, checkpointed, default allocator, 1 x 2,048 tokens, 2 steps,
 // recorded on an H100 with the allocator's history. The history kept its last 100,000 entries:
 // the trace starts inside LOAD's quantisation and runs past the second step into teardown.
-const std::string kRun = std::string(VRAMLAB_SOURCE_DIR) +
-                         "/docs/results/h100-2026-12-07-traces/qloranative";
+const std::string kRun =
+    std::string(VRAMLAB_SOURCE_DIR) + "/docs/results/h100-2026-12-07-traces/qloranative";
 // The caching allocator's small-pool limit: the blocks above it are the ones whose places decide
 // the large segments.
 constexpr int64_t kSmallPoolBytes = int64_t{1} << 20;
@@ -86,8 +86,8 @@ TEST(QloraSequenceTest, LargeBlocksFollowTheRecordedRunFromQuantisationToTheSeco
   std::stringstream json;
   json << spec_file.rdbuf();
   const RunSettings run = RunOf(json.str());
-  const std::vector<AllocationEvent> events = PlanStepAllocations(
-      run, EstimateParameterState(run), kReplaySteps, kReplayMicroSteps);
+  const std::vector<AllocationEvent> events =
+      PlanStepAllocations(run, EstimateParameterState(run), kReplaySteps, kReplayMicroSteps);
   std::vector<Op> predicted;
   for (const AllocationEvent& e : events) {
     predicted.push_back({e.kind == AllocationEvent::kAlloc, e.id, e.bytes});
@@ -109,8 +109,8 @@ TEST(QloraSequenceTest, LargeBlocksFollowTheRecordedRunFromQuantisationToTheSeco
       LargeOps(predicted, large_allocs[large_allocs.size() - recorded_allocs]);
   ASSERT_LE(predicted_large.size(), recorded_large.size());
   for (size_t i = 0; i < predicted_large.size(); ++i) {
-    ASSERT_EQ(predicted_large[i], recorded_large[i]) << "large-block operation " << i << " of "
-                                                     << predicted_large.size();
+    ASSERT_EQ(predicted_large[i], recorded_large[i])
+        << "large-block operation " << i << " of " << predicted_large.size();
   }
   // Past the predicted end: the recorded run's teardown, frees only.
   for (size_t i = predicted_large.size(); i < recorded_large.size(); ++i) {
@@ -122,9 +122,9 @@ TEST(QloraSequenceTest, LargeBlocksFollowTheRecordedRunFromQuantisationToTheSeco
 // and scales and the tables, the adapters and the parameters that are not quantised.
 TEST(QloraLoadTest, LeavesTheParameterStatesWeights) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b"}) {
-    const RunSettings run = RunOf(std::string(R"({"device": "CUDA", "model": {"preset": ")") +
-                                  preset +
-                                  R"("}, "training": {"dtype": "BFLOAT16", "adapter":
+    const RunSettings run =
+        RunOf(std::string(R"({"device": "CUDA", "model": {"preset": ")") + preset +
+              R"("}, "training": {"dtype": "BFLOAT16", "adapter":
                                   {"kind": "QLORA", "rank": 8}}})");
     AllocationLog log(Device::kCuda);
     log.At(vramlab::v1::LOAD);

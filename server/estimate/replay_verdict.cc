@@ -13,12 +13,12 @@ namespace {
 // fit_calibration.jsonl; fit_calibration_test prints every row), by what the replay models: a
 // fresh process. On the runs that were their worker's first and that fit, whose tensors the
 // sequence lists one by one as the recorded traces show them, its peak reserved less the measured
-// one spans -0.15 % .. +0.60 % of the limit (40 rows, eager and sdpa, full fine-tuning, LoRA and
-// QLoRA, AdamW, SGD and 8-bit AdamW): each side rounded up to the next half percent, 0.5 % under
-// and 1 % over. 8-bit AdamW's update inside backward is listed by proportion: +1.34 % in the
-// calibration, so 2.5 % either way as the later points. A later point of a one-process sweep
-// inherits its worker's cache: on the 37 such rows that fit it spans -2.29 % .. +0.80 %, so
-// 2.5 % under and 1 % over. docs/ESTIMATOR.md, "Reserved by replay".
+// one spans -0.15 % .. +0.60 % of the limit (41 rows, eager and sdpa, full fine-tuning, LoRA and
+// QLoRA under both allocators, AdamW, SGD and 8-bit AdamW): each side rounded up to the next half
+// percent, 0.5 % under and 1 % over. 8-bit AdamW's update inside backward is listed by
+// proportion: +1.34 % in the calibration, so 2.5 % either way as the later points. A later point
+// of a one-process sweep inherits its worker's cache: on the 37 such rows that fit it spans
+// -2.29 % .. +0.80 %, so 2.5 % under and 1 % over. docs/ESTIMATOR.md, "Reserved by replay".
 constexpr ErrorBand kListedBand = {0.005, 0.01};
 constexpr ErrorBand kPartlyListedBand = {0.025, 0.025};
 constexpr ErrorBand kAfterOtherPointsBand = {0.025, 0.01};
