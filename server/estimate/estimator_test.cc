@@ -353,6 +353,22 @@ TEST(EstimatorTest, LimitArgumentOverridesSpecAndZeroMeansNoLimit) {
   EXPECT_FALSE(overridden.notes().empty());
 }
 
+// QLoRA is replayed under both allocators; under the default one its fresh runs get the wider
+// band a measured run called for (replay_verdict.cc), with expandable segments the listed one.
+TEST(EstimatorTest, QloraUnderTheDefaultAllocatorIsReplayedWithItsOwnBand) {
+  ExperimentSpec spec = WithAdapter(Spec("qwen2.5-0.5b", 1024), vramlab::v1::QLORA, 16);
+  spec.set_device(vramlab::v1::CUDA);
+  const MemoryEstimate native = MustEstimate(spec, 24 * kGiB);
+  ASSERT_TRUE(native.has_replay());
+  EXPECT_DOUBLE_EQ(native.replay().error_band(), 0.035);
+  EXPECT_DOUBLE_EQ(native.replay().error_band_over(), 0.01);
+  spec.mutable_memory()->mutable_allocator()->set_expandable_segments(true);
+  const MemoryEstimate expandable = MustEstimate(spec, 24 * kGiB);
+  ASSERT_TRUE(expandable.has_replay());
+  EXPECT_DOUBLE_EQ(expandable.replay().error_band(), 0.005);
+  EXPECT_DOUBLE_EQ(expandable.replay().error_band_over(), 0.01);
+}
+
 // The three-way verdict from the allocator replay (replay_verdict.h): FITS when the replayed
 // peak reserved stays below the limit by more than the error band, TIGHT within the band (the
 // reason names it and where) or where the replay runs out only without the band's room above the

@@ -20,6 +20,11 @@ namespace {
 // of a one-process sweep inherits its worker's cache: on the 37 such rows that fit it spans
 // -2.29 % .. +0.80 %, so 2.5 % under and 1 % over. docs/ESTIMATOR.md, "Reserved by replay".
 constexpr ErrorBand kListedBand = {0.005, 0.01};
+// QLoRA under the default allocator: of its fresh runs that fit, the calibration's one replays
+// exactly and three first points of the QLoRA seeds (docs/results/h200-2026-12-06-seeds/) within
+// their printed figures' 0.01 GiB; seed 44's first point (Llama-3.1-8B, 27,648 tokens) read
+// 3.1 % of the limit above its replay, not yet explained by a trace: 3.5 % under until it is.
+constexpr ErrorBand kQloraDefaultAllocatorBand = {0.035, 0.01};
 constexpr ErrorBand kPartlyListedBand = {0.025, 0.025};
 constexpr ErrorBand kAfterOtherPointsBand = {0.025, 0.01};
 
@@ -37,9 +42,10 @@ bool ListedInPart(const RunSettings& run) {
 
 }  // namespace
 
-ErrorBand ReplayErrorBand(const RunSettings& run) {
+ErrorBand ReplayErrorBand(const RunSettings& run, bool expandable_segments) {
   if (run.after_other_points) return kAfterOtherPointsBand;
-  return ListedInPart(run) ? kPartlyListedBand : kListedBand;
+  if (ListedInPart(run)) return kPartlyListedBand;
+  return run.adapter.qlora && !expandable_segments ? kQloraDefaultAllocatorBand : kListedBand;
 }
 
 bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator) {
@@ -55,7 +61,7 @@ bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator) {
 ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
                                 const vramlab::v1::AllocatorConfig& allocator, int64_t limit) {
   ReplayVerdict v;
-  v.band = ReplayErrorBand(run);
+  v.band = ReplayErrorBand(run, allocator.expandable_segments());
   const std::vector<AllocationEvent> events =
       PlanStepAllocations(run, params, kReplaySteps, kReplayMicroSteps);
   v.replay = ReplayAllocations(events, SimConfigOf(allocator, limit));
