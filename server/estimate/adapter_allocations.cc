@@ -119,7 +119,7 @@ int64_t AdapterAllocations::CastAndProject(int64_t x_cast, const Sizes& z) {
 
 int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_grad, int64_t gout,
                                      int64_t into, const std::function<void(const char*)>& gradient,
-                                     const std::function<void()>& saved_released) {
+                                     absl::FunctionRef<void()> saved_released) {
   const Sizes& z = sizes_[projection];
   // A gradient `made` by a node, as the engine places it: added into `into` in place.
   auto accumulate = [&](int64_t made) {

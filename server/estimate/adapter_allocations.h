@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "absl/functional/function_ref.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/allocation_log.h"
 #include "server/estimate/run_settings.h"
@@ -39,7 +40,7 @@ class AdapterAllocations {
   // recorded traces show it: QLoRA).
   int64_t Backward(AdapterProjection projection, bool input_grad, int64_t gout, int64_t into,
                    const std::function<void(const char*)>& gradient,
-                   const std::function<void()>& saved_released);
+                   absl::FunctionRef<void()> saved_released);
 
  private:
   struct Sizes {

@@ -35,6 +35,8 @@
 #include <set>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace vramlab::server::estimate {
 
 struct AllocatorSimConfig {
@@ -117,7 +119,7 @@ class CachingAllocatorSim {
   std::map<int64_t, Block> blocks_;      // by address; every block of every segment
   std::map<int64_t, int64_t> segments_;  // cudaMalloc'd segments: address -> size
   std::set<FreeKey> free_small_, free_large_;
-  std::map<int64_t, int64_t> live_;  // tensor id -> block address
+  absl::flat_hash_map<int64_t, int64_t> live_;  // tensor id -> block address
   // Expandable: each pool's segment (small, large) start; 0 until first used.
   int64_t expandable_base_[2] = {0, 0};
   int64_t next_address_ = int64_t{1} << 40;      // expandable reservations, growing up

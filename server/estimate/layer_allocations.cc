@@ -410,7 +410,7 @@ int64_t LayerAllocations::Backward(int64_t gout, LayerSaved* saved, const LayerG
 int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, bool input_grad,
                                              int64_t gout, int64_t into,
                                              const LayerGradients& gradients,
-                                             const std::function<void()>& saved_released) {
+                                             absl::FunctionRef<void()> saved_released) {
   // Frozen under an adapter, which makes its own A and B gradients inside its node.
   const bool base_trains = !run_.adapter.enabled();
   const bool bias = has_bias_[projection];
@@ -420,10 +420,11 @@ int64_t LayerAllocations::ProjectionBackward(AdapterProjection projection, bool 
   // staging buffer.
   if (base_trains && !bias) gradients(path);
   // A trained base's node saved its input for its weight's gradient: released after it.
+  const auto nothing = [] {};
   const int64_t in = projections_.Backward(
       projection, input_grad, base_trains ? -1 : gout, into,
       [&](const char* which) { gradients(path + "." + which); },
-      base_trains ? [] {} : saved_released);
+      base_trains ? absl::FunctionRef<void()>(nothing) : saved_released);
   if (base_trains && bias) {
     gradients(path);
     log_->T(bias_staging_[projection]);

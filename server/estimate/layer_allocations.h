@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "server/estimate/adapter_allocations.h"
 #include "server/estimate/allocation_log.h"
 #include "server/estimate/run_settings.h"
@@ -115,7 +116,7 @@ class LayerAllocations {
   // (AdapterAllocations::Backward).
   int64_t ProjectionBackward(AdapterProjection projection, bool input_grad, int64_t gout,
                              int64_t into, const LayerGradients& gradients,
-                             const std::function<void()>& saved_released);
+                             absl::FunctionRef<void()> saved_released);
   // A q, k or v projection's backward from `g` (freed after it, as is the adapter's A output and,
   // for q, norm 1's output).
   int64_t QkvBackward(AdapterProjection projection, int64_t g, bool input_grad, int64_t into,
