@@ -5,12 +5,10 @@ predicted peak reserved lies within 5 % of a 24 or 48 GiB limit, half of them he
   near_limit.py plan [--estimator build/bin/vramlab-estimate] [--grid 1|2|3|4] > PLAN.jsonl
       For every configuration of the grid (1: the 28 of 2026-12-05, alternate ones held out;
       2 and 3: 18 others each, 4: 8 of QLoRA under the default allocator, every one held out),
-      two sequence lengths on either side of the
-      limit:
-      the first whose predicted peak reserved (the estimate without a limit) reaches
-      limit x (1 - d), or the one before it when that is over the limit, and the first that
-      reaches limit x (1 + d), d rotating through 1, 3 and 4.5 %; a side outside 5 % of the limit
-      is left out.
+      two sequence lengths on either side of the limit: the first whose predicted peak reserved
+      (the estimate without a limit) reaches limit x (1 - d), or the one before it when that is
+      over the limit, and the first that reaches limit x (1 + d), d rotating through 1, 3 and
+      4.5 %; a side outside 5 % of the limit is left out.
       One line per run: {"name", "half": "tuning" | "held-out", "spec", "predicted_ratio",
       "predicted_verdict"}. Both runs of a configuration fall in the same half (alternating
       configurations), so the held-out half shares no configuration with the tuning half.

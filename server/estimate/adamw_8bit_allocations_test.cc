@@ -3,13 +3,13 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/parameter_state.h"
 #include "server/estimate/replay_verdict.h"
 #include "server/estimate/reserved_replay.h"
 #include "server/estimate/run_settings.h"
+#include "server/estimate/run_settings_test_util.h"
 #include "server/estimate/step_allocations.h"
 
 namespace vramlab::server::estimate {
@@ -19,14 +19,6 @@ struct Case {
   std::string json;
   int64_t limit;
 };
-
-RunSettings Resolve(const std::string& json) {
-  vramlab::v1::ExperimentSpec spec;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &spec).ok()) << json;
-  const absl::StatusOr<RunSettings> run = ResolveRunSettings(spec);
-  EXPECT_TRUE(run.ok()) << run.status();
-  return run.ok() ? *run : RunSettings();
-}
 
 // Listing two ranges of each kind gives the replay the outcome every range gives it: the same
 // peaks, the same out-of-memory request at the same place, on 8-bit runs of 1.5B to 7B under both
@@ -50,7 +42,7 @@ TEST(AdamW8bitAllocationsTest, TwoRangesOfEachKindReplayAsEveryRange) {
     for (const bool expandable : {false, true}) {
       SCOPED_TRACE(c.json + " limit " + std::to_string(c.limit) +
                    (expandable ? " expandable" : ""));
-      const RunSettings run = Resolve(c.json);
+      const RunSettings run = RunSettingsFromJson(c.json);
       const ParameterState params = EstimateParameterState(run);
       vramlab::v1::AllocatorConfig allocator;
       allocator.set_expandable_segments(expandable);

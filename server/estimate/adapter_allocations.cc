@@ -138,7 +138,7 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_gr
     const int64_t in = BlockAround(activations_.projection[projection].backward - z.in_e, z.in_e);
     log_->F(gout);
     saved_released();
-    return in;
+    return accumulate(in);
   }
   const int64_t x_cast = z.cast ? z.in_a : 0;
   // The adapter's gradients, as LoraLinearFunction's and LoraUpdateFunction's backward make them:
@@ -168,7 +168,7 @@ int64_t AdapterAllocations::Backward(AdapterProjection projection, bool input_gr
     log_->F(grad_h), log_->F(wide);
     log_->F(gout);
     saved_released();
-    return in;
+    return accumulate(in);
   }
   // The later node first: the widened gradient (ToCopyBackward), then LoraUpdateFunction: its
   // scaled copy, the adapter's gradients, grad_h·A in the adapter dtype and its cast (the

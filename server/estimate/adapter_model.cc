@@ -30,13 +30,17 @@ bool Wraps(const RunSettings& run, int target) {
   return std::find(t.begin(), t.end(), target) != t.end();
 }
 
+// The model's flags: qkv_bias, o_bias, mlp_bias.
+bool HasBias(const ModelShape& m, AdapterProjection projection) {
+  return projection <= kV ? m.qkv_bias : projection == kO ? m.o_bias : m.mlp_bias;
+}
+
 }  // namespace
 
 ProjectionFeatures FeaturesOf(const RunSettings& run, AdapterProjection projection) {
-  const ModelShape& m = run.model;
-  const Projection p = Projections(m)[static_cast<size_t>(projection)];
-  const bool bias = projection <= kV ? m.qkv_bias : projection == kO ? m.o_bias : m.mlp_bias;
-  return {p.in, p.out, run.adapter.enabled() && Wraps(run, p.target), bias};
+  const Projection p = Projections(run.model)[static_cast<size_t>(projection)];
+  return {p.in, p.out, run.adapter.enabled() && Wraps(run, p.target),
+          HasBias(run.model, projection)};
 }
 
 AdapterTensors ListAdapterTensors(const RunSettings& run) {
@@ -74,7 +78,7 @@ AdapterActivations EstimateAdapterActivations(const RunSettings& run) {
     const int64_t out_e = alloc(tokens * p.out * e), out_a = alloc(tokens * p.out * ab);
     const int64_t in_e = alloc(tokens * p.in * e), in_a = alloc(tokens * p.in * ab);
     const int64_t in_cast = cast ? in_a : 0, out_cast = cast ? out_a : 0;
-    const bool bias = FeaturesOf(run, static_cast<AdapterProjection>(p.target - 1)).bias;
+    const bool bias = HasBias(run.model, static_cast<AdapterProjection>(p.target - 1));
     // A's output [tokens, r] in the adapter dtype, saved by the update's node.
     pa.kept = alloc(tokens * r * ab);
     if (run.adapter.dropout > 0) {

@@ -59,8 +59,7 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
   } else if (need == Need::kVerdict && limit > 0 &&
              static_cast<double>(peaks.peak()) >
                  static_cast<double>(limit) *
-                     (1 + estimate::ReplayErrorBand(run, allocator == AllocatorKind::kExpandable)
-                              .over)) {
+                     (1 + estimate::ReplayErrorBand(run, allocator).over)) {
     // Reserved is never below allocated: out of memory whatever the cache does.
     p.decision.verdict = vramlab::v1::DOES_NOT_FIT;
     p.complete = false;

@@ -85,11 +85,16 @@ LayerAllocations::NormSizes LayerAllocations::NormSizesOf(int64_t width, int64_t
 // in that order. As the recorded traces order it: h.pow(2) lives until its mean (the variance, a
 // local) is made; variance + eps until the product h * rsqrt is; the output (the weight times
 // the cast) is made before the variance and the fp32 product go as the call returns.
-int64_t LayerAllocations::Norm(std::vector<int64_t>* saved, const NormSizes& n) {
-  saved->push_back(log_->A(z_.upcast ? n.x32 : 0));
+int64_t LayerAllocations::Variance(const NormSizes& n) {
   const int64_t squared = log_->A(n.x32);
   const int64_t variance = log_->A(n.rows32);
   log_->F(squared);
+  return variance;
+}
+
+int64_t LayerAllocations::Norm(std::vector<int64_t>* saved, const NormSizes& n) {
+  saved->push_back(log_->A(z_.upcast ? n.x32 : 0));
+  const int64_t variance = Variance(n);
   const int64_t shifted = log_->A(n.rows32);
   saved->push_back(log_->A(n.rows32));
   const int64_t product = log_->A(z_.upcast ? n.x32 : 0);
@@ -301,9 +306,7 @@ int64_t LayerAllocations::ForwardNoGrad(int64_t x) {
 // call returns.
 int64_t LayerAllocations::NormNoGrad(const NormSizes& n) {
   const int64_t h = log_->A(z_.upcast ? n.x32 : 0);
-  const int64_t squared = log_->A(n.x32);
-  const int64_t variance = log_->A(n.rows32);
-  log_->F(squared);
+  const int64_t variance = Variance(n);
   const int64_t shifted = log_->A(n.rows32), rstd = log_->A(n.rows32);
   const int64_t scaled = log_->A(z_.upcast ? n.x32 : 0);
   log_->F(h);

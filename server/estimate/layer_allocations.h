@@ -101,6 +101,8 @@ class LayerAllocations {
   int64_t NormBackward(std::vector<int64_t>* saved, int64_t gout,
                        const std::function<void()>& weight_gradient, const NormSizes& n);
   int64_t NormNoGrad(const NormSizes& n);
+  // h.pow(2) in fp32, freed once its mean over each row (the variance, returned) is made.
+  int64_t Variance(const NormSizes& n);
 
   struct QueryKeyValue {
     int64_t q, k, v;

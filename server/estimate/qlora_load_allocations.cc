@@ -1,12 +1,15 @@
 #include "server/estimate/qlora_load_allocations.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
+#include <vector>
 
 #include "common/spec/adapter_sizes.h"
 #include "common/spec/model_family.h"
 #include "server/estimate/adapter_model.h"
 #include "server/estimate/device_model.h"
+#include "server/estimate/model_shape.h"
 
 namespace vramlab::server::estimate {
 namespace {
@@ -105,30 +108,42 @@ class QloraLoad {
     F(nearest), F(scale), F(row_absmax);
   }
 
-  // Every parameter left on the host, in named_parameters() order: the embedding, each layer's
-  // tensors (a quantised weight is empty; a wrapped projection's A and B in the adapters'
-  // dtype follow its last tensor), the final norm and an untied lm_head.
+  // Every parameter left on the host, in named_parameters() order (ParameterTensorElements): the
+  // embedding, each layer's tensors (a quantised weight is empty; a wrapped projection's A and B
+  // in the adapters' dtype follow its last tensor), the final norm and an untied lm_head.
   void MoveParameters(const std::array<ProjectionFeatures, kNumProjections>& features) {
-    const spec_rules::DecoderConfig config = run_.model.Decoder();
-    const std::vector<spec_rules::ParameterTensorInfo> layer =
-        spec_rules::DecoderLayerTensors(config);
-    const int64_t e = run_.dtype_bytes, ab = run_.adapter.dtype_bytes, rank = run_.adapter.rank;
-    A(run_.model.vocab_size * run_.model.hidden_size * e);
+    const int64_t e = run_.dtype_bytes;
+    const std::vector<int64_t> layer_moves = LayerMoves(features);
+    const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
+    const size_t layers_begin = LayerTensorBegin(run_.model, 0);
+    const size_t layers_end = LayerTensorBegin(run_.model, run_.model.num_layers);
+    for (size_t t = 0; t < layers_begin; ++t) A(tensors[t] * e);
     for (int64_t l = 0; l < run_.model.num_layers; ++l) {
-      for (size_t t = 0; t < layer.size(); ++t) {
-        const int p = ProjectionOf(layer[t].name);
-        const bool quantised = p >= 0 && features[p].wrapped &&
-                               layer[t].name == std::string(kProjectionPaths[p]) + ".weight";
-        if (!quantised) A(layer[t].elements() * e);
-        const bool last_of_projection =
-            p >= 0 && (t + 1 == layer.size() || ProjectionOf(layer[t + 1].name) != p);
-        if (last_of_projection && features[p].wrapped) {
-          A(rank * features[p].in * ab), A(features[p].out * rank * ab);
-        }
+      for (int64_t bytes : layer_moves) A(bytes);
+    }
+    for (size_t t = layers_end; t < tensors.size(); ++t) A(tensors[t] * e);
+  }
+
+  // One decoder layer's moves, in bytes, the same for every layer.
+  std::vector<int64_t> LayerMoves(
+      const std::array<ProjectionFeatures, kNumProjections>& features) const {
+    const std::vector<spec_rules::ParameterTensorInfo> layer =
+        spec_rules::DecoderLayerTensors(run_.model.Decoder());
+    const int64_t e = run_.dtype_bytes, ab = run_.adapter.dtype_bytes, rank = run_.adapter.rank;
+    std::vector<int64_t> moves;
+    for (size_t t = 0; t < layer.size(); ++t) {
+      const int p = ProjectionOf(layer[t].name);
+      const bool quantised = p >= 0 && features[p].wrapped &&
+                             layer[t].name == std::string(kProjectionPaths[p]) + ".weight";
+      if (!quantised) moves.push_back(layer[t].elements() * e);
+      const bool last_of_projection =
+          p >= 0 && (t + 1 == layer.size() || ProjectionOf(layer[t + 1].name) != p);
+      if (last_of_projection && features[p].wrapped) {
+        moves.push_back(rank * features[p].in * ab);
+        moves.push_back(features[p].out * rank * ab);
       }
     }
-    A(run_.model.hidden_size * e);
-    if (!config.tie_word_embeddings) A(run_.model.vocab_size * run_.model.hidden_size * e);
+    return moves;
   }
 
   // The projection a layer tensor belongs to, -1 for none.

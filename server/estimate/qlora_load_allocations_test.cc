@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/estimate/device_model.h"
 #include "server/estimate/parameter_state.h"
 #include "server/estimate/replay_verdict.h"
 #include "server/estimate/run_settings.h"
+#include "server/estimate/run_settings_test_util.h"
 #include "server/estimate/step_allocations.h"
 
 namespace vramlab::server::estimate {
@@ -27,14 +27,6 @@ const std::string kRun =
 // The caching allocator's small-pool limit: the blocks above it are the ones whose places decide
 // the large segments.
 constexpr int64_t kSmallPoolBytes = int64_t{1} << 20;
-
-RunSettings RunOf(const std::string& json) {
-  vramlab::v1::ExperimentSpec spec;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &spec).ok()) << json;
-  const absl::StatusOr<RunSettings> run = ResolveRunSettings(spec);
-  EXPECT_TRUE(run.ok()) << run.status();
-  return run.ok() ? *run : RunSettings();
-}
 
 // An allocation (+bytes) or free (-bytes) of a large block, sizes rounded as the allocator does.
 using Ops = std::vector<int64_t>;
@@ -85,7 +77,7 @@ TEST(QloraSequenceTest, LargeBlocksFollowTheRecordedRunFromQuantisationToTheSeco
   std::ifstream spec_file(kRun + ".spec.json");
   std::stringstream json;
   json << spec_file.rdbuf();
-  const RunSettings run = RunOf(json.str());
+  const RunSettings run = RunSettingsFromJson(json.str());
   const std::vector<AllocationEvent> events =
       PlanStepAllocations(run, EstimateParameterState(run), kReplaySteps, kReplayMicroSteps);
   std::vector<Op> predicted;
@@ -123,8 +115,8 @@ TEST(QloraSequenceTest, LargeBlocksFollowTheRecordedRunFromQuantisationToTheSeco
 TEST(QloraLoadTest, LeavesTheParameterStatesWeights) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b"}) {
     const RunSettings run =
-        RunOf(std::string(R"({"device": "CUDA", "model": {"preset": ")") + preset +
-              R"("}, "training": {"dtype": "BFLOAT16", "adapter":
+        RunSettingsFromJson(std::string(R"({"device": "CUDA", "model": {"preset": ")") + preset +
+                            R"("}, "training": {"dtype": "BFLOAT16", "adapter":
                                   {"kind": "QLORA", "rank": 8}}})");
     AllocationLog log(Device::kCuda);
     log.At(vramlab::v1::LOAD);

@@ -34,6 +34,11 @@ std::string Where(const ReplayPoint& at) {
 
 double Gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
 
+// QLoRA without expandable segments: its own fresh band, and no replay of a later sweep point.
+bool QloraUnderDefaultAllocator(const RunSettings& run, AllocatorKind allocator) {
+  return run.adapter.qlora && allocator != AllocatorKind::kExpandable;
+}
+
 // Whether the sequence lists some of `run`'s tensors by proportion rather than one by one as the
 // recorded traces show them: 8-bit AdamW's update inside backward.
 bool ListedInPart(const RunSettings& run) {
@@ -42,26 +47,24 @@ bool ListedInPart(const RunSettings& run) {
 
 }  // namespace
 
-ErrorBand ReplayErrorBand(const RunSettings& run, bool expandable_segments) {
+ErrorBand ReplayErrorBand(const RunSettings& run, AllocatorKind allocator) {
   if (run.after_other_points) return kAfterOtherPointsBand;
   if (ListedInPart(run)) return kPartlyListedBand;
-  return run.adapter.qlora && !expandable_segments ? kQloraDefaultAllocatorBand : kListedBand;
+  return QloraUnderDefaultAllocator(run, allocator) ? kQloraDefaultAllocatorBand : kListedBand;
 }
 
 bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator) {
   // QLoRA's later sweep points under the default allocator: the cache the earlier points leave
   // is cut to their sizes, and the calibration's one such sweep (seed 23) ran out at a point the
   // fresh-process replay fits (docs/ESTIMATOR.md, "Reserved by replay").
-  const bool qlora_inherited_cache =
-      run.adapter.qlora && allocator != AllocatorKind::kExpandable && run.after_other_points;
   return run.device == Device::kCuda && !run.parallel.parallel() && !run.fused_kernels &&
-         !qlora_inherited_cache;
+         !(QloraUnderDefaultAllocator(run, allocator) && run.after_other_points);
 }
 
 ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
                                 const vramlab::v1::AllocatorConfig& allocator, int64_t limit) {
   ReplayVerdict v;
-  v.band = ReplayErrorBand(run, allocator.expandable_segments());
+  v.band = ReplayErrorBand(run, AllocatorOf(run, allocator.expandable_segments()));
   const std::vector<AllocationEvent> events =
       PlanStepAllocations(run, params, kReplaySteps, kReplayMicroSteps);
   v.replay = ReplayAllocations(events, SimConfigOf(allocator, limit));

@@ -38,9 +38,9 @@ struct ErrorBand {
 
 // For a fresh process, narrow where the sequence lists every tensor and wider where it lists
 // some in part or where a measured run read further from its replay (QLoRA under the default
-// allocator, without `expandable_segments`); wider for a later point of a one-process sweep
-// (docs/ESTIMATOR.md, "Reserved by replay").
-ErrorBand ReplayErrorBand(const RunSettings& run, bool expandable_segments);
+// allocator); wider for a later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by
+// replay").
+ErrorBand ReplayErrorBand(const RunSettings& run, AllocatorKind allocator);
 
 struct ReplayVerdict {
   FitDecision decision;

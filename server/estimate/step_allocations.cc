@@ -102,12 +102,11 @@ class Planner {
   }
 
   void AllocateWeights() {
-    const std::vector<int64_t> tensors = ParameterTensorElements(run_.model);
     if (!run_.adapter.qlora) {
       // Every parameter tensor in named_parameters() order in the dtype; with LoRA (the recorded
       // trace) then each layer's adapters, A then B of each wrapped projection in q, k, v, o,
       // gate, up, down order, in the adapter's dtype.
-      for (int64_t n : tensors) {
+      for (int64_t n : ParameterTensorElements(run_.model)) {
         weights_.push_back(log_.A(AllocatedBytes(run_.device, n * run_.dtype_bytes)));
       }
       if (!run_.adapter.enabled()) return;
