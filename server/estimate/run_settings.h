@@ -78,9 +78,10 @@ struct RunSettings {
   bool fused_kernels = false;  // training.kernels FUSED (activation_model.cc, docs/KERNELS.md)
   AdapterSettings adapter;
   ParallelSettings parallel;
-  // A later point of a one-process sweep: its worker ran other points first, whose cache and
-  // libraries' workspaces it inherits. The verdict's band is then the one measured on such points
-  // (replay_verdict.h); the replay itself models a fresh process.
+  // A later point of a one-process sweep: its worker ran other points first. Each point's
+  // teardown empties the cache; the segments that still hold a live block (the CUDA libraries'
+  // workspaces among them) stay, and the replay does not see them. The verdict's band is then the
+  // one measured on such points (replay_verdict.h); the replay itself models a fresh process.
   bool after_other_points = false;
 
   int64_t tokens() const { return micro_batch * seq_len; }
