@@ -53,13 +53,29 @@ std::string ReplayDetail(const MemoryEstimate& estimate) {
                       " % error band above the limit");
     }
   } else if (estimate.verdict() == vramlab::v1::TIGHT) {
-    absl::StrAppend(&line, ": within ", absl::StrFormat("%.1f", 100 * r.error_band()),
-                    " % of the limit at ",
-                    StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()));
+    const std::string band = absl::StrFormat("%.1f", 100 * r.error_band());
+    const double limit = static_cast<double>(estimate.limit_bytes());
+    const bool usual_fits =
+        static_cast<double>(r.peak_reserved_bytes()) + r.error_band() * limit <= limit;
+    if (r.peak_reserved_above_bytes() > 0 && usual_fits) {
+      // FITS needs both placements of new segments; the one above the earlier ones decided.
+      absl::StrAppend(&line, ": fits with new segments below the earlier ones, as usually placed, ",
+                      r.oom_above() ? "but runs out of memory"
+                                    : absl::StrCat("but is within ", band, " % of the limit"),
+                      " with them above");
+    } else {
+      absl::StrAppend(&line, ": within ", band, " % of the limit at ",
+                      StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()));
+    }
   }
   absl::StrAppend(&line, " (replayed peak reserved ", FormatBytes(r.peak_reserved_bytes()), " at ",
-                  StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()), ", largest segment ",
-                  FormatBytes(r.largest_segment_bytes()), " in ",
+                  StepPoint(r.peak_reserved_phase(), r.peak_reserved_step()));
+  if (r.peak_reserved_above_bytes() > 0) {
+    absl::StrAppend(&line, "; ", FormatBytes(r.peak_reserved_above_bytes()),
+                    r.oom_above() ? " before running out" : "",
+                    " with new segments above the earlier ones");
+  }
+  absl::StrAppend(&line, ", largest segment ", FormatBytes(r.largest_segment_bytes()), " in ",
                   StepPoint(r.largest_segment_phase(), r.largest_segment_step()), ")");
   return line;
 }

@@ -75,6 +75,24 @@ TEST(FitVerdictTextTest, TheReplayedAllocatorsFailingRequestAndLargestSegment) {
                                     "(replayed peak reserved 24.00 GiB"));
   e.set_verdict(vramlab::v1::FITS);
   EXPECT_THAT(VerdictDetail(e), ::testing::StartsWith("FITS (replayed peak reserved 24.00 GiB"));
+  // The default allocator's second placement: its peak beside the usual one's, and what it
+  // decided where only it keeps the run from FITS.
+  r->set_error_band(0.005);
+  r->set_peak_reserved_bytes(22 * kGiB);
+  r->set_peak_reserved_above_bytes(23 * kGiB + kGiB * 9 / 10);
+  EXPECT_THAT(VerdictDetail(e),
+              HasSubstr("(replayed peak reserved 22.00 GiB at the backward of step 1; 23.90 GiB "
+                        "with new segments above the earlier ones, largest segment"));
+  e.set_verdict(vramlab::v1::TIGHT);
+  EXPECT_THAT(VerdictDetail(e),
+              ::testing::StartsWith("TIGHT: fits with new segments below the earlier ones, as "
+                                    "usually placed, but is within 0.5 % of the limit with them "
+                                    "above ("));
+  r->set_oom_above(true);
+  EXPECT_THAT(VerdictDetail(e),
+              ::testing::StartsWith("TIGHT: fits with new segments below the earlier ones, as "
+                                    "usually placed, but runs out of memory with them above ("));
+  EXPECT_THAT(VerdictDetail(e), HasSubstr("23.90 GiB before running out with new segments above"));
 }
 
 TEST(FitVerdictTextTest, SweepPointsPredictedPerValue) {

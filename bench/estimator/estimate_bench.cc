@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = {
       {"eager, default allocator", SweepSpec("EAGER", 0, false)},
       {"sdpa, checkpointing, expandable segments", SweepSpec("SDPA", 1, true)},
+      {"sdpa, checkpointing, default allocator", SweepSpec("SDPA", 1, false)},
   };
   bool slow = false;
   for (const Case& c : cases) {

@@ -114,10 +114,13 @@ bool CachingAllocatorSim::TryNewMemory(int64_t size, bool small, SegmentEvents* 
     if (config_.expandable_segments) return TryExpand(size, small, events, address);
     Block block;
     if (queued_segment_addresses_.empty()) {
-      // The driver hands each new segment addresses below the earlier ones (the recorded
-      // traces: 148 of 152 large segments), so best fit's ties go to the newest segment.
-      next_segment_top_ -= segment + kSegmentGap;
-      block.address = next_segment_top_;
+      if (config_.segment_placement == SegmentPlacement::kBelowEarlier) {
+        next_segment_top_ -= segment + kSegmentGap;
+        block.address = next_segment_top_;
+      } else {
+        block.address = next_segment_bottom_;
+        next_segment_bottom_ += segment + kSegmentGap;
+      }
     } else {
       block.address = queued_segment_addresses_.front();
       queued_segment_addresses_.pop_front();

@@ -39,6 +39,17 @@
 
 namespace vramlab::server::estimate {
 
+// Where a new cudaMalloc'd segment (not an expandable page) lies relative to the earlier ones.
+// Best fit breaks ties between equal free blocks by address, so the order decides which of them
+// a request takes and which stay cached. The driver mostly hands a new segment addresses below
+// the earlier ones (the recorded traces: 148 of 152 large segments); a run of segments can also
+// land above them, and a run the replay reads low can then measure as the other order replays
+// it (docs/ESTIMATOR.md, "Reserved by replay").
+enum class SegmentPlacement {
+  kBelowEarlier,  // ties go to the newest segment
+  kAboveEarlier,  // ties go to the oldest segment
+};
+
 struct AllocatorSimConfig {
   int64_t limit = 0;  // bytes the allocator may reserve; 0: no limit
   bool expandable_segments = false;
@@ -46,6 +57,7 @@ struct AllocatorSimConfig {
   // garbage_collection_threshold (0: off; in (0, 1)); acts only under a limit, as c10's needs
   // a memory fraction.
   double garbage_collection_threshold = 0;
+  SegmentPlacement segment_placement = SegmentPlacement::kBelowEarlier;
 };
 
 // What one Malloc did to the device: segments (or expandable pages) mapped and released.
@@ -122,8 +134,9 @@ class CachingAllocatorSim {
   absl::flat_hash_map<int64_t, int64_t> live_;  // tensor id -> block address
   // Expandable: each pool's segment (small, large) start; 0 until first used.
   int64_t expandable_base_[2] = {0, 0};
-  int64_t next_address_ = int64_t{1} << 40;      // expandable reservations, growing up
-  int64_t next_segment_top_ = int64_t{1} << 62;  // cudaMalloc'd segments, growing down
+  int64_t next_address_ = int64_t{1} << 40;         // expandable reservations, growing up
+  int64_t next_segment_top_ = int64_t{1} << 62;     // cudaMalloc'd segments, growing down
+  int64_t next_segment_bottom_ = int64_t{1} << 61;  // or growing up (kAboveEarlier)
   std::deque<int64_t> queued_segment_addresses_;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   int64_t frees_ = 0;

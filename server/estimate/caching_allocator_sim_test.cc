@@ -42,6 +42,10 @@ AllocatorSimConfig ParseConfig(std::istringstream& words) {
     if (key == "limit") config.limit = value;
     if (key == "expandable") config.expandable_segments = value != 0;
     if (key == "max_split_size") config.max_split_size = value;
+    if (key == "segments_above") {
+      config.segment_placement =
+          value != 0 ? SegmentPlacement::kAboveEarlier : SegmentPlacement::kBelowEarlier;
+    }
   }
   return config;
 }
@@ -145,10 +149,10 @@ TEST(CachingAllocatorSimTest, EveryCommittedTraceReplays) {
 
 // The estimator's replays know no addresses. Placing each new segment below the earlier ones,
 // as the device mostly did, reproduces these recorded runs segment for segment all the same; with
-// growing addresses the whole-model run's ties went the other way and its peak reserved came out
-// 2.9 % low. (The LoRA and Qwen3 runs' small pool is placed differently without its addresses:
-// the device fits its 2 MiB segments into gaps between large ones. Their peak reserved comes out
-// +2 MiB and exact.)
+// growing addresses (SegmentPlacement::kAboveEarlier) the whole-model run's ties went the other way
+// and its peak reserved came out 2.9 % low. (The LoRA and Qwen3 runs' small pool is placed
+// differently without its addresses: the device fits its 2 MiB segments into gaps between large
+// ones. Their peak reserved comes out +2 MiB and exact.)
 TEST(CachingAllocatorSimTest, RecordedRunsReplayWithoutTheirAddresses) {
   for (const char* name :
        {"recorded_native.trace", "recorded_oom.trace", "recorded_longest_native.trace",

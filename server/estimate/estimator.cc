@@ -58,8 +58,7 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
                                      estimate::MeasuredModelError(run, allocator), limit);
   } else if (need == Need::kVerdict && limit > 0 &&
              static_cast<double>(peaks.peak()) >
-                 static_cast<double>(limit) *
-                     (1 + estimate::ReplayErrorBand(run, allocator).over)) {
+                 static_cast<double>(limit) * (1 + estimate::ReplayErrorBand(run).over)) {
     // Reserved is never below allocated: out of memory whatever the cache does.
     p.decision.verdict = vramlab::v1::DOES_NOT_FIT;
     p.complete = false;
@@ -206,6 +205,11 @@ void SetReplay(const estimate::ReplayVerdict& v, vramlab::v1::MemoryEstimate::Re
     p->set_reserved_bytes(peak.reserved);
     p->set_allocated_bytes(peak.allocated);
   }
+  if (v.replay_above.has_value()) {
+    const estimate::ReplayOutcome& above = *v.replay_above;
+    out->set_peak_reserved_above_bytes(above.peak_reserved);
+    out->set_oom_above(above.oom);
+  }
   out->set_error_band(v.band.under);
   out->set_error_band_over(v.band.over);
   out->set_reason(v.reason);
@@ -222,6 +226,12 @@ std::string ReplayNote(const vramlab::v1::MemoryEstimate& e) {
       vramlab::v1::Phase_Name(r.peak_reserved_phase()), r.peak_reserved_step(),
       r.largest_segment_bytes() / gib, vramlab::v1::Phase_Name(r.largest_segment_phase()),
       r.largest_segment_step(), 100 * r.error_band());
+  if (r.peak_reserved_above_bytes() > 0) {
+    absl::StrAppend(
+        &note, absl::StrFormat("; with new segments placed above the earlier ones: peak %.2f GiB%s",
+                               r.peak_reserved_above_bytes() / gib,
+                               r.oom_above() ? ", then out of memory" : ""));
+  }
   const char* verdict = e.verdict() == vramlab::v1::FITS    ? "FITS"
                         : e.verdict() == vramlab::v1::TIGHT ? "TIGHT"
                                                             : "DOES_NOT_FIT";

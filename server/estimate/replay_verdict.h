@@ -3,11 +3,16 @@
 // (reserved_replay.h). FITS when the replay never fails and its peak reserved stays below the
 // limit by more than the replay has read below a measured run; DOES_NOT_FIT when it fails even
 // under the limit widened by as much as it has read above one; TIGHT otherwise, with the reason.
-// The band and the measurements it rests on: docs/ESTIMATOR.md, "Reserved by replay".
+// Under the default allocator the replay runs twice, each new segment placed below the earlier
+// ones (as the driver mostly places them) and above (SegmentPlacement: best fit's ties follow
+// addresses): FITS needs both to fit, TIGHT names both where only the first does; running out is
+// the first placement's. The band and the measurements it rests on: docs/ESTIMATOR.md,
+// "Reserved by replay".
 #ifndef VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
 #define VRAMLAB_SERVER_ESTIMATE_REPLAY_VERDICT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "server/estimate/fit_verdict.h"
@@ -37,14 +42,16 @@ struct ErrorBand {
 };
 
 // For a fresh process, narrow where the sequence lists every tensor and wider where it lists
-// some in part or where a measured run read further from its replay (QLoRA under the default
-// allocator); wider for a later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by
+// some in part; wider for a later point of a one-process sweep (docs/ESTIMATOR.md, "Reserved by
 // replay").
-ErrorBand ReplayErrorBand(const RunSettings& run, AllocatorKind allocator);
+ErrorBand ReplayErrorBand(const RunSettings& run);
 
 struct ReplayVerdict {
   FitDecision decision;
-  ReplayOutcome replay;  // under the limit (none when limit is 0)
+  ReplayOutcome replay;  // under the limit (none when limit is 0), new segments below the earlier
+  // The same allocations with each new segment above the earlier ones (SegmentPlacement); none
+  // with expandable segments. FITS holds for both placements.
+  std::optional<ReplayOutcome> replay_above;
   ErrorBand band;
   std::string reason;  // why TIGHT, or where DOES_NOT_FIT runs out
 };
