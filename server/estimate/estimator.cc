@@ -36,7 +36,8 @@ struct Prediction {
   int64_t communication_buffer = 0;
   // Set where the replay decides the verdict (estimate::VerdictByReplay) and was run.
   bool replayed = false;
-  // False: only the verdict is known (Need::kVerdict, decided without the replay).
+  // False: only the verdict is known (Need::kVerdict, decided without the replay or without the
+  // replay's second placement).
   bool complete = true;
   estimate::ReplayVerdict replay;
 };
@@ -63,9 +64,13 @@ Prediction Predict(const RunSettings& run, AllocatorKind allocator, int64_t limi
     p.decision.verdict = vramlab::v1::DOES_NOT_FIT;
     p.complete = false;
   } else {
-    p.replay = estimate::DecideFitByReplay(run, params, allocator_config, limit);
+    p.replay =
+        estimate::DecideFitByReplay(run, params, allocator_config, limit,
+                                    need == Need::kAll ? estimate::OtherPlacement::kAlways
+                                                       : estimate::OtherPlacement::kWhereItDecides);
     p.decision = p.replay.decision;
     p.replayed = true;
+    p.complete = !p.replay.other_placement_skipped;
   }
   vramlab::v1::MemoryAnatomy& a = p.anatomy;
   a.set_weights_bytes(params.weights - params.adapter_weights - params.quantization_constants);

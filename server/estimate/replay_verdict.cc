@@ -50,15 +50,14 @@ bool ListedInPart(const RunSettings& run) {
 constexpr const char* kWithSegmentsAbove = " with new segments placed above the earlier ones";
 
 // One placement's verdict (SegmentPlacement): `low` .. `high` the reserved range it decides on,
-// `reason` why it is TIGHT or DOES_NOT_FIT (empty for FITS).
+// `low` the replay's peak reserved (reserved at the failure when it ran out), reached at `at` (the
+// peak, or the failing request); `reason` why it is TIGHT or DOES_NOT_FIT (empty for FITS).
 struct PlacementVerdict {
   vramlab::v1::FitVerdict verdict = vramlab::v1::FIT_VERDICT_UNSPECIFIED;
   int64_t low = 0;
   int64_t high = 0;
   int64_t margin = 0;
-  vramlab::v1::Phase deciding_phase = vramlab::v1::PHASE_UNSPECIFIED;
-  ReplayPoint at;    // the peak, or the failing request
-  int64_t peak = 0;  // the replay's peak reserved (reserved at the failure when it ran out)
+  ReplayPoint at;
   std::string reason;
 };
 
@@ -74,9 +73,7 @@ PlacementVerdict Judge(const std::vector<AllocationEvent>& events, const Allocat
   if (!r.oom) {
     const int64_t under_bytes = bytes_of(band.under);
     p.margin = under_bytes;
-    p.deciding_phase = r.peak_reserved_at.phase;
     p.at = r.peak_reserved_at;
-    p.peak = r.peak_reserved;
     p.low = r.peak_reserved;
     p.high = r.peak_reserved + under_bytes;
     if (p.high <= limit) {
@@ -94,9 +91,7 @@ PlacementVerdict Judge(const std::vector<AllocationEvent>& events, const Allocat
   wider_config.limit = limit + over_bytes;
   const ReplayOutcome wider = ReplayAllocations(events, wider_config);
   p.margin = over_bytes;
-  p.deciding_phase = r.oom_at.phase;
   p.at = r.oom_at;
-  p.peak = r.oom_reserved;
   p.low = r.oom_reserved;
   p.high = wider.oom ? wider.oom_reserved + wider.oom_request : wider.peak_reserved;
   if (wider.oom) {
@@ -118,7 +113,7 @@ PlacementVerdict Judge(const std::vector<AllocationEvent>& events, const Allocat
 // What the placement's replay says, also for FITS.
 std::string Describe(const PlacementVerdict& p) {
   if (p.verdict != vramlab::v1::FITS) return p.reason;
-  return absl::StrFormat("fits with peak reserved %.2f GiB at %s", Gib(p.peak), Where(p.at));
+  return absl::StrFormat("fits with peak reserved %.2f GiB at %s", Gib(p.low), Where(p.at));
 }
 
 void Apply(const PlacementVerdict& p, ReplayVerdict* v) {
@@ -126,7 +121,7 @@ void Apply(const PlacementVerdict& p, ReplayVerdict* v) {
   v->decision.reserved_low = p.low;
   v->decision.reserved_high = p.high;
   v->decision.margin = p.margin;
-  v->decision.deciding_phase = p.deciding_phase;
+  v->decision.deciding_phase = p.at.phase;
   v->reason = p.reason;
 }
 
@@ -147,7 +142,8 @@ bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator) {
 }
 
 ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
-                                const vramlab::v1::AllocatorConfig& allocator, int64_t limit) {
+                                const vramlab::v1::AllocatorConfig& allocator, int64_t limit,
+                                OtherPlacement other_placement) {
   ReplayVerdict v;
   v.band = ReplayErrorBand(run);
   const std::vector<AllocationEvent> events =
@@ -157,7 +153,10 @@ ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& pa
   AllocatorSimConfig above = below;
   above.segment_placement = SegmentPlacement::kAboveEarlier;
   // Expandable segments map pages into one reservation per pool: no placement to differ.
-  if (!below.expandable_segments) v.replay_above = ReplayAllocations(events, above);
+  const bool has_other = !below.expandable_segments;
+  if (has_other && (other_placement == OtherPlacement::kAlways || limit <= 0)) {
+    v.replay_above = ReplayAllocations(events, above);
+  }
   const ReplayOutcome& r = v.replay;
   FitDecision& d = v.decision;
   d.deciding_phase = r.oom ? r.oom_at.phase : r.peak_reserved_at.phase;
@@ -170,13 +169,14 @@ ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& pa
   // point: to the byte, 3.1 % of the limit above the usual placement's), but where the usual
   // placement runs out, every measured run whose other placement fitted ran out too
   // (docs/ESTIMATOR.md, "Reserved by replay").
-  if (usual.verdict != vramlab::v1::FITS || !v.replay_above.has_value()) return v;
+  if (usual.verdict != vramlab::v1::FITS || !has_other) {
+    v.other_placement_skipped = has_other && !v.replay_above.has_value();
+    return v;
+  }
+  if (!v.replay_above.has_value()) v.replay_above = ReplayAllocations(events, above);
   const PlacementVerdict other = Judge(events, above, *v.replay_above, v.band, limit);
   if (other.verdict == vramlab::v1::FITS) {
-    if (other.high > usual.high) {
-      Apply(other, &v);
-      v.reason.clear();
-    }
+    if (other.high > usual.high) Apply(other, &v);
     return v;
   }
   Apply(other, &v);

@@ -50,8 +50,11 @@ struct ReplayVerdict {
   FitDecision decision;
   ReplayOutcome replay;  // under the limit (none when limit is 0), new segments below the earlier
   // The same allocations with each new segment above the earlier ones (SegmentPlacement); none
-  // with expandable segments. FITS holds for both placements.
+  // with expandable segments, or where other_placement_skipped. FITS holds for both placements.
   std::optional<ReplayOutcome> replay_above;
+  // OtherPlacement::kWhereItDecides left replay_above out where it could not change the verdict
+  // (the usual placement does not fit).
+  bool other_placement_skipped = false;
   ErrorBand band;
   std::string reason;  // why TIGHT, or where DOES_NOT_FIT runs out
 };
@@ -64,9 +67,15 @@ struct ReplayVerdict {
 // default allocator keep the step walk's verdict (fit_verdict.h).
 bool VerdictByReplay(const RunSettings& run, AllocatorKind allocator);
 
-// `limit` 0: no limit (verdict FIT_VERDICT_UNSPECIFIED; the replay's peak is still given).
+// Whether the replay with new segments above the earlier ones is run for an estimate's answer
+// (kAlways: its peak is shown) or only where it can take FITS away (kWhereItDecides: a search's
+// verdict).
+enum class OtherPlacement { kAlways, kWhereItDecides };
+
+// `limit` 0: no limit (verdict FIT_VERDICT_UNSPECIFIED; the replay's peaks are still given).
 ReplayVerdict DecideFitByReplay(const RunSettings& run, const ParameterState& params,
-                                const vramlab::v1::AllocatorConfig& allocator, int64_t limit);
+                                const vramlab::v1::AllocatorConfig& allocator, int64_t limit,
+                                OtherPlacement other_placement = OtherPlacement::kAlways);
 
 }  // namespace vramlab::server::estimate
 

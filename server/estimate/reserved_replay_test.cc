@@ -5,6 +5,7 @@
 #include "server/estimate/reserved_replay.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -54,13 +55,16 @@ ReplayOutcome ReplaySpec(const vramlab::v1::ExperimentSpec& spec, int64_t limit)
 }
 
 // The recorded trace's peak reserved, replayed through the simulator (which reproduces every
-// segment the device mapped and released: caching_allocator_sim_test).
-int64_t RecordedPeakReserved(const std::string& name, bool expandable, int64_t limit) {
+// segment the device mapped and released: caching_allocator_sim_test). With a `placement`, the
+// recorded addresses are left out and new segments placed by it instead.
+int64_t RecordedPeakReserved(const std::string& name, bool expandable, int64_t limit,
+                             std::optional<SegmentPlacement> placement = std::nullopt) {
   std::ifstream in(kSource + "/testdata/estimator/traces/" + name);
   EXPECT_TRUE(in) << name;
   AllocatorSimConfig config;
   config.expandable_segments = expandable;
   config.limit = limit;
+  if (placement.has_value()) config.segment_placement = *placement;
   CachingAllocatorSim sim(config);
   std::string line;
   SegmentEvents events;
@@ -69,7 +73,9 @@ int64_t RecordedPeakReserved(const std::string& name, bool expandable, int64_t l
     std::string op;
     int64_t a = 0, b = 0;
     if (!(words >> op)) continue;
-    if (op == "segment_alloc" && words >> a >> b && !expandable) sim.QueueSegmentAddress(b);
+    if (op == "segment_alloc" && words >> a >> b && !expandable && !placement.has_value()) {
+      sim.QueueSegmentAddress(b);
+    }
     if (op == "alloc" && words >> a >> b) sim.Malloc(a, b, &events);
     if (op == "free" && words >> a) sim.Free(a);
   }
@@ -199,7 +205,9 @@ TEST(ReservedReplayTest, SdpaCheckpointedExpandableFits) {
 // worker on an H200: its allocated peak is the replay's within 1 MiB, its reserved peak 0.74 GiB
 // above the usual placement's replay, and exactly the replay's with each new segment above the
 // earlier ones. Best fit's ties went the other way on the device; the verdict, FITS, holds for
-// both placements (replay_verdict.h). The spec and measurements are the search's own record.
+// both placements (replay_verdict.h). The spec and measurements are the search's own record. The
+// same run recorded on an H100 (recorded_qlora8b_native.trace) measured the same bytes: with its
+// addresses it replays to them, and without them only with the segments above.
 TEST(ReservedReplayTest, Seed44FirstPointMeasuredTheOtherPlacementsPeak) {
   vramlab::v1::Experiment run;
   google::protobuf::util::JsonParseOptions options;
@@ -227,10 +235,39 @@ TEST(ReservedReplayTest, Seed44FirstPointMeasuredTheOtherPlacementsPeak) {
   EXPECT_EQ(e->verdict(), vramlab::v1::FITS) << r.reason();
   // FITS is decided on the higher peak.
   EXPECT_EQ(e->reserved_low_bytes(), r.peak_reserved_above_bytes());
+  const std::string trace = "recorded_qlora8b_native.trace";
+  const int64_t limit = spec.memory().device_memory_limit_bytes();
+  EXPECT_EQ(RecordedPeakReserved(trace, false, limit), first.anatomy().peak_reserved_bytes());
+  EXPECT_EQ(RecordedPeakReserved(trace, false, limit, SegmentPlacement::kAboveEarlier),
+            first.anatomy().peak_reserved_bytes());
+  EXPECT_EQ(RecordedPeakReserved(trace, false, limit, SegmentPlacement::kBelowEarlier),
+            r.peak_reserved_bytes());
   std::printf("seed 44 at %d tokens: measured %.3f GiB, replayed %.3f GiB (segments above: %.3f)\n",
               first.value(), static_cast<double>(first.anatomy().peak_reserved_bytes()) / kGiB,
               static_cast<double>(r.peak_reserved_bytes()) / kGiB,
               static_cast<double>(r.peak_reserved_above_bytes()) / kGiB);
+}
+
+// A search's verdict replays the other placement only where it can take FITS away; the verdict
+// is the one the estimate's answer (every placement replayed) gives.
+TEST(ReservedReplayTest, TheOtherPlacementIsLeftOutOnlyWhereItCannotDecide) {
+  for (const auto& [spec, runs_out] : {std::pair{IssueSpec(2, 1024, "EAGER", 0, 3, false), true},
+                                       std::pair{IssueSpec(1, 1024, "SDPA", 0, 2, false), false}}) {
+    const absl::StatusOr<RunSettings> run = ResolveRunSettings(spec);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const ParameterState params = EstimateParameterState(*run);
+    const ReplayVerdict all = DecideFitByReplay(*run, params, spec.memory().allocator(), 24 * kGiB);
+    const ReplayVerdict search = DecideFitByReplay(*run, params, spec.memory().allocator(),
+                                                   24 * kGiB, OtherPlacement::kWhereItDecides);
+    EXPECT_EQ(all.decision.verdict, runs_out ? vramlab::v1::DOES_NOT_FIT : vramlab::v1::FITS);
+    EXPECT_EQ(search.decision.verdict, all.decision.verdict);
+    EXPECT_EQ(search.decision.reserved_high, all.decision.reserved_high);
+    ASSERT_TRUE(all.replay_above.has_value());
+    EXPECT_FALSE(all.other_placement_skipped);
+    // Running out is the usual placement's: the other one is not needed there.
+    EXPECT_EQ(search.replay_above.has_value(), !runs_out);
+    EXPECT_EQ(search.other_placement_skipped, runs_out);
+  }
 }
 
 // The phase peaks follow the worker's loop (LOAD, each micro-step's FORWARD and BACKWARD, the

@@ -9,33 +9,26 @@ set -euo pipefail
 src="${VRAMLAB_SOURCE_DIR:?}"
 runs="$src/docs/results/h200-2026-12-05/near-limit"
 source="docs/results/h200-2026-12-05/near-limit"
-runs2="$src/docs/results/h100-2026-12-06-near-limit/near-limit"
-source2="docs/results/h100-2026-12-06-near-limit/near-limit"
-plan2="$src/docs/results/h100-2026-12-06-near-limit/plan.jsonl"
-runs3="$src/docs/results/h100-2026-12-06-grid3/near-limit"
-source3="docs/results/h100-2026-12-06-grid3/near-limit"
-plan3="$src/docs/results/h100-2026-12-06-grid3/plan.jsonl"
-runs4="$src/docs/results/h100-2026-12-07-grid4/near-limit"
-source4="docs/results/h100-2026-12-07-grid4/near-limit"
-plan4="$src/docs/results/h100-2026-12-07-grid4/plan.jsonl"
+# The sets after the first: every run held out; each folder holds plan.jsonl and near-limit/.
+later_sets=(h100-2026-12-06-near-limit h100-2026-12-06-grid3 h100-2026-12-07-grid4)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 python3 "$src/bench/gpu/near_limit.py" rows --plan "$runs/plan.jsonl" --out "$runs" \
   --half held-out --source "$source" > "$work/held-out.jsonl"
-python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan2" --out "$runs2" \
-  --half held-out --source "$source2" >> "$work/held-out.jsonl"
-python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan3" --out "$runs3" \
-  --half held-out --source "$source3" >> "$work/held-out.jsonl"
-python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan4" --out "$runs4" \
-  --half held-out --source "$source4" >> "$work/held-out.jsonl"
-[ "$(python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan2" --out "$runs2" --half tuning \
-  --source "$source2" | wc -l)" -eq 0 ] || fail "the second set has tuning rows"
-[ "$(python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan3" --out "$runs3" --half tuning \
-  --source "$source3" | wc -l)" -eq 0 ] || fail "the third set has tuning rows"
-[ "$(python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan4" --out "$runs4" --half tuning \
-  --source "$source4" | wc -l)" -eq 0 ] || fail "the fourth set has tuning rows"
+later_plans=()
+for set in "${later_sets[@]}"; do
+  plan="$src/docs/results/$set/plan.jsonl"
+  later_plans+=("$plan")
+  for half in held-out tuning; do
+    python3 "$src/bench/gpu/near_limit.py" rows --plan "$plan" \
+      --out "$src/docs/results/$set/near-limit" --half "$half" \
+      --source "docs/results/$set/near-limit" > "$work/$set.$half.jsonl"
+  done
+  cat "$work/$set.held-out.jsonl" >> "$work/held-out.jsonl"
+  [ ! -s "$work/$set.tuning.jsonl" ] || fail "$set has tuning rows"
+done
 cmp "$work/held-out.jsonl" "$src/testdata/estimator/fit_heldout.jsonl" ||
   fail "fit_heldout.jsonl is not the held-out half's rows"
 
@@ -62,7 +55,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
     halves.setdefault(config, set()).add(r["half"])
 sys.exit(0 if all(len(h) == 1 for h in halves.values()) else 1)
 PY
-python3 - "$runs/plan.jsonl" "$plan2" "$plan3" "$plan4" <<'PY' || fail "a configuration of a later set is in an earlier one"
+python3 - "$runs/plan.jsonl" "${later_plans[@]}" <<'PY' || fail "a configuration of a later set is in an earlier one"
 import json, sys
 def configs(path):
     return {json.loads(line)["name"].rsplit("-s", 1)[0] for line in open(path, encoding="utf-8")}
